@@ -1,0 +1,46 @@
+// dev: starts the whole service (limiterd, then api) as separate processes with prefixed
+// logs; Ctrl-C stops them all. On the first start it creates a demo organization.
+import { resolve } from "node:path";
+import { apiConfig, limiterdConfig, loadOrExit } from "../../internal/config/config";
+import { bootstrapDemo, DEMO, DevStack, limiterServing, waitUntil } from "../../internal/devstack/devstack";
+import { limiterClients } from "../../internal/limiterclient/client";
+
+const root = resolve(import.meta.dir, "../..");
+const daemon = loadOrExit("dev", () => limiterdConfig(process.env));
+const api = loadOrExit("dev", () => apiConfig(process.env));
+const limiterUrl = `http://${daemon.host === "0.0.0.0" ? "127.0.0.1" : daemon.host}:${daemon.port}`;
+const env = { ...process.env, DATA_DIR: daemon.dataDir, LIMITER_URL: limiterUrl };
+const stack = new DevStack(root, env);
+for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => void stack.stop(0));
+
+try {
+  const clients = limiterClients(limiterUrl);
+  stack.start({ name: "limiterd", entry: "cmd/limiterd/index.ts" });
+  await waitUntil("limiterd", () => limiterServing(clients));
+  stack.start({ name: "api", entry: "cmd/api/index.ts" });
+  const base = `http://${api.host === "0.0.0.0" ? "127.0.0.1" : api.host}:${api.port}`;
+  await waitUntil("api", async () => (await fetch(`${base}/healthz`)).ok);
+
+  const token = await bootstrapDemo(clients);
+  const lines = [
+    "",
+    `The service is up (store: ${daemon.redisUrl ? "redis" : `embedded, ${daemon.dataDir}`}). Ctrl-C stops it.`,
+    `  API            ${base}/api/v1`,
+    `  rate limits    ${base}/docs/rate-limits`,
+    `  limiterd       ${limiterUrl} (Connect, gRPC, gRPC-Web)`,
+  ];
+  if (token) {
+    lines.push(
+      `Created organization "${DEMO.slug}" (free plan) with the verified domain ${DEMO.domain} and this API token (shown once):`,
+      `  ${token}`,
+      `Try it:`,
+      `  curl -i ${base}/api/v1/tags -H "Authorization: Bearer ${token}"`,
+    );
+  } else {
+    lines.push(`Organization "${DEMO.slug}" exists. A new token: bun run cmd/admin token create ${DEMO.slug}`);
+  }
+  console.log(`${lines.join("\n")}\n`);
+} catch (err) {
+  console.error(`dev: ${(err as Error).message}`);
+  await stack.stop(1);
+}

@@ -1,0 +1,96 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { Organization } from "../gen/mailcore/limiter/v1/limiter_pb";
+import type { LimiterClients } from "../limiterclient/client";
+import { parsePlan, planName } from "../plans/plans";
+
+export const USAGE = `usage: bun run cmd/admin <command>
+  org create <slug> --plan <free|premium|enterprise>
+  org set-plan <slug> <plan>
+  org show <slug>
+  token create <slug>          prints the new token alone on stdout
+  token revoke <token>
+  domain add <slug> <domain> [--verified]
+environment: LIMITER_URL (default http://127.0.0.1:7070)`;
+
+export class UsageError extends Error {}
+
+export interface Output {
+  out(line: string): void;
+}
+
+function plan(name: string | undefined) {
+  const p = name === undefined ? undefined : parsePlan(name);
+  if (p === undefined) throw new UsageError(`plan must be free, premium or enterprise, not ${JSON.stringify(name ?? "")}`);
+  return p;
+}
+
+function describe(org: Organization | undefined): string {
+  if (!org) return "";
+  const domains = org.domains.map((d) => `${d.name}${d.verified ? " (verified)" : " (unverified)"}`).join(", ") || "none";
+  return `${org.slug} id=${org.id} plan=${planName(org.plan)} domains=${domains}`;
+}
+
+/** Runs one admin command against the daemon. Throws UsageError or ConnectError. */
+export async function runAdmin(argv: string[], clients: LimiterClients, io: Output): Promise<void> {
+  const { directory } = clients;
+  const flags = new Set(argv.filter((a) => a.startsWith("--") && a !== "--plan"));
+  const planAt = argv.indexOf("--plan");
+  const planArg = planAt >= 0 ? argv[planAt + 1] : undefined;
+  const args = argv.filter((a, i) => !a.startsWith("--") && (planAt < 0 || i !== planAt + 1));
+  const unknown = [...flags].filter((f) => f !== "--verified");
+  if (unknown.length > 0) throw new UsageError(`unknown option ${unknown[0]}`);
+  const need = (n: number) => {
+    if (args.length !== n) throw new UsageError(`${args.slice(0, 2).join(" ")} takes ${n - 2} argument(s)`);
+  };
+
+  switch (`${args[0]} ${args[1]}`) {
+    case "org create": {
+      need(3);
+      const res = await directory.createOrganization({ slug: args[2], plan: plan(planArg) });
+      io.out(`created ${describe(res.organization)}`);
+      return;
+    }
+    case "org set-plan": {
+      need(4);
+      const res = await directory.setPlan({ slug: args[2], plan: plan(args[3]) });
+      io.out(`updated ${describe(res.organization)}`);
+      return;
+    }
+    case "org show": {
+      need(3);
+      io.out(describe((await directory.getOrganization({ slug: args[2] })).organization));
+      return;
+    }
+    case "token create": {
+      need(3);
+      io.out((await directory.createToken({ slug: args[2] })).token);
+      return;
+    }
+    case "token revoke": {
+      need(3);
+      await directory.revokeToken({ token: args[2] });
+      io.out("revoked");
+      return;
+    }
+    case "domain add": {
+      need(4);
+      const res = await directory.addDomain({ slug: args[2], domain: args[3], verified: flags.has("--verified") });
+      io.out(`updated ${describe(res.organization)}`);
+      return;
+    }
+    default:
+      throw new UsageError(args.length === 0 ? "no command given" : `unknown command: ${args.slice(0, 2).join(" ")}`);
+  }
+}
+
+/** One line for a failed command, and its exit code (2 usage, 1 otherwise). */
+export function explain(err: unknown, limiterUrl: string): { line: string; code: number } {
+  if (err instanceof UsageError) return { line: `${err.message}\n${USAGE}`, code: 2 };
+  if (err instanceof ConnectError) {
+    if (err.code === Code.Unavailable || err.code === Code.DeadlineExceeded) {
+      return { line: `cannot reach limiterd at ${limiterUrl}: ${err.rawMessage}`, code: 1 };
+    }
+    return { line: `${Code[err.code]}: ${err.rawMessage}`, code: 1 };
+  }
+  return { line: String(err), code: 1 };
+}

@@ -1,0 +1,112 @@
+import { isIP } from "node:net";
+import { resolve } from "node:path";
+
+// Configuration comes from environment variables, each with a default, all validated at
+// start. A bad value is a ConfigError; the process prints its one line and exits 2.
+
+export class ConfigError extends Error {}
+
+type Env = Record<string, string | undefined>;
+
+function raw(env: Env, name: string): string | undefined {
+  const v = env[name];
+  return v === undefined || v.trim() === "" ? undefined : v.trim();
+}
+
+export function intVar(env: Env, name: string, def: number, min: number, max: number): number {
+  const v = raw(env, name);
+  if (v === undefined) return def;
+  if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) {
+    throw new ConfigError(`${name}=${JSON.stringify(v)} is not a whole number from ${min} to ${max}`);
+  }
+  return Number(v);
+}
+
+export function portVar(env: Env, name: string, def: number): number {
+  return intVar(env, name, def, 1, 65_535);
+}
+
+export function urlVar(env: Env, name: string, def: string | undefined, schemes: string[]): string | undefined {
+  const v = raw(env, name) ?? def;
+  if (v === undefined) return undefined;
+  let url: URL;
+  try {
+    url = new URL(v);
+  } catch {
+    throw new ConfigError(`${name}=${JSON.stringify(v)} is not a URL`);
+  }
+  if (!schemes.includes(url.protocol.slice(0, -1))) {
+    throw new ConfigError(`${name}=${JSON.stringify(v)} must use ${schemes.map((s) => `${s}://`).join(" or ")}`);
+  }
+  return v;
+}
+
+export function hostVar(env: Env, name: string, def: string): string {
+  const v = raw(env, name) ?? def;
+  if (isIP(v) === 0 && v !== "localhost") throw new ConfigError(`${name}=${JSON.stringify(v)} is not an IP address to listen on`);
+  return v;
+}
+
+export function ipListVar(env: Env, name: string): string[] {
+  const v = raw(env, name);
+  if (v === undefined) return [];
+  const ips = v.split(",").map((s) => s.trim());
+  const bad = ips.find((ip) => isIP(ip) === 0);
+  if (bad !== undefined) throw new ConfigError(`${name} holds ${JSON.stringify(bad)}, which is not an IP address (give a comma-separated list of proxy IPs)`);
+  return ips;
+}
+
+export function dirVar(env: Env, name: string, def: string): string {
+  return resolve(raw(env, name) ?? def);
+}
+
+/** Runs a config loader; on a bad value prints one line and exits with code 2. */
+export function loadOrExit<T>(process_: string, load: () => T): T {
+  try {
+    return load();
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`${process_}: configuration error: ${err.message}\n`);
+    process.exit(2);
+  }
+}
+
+export interface LimiterdConfig {
+  dataDir: string;
+  redisUrl: string | undefined;
+  host: string;
+  port: number;
+}
+
+export function limiterdConfig(env: Env): LimiterdConfig {
+  return {
+    dataDir: dirVar(env, "DATA_DIR", "data"),
+    redisUrl: urlVar(env, "REDIS_URL", undefined, ["redis", "rediss"]),
+    host: hostVar(env, "LIMITER_HOST", "127.0.0.1"),
+    port: portVar(env, "LIMITER_PORT", 7070),
+  };
+}
+
+export function limiterUrl(env: Env): string {
+  return urlVar(env, "LIMITER_URL", "http://127.0.0.1:7070", ["http"])!;
+}
+
+export interface ApiConfig {
+  host: string;
+  port: number;
+  limiterUrl: string;
+  limiterTimeoutMs: number;
+  trustProxy: string[];
+  docsUrl: string | undefined;
+}
+
+export function apiConfig(env: Env): ApiConfig {
+  return {
+    host: hostVar(env, "API_HOST", "127.0.0.1"),
+    port: portVar(env, "API_PORT", 8080),
+    limiterUrl: limiterUrl(env),
+    limiterTimeoutMs: intVar(env, "LIMITER_TIMEOUT_MS", 1_000, 10, 60_000),
+    trustProxy: ipListVar(env, "TRUST_PROXY"),
+    docsUrl: urlVar(env, "DOCS_URL", undefined, ["http", "https"]),
+  };
+}
