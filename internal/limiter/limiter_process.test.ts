@@ -1,0 +1,88 @@
+// limiterd as its own process, called by a @grpc/grpc-js client and by Connect clients
+// speaking each of the three protocols it serves on its one port.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import { join } from "node:path";
+import { LimiterService, Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
+import { freePort, REPO_ROOT, type Proc, runBun, runToEnd, tempDir, waitFor } from "../testkit/testkit";
+
+let limiterd: Proc;
+let port: number;
+let env: Record<string, string>;
+let token: string;
+
+beforeAll(async () => {
+  port = await freePort();
+  env = { DATA_DIR: tempDir(), LIMITER_PORT: String(port), LIMITER_URL: `http://127.0.0.1:${port}` };
+  limiterd = runBun("cmd/limiterd/index.ts", [], env);
+  await waitFor("limiterd", async () => (await runToEnd("cmd/admin/index.ts", ["org", "create", "rpc", "--plan", "premium"], env)).code === 0);
+  token = (await runToEnd("cmd/admin/index.ts", ["token", "create", "rpc"], env)).stdout.trim();
+});
+afterAll(async () => {
+  await limiterd?.stop("SIGKILL");
+});
+
+function grpcJs() {
+  const def = protoLoader.loadSync(["mailcore/limiter/v1/limiter.proto", "grpc/health/v1/health.proto"], {
+    includeDirs: [join(REPO_ROOT, "proto")],
+    longs: Number,
+    enums: String,
+    defaults: true,
+  });
+  // A package loaded at run time by grpc-js is untyped.
+  const pkg = grpc.loadPackageDefinition(def) as any;
+  const creds = grpc.credentials.createInsecure();
+  return {
+    limiter: new pkg.mailcore.limiter.v1.LimiterService(`127.0.0.1:${port}`, creds),
+    health: new pkg.grpc.health.v1.Health(`127.0.0.1:${port}`, creds),
+  };
+}
+
+function unary<T>(client: any, method: string, req: unknown): Promise<T> {
+  return new Promise((done, fail) => client[method](req, (err: Error | null, res: T) => (err ? fail(err) : done(res))));
+}
+
+describe("limiterd over gRPC with @grpc/grpc-js", () => {
+  test("Admit, AdmitBatch and grpc.health.v1", async () => {
+    const { limiter, health } = grpcJs();
+    try {
+      const one = await unary<Record<string, unknown>>(limiter, "Admit", { token, clientIp: "192.0.2.1" });
+      expect(one).toMatchObject({ verdict: "VERDICT_ALLOWED", orgSlug: "rpc", plan: "PLAN_PREMIUM", limit: 700, remaining: 699, resetSeconds: 1 });
+      const batch = await unary<{ responses: Record<string, unknown>[] }>(limiter, "AdmitBatch", {
+        requests: [
+          { token, clientIp: "192.0.2.1" },
+          { token: "", clientIp: "192.0.2.1" },
+        ],
+      });
+      expect(batch.responses.map((r) => r.verdict)).toEqual(["VERDICT_ALLOWED", "VERDICT_UNAUTHENTICATED"]);
+      expect(batch.responses[0]!.remaining).toBe(698);
+      expect(await unary(health, "Check", { service: "" })).toEqual({ status: "SERVING" });
+      const bad = await unary(limiter, "Admit", { token, clientIp: "not-an-ip" }).catch((e) => e);
+      expect(bad.code).toBe(grpc.status.INVALID_ARGUMENT);
+      const unknownService = await unary(health, "Check", { service: "nope" }).catch((e) => e);
+      expect(unknownService.code).toBe(grpc.status.NOT_FOUND);
+    } finally {
+      limiter.close();
+      health.close();
+    }
+  });
+});
+
+describe("limiterd over Connect and gRPC-Web", () => {
+  for (const [name, transport] of [
+    ["Connect", () => createConnectTransport({ baseUrl: `http://127.0.0.1:${port}`, httpVersion: "2" })],
+    ["gRPC-Web", () => createGrpcWebTransport({ baseUrl: `http://127.0.0.1:${port}`, httpVersion: "2" })],
+  ] as const) {
+    test(`${name}: Admit`, async () => {
+      const client = createClient(LimiterService, transport());
+      const res = await client.admit({ token, clientIp: "2001:db8::7" });
+      expect(res.verdict).toBe(Verdict.ALLOWED);
+      expect(res.plan).toBe(Plan.PREMIUM);
+      const tooBig = await client.admitBatch({ requests: Array.from({ length: 1001 }, () => ({ token, clientIp: "192.0.2.2" })) }).catch((e) => e);
+      expect(String(tooBig)).toContain("at most 1000");
+    });
+  }
+});
