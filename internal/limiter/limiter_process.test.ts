@@ -60,9 +60,9 @@ describe("limiterd over gRPC with @grpc/grpc-js", () => {
       expect(batch.responses.map((r) => r.verdict)).toEqual(["VERDICT_ALLOWED", "VERDICT_UNAUTHENTICATED"]);
       expect(batch.responses[0]!.remaining).toBe(698);
       expect(await unary(health, "Check", { service: "" })).toEqual({ status: "SERVING" });
-      const bad: grpc.ServiceError = await unary(limiter, "Admit", { token, clientIp: "not-an-ip" }).catch((e) => e);
+      const bad: grpc.ServiceError = await unary<never>(limiter, "Admit", { token, clientIp: "not-an-ip" }).catch((e: grpc.ServiceError) => e);
       expect(bad.code).toBe(grpc.status.INVALID_ARGUMENT);
-      const unknownService: grpc.ServiceError = await unary(health, "Check", { service: "nope" }).catch((e) => e);
+      const unknownService: grpc.ServiceError = await unary<never>(health, "Check", { service: "nope" }).catch((e: grpc.ServiceError) => e);
       expect(unknownService.code).toBe(grpc.status.NOT_FOUND);
     } finally {
       limiter.close();
