@@ -6,9 +6,9 @@ import { ManualClock } from "../clock/clock";
 import { Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { planQuota } from "../plans/plans";
 import { type RedisServer, startRedis } from "../testkit/testkit";
-import { EmbeddedStore } from "./embedded";
 import { connectRedis, keys, RedisStore } from "./redis";
 import { type AdmitInput, type Store, StoreError } from "./store";
+import { storeAdapters } from "./testadapters";
 
 let redisServer: RedisServer;
 let seq = 0;
@@ -20,10 +20,7 @@ afterAll(async () => {
   await redisServer.stop();
 });
 
-const adapters: [string, () => Promise<Store>][] = [
-  ["embedded", async () => new EmbeddedStore(null)],
-  ["redis", async () => new RedisStore(await connectRedis(redisServer.url))],
-];
+const adapters = storeAdapters(() => redisServer.url);
 
 for (const [name, open] of adapters) {
   describe(`store conformance: ${name}`, () => {

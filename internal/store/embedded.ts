@@ -4,6 +4,9 @@ import { join } from "node:path";
 import { Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { type BucketLimit, type BucketState, levelAt, msUntilAdmit, msUntilFull, remaining } from "../bucket/bucket";
 import { IP_PERIOD_MS, IP_QUOTA, MINIMUM_PLAN, ORG_PERIOD_MS, planQuota } from "../plans/plans";
+import type { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
+import { EmbeddedMail } from "./embedded_mail";
+import type { AckInput, DeliveryPolicy, EnqueueInput } from "./mail";
 import { type AdmitInput, type AdmitResult, type Organization, type OrgRef, type Store, StoreError } from "./store";
 
 const IP_LIMIT: BucketLimit = { quota: IP_QUOTA, periodMs: IP_PERIOD_MS };
@@ -28,6 +31,7 @@ export class EmbeddedStore implements Store {
   private readonly db: Database;
   private readonly buckets = new Map<string, Bucket>();
   private readonly sweeper: ReturnType<typeof setInterval>;
+  private readonly mail: EmbeddedMail;
   private readonly q: {
     orgByToken: ReturnType<Database["query"]>;
     orgBySlug: ReturnType<Database["query"]>;
@@ -54,6 +58,7 @@ export class EmbeddedStore implements Store {
       orgBySlug: this.db.query("SELECT id, slug, plan FROM orgs WHERE slug = ?"),
       domains: this.db.query("SELECT name, verified FROM domains WHERE org_id = ? ORDER BY name"),
     };
+    this.mail = new EmbeddedMail(this.db);
     this.sweeper = setInterval(() => this.sweep(), SWEEP_INTERVAL_MS);
     this.sweeper.unref();
   }
@@ -111,6 +116,7 @@ export class EmbeddedStore implements Store {
   /** Drops buckets that have refilled completely: a missing bucket is a full one. */
   private sweep(): void {
     const now = this.sweepClock();
+    this.mail.sweep(now);
     for (const [key, b] of this.buckets) {
       if (levelAt(b, b.limit, now) >= b.limit.quota * b.limit.periodMs) this.buckets.delete(key);
     }
@@ -161,6 +167,34 @@ export class EmbeddedStore implements Store {
 
   async listTags(orgId: string): Promise<string[]> {
     return (this.db.query("SELECT name FROM tags WHERE org_id = ? ORDER BY name").all(orgId) as { name: string }[]).map((t) => t.name);
+  }
+
+  isDomainVerified(orgId: string, domain: string) {
+    return this.mail.isDomainVerified(orgId, domain);
+  }
+  enqueue(input: EnqueueInput, nowMs: number) {
+    return this.mail.enqueue(input, nowMs);
+  }
+  release(lane: Lane, nowMs: number) {
+    return this.mail.release(lane, nowMs);
+  }
+  lease(max: number, nowMs: number, visibilityMs: number) {
+    return this.mail.lease(max, nowMs, visibilityMs);
+  }
+  ack(input: AckInput, policy: DeliveryPolicy, nowMs: number) {
+    return this.mail.ack(input, policy, nowMs);
+  }
+  recover(nowMs: number) {
+    return this.mail.recover(nowMs);
+  }
+  getMessage(orgId: string, messageId: string) {
+    return this.mail.getMessage(orgId, messageId);
+  }
+  laneCounts(nowMs: number) {
+    return this.mail.laneCounts(nowMs);
+  }
+  holdScheduler() {
+    return this.mail.holdScheduler();
   }
 
   async ping(): Promise<void> {

@@ -1,11 +1,33 @@
 import { Redis } from "ioredis";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { createHash, randomBytes } from "node:crypto";
+import { Lane, type MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import { Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { IP_PERIOD_MS, IP_QUOTA, MINIMUM_PLAN, ORG_PERIOD_MS, PLANS, planQuota } from "../plans/plans";
+import type {
+  AckInput,
+  AckResult,
+  DeliveryPolicy,
+  EnqueueInput,
+  EnqueueResult,
+  GuardReason,
+  LaneCounts,
+  LeasedRecord,
+  MessageRecord,
+  RecoverResult,
+  Released,
+} from "./mail";
 import { type AdmitInput, type AdmitResult, type Organization, type Store, StoreError } from "./store";
 
-const ADMIT_SCRIPT = readFileSync(join(import.meta.dir, "admit.lua"), "utf8");
+const script = (name: string) => readFileSync(join(import.meta.dir, `${name}.lua`), "utf8");
+const LANES = [Lane.TRANSACTIONAL, Lane.BULK] as const;
+const RECOVER_BATCH = 500;
+const HOLD_SCRIPT = `
+local cur = redis.call('GET', KEYS[1])
+if not cur then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end
+if cur == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
+return 0`;
 const TOKEN_CACHE_MAX = 100_000;
 
 // Key layout. Everything of one organization carries the hash tag {<org id>}.
@@ -17,12 +39,32 @@ export const keys = {
   orgDomains: (id: string) => `mc:org:{${id}}:domains`,
   orgTags: (id: string) => `mc:org:{${id}}:tags`,
   ipBucket: (ip: string) => `mc:ip:{${ip}}`,
+  idempotency: (org: string, key: string) => `mc:org:{${org}}:idem:${createHash("sha256").update(key).digest("hex")}`,
+  guardLog: (org: string, mailbox: string) => `mc:org:{${org}}:g:${mailbox}`,
+  cooldown: (mailbox: string) => `mc:cooldown:${mailbox}`,
+  message: (org: string, id: string) => `mc:org:{${org}}:m:${id}`,
+  messageEvents: (org: string, id: string) => `mc:org:{${org}}:m:${id}:ev`,
+  orgQueue: (org: string, lane: Lane) => `mc:org:{${org}}:q:${lane}`,
+  roster: (lane: Lane) => `mc:lane:${lane}:roster`,
+  ready: (lane: Lane) => `mc:lane:${lane}:ready`,
+  depth: (lane: Lane) => `mc:lane:${lane}:depth`,
+  inFlight: (lane: Lane) => `mc:lane:${lane}:inflight`,
+  deferred: (lane: Lane) => `mc:lane:${lane}:deferred`,
+  scheduler: (lane: Lane) => `mc:lane:${lane}:scheduler`,
 };
 
 type AdmitReply = [number, number, string, number, number, number];
 
-interface AdmitCommand {
-  admit(...args: (string | number)[]): Promise<AdmitReply>;
+type Args = (string | number)[];
+
+interface Commands {
+  admit(...args: Args): Promise<AdmitReply>;
+  enqueue(...args: Args): Promise<[string, string, number?]>;
+  release(...args: Args): Promise<[string, string] | null>;
+  lease(...args: Args): Promise<[string, string, string, string, string, number][]>;
+  ack(...args: Args): Promise<[number, number]>;
+  recover(...args: Args): Promise<[number, number]>;
+  hold(...args: Args): Promise<number>;
 }
 
 /** Opens a connection that fails fast: no offline queue, short timeouts, endless reconnects. */
@@ -46,13 +88,14 @@ export async function connectRedis(url: string, connectTimeoutMs = 2_000): Promi
  * ioredis's defineCommand), auto-pipelined. Several daemons may share one Redis.
  */
 export class RedisStore implements Store {
-  private readonly redis: Redis & AdmitCommand;
+  private readonly redis: Redis & Commands;
   /** token hash to org id; the script re-checks the token key, so a stale entry is harmless. */
   private readonly tokenOrg = new Map<string, string>();
 
   constructor(redis: Redis) {
-    redis.defineCommand("admit", { lua: ADMIT_SCRIPT });
-    this.redis = redis as Redis & AdmitCommand;
+    for (const name of ["admit", "enqueue", "release", "lease", "ack", "recover"]) redis.defineCommand(name, { lua: script(name) });
+    redis.defineCommand("hold", { lua: HOLD_SCRIPT, numberOfKeys: 1 });
+    this.redis = redis as Redis & Commands;
   }
 
   async admit(inputs: AdmitInput[], nowMs: number): Promise<AdmitResult[]> {
@@ -131,6 +174,145 @@ export class RedisStore implements Store {
 
   async listTags(orgId: string): Promise<string[]> {
     return (await this.redis.smembers(keys.orgTags(orgId))).sort();
+  }
+
+  async isDomainVerified(orgId: string, domain: string): Promise<boolean> {
+    return (await this.redis.hget(keys.orgDomains(orgId), domain)) === "1";
+  }
+
+  async enqueue(input: EnqueueInput, nowMs: number): Promise<EnqueueResult> {
+    const { orgId, messageId, lane, mailbox, guards, idempotency } = input;
+    const reply = await this.redis.enqueue(
+      8,
+      keys.idempotency(orgId, idempotency?.key ?? ""),
+      keys.guardLog(orgId, mailbox),
+      keys.cooldown(mailbox),
+      keys.message(orgId, messageId),
+      keys.messageEvents(orgId, messageId),
+      keys.orgQueue(orgId, lane),
+      keys.roster(lane),
+      keys.depth(lane),
+      nowMs,
+      messageId,
+      orgId,
+      lane,
+      input.payload,
+      mailbox,
+      input.checkCooldown ? 1 : 0,
+      input.countGuards ? 1 : 0,
+      idempotency?.bodyHash ?? "",
+      idempotency?.ttlMs ?? 0,
+      guards.shortMax,
+      guards.shortWindowMs,
+      guards.longMax,
+      guards.longWindowMs,
+    );
+    switch (reply[0]) {
+      case "accepted":
+      case "replayed":
+        return { kind: reply[0], messageId: reply[1] };
+      case "conflict":
+        return { kind: "conflict" };
+      default:
+        return { kind: "limited", reason: reply[1] as GuardReason, retryAfterMs: Number(reply[2]) };
+    }
+  }
+
+  async release(lane: Lane, nowMs: number): Promise<Released | null> {
+    const reply = await this.redis.release(3, keys.roster(lane), keys.ready(lane), keys.depth(lane), nowMs, lane);
+    return reply ? { orgId: reply[0], messageId: reply[1] } : null;
+  }
+
+  async lease(max: number, nowMs: number, visibilityMs: number): Promise<LeasedRecord[]> {
+    const [t, b] = LANES;
+    const prefix = `ls_${randomBytes(8).toString("hex")}`;
+    const reply = await this.redis.lease(4, keys.ready(t), keys.ready(b), keys.inFlight(t), keys.inFlight(b), nowMs, max, visibilityMs, prefix);
+    return reply.map(([leaseId, messageId, orgId, lane, payload, attempt]) => ({
+      leaseId,
+      messageId,
+      orgId,
+      lane: Number(lane) as Lane,
+      payload,
+      attempt,
+    }));
+  }
+
+  async ack(input: AckInput, policy: DeliveryPolicy, nowMs: number): Promise<AckResult> {
+    const { orgId, messageId } = input;
+    const lane = Number(await this.redis.hget(keys.message(orgId, messageId), "lane")) as Lane;
+    if (!LANES.includes(lane as (typeof LANES)[number])) return { current: false, status: 0 as MessageStatus };
+    const [current, status] = await this.redis.ack(
+      4,
+      keys.message(orgId, messageId),
+      keys.messageEvents(orgId, messageId),
+      keys.inFlight(lane),
+      keys.deferred(lane),
+      nowMs,
+      input.leaseId,
+      input.outcome,
+      input.detail,
+      policy.maxAttempts,
+      policy.retryBaseMs,
+      policy.bounceCooldownMs,
+      policy.retentionMs,
+      `${orgId}|${messageId}`,
+    );
+    return { current: current === 1, status: status as MessageStatus };
+  }
+
+  async recover(nowMs: number): Promise<RecoverResult> {
+    const total = { expired: 0, retried: 0 };
+    for (const lane of LANES) {
+      const [expired, retried] = await this.redis.recover(5, keys.inFlight(lane), keys.deferred(lane), keys.ready(lane), keys.roster(lane), keys.depth(lane), nowMs, lane, RECOVER_BATCH);
+      total.expired += expired;
+      total.retried += retried;
+    }
+    return total;
+  }
+
+  async getMessage(orgId: string, messageId: string): Promise<MessageRecord | null> {
+    const [m, events] = await Promise.all([this.redis.hgetall(keys.message(orgId, messageId)), this.redis.lrange(keys.messageEvents(orgId, messageId), 0, -1)]);
+    if (!m.payload) return null;
+    return {
+      id: messageId,
+      orgId,
+      lane: Number(m.lane) as Lane,
+      payload: m.payload,
+      status: Number(m.status) as MessageStatus,
+      attempts: Number(m.attempts),
+      createdMs: Number(m.created),
+      updatedMs: Number(m.updated),
+      events: events.map((e) => {
+        const [status, at, ...detail] = e.split("|");
+        return { status: Number(status) as MessageStatus, atMs: Number(at), detail: detail.join("|") };
+      }),
+    };
+  }
+
+  async laneCounts(nowMs: number): Promise<LaneCounts[]> {
+    return Promise.all(
+      LANES.map(async (lane) => {
+        const [depth, ready, inFlight, deferred, roster] = await Promise.all([
+          this.redis.get(keys.depth(lane)),
+          this.redis.llen(keys.ready(lane)),
+          this.redis.zcard(keys.inFlight(lane)),
+          this.redis.zcard(keys.deferred(lane)),
+          this.redis.lrange(keys.roster(lane), 0, -1),
+        ]);
+        const heads = await Promise.all(
+          roster.map(async (org) => {
+            const id = await this.redis.lindex(keys.orgQueue(org, lane), 0);
+            return id ? Number(await this.redis.hget(keys.message(org, id), "created")) : Number.POSITIVE_INFINITY;
+          }),
+        );
+        const oldest = Math.min(...heads);
+        return { lane, depth: Number(depth ?? 0), ready, inFlight, deferred, oldestAgeMs: Number.isFinite(oldest) ? Math.max(0, nowMs - oldest) : 0 };
+      }),
+    );
+  }
+
+  async holdScheduler(lane: Lane, owner: string, ttlMs: number): Promise<boolean> {
+    return (await this.redis.hold(keys.scheduler(lane), owner, ttlMs)) === 1;
   }
 
   async ping(): Promise<void> {

@@ -1,4 +1,5 @@
 import type { Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
+import type { MailStore } from "./mail";
 
 // Store is the daemon's one seam to its state. Two adapters implement it, Redis and
 // embedded (memory + bun:sqlite), and both run the same conformance suite.
@@ -36,7 +37,7 @@ export interface Organization extends OrgRef {
   domains: Domain[];
 }
 
-export interface Store {
+export interface Store extends MailStore {
   /**
    * Admits each input independently: the IP bucket and, for a valid token, the
    * organization bucket are checked and consumed in one atomic step (both or neither).

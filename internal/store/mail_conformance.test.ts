@@ -1,0 +1,253 @@
+// The sending half of the Store contract, run against both adapters with a moved clock.
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { ManualClock } from "../clock/clock";
+import { DeliveryOutcome, Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
+import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
+import { type RedisServer, startRedis } from "../testkit/testkit";
+import type { DeliveryPolicy, EnqueueInput } from "./mail";
+import type { Store } from "./store";
+import { storeAdapters } from "./testadapters";
+
+const MIN = 60_000;
+const HOUR = 60 * MIN;
+const GUARDS = { shortMax: 5, shortWindowMs: 10 * MIN, longMax: 20, longWindowMs: 24 * HOUR };
+const POLICY: DeliveryPolicy = { maxAttempts: 3, retryBaseMs: 1_000, bounceCooldownMs: HOUR, retentionMs: 7 * 24 * HOUR };
+
+let redisServer: RedisServer;
+let seq = 0;
+beforeAll(async () => {
+  redisServer = await startRedis();
+});
+afterAll(async () => {
+  await redisServer.stop();
+});
+
+for (const [name, open] of storeAdapters(() => redisServer.url)) {
+  describe(`mail store conformance: ${name}`, () => {
+    let store: Store;
+    let clock: ManualClock;
+    let org: string;
+
+    beforeEach(async () => {
+      if (store) await store.close();
+      store = await open();
+      clock = new ManualClock(Date.UTC(2026, 5, 1) + ++seq * 100 * 24 * HOUR);
+      org = `org_${name}_${seq}`;
+      await store.createOrganization(org, `slug-${name}-${seq}`, Plan.FREE, clock.nowMs());
+    });
+    afterAll(async () => {
+      await store?.close();
+    });
+
+    let ids = 0;
+    function send(over: Partial<EnqueueInput> = {}) {
+      const input: EnqueueInput = {
+        orgId: org,
+        messageId: `msg_${name}_${seq}_${++ids}`,
+        lane: Lane.TRANSACTIONAL,
+        payload: JSON.stringify({ n: ids }),
+        mailbox: "user@example.com",
+        checkCooldown: true,
+        countGuards: true,
+        guards: GUARDS,
+        ...over,
+      };
+      return store.enqueue(input, clock.nowMs());
+    }
+
+    /** Releases everything waiting in a lane and returns the org ids in release order. */
+    async function drain(lane: Lane) {
+      const order: string[] = [];
+      for (let r = await store.release(lane, clock.nowMs()); r; r = await store.release(lane, clock.nowMs())) order.push(r.orgId);
+      return order;
+    }
+
+    test("short window: 5 in any 10 minutes, the 6th refused with the exact wait", async () => {
+      for (let i = 0; i < 5; i++) {
+        expect((await send()).kind).toBe("accepted");
+        clock.advance(MIN);
+      }
+      // Accepts at 0, 1, 2, 3, 4 minutes; now is 5 minutes: the first leaves at 10.
+      expect(await send()).toEqual({ kind: "limited", reason: "short_window", retryAfterMs: 5 * MIN });
+      clock.advance(5 * MIN - 1);
+      expect(await send()).toMatchObject({ kind: "limited", retryAfterMs: 1 });
+      clock.advance(1);
+      expect((await send()).kind).toBe("accepted");
+      // Nothing was recorded for the refusals: the next one waits for the 1-minute accept.
+      expect(await send()).toEqual({ kind: "limited", reason: "short_window", retryAfterMs: MIN });
+    });
+
+    test("windows are per organization and mailbox, and mailboxes are compared as given", async () => {
+      for (let i = 0; i < 5; i++) await send();
+      expect((await send()).kind).toBe("limited");
+      expect((await send({ mailbox: "other@example.com" })).kind).toBe("accepted");
+      const otherOrg = `${org}_b`;
+      await store.createOrganization(otherOrg, `slug-${name}-${seq}-b`, Plan.FREE, clock.nowMs());
+      expect((await send({ orgId: otherOrg })).kind).toBe("accepted");
+    });
+
+    test("long window: 20 in any 24 hours", async () => {
+      for (let i = 0; i < 20; i++) {
+        expect((await send()).kind).toBe("accepted");
+        clock.advance(11 * MIN);
+      }
+      const refused = await send();
+      // The first accept was 220 minutes ago; it leaves the 24-hour window after 24 h.
+      expect(refused).toEqual({ kind: "limited", reason: "long_window", retryAfterMs: 24 * HOUR - 220 * MIN });
+      clock.advance(24 * HOUR - 220 * MIN);
+      expect((await send()).kind).toBe("accepted");
+      expect((await send()).kind).toBe("limited");
+    });
+
+    test("bulk sends and fixtures are not counted", async () => {
+      for (let i = 0; i < 30; i++) {
+        expect((await send({ lane: Lane.BULK, checkCooldown: false, countGuards: false })).kind).toBe("accepted");
+        expect((await send({ mailbox: "delivered@fixtures.test", countGuards: false })).kind).toBe("accepted");
+      }
+      for (let i = 0; i < 5; i++) expect((await send()).kind).toBe("accepted");
+    });
+
+    test("idempotency: same key and body replays, another body conflicts, a refusal records nothing", async () => {
+      const key = { key: "k1", bodyHash: "h1", ttlMs: 24 * HOUR };
+      const first = await send({ idempotency: key });
+      expect(first.kind).toBe("accepted");
+      expect(await send({ idempotency: key })).toEqual({ kind: "replayed", messageId: (first as { messageId: string }).messageId });
+      expect(await send({ idempotency: { ...key, bodyHash: "h2" } })).toEqual({ kind: "conflict" });
+      for (let i = 0; i < 4; i++) await send();
+      const refused = await send({ idempotency: { ...key, key: "k2" } });
+      expect(refused.kind).toBe("limited");
+      clock.advance(10 * MIN);
+      expect((await send({ idempotency: { ...key, key: "k2" } })).kind).toBe("accepted");
+      // Keys expire.
+      clock.advance(24 * HOUR);
+      expect((await send({ idempotency: { ...key, bodyHash: "h3" } })).kind).toBe("accepted");
+    });
+
+    test("release is round-robin over organizations, oldest first within one", async () => {
+      const others = [`${org}_x`, `${org}_y`];
+      for (const [i, o] of others.entries()) await store.createOrganization(o, `rr-${name}-${seq}-${i}`, Plan.FREE, clock.nowMs());
+      for (let i = 0; i < 6; i++) await send({ countGuards: false, mailbox: `a${i}@example.com` });
+      await send({ orgId: others[0], countGuards: false });
+      await send({ orgId: others[1], countGuards: false });
+      await send({ orgId: others[1], countGuards: false });
+      const order = await drain(Lane.TRANSACTIONAL);
+      expect(order).toHaveLength(9);
+      // Each organization waits at most one slot per other waiting organization.
+      expect(order.slice(0, 3).sort()).toEqual([org, ...others].sort());
+      expect(order.slice(3, 5).sort()).toEqual([org, others[1]].sort());
+      expect(order.slice(5)).toEqual([org, org, org, org]);
+      expect(await store.release(Lane.BULK, clock.nowMs())).toBeNull();
+    });
+
+    test("lease, ack, retry with backoff, failure after the last attempt", async () => {
+      const bulk = await send({ lane: Lane.BULK, checkCooldown: false, countGuards: false });
+      const tx = await send();
+      await drain(Lane.BULK);
+      await drain(Lane.TRANSACTIONAL);
+      const leased = await store.lease(10, clock.nowMs(), 30_000);
+      expect(leased.map((l) => [l.lane, l.attempt])).toEqual([
+        [Lane.TRANSACTIONAL, 1],
+        [Lane.BULK, 1],
+      ]);
+      expect(leased[0]!.payload).toBe(JSON.stringify({ n: ids }));
+      const [txLease, bulkLease] = leased as [(typeof leased)[0], (typeof leased)[0]];
+      expect(txLease.messageId).toBe((tx as { messageId: string }).messageId);
+      expect(bulkLease.messageId).toBe((bulk as { messageId: string }).messageId);
+      expect(await store.lease(10, clock.nowMs(), 30_000)).toEqual([]);
+
+      const ack = (l: typeof txLease, outcome: DeliveryOutcome) =>
+        store.ack({ orgId: l.orgId, messageId: l.messageId, leaseId: l.leaseId, outcome, detail: `outcome ${outcome}` }, POLICY, clock.nowMs());
+      expect(await ack(txLease, DeliveryOutcome.DELIVERED)).toEqual({ current: true, status: MessageStatus.DELIVERED });
+      expect(await ack(txLease, DeliveryOutcome.DELIVERED)).toEqual({ current: false, status: MessageStatus.DELIVERED });
+
+      // Deferred: retried after 1 s, then 2 s; the third failure is final.
+      let lease = bulkLease;
+      for (const [attempt, wait] of [
+        [1, 1_000],
+        [2, 2_000],
+      ] as const) {
+        expect(await ack(lease, DeliveryOutcome.DEFERRED)).toEqual({ current: true, status: MessageStatus.DEFERRED });
+        clock.advance(wait - 1);
+        expect(await store.recover(clock.nowMs())).toEqual({ expired: 0, retried: 0 });
+        clock.advance(1);
+        expect(await store.recover(clock.nowMs())).toEqual({ expired: 0, retried: 1 });
+        expect((await store.laneCounts(clock.nowMs())).find((c) => c.lane === Lane.BULK)).toMatchObject({ depth: 1, deferred: 0 });
+        await drain(Lane.BULK);
+        [lease] = (await store.lease(1, clock.nowMs(), 30_000)) as [typeof lease];
+        expect(lease.attempt).toBe(attempt + 1);
+      }
+      expect(await ack(lease, DeliveryOutcome.DEFERRED)).toEqual({ current: true, status: MessageStatus.FAILED });
+
+      const record = await store.getMessage(org, lease.messageId);
+      expect(record).toMatchObject({ orgId: org, lane: Lane.BULK, status: MessageStatus.FAILED, attempts: 3 });
+      expect(record!.events.map((e) => e.status)).toEqual([
+        MessageStatus.QUEUED, // accepted
+        MessageStatus.QUEUED, // released
+        MessageStatus.SENDING,
+        MessageStatus.DEFERRED,
+        MessageStatus.QUEUED, // retry
+        MessageStatus.QUEUED, // released
+        MessageStatus.SENDING,
+        MessageStatus.DEFERRED,
+        MessageStatus.QUEUED,
+        MessageStatus.QUEUED,
+        MessageStatus.SENDING,
+        MessageStatus.FAILED,
+      ]);
+      expect(record!.events[0]).toEqual({ status: MessageStatus.QUEUED, atMs: expect.any(Number), detail: "accepted" });
+      expect(await store.getMessage(`${org}_other`, lease.messageId)).toBeNull();
+    });
+
+    test("a bounce puts the mailbox on cooldown for every organization", async () => {
+      await send({ mailbox: "gone@example.com" });
+      await drain(Lane.TRANSACTIONAL);
+      const [l] = await store.lease(1, clock.nowMs(), 30_000);
+      await store.ack({ orgId: org, messageId: l!.messageId, leaseId: l!.leaseId, outcome: DeliveryOutcome.BOUNCED, detail: "550" }, POLICY, clock.nowMs());
+      clock.advance(1_000);
+      expect(await send({ mailbox: "gone@example.com" })).toEqual({ kind: "limited", reason: "bounce_cooldown", retryAfterMs: HOUR - 1_000 });
+      // Bulk sends do not check it.
+      expect((await send({ mailbox: "gone@example.com", lane: Lane.BULK, checkCooldown: false, countGuards: false })).kind).toBe("accepted");
+      clock.advance(HOUR - 1_000);
+      expect((await send({ mailbox: "gone@example.com" })).kind).toBe("accepted");
+    });
+
+    test("an expired lease is released again; the old lease's ack is ignored", async () => {
+      await send();
+      await drain(Lane.TRANSACTIONAL);
+      const [first] = await store.lease(1, clock.nowMs(), 5_000);
+      clock.advance(5_000);
+      expect(await store.recover(clock.nowMs())).toEqual({ expired: 1, retried: 0 });
+      const [second] = await store.lease(1, clock.nowMs(), 5_000);
+      expect(second).toMatchObject({ messageId: first!.messageId, attempt: 2 });
+      const stale = await store.ack({ ...first!, outcome: DeliveryOutcome.DELIVERED, detail: "late" }, POLICY, clock.nowMs());
+      expect(stale.current).toBe(false);
+      const fresh = await store.ack({ ...second!, outcome: DeliveryOutcome.DELIVERED, detail: "ok" }, POLICY, clock.nowMs());
+      expect(fresh).toEqual({ current: true, status: MessageStatus.DELIVERED });
+    });
+
+    test("lane counts: depth, ready, in flight and the oldest age", async () => {
+      await send({ countGuards: false });
+      clock.advance(1_000);
+      await send({ countGuards: false });
+      await send({ lane: Lane.BULK, countGuards: false, checkCooldown: false });
+      clock.advance(500);
+      await store.release(Lane.TRANSACTIONAL, clock.nowMs());
+      const counts = await store.laneCounts(clock.nowMs());
+      expect(counts).toEqual([
+        { lane: Lane.TRANSACTIONAL, depth: 1, ready: 1, inFlight: 0, deferred: 0, oldestAgeMs: 500 },
+        { lane: Lane.BULK, depth: 1, ready: 0, inFlight: 0, deferred: 0, oldestAgeMs: 500 },
+      ]);
+      await store.lease(5, clock.nowMs(), 1_000);
+      expect((await store.laneCounts(clock.nowMs()))[0]).toMatchObject({ ready: 0, inFlight: 1 });
+    });
+
+    test("domain verification", async () => {
+      const slug = `slug-${name}-${seq}`;
+      await store.addDomain(slug, "verified.example.com", true);
+      await store.addDomain(slug, "pending.example.com", false);
+      expect(await store.isDomainVerified(org, "verified.example.com")).toBe(true);
+      expect(await store.isDomainVerified(org, "pending.example.com")).toBe(false);
+      expect(await store.isDomainVerified(org, "other.example.com")).toBe(false);
+    });
+  });
+}

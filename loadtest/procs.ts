@@ -1,0 +1,170 @@
+// Bookkeeping for the benchmark: everything it starts is registered here and stopped on
+// exit (normal, error or signal); CPU time of processes is read from /proc.
+import { spawn, spawnSync } from "bun";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
+import type { Proc } from "../internal/testkit/testkit";
+
+type Cleanup = () => unknown;
+const cleanups: { what: string; run: Cleanup }[] = [];
+let cleaning: Promise<void> | undefined;
+
+/** Registers something to undo on exit; undone in reverse order. */
+export function onExit(what: string, run: Cleanup): void {
+  cleanups.push({ what, run });
+}
+
+export function trackProc(what: string, p: Proc): Proc {
+  onExit(what, () => p.stop("SIGKILL"));
+  return p;
+}
+
+export function trackDir(dir: string): string {
+  onExit(`rm ${dir}`, () => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** Direct children of this process still alive, by pid (a safety net for leaked ones). */
+function children(): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (Number(fields[1]) === process.pid && fields[0] !== "Z") out.push(Number(name));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
+/** Undoes everything registered so far (may be called again for what is registered later). */
+export function cleanupAll(): Promise<void> {
+  cleaning ??= (async () => {
+    for (const c of cleanups.splice(0).reverse()) {
+      try {
+        await Promise.race([Promise.resolve(c.run()), Bun.sleep(5_000)]);
+      } catch (err) {
+        console.error(`bench: cleanup "${c.what}" failed: ${(err as Error).message}`);
+      }
+    }
+    for (const pid of children()) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
+  })().finally(() => {
+    cleaning = undefined;
+  });
+  return cleaning;
+}
+
+export function installSignalHandlers(): void {
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+    process.on(signal, async () => {
+      console.error(`bench: ${signal}; stopping everything it started`);
+      await cleanupAll();
+      process.exit(130);
+    });
+  }
+}
+
+/** Runs a command to completion, bounded in time; returns its output. */
+export async function sh(cmd: string[], timeoutMs = 60_000): Promise<{ code: number; stdout: string; stderr: string }> {
+  const p = spawn(cmd, { stdout: "pipe", stderr: "pipe", stdin: "ignore" });
+  const timer = setTimeout(() => p.kill("SIGKILL"), timeoutMs);
+  const [stdout, stderr, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  clearTimeout(timer);
+  return { code, stdout, stderr };
+}
+
+export function has(cmd: string): boolean {
+  return spawnSync(["sh", "-c", `command -v ${cmd}`]).exitCode === 0;
+}
+
+// ---- CPU accounting ---------------------------------------------------------------
+
+const CLK_TCK = Number(spawnSync(["getconf", "CLK_TCK"]).stdout.toString().trim()) || 100;
+
+/** utime+stime of a process (all its threads), in seconds; undefined once it is gone. */
+export function cpuSeconds(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(f[11]) + Number(f[12])) / CLK_TCK;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Busy and total jiffies of the whole machine (all cores). */
+function machineTicks(): { busy: number; total: number } {
+  const line = readFileSync("/proc/stat", "utf8").split("\n")[0]!;
+  const n = line.trim().split(/\s+/).slice(1).map(Number);
+  const total = n.reduce((a, b) => a + b, 0);
+  const idle = (n[3] ?? 0) + (n[4] ?? 0);
+  return { busy: total - idle, total };
+}
+
+export interface CpuShare {
+  /** CPU seconds used in the window. */
+  cpuSeconds: number;
+  /** Percent of one core. */
+  pctOfCore: number;
+  /** Percent of the whole machine (all cores). */
+  pctOfMachine: number;
+}
+
+export interface CpuReport {
+  wallSeconds: number;
+  cores: number;
+  processes: Record<string, CpuShare>;
+  /** Machine-wide busy share, every process included. */
+  machineBusyPct: number;
+}
+
+/**
+ * Starts a CPU window over named pids; the returned function closes it. `measured` adds
+ * CPU seconds taken elsewhere (a process that ran exactly the window and has exited).
+ */
+export function cpuWindow(pids: Record<string, number>, cores: number): (measured?: Record<string, number>) => CpuReport {
+  const t0 = performance.now();
+  const m0 = machineTicks();
+  const start = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuSeconds(pid) ?? 0]));
+  return (measured = {}) => {
+    const wall = (performance.now() - t0) / 1000;
+    const m1 = machineTicks();
+    const used: Record<string, number> = {};
+    for (const [k, pid] of Object.entries(pids)) used[k] = (cpuSeconds(pid) ?? start[k]!) - start[k]!;
+    Object.assign(used, measured);
+    const processes: Record<string, CpuShare> = {};
+    for (const [k, s] of Object.entries(used)) {
+      processes[k] = { cpuSeconds: round(s, 2), pctOfCore: round((100 * s) / wall, 1), pctOfMachine: round((100 * s) / wall / cores, 1) };
+    }
+    const busyPct = m1.total > m0.total ? (100 * (m1.busy - m0.busy)) / (m1.total - m0.total) : 0;
+    return { wallSeconds: round(wall, 2), cores, processes, machineBusyPct: round(busyPct, 1) };
+  };
+}
+
+/** Adds a process measured on its own (e.g. one that reports its CPU itself) to a report. */
+export function addShare(r: CpuReport, name: string, seconds: number): void {
+  r.processes[name] = {
+    cpuSeconds: round(seconds, 2),
+    pctOfCore: round((100 * seconds) / r.wallSeconds, 1),
+    pctOfMachine: round((100 * seconds) / r.wallSeconds / r.cores, 1),
+  };
+}
+
+/** CPU seconds of an exited Bun subprocess. */
+export function exitedCpuSeconds(p: { resourceUsage(): { cpuTime: { total: bigint } } | undefined }): number {
+  const usage = p.resourceUsage();
+  return usage ? Number(usage.cpuTime.total) / 1e6 : 0;
+}
+
+export function round(x: number, digits = 0): number {
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+}

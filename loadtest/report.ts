@@ -1,0 +1,21 @@
+// Plain-text tables for the benchmark's stdout.
+import type { CpuReport } from "./procs";
+
+export function table(title: string, header: string[], rows: (string | number)[][]): string {
+  const cells = [header, ...rows.map((r) => r.map(String))];
+  const widths = header.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? "").length)));
+  const line = (r: string[]) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
+  const rule = widths.map((w) => "-".repeat(w)).join("  ");
+  return [`\n${title}`, line(header), rule, ...cells.slice(1).map(line)].join("\n");
+}
+
+export function cpuTable(title: string, r: CpuReport): string {
+  const rows = Object.entries(r.processes)
+    .sort((a, b) => b[1].cpuSeconds - a[1].cpuSeconds)
+    .map(([name, s]) => [name, s.cpuSeconds.toFixed(2), `${s.pctOfCore.toFixed(1)}%`, `${s.pctOfMachine.toFixed(1)}%`]);
+  const listed = Object.values(r.processes).reduce((a, s) => a + s.pctOfMachine, 0);
+  rows.push(["(all listed)", "", "", `${listed.toFixed(1)}%`], ["(machine busy, every process)", "", "", `${r.machineBusyPct.toFixed(1)}%`]);
+  return table(`${title} — ${r.wallSeconds.toFixed(1)} s wall, ${r.cores} cores`, ["process", "cpu s", "% of a core", "% of machine"], rows);
+}
+
+export const fmt = (x: number, digits = 0) => x.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
