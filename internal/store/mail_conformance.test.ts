@@ -124,7 +124,7 @@ for (const [name, open] of storeAdapters(() => redisServer.url)) {
     });
 
     test("release is round-robin over organizations, oldest first within one", async () => {
-      const others = [`${org}_x`, `${org}_y`];
+      const others: [string, string] = [`${org}_x`, `${org}_y`];
       for (const [i, o] of others.entries()) await store.createOrganization(o, `rr-${name}-${seq}-${i}`, Plan.FREE, clock.nowMs());
       for (let i = 0; i < 6; i++) await send({ countGuards: false, mailbox: `a${i}@example.com` });
       await send({ orgId: others[0], countGuards: false });
