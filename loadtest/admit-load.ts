@@ -82,6 +82,11 @@ const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, 
 
 await phase(WARMUP_MS, fresh());
 const s = fresh();
+// A call stuck past its own deadline would hold the window open: give up loudly instead.
+setTimeout(() => {
+  console.error(`admit-load: the measured window overran by 15 s (${s.calls} calls done, ${s.errors} errors)`);
+  process.exit(3);
+}, DURATION_MS + 15_000).unref();
 console.log("MEASURE_START");
 const cpu0 = process.cpuUsage();
 const seconds = await phase(DURATION_MS, s);

@@ -18,7 +18,7 @@ import { Plan } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
 import { limiterClients } from "../internal/limiterclient/client";
 import { freePort, REPO_ROOT, runBun, runToEnd, startRedis, tempDir, waitFor } from "../internal/testkit/testkit";
 import { hashToken } from "../internal/token/token";
-import { addShare, cleanupAll, type CpuReport, cpuWindow, installSignalHandlers, onExit, round, trackDir, trackProc } from "./procs";
+import { addShare, cleanupAll, type CpuReport, cpuWindow, installSignalHandlers, onExit, procDiagnostics, round, trackDir, trackProc } from "./procs";
 import { admitArgs, loadAdmitScript, type RedisBenchResult, redisBenchmarkVersion, redisCli, redisPid, runRedisBenchmark } from "./redisbench";
 import { cpuTable, fmt, table } from "./report";
 import { ensureWrk, runWrk, type WrkResult, wrkVersion } from "./wrk";
@@ -249,10 +249,9 @@ async function daemonPart(s: Settings, cores: number) {
     }),
   );
   const marker = (m: string, ms: number) =>
-    waitFor(`admit-load ${m}`, async () => {
-      if (gen.proc.exitCode !== null) throw new Error(`admit-load exited ${gen.proc.exitCode}: ${gen.stderr()}`);
-      return gen.stdout().includes(m);
-    }, ms);
+    waitFor(`admit-load ${m}`, async () => gen.stdout().includes(m) || gen.proc.exitCode !== null, ms).catch((err) => {
+      throw new Error(`${(err as Error).message}\nadmit-load stdout:\n${gen.stdout()}\nstderr:\n${gen.stderr()}`);
+    });
   await marker("MEASURE_START", (s.warmup + 30) * 1000);
   const close = cpuWindow({ limiterd: d.limiterd.proc.pid, "redis-server": d.redisPid, "bench.ts (harness)": process.pid }, cores);
   await marker("MEASURE_END", (s.duration + 30) * 1000);
@@ -420,7 +419,7 @@ let code = 1;
 try {
   code = await main();
 } catch (err) {
-  console.error(`bench: ${(err as Error).stack ?? err}`);
+  console.error(`bench: ${(err as Error).stack ?? err}\n${procDiagnostics()}`);
 } finally {
   await cleanupAll();
 }

@@ -13,9 +13,23 @@ export function onExit(what: string, run: Cleanup): void {
   cleanups.push({ what, run });
 }
 
+const tracked: { what: string; p: Proc }[] = [];
+
 export function trackProc(what: string, p: Proc): Proc {
+  tracked.push({ what, p });
   onExit(what, () => p.stop("SIGKILL"));
   return p;
+}
+
+/** The state and last stderr lines of every process started, for an error report. */
+export function procDiagnostics(lines = 15): string {
+  return tracked
+    .map(({ what, p }) => {
+      const state = p.proc.exitCode !== null || p.proc.signalCode !== null ? `exited ${p.proc.exitCode ?? p.proc.signalCode}` : "running";
+      const tail = p.stderr().trimEnd().split("\n").slice(-lines).join("\n  ");
+      return `--- ${what} (pid ${p.proc.pid}, ${state}) stderr:\n  ${tail}`;
+    })
+    .join("\n");
 }
 
 export function trackDir(dir: string): string {

@@ -1,4 +1,5 @@
 // api: the HTTP front. Every request is admitted by limiterd; nothing is served without it.
+import { Code, ConnectError } from "@connectrpc/connect";
 import { serveApi } from "../../internal/api/server";
 import { MicroBatcher } from "../../internal/batch/batcher";
 import { apiConfig, loadOrExit } from "../../internal/config/config";
@@ -10,7 +11,7 @@ import { logger } from "../../internal/log/log";
 
 const log = logger("api");
 const cfg = loadOrExit("api", () => apiConfig(process.env));
-const { limiter, directory, health } = limiterClients(cfg.limiterUrl);
+const { limiter, directory, health, mail } = limiterClients(cfg.limiterUrl);
 const call = { timeoutMs: cfg.limiterTimeoutMs };
 
 const admissions = new MicroBatcher<Pick<AdmitRequest, "token" | "clientIp">, AdmitResponse>(
@@ -22,6 +23,15 @@ const server = serveApi(
   {
     admit: (c) => admissions.submit(c),
     listTags: async (orgId) => (await directory.listTags({ orgId }, call)).tags.map((t) => t.name),
+    send: (req) => mail.send(req, call),
+    getMessage: async (orgId, messageId) => {
+      try {
+        return (await mail.getMessage({ orgId, messageId }, call)).message;
+      } catch (err) {
+        if (err instanceof ConnectError && err.code === Code.NotFound) return undefined;
+        throw err;
+      }
+    },
     ready: async () => (await health.check({}, call)).status === HealthCheckResponse_ServingStatus.SERVING,
     trustProxy: cfg.trustProxy,
     docsUrl: cfg.docsUrl,

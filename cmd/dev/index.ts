@@ -1,4 +1,4 @@
-// dev: starts the whole service (limiterd, then api) as separate processes with prefixed
+// dev: starts the whole service (limiterd, api, worker) as separate processes with prefixed
 // logs; Ctrl-C stops them all. On the first start it creates a demo organization.
 import { resolve } from "node:path";
 import { apiConfig, limiterdConfig, loadOrExit } from "../../internal/config/config";
@@ -20,6 +20,7 @@ try {
   stack.start({ name: "api", entry: "cmd/api/index.ts" });
   const base = `http://${api.host === "0.0.0.0" ? "127.0.0.1" : api.host}:${api.port}`;
   await waitUntil("api", async () => (await fetch(`${base}/healthz`)).ok);
+  stack.start({ name: "worker", entry: "cmd/worker/index.ts" });
 
   const token = await bootstrapDemo(clients);
   const lines = [
@@ -28,6 +29,7 @@ try {
     `  API            ${base}/api/v1`,
     `  rate limits    ${base}/docs/rate-limits`,
     `  limiterd       ${limiterUrl} (Connect, gRPC, gRPC-Web)`,
+    `  delivered mail ${daemon.dataDir}/sink/*.eml (set SMTP_RELAY_URL to send through a relay)`,
   ];
   if (token) {
     lines.push(
@@ -35,6 +37,8 @@ try {
       `  ${token}`,
       `Try it:`,
       `  curl -i ${base}/api/v1/tags -H "Authorization: Bearer ${token}"`,
+      `  curl -i ${base}/api/v1/emails -H "Authorization: Bearer ${token}" -H "Content-Type: application/json" \\`,
+      `    -d '{"from":"Demo <hello@${DEMO.domain}>","to":"delivered@fixtures.test","subject":"Hi","markdown":"**It works.**"}'`,
     );
   } else {
     lines.push(`Organization "${DEMO.slug}" exists. A new token: bun run cmd/admin token create ${DEMO.slug}`);

@@ -1,6 +1,12 @@
-// limiterd: the central daemon. Admission, the directory and health over Connect/gRPC.
+// limiterd: the central daemon. Admission, the directory, sending, the lane schedulers
+// and the workers' leases, over Connect/gRPC.
+import type { ConnectRouter } from "@connectrpc/connect";
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
 import { systemClock } from "../../internal/clock/clock";
 import { limiterdConfig, loadOrExit } from "../../internal/config/config";
+import { startLanes } from "../../internal/lanes/lanes";
+import { MailRuntime, mailRoutes } from "../../internal/limiter/mail_service";
 import { serveRpc } from "../../internal/limiter/server";
 import { limiterRoutes } from "../../internal/limiter/service";
 import { logger } from "../../internal/log/log";
@@ -20,12 +26,42 @@ try {
   process.exit(1);
 }
 
-const server = await serveRpc(limiterRoutes({ store, clock: systemClock, newToken }), cfg.host, cfg.port);
-log.info("listening", { addr: `${cfg.host}:${server.port}`, store: cfg.redisUrl ? "redis" : `embedded (${cfg.dataDir})` });
+const clock = systemClock;
+const runtime = new MailRuntime();
+const mail = mailRoutes(
+  {
+    store,
+    clock,
+    laneRate: cfg.laneRate,
+    visibilityMs: cfg.visibilityMs,
+    policy: { maxAttempts: cfg.maxAttempts, retryBaseMs: cfg.retryBaseMs, bounceCooldownMs: cfg.bounceCooldownMs, retentionMs: cfg.retentionMs },
+  },
+  runtime,
+);
+const directory = limiterRoutes({ store, clock, newToken });
+const server = await serveRpc(
+  (router: ConnectRouter) => {
+    directory(router);
+    mail(router);
+  },
+  cfg.host,
+  cfg.port,
+);
+const lanes = startLanes({
+  store,
+  clock,
+  ratePerSecond: cfg.laneRate,
+  owner: `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`,
+  onRelease: (r) => runtime.recordRelease(r),
+  onRecovered: () => runtime.work.notifyAll(),
+  log,
+});
+log.info("listening", { addr: `${cfg.host}:${server.port}`, store: cfg.redisUrl ? "redis" : `embedded (${cfg.dataDir})`, laneRate: cfg.laneRate });
 
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.on(signal, async () => {
     log.info("stopping", { signal });
+    await lanes.stop();
     await Promise.race([server.close(), Bun.sleep(2_000)]);
     await store.close();
     process.exit(0);

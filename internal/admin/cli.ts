@@ -1,5 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Organization } from "../gen/mailcore/limiter/v1/limiter_pb";
+import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { LimiterClients } from "../limiterclient/client";
 import { parsePlan, planName } from "../plans/plans";
 
@@ -10,6 +11,7 @@ export const USAGE = `usage: bun run cmd/admin <command>
   token create <slug>          prints the new token alone on stdout
   token revoke <token>
   domain add <slug> <domain> [--verified]
+  lanes                        each lane's depth, release rate and oldest age
 environment: LIMITER_URL (default http://127.0.0.1:7070)`;
 
 export class UsageError extends Error {}
@@ -40,8 +42,22 @@ export async function runAdmin(argv: string[], clients: LimiterClients, io: Outp
   const unknown = [...flags].filter((f) => f !== "--verified");
   if (unknown.length > 0) throw new UsageError(`unknown option ${unknown[0]}`);
   const need = (n: number) => {
-    if (args.length !== n) throw new UsageError(`${args.slice(0, 2).join(" ")} takes ${n - 2} argument(s)`);
+    const words = Math.min(n, 2);
+    if (args.length !== n) throw new UsageError(`${args.slice(0, words).join(" ")} takes ${n - words} argument(s)`);
   };
+
+  if (args[0] === "lanes") {
+    need(1);
+    const { lanes } = await clients.lanes.getLanes({});
+    io.out("lane           depth   ready  in-flight  deferred  oldest-age  rate/s  released/s (last 10 s)");
+    for (const l of lanes) {
+      const name = l.lane === Lane.TRANSACTIONAL ? "transactional" : "bulk";
+      io.out(
+        `${name.padEnd(13)} ${String(l.depth).padStart(6)} ${String(l.ready).padStart(7)} ${String(l.inFlight).padStart(10)} ${String(l.deferred).padStart(9)} ${`${(Number(l.oldestAgeMs) / 1000).toFixed(1)}s`.padStart(11)} ${String(l.rate).padStart(7)} ${l.releasedPerSecond.toFixed(1).padStart(11)}`,
+      );
+    }
+    return;
+  }
 
   switch (`${args[0]} ${args[1]}`) {
     case "org create": {

@@ -1,14 +1,17 @@
 import type { Server } from "bun";
 import { type AdmitResponse, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
+import { type Email, Lane, type MessageInfo, MessageStatus, SendOutcome, type SendResponse } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { Logger } from "../log/log";
 import { isWellFormed } from "../token/token";
 import { clientIp } from "./clientip";
 import { rateLimitDocsPage } from "./docs";
+import { InvalidField, parseSendRequest } from "./emails";
 import { rateLimitHeaders } from "./headers";
 
 export const DOCS_PATH = "/docs/rate-limits";
-/** Bodies above this are refused before they are read (the send endpoint's 1 MB plus framing). */
-export const MAX_BODY_BYTES = 2 * 1024 * 1024;
+/** The largest request body the API accepts (spec 8.3: 1 MB messages). */
+export const MAX_BODY_BYTES = 1024 * 1024;
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 const BEARER = /^Bearer +(\S+) *$/i;
 
 export interface AdmitCall {
@@ -20,6 +23,9 @@ export interface AdmitCall {
 export interface ApiDeps {
   admit(call: AdmitCall): Promise<AdmitResponse>;
   listTags(orgId: string): Promise<string[]>;
+  send(req: { orgId: string; lane: Lane; email: Email; idempotencyKey: string; bodyHash: string }): Promise<SendResponse>;
+  /** undefined when the organization has no such message. */
+  getMessage(orgId: string, messageId: string): Promise<MessageInfo | undefined>;
   ready(): Promise<boolean>;
   trustProxy: readonly string[];
   /** Where the 429 body's docs link points; default: this API's own page. */
@@ -45,22 +51,121 @@ interface Admitted {
   req: Request;
   orgId: string;
   headers: Headers_;
+  /** The path's captured parts. */
+  params: string[];
 }
 
 type Route = Partial<Record<string, (a: Admitted) => Promise<Response>>>;
+
+const LANE_NAMES: Record<number, string> = { [Lane.TRANSACTIONAL]: "transactional", [Lane.BULK]: "bulk" };
+const STATUS_NAMES: Record<number, string> = {
+  [MessageStatus.QUEUED]: "queued",
+  [MessageStatus.SENDING]: "sending",
+  [MessageStatus.DELIVERED]: "delivered",
+  [MessageStatus.DEFERRED]: "deferred",
+  [MessageStatus.BOUNCED]: "bounced",
+  [MessageStatus.FAILED]: "failed",
+};
+
+const iso = (ms: bigint) => new Date(Number(ms)).toISOString();
+
+function messageJson(m: MessageInfo) {
+  return {
+    id: m.id,
+    lane: LANE_NAMES[m.lane],
+    status: STATUS_NAMES[m.status],
+    from: m.from,
+    to: m.to,
+    subject: m.subject,
+    attempts: m.attempts,
+    createdAt: iso(m.createdAtMs),
+    updatedAt: iso(m.updatedAtMs),
+    events: m.events.map((e) => ({ status: STATUS_NAMES[e.status], at: iso(e.atMs), detail: e.detail })),
+  };
+}
+
+/** Reads a JSON body of at most MAX_BODY_BYTES; a Response when it cannot. */
+async function readJson(req: Request, headers: Headers_): Promise<unknown | Response> {
+  const type = req.headers.get("content-type") ?? "";
+  if (!/^application\/json\s*(;|$)/i.test(type)) {
+    return error(415, "UNSUPPORTED_MEDIA_TYPE", "Send the body as Content-Type: application/json.", headers);
+  }
+  const tooLarge = () => error(413, "PAYLOAD_TOO_LARGE", `The body is larger than ${MAX_BODY_BYTES} bytes.`, headers);
+  if (Number(req.headers.get("content-length") ?? 0) > MAX_BODY_BYTES) return tooLarge();
+  const body = await req.arrayBuffer();
+  if (body.byteLength > MAX_BODY_BYTES) return tooLarge();
+  try {
+    return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body));
+  } catch {
+    return error(400, "INVALID_JSON", "The body is not valid UTF-8 JSON.", headers);
+  }
+}
 
 /** The HTTP front: admission through the daemon, then the route. */
 export function apiHandler(deps: ApiDeps) {
   const docsPage = rateLimitDocsPage();
 
-  const routes: Record<string, Route> = {
-    "/api/v1/tags": {
-      GET: async ({ orgId, headers }) => {
-        const tags = await deps.listTags(orgId);
-        return json(200, { data: tags.map((name) => ({ name })) }, headers);
+  const routes: [RegExp, Route][] = [
+    [
+      /^\/api\/v1\/tags$/,
+      {
+        GET: async ({ orgId, headers }) => {
+          const tags = await deps.listTags(orgId);
+          return json(200, { data: tags.map((name) => ({ name })) }, headers);
+        },
       },
-    },
-  };
+    ],
+    [
+      /^\/api\/v1\/emails$/,
+      {
+        POST: async ({ req, orgId, headers }) => {
+          const key = req.headers.get("idempotency-key");
+          if (key !== null && !IDEMPOTENCY_KEY.test(key)) {
+            return error(400, "INVALID_IDEMPOTENCY_KEY", "Idempotency-Key must be 1 to 255 printable ASCII characters.", headers);
+          }
+          const body = await readJson(req, headers);
+          if (body instanceof Response) return body;
+          let input: ReturnType<typeof parseSendRequest>;
+          try {
+            input = parseSendRequest(body);
+          } catch (err) {
+            if (!(err instanceof InvalidField)) throw err;
+            return json(422, { code: "VALIDATION_FAILED", message: err.message, field: err.field }, headers);
+          }
+          const res = await deps.send({ orgId, lane: input.lane, email: input.email, idempotencyKey: key ?? "", bodyHash: input.fingerprint });
+          const accepted = { id: res.messageId, status: "queued", lane: LANE_NAMES[input.lane] };
+          switch (res.outcome) {
+            case SendOutcome.ACCEPTED:
+              return json(202, accepted, headers);
+            case SendOutcome.REPLAYED:
+              return json(202, accepted, { ...headers, "Idempotent-Replayed": "true" });
+            case SendOutcome.IDEMPOTENCY_CONFLICT:
+              return error(409, "IDEMPOTENCY_KEY_REUSED", "This Idempotency-Key was used with a different request body.", headers);
+            case SendOutcome.DOMAIN_NOT_VERIFIED:
+              return error(403, "DOMAIN_NOT_VERIFIED", `${input.email.fromAddress.split("@").pop()} is not a verified sending domain of this organization.`, headers);
+            case SendOutcome.RECIPIENT_LIMITED:
+              return json(
+                429,
+                { code: "RECIPIENT_RATE_LIMITED", message: "This recipient is temporarily rate limited." },
+                { ...headers, "Retry-After": String(res.retryAfterSeconds) },
+              );
+            default:
+              throw new Error(`unknown send outcome ${res.outcome}`);
+          }
+        },
+      },
+    ],
+    [
+      /^\/api\/v1\/emails\/([^/]+)$/,
+      {
+        GET: async ({ orgId, headers, params }) => {
+          const message = /^msg_[0-9a-f]{24}$/.test(params[0]!) ? await deps.getMessage(orgId, params[0]!) : undefined;
+          if (!message) return error(404, "NOT_FOUND", `No email ${params[0]} in this organization.`, headers);
+          return json(200, messageJson(message), headers);
+        },
+      },
+    ],
+  ];
 
   return async function handle(req: Request, peerIp: string): Promise<Response> {
     const url = new URL(req.url);
@@ -104,14 +209,19 @@ export function apiHandler(deps: ApiDeps) {
         return unavailable();
     }
 
-    const route = routes[path];
+    let params: string[] = [];
+    const route = routes.find(([pattern]) => {
+      const m = pattern.exec(path);
+      if (m) params = m.slice(1);
+      return m !== null;
+    })?.[1];
     if (!route) return error(404, "NOT_FOUND", `No such endpoint: ${req.method} ${path}`, headers);
     const handler = route[req.method];
     if (!handler) {
       return error(405, "METHOD_NOT_ALLOWED", `${path} does not accept ${req.method}.`, { ...headers, Allow: Object.keys(route).join(", ") });
     }
     try {
-      return await handler({ req, orgId: admission.orgId, headers });
+      return await handler({ req, orgId: admission.orgId, headers, params });
     } catch (err) {
       deps.log.warn("daemon call failed", { path, error: (err as Error).message });
       return unavailable();
@@ -124,7 +234,8 @@ export function serveApi(deps: ApiDeps, host: string, port: number): Server<unde
   return Bun.serve({
     hostname: host,
     port,
-    maxRequestBodySize: MAX_BODY_BYTES,
+    // Larger bodies are cut off by Bun; up to twice the limit they get a clean 413 from readJson.
+    maxRequestBodySize: 2 * MAX_BODY_BYTES,
     fetch(req, server) {
       return handle(req, server.requestIP(req)?.address ?? "0.0.0.0");
     },

@@ -76,6 +76,13 @@ export interface LimiterdConfig {
   redisUrl: string | undefined;
   host: string;
   port: number;
+  /** Releases per second of each lane. */
+  laneRate: number;
+  bounceCooldownMs: number;
+  visibilityMs: number;
+  maxAttempts: number;
+  retryBaseMs: number;
+  retentionMs: number;
 }
 
 export function limiterdConfig(env: Env): LimiterdConfig {
@@ -84,6 +91,12 @@ export function limiterdConfig(env: Env): LimiterdConfig {
     redisUrl: urlVar(env, "REDIS_URL", undefined, ["redis", "rediss"]),
     host: hostVar(env, "LIMITER_HOST", "127.0.0.1"),
     port: portVar(env, "LIMITER_PORT", 7070),
+    laneRate: intVar(env, "LANE_RATE", 40, 1, 1_000),
+    bounceCooldownMs: intVar(env, "BOUNCE_COOLDOWN_S", 3_600, 1, 365 * 86_400) * 1_000,
+    visibilityMs: intVar(env, "VISIBILITY_TIMEOUT_MS", 60_000, 100, 3_600_000),
+    maxAttempts: intVar(env, "MAX_ATTEMPTS", 5, 1, 100),
+    retryBaseMs: intVar(env, "RETRY_BASE_MS", 30_000, 1, 3_600_000),
+    retentionMs: intVar(env, "MESSAGE_RETENTION_DAYS", 7, 1, 3_650) * 86_400_000,
   };
 }
 
@@ -108,5 +121,26 @@ export function apiConfig(env: Env): ApiConfig {
     limiterTimeoutMs: intVar(env, "LIMITER_TIMEOUT_MS", 1_000, 10, 60_000),
     trustProxy: ipListVar(env, "TRUST_PROXY"),
     docsUrl: urlVar(env, "DOCS_URL", undefined, ["http", "https"]),
+  };
+}
+
+export interface WorkerConfig {
+  dataDir: string;
+  limiterUrl: string;
+  relayUrl: string | undefined;
+  maxInFlight: number;
+  metricsHost: string;
+  /** 0: no metrics endpoint. */
+  metricsPort: number;
+}
+
+export function workerConfig(env: Env): WorkerConfig {
+  return {
+    dataDir: dirVar(env, "DATA_DIR", "data"),
+    limiterUrl: limiterUrl(env),
+    relayUrl: urlVar(env, "SMTP_RELAY_URL", undefined, ["smtp", "smtps"]),
+    maxInFlight: intVar(env, "WORKER_CONCURRENCY", 16, 1, 256),
+    metricsHost: hostVar(env, "WORKER_METRICS_HOST", "127.0.0.1"),
+    metricsPort: intVar(env, "WORKER_METRICS_PORT", 0, 0, 65_535),
   };
 }

@@ -137,7 +137,7 @@ function checkPlan(plan: Plan): Plan {
 }
 
 /** Maps store failures to RPC codes: a store that cannot be reached is UNAVAILABLE. */
-async function guard<T>(op: () => Promise<T>): Promise<T> {
+export async function guard<T>(op: () => Promise<T>): Promise<T> {
   try {
     return await op();
   } catch (err) {

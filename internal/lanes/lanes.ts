@@ -1,0 +1,48 @@
+import type { Clock } from "../clock/clock";
+import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
+import type { Logger } from "../log/log";
+import type { MailStore } from "../store/mail";
+import { LaneScheduler, type ReleaseRecord } from "./scheduler";
+
+const RECOVER_EVERY_MS = 250;
+
+export interface LanesOptions {
+  store: MailStore;
+  clock: Clock;
+  ratePerSecond: number;
+  owner: string;
+  onRelease(r: ReleaseRecord): void;
+  /** Called when expired leases or due retries were put back. */
+  onRecovered(): void;
+  log: Logger;
+}
+
+/** Runs both lanes' schedulers and the loop that recovers expired leases and due retries. */
+export function startLanes(o: LanesOptions): { stop(): Promise<void> } {
+  const schedulers = [Lane.TRANSACTIONAL, Lane.BULK].map(
+    (lane) => new LaneScheduler({ store: o.store, lane, ratePerSecond: o.ratePerSecond, owner: o.owner, clock: o.clock, onRelease: o.onRelease, log: o.log }),
+  );
+  for (const s of schedulers) s.start();
+  let recovering = false;
+  const recovery = setInterval(async () => {
+    if (recovering) return;
+    recovering = true;
+    try {
+      const { expired, retried } = await o.store.recover(o.clock.nowMs());
+      if (expired + retried > 0) {
+        o.log.info("recovered", { expired, retried });
+        o.onRecovered();
+      }
+    } catch (err) {
+      o.log.warn("recovery failed", { error: (err as Error).message });
+    } finally {
+      recovering = false;
+    }
+  }, RECOVER_EVERY_MS);
+  return {
+    async stop() {
+      clearInterval(recovery);
+      await Promise.all(schedulers.map((s) => s.stop()));
+    },
+  };
+}

@@ -1,0 +1,204 @@
+import { create, fromJsonString, toJsonString } from "@bufbuild/protobuf";
+import { Code, type ConnectRouter, ConnectError } from "@connectrpc/connect";
+import { randomBytes } from "node:crypto";
+import type { Clock } from "../clock/clock";
+import {
+  DeliveryOutcome,
+  DeliveryService,
+  type Email,
+  EmailSchema,
+  Lane,
+  LaneService,
+  MailService,
+  type MessageInfo,
+  MessageInfoSchema,
+  SendOutcome,
+} from "../gen/mailcore/limiter/v1/mail_pb";
+import type { ReleaseRecord } from "../lanes/scheduler";
+import { Notifier } from "../lanes/notifier";
+import { domainOf, fixtureKind, GUARD_LIMITS, IDEMPOTENCY_TTL_MS, normalizeMailbox } from "../mail/policy";
+import type { DeliveryPolicy, MessageRecord } from "../store/mail";
+import type { Store } from "../store/store";
+import { guard } from "./service";
+
+const RELEASE_RING = 20_000;
+const MAX_IN_FLIGHT = 256;
+const IDLE_POLL_MS = 20;
+
+export interface MailDeps {
+  store: Store;
+  clock: Clock;
+  laneRate: number;
+  visibilityMs: number;
+  policy: DeliveryPolicy;
+}
+
+/** What the daemon keeps in memory about sending: recent releases and who is waiting for work. */
+export class MailRuntime {
+  readonly work = new Notifier();
+  private readonly releases = new Map<Lane, ReleaseRecord[]>([
+    [Lane.TRANSACTIONAL, []],
+    [Lane.BULK, []],
+  ]);
+  /** Lease id to the stream that holds it, so an ack frees room on that stream. */
+  readonly leaseOwners = new Map<string, Set<string>>();
+
+  recordRelease(r: ReleaseRecord): void {
+    const ring = this.releases.get(r.lane)!;
+    ring.push(r);
+    if (ring.length > RELEASE_RING) ring.splice(0, ring.length - RELEASE_RING);
+    this.work.notifyAll();
+  }
+
+  releasesSince(lane: Lane, sinceMs: number): ReleaseRecord[] {
+    return (this.releases.get(lane) ?? []).filter((r) => r.releasedAtMs >= sinceMs);
+  }
+}
+
+export function newMessageId(): string {
+  return `msg_${randomBytes(12).toString("hex")}`;
+}
+
+/** The daemon's sending RPCs: accept, look up, lease/ack, lane reports. */
+export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
+  const { store, clock } = deps;
+
+  return (router: ConnectRouter) => {
+    router.service(MailService, {
+      async send(req) {
+        const email = req.email;
+        if (!req.orgId || !email || !email.fromAddress.includes("@") || !email.toAddress.includes("@")) {
+          throw new ConnectError("org_id, email.from_address and email.to_address are required", Code.InvalidArgument);
+        }
+        if (req.lane !== Lane.TRANSACTIONAL && req.lane !== Lane.BULK) throw new ConnectError("lane must be transactional or bulk", Code.InvalidArgument);
+        if (!(await guard(() => store.isDomainVerified(req.orgId, domainOf(email.fromAddress))))) {
+          return { outcome: SendOutcome.DOMAIN_NOT_VERIFIED };
+        }
+        const transactional = req.lane === Lane.TRANSACTIONAL;
+        const result = await guard(() =>
+          store.enqueue(
+            {
+              orgId: req.orgId,
+              messageId: newMessageId(),
+              lane: req.lane,
+              payload: toJsonString(EmailSchema, email),
+              mailbox: normalizeMailbox(email.toAddress),
+              checkCooldown: transactional,
+              countGuards: transactional && fixtureKind(email.toAddress) === undefined,
+              guards: GUARD_LIMITS,
+              idempotency: req.idempotencyKey ? { key: req.idempotencyKey, bodyHash: req.bodyHash, ttlMs: IDEMPOTENCY_TTL_MS } : undefined,
+            },
+            clock.nowMs(),
+          ),
+        );
+        switch (result.kind) {
+          case "accepted":
+            runtime.work.notifyAll();
+            return { outcome: SendOutcome.ACCEPTED, messageId: result.messageId };
+          case "replayed":
+            return { outcome: SendOutcome.REPLAYED, messageId: result.messageId };
+          case "conflict":
+            return { outcome: SendOutcome.IDEMPOTENCY_CONFLICT };
+          case "limited":
+            return {
+              outcome: SendOutcome.RECIPIENT_LIMITED,
+              retryAfterSeconds: Math.max(1, Math.ceil(result.retryAfterMs / 1_000)),
+              reason: result.reason,
+            };
+        }
+      },
+
+      async getMessage(req) {
+        const record = await guard(() => store.getMessage(req.orgId, req.messageId));
+        if (!record) throw new ConnectError(`no message ${req.messageId}`, Code.NotFound);
+        return { message: toMessageInfo(record) };
+      },
+    });
+
+    router.service(DeliveryService, {
+      async *lease(req, ctx) {
+        const max = Math.min(MAX_IN_FLIGHT, Math.max(1, req.maxInFlight || 16));
+        const held = new Set<string>();
+        try {
+          while (!ctx.signal.aborted) {
+            const room = max - held.size;
+            const leased = room > 0 ? await guard(() => store.lease(room, clock.nowMs(), deps.visibilityMs)) : [];
+            for (const l of leased) {
+              held.add(l.leaseId);
+              runtime.leaseOwners.set(l.leaseId, held);
+              yield {
+                leaseId: l.leaseId,
+                messageId: l.messageId,
+                orgId: l.orgId,
+                lane: l.lane,
+                attempt: l.attempt,
+                email: fromJsonString(EmailSchema, l.payload),
+              };
+            }
+            if (leased.length === 0) await runtime.work.wait(IDLE_POLL_MS, ctx.signal);
+          }
+        } finally {
+          for (const id of held) runtime.leaseOwners.delete(id);
+        }
+      },
+
+      async ack(req) {
+        if (req.outcome === DeliveryOutcome.UNSPECIFIED) throw new ConnectError("outcome is required", Code.InvalidArgument);
+        const result = await guard(() =>
+          store.ack({ orgId: req.orgId, messageId: req.messageId, leaseId: req.leaseId, outcome: req.outcome, detail: req.detail }, deps.policy, clock.nowMs()),
+        );
+        const owner = runtime.leaseOwners.get(req.leaseId);
+        owner?.delete(req.leaseId);
+        runtime.leaseOwners.delete(req.leaseId);
+        runtime.work.notifyAll();
+        return result;
+      },
+    });
+
+    router.service(LaneService, {
+      async getLanes() {
+        const now = clock.nowMs();
+        const counts = await guard(() => store.laneCounts(now));
+        return {
+          lanes: counts.map((c) => ({
+            lane: c.lane,
+            depth: BigInt(c.depth),
+            ready: BigInt(c.ready),
+            inFlight: BigInt(c.inFlight),
+            deferred: BigInt(c.deferred),
+            oldestAgeMs: BigInt(c.oldestAgeMs),
+            rate: deps.laneRate,
+            releasedPerSecond: runtime.releasesSince(c.lane, now - 10_000).length / 10,
+          })),
+        };
+      },
+
+      async listReleases(req) {
+        return {
+          releases: runtime.releasesSince(req.lane, Number(req.sinceMs)).map((r) => ({
+            messageId: r.messageId,
+            orgId: r.orgId,
+            slotAtMs: BigInt(Math.round(r.slotAtMs)),
+            releasedAtMs: BigInt(r.releasedAtMs),
+          })),
+        };
+      },
+    });
+  };
+}
+
+function toMessageInfo(r: MessageRecord): MessageInfo {
+  const email: Email = fromJsonString(EmailSchema, r.payload);
+  return create(MessageInfoSchema, {
+    id: r.id,
+    lane: r.lane,
+    status: r.status,
+    from: email.from,
+    to: email.to,
+    subject: email.subject,
+    createdAtMs: BigInt(r.createdMs),
+    updatedAtMs: BigInt(r.updatedMs),
+    attempts: r.attempts,
+    events: r.events.map((e) => ({ status: e.status, atMs: BigInt(e.atMs), detail: e.detail })),
+  });
+}

@@ -1,0 +1,37 @@
+import type { GuardLimits } from "../store/mail";
+
+// The sending rules of spec 8.2 and DESIGN.md, in one place.
+
+/** 5 accepted sends in any 10 minutes and 20 in any 24 hours, per (organization, mailbox). */
+export const GUARD_LIMITS: GuardLimits = { shortMax: 5, shortWindowMs: 10 * 60_000, longMax: 20, longWindowMs: 24 * 3_600_000 };
+
+export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
+
+/** Test-mode fixture addresses: delivered@, bounced@, complained@, deferred@ (with an optional +label). */
+export const FIXTURE_DOMAIN = "fixtures.test";
+
+export type FixtureKind = "delivered" | "bounced" | "complained" | "deferred";
+
+export function domainOf(address: string): string {
+  return address.slice(address.lastIndexOf("@") + 1).toLowerCase();
+}
+
+/** A mailbox as the guards compare it: lower-cased, any +tag removed. */
+export function normalizeMailbox(address: string): string {
+  const at = address.lastIndexOf("@");
+  const local = address.slice(0, at).toLowerCase();
+  const plus = local.indexOf("+");
+  return `${plus >= 0 ? local.slice(0, plus) : local}@${address.slice(at + 1).toLowerCase()}`;
+}
+
+/**
+ * The simulated outcome of a fixture address; undefined for a real mailbox. Every address at
+ * the fixture domain is a fixture (never a real mailbox); a local part that names no outcome
+ * is simulated as delivered.
+ */
+export function fixtureKind(address: string): FixtureKind | undefined {
+  const mailbox = normalizeMailbox(address);
+  if (domainOf(mailbox) !== FIXTURE_DOMAIN) return undefined;
+  const local = mailbox.slice(0, mailbox.indexOf("@"));
+  return (["bounced", "complained", "deferred"] as const).find((k) => k === local) ?? "delivered";
+}

@@ -1,0 +1,112 @@
+import { mkdirSync, renameSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { createTransport } from "nodemailer";
+import { DeliveryOutcome, type LeaseResponse } from "../gen/mailcore/limiter/v1/mail_pb";
+import { domainOf, fixtureKind } from "../mail/policy";
+
+export interface DeliveryResult {
+  outcome: DeliveryOutcome;
+  detail: string;
+}
+
+/** Where a worker delivers a leased message. */
+export interface Transport {
+  readonly name: string;
+  deliver(m: LeaseResponse): Promise<DeliveryResult>;
+  close(): void;
+}
+
+/** The message id is the Message-ID, so a redelivery is recognisable downstream. */
+export function messageIdHeader(m: LeaseResponse): string {
+  return `<${m.messageId}@${domainOf(m.email!.fromAddress)}>`;
+}
+
+/** nodemailer's message fields for a leased message; the envelope is the one recipient. */
+function mailOptions(m: LeaseResponse) {
+  const e = m.email!;
+  return {
+    messageId: messageIdHeader(m),
+    from: e.from,
+    to: e.to,
+    replyTo: e.replyTo || undefined,
+    subject: e.subject,
+    html: e.html || undefined,
+    text: e.text || undefined,
+    headers: { ...e.headers, ...(e.tags.length > 0 ? { "X-Mailcore-Tags": e.tags.join(", ") } : {}) },
+    envelope: { from: e.fromAddress, to: [e.toAddress] },
+  };
+}
+
+/** Writes each message as DATA_DIR/sink/<message id>.eml (a redelivery overwrites the same file). */
+export class FileSink implements Transport {
+  readonly name = "file sink";
+  private readonly composer = createTransport({ streamTransport: true, buffer: true, newline: "unix" });
+
+  constructor(private readonly dir: string) {
+    mkdirSync(dir, { recursive: true });
+  }
+
+  async deliver(m: LeaseResponse): Promise<DeliveryResult> {
+    const info = await this.composer.sendMail(mailOptions(m));
+    const path = join(this.dir, `${m.messageId}.eml`);
+    writeFileSync(`${path}.tmp`, info.message as Buffer);
+    renameSync(`${path}.tmp`, path);
+    return { outcome: DeliveryOutcome.DELIVERED, detail: `written to ${path}` };
+  }
+
+  close(): void {}
+}
+
+/** Sends through an SMTP relay: a 5xx reply is a hard bounce, a 4xx or a failed connection is retried. */
+export class SmtpRelay implements Transport {
+  readonly name: string;
+  private readonly transporter;
+
+  constructor(url: string) {
+    const u = new URL(url);
+    this.name = `SMTP relay ${u.host}`;
+    this.transporter = createTransport({
+      pool: true,
+      host: u.hostname,
+      port: Number(u.port || (u.protocol === "smtps:" ? 465 : 587)),
+      secure: u.protocol === "smtps:",
+      auth: u.username ? { user: decodeURIComponent(u.username), pass: decodeURIComponent(u.password) } : undefined,
+      maxConnections: 4,
+      connectionTimeout: 10_000,
+      greetingTimeout: 10_000,
+      socketTimeout: 30_000,
+    });
+  }
+
+  async deliver(m: LeaseResponse): Promise<DeliveryResult> {
+    try {
+      const info = await this.transporter.sendMail(mailOptions(m));
+      return { outcome: DeliveryOutcome.DELIVERED, detail: info.response };
+    } catch (err) {
+      const e = err as Error & { responseCode?: number; response?: string; code?: string };
+      const detail = e.response ?? `${e.code ?? "error"}: ${e.message}`;
+      if (e.responseCode !== undefined && e.responseCode >= 500) return { outcome: DeliveryOutcome.BOUNCED, detail };
+      return { outcome: DeliveryOutcome.DEFERRED, detail };
+    }
+  }
+
+  close(): void {
+    this.transporter.close();
+  }
+}
+
+/** Fixture addresses never leave the worker: their outcome is simulated. */
+export function simulateFixture(m: LeaseResponse): DeliveryResult | undefined {
+  switch (fixtureKind(m.email!.toAddress)) {
+    case undefined:
+      return undefined;
+    case "bounced":
+      return { outcome: DeliveryOutcome.BOUNCED, detail: "simulated: 550 5.1.1 fixture mailbox bounced" };
+    case "deferred":
+      return { outcome: DeliveryOutcome.DEFERRED, detail: "simulated: 451 4.3.0 fixture mailbox deferred" };
+    case "complained":
+      return { outcome: DeliveryOutcome.DELIVERED, detail: "simulated: delivered; the recipient complained" };
+    case "delivered":
+      return { outcome: DeliveryOutcome.DELIVERED, detail: "simulated: delivered" };
+  }
+}
