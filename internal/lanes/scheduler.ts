@@ -25,11 +25,15 @@ const HOLD_TTL_MS = 2_000;
 const HOLD_RENEW_MS = 500;
 
 /**
- * Paces one lane: one release per slot of 1000/rate ms, on absolute deadlines
- * t0 + k * slot, so timer delays never accumulate into drift. A slot that is missed
- * entirely (the process stalled) is skipped, never made up in a burst: at most one late
- * release, then the grid resumes. Each slot releases the next message of the lane,
- * round-robin over organizations (the store decides which).
+ * Paces one lane at `rate` releases per second: slot k is due at t0 + k * (1000 / rate),
+ * on absolute deadlines, so timer delays never accumulate into drift. Each slot releases the
+ * next message of the lane, round-robin over organizations (the store decides which).
+ *
+ * When the process stalls (a busy event loop, a slow store call), the slots it missed are
+ * released late rather than lost, but never as a burst: a release comes at least half a slot
+ * after the previous one, and never more than `rate` in any 1000 ms. A stall longer than a
+ * second gives up the slots it missed. So a backlogged lane releases `rate` per second, and
+ * no second ever holds more.
  */
 export class LaneScheduler {
   private stopped = false;
@@ -47,18 +51,26 @@ export class LaneScheduler {
   }
 
   private async run(): Promise<void> {
-    const { store, lane, clock, log } = this.o;
-    const slot = 1_000 / this.o.ratePerSecond;
+    const { store, lane, clock, log, ratePerSecond: rate } = this.o;
+    const slot = 1_000 / rate;
     const t0 = clock.nowMs();
+    /** The last `rate` release times, oldest first: no release within 1000 ms of the rate-th before it. */
+    const recent: number[] = [];
     let k = 0;
     let holding = false;
     let heldAt = Number.NEGATIVE_INFINITY;
     while (!this.stopped) {
-      const deadline = t0 + k * slot;
-      const wait = deadline - clock.nowMs();
+      const slotAt = t0 + k * slot;
+      const windowFree = recent.length === rate ? recent[0]! + 1_000 : Number.NEGATIVE_INFINITY;
+      const due = Math.max(slotAt, (recent.at(-1) ?? Number.NEGATIVE_INFINITY) + slot / 2, windowFree);
+      const wait = due - clock.nowMs();
       if (wait > 0) await Bun.sleep(wait);
       if (this.stopped) break;
-      const now = clock.nowMs();
+      let now = clock.nowMs();
+      if (now - slotAt > 1_000) {
+        k = Math.floor((now - t0) / slot); // more than a second behind: skip, never burst
+        continue;
+      }
       try {
         if (now - heldAt >= HOLD_RENEW_MS) {
           holding = await store.holdScheduler(lane, this.o.owner, HOLD_TTL_MS);
@@ -66,13 +78,18 @@ export class LaneScheduler {
         }
         if (holding) {
           const released = await store.release(lane, now);
-          if (released) this.o.onRelease({ ...released, lane, slotAtMs: deadline, releasedAtMs: clock.nowMs() });
+          if (released) {
+            now = clock.nowMs();
+            recent.push(now);
+            if (recent.length > rate) recent.shift();
+            this.o.onRelease({ ...released, lane, slotAtMs: slotAt, releasedAtMs: now });
+          }
         }
       } catch (err) {
         holding = false; // a store that fails loses the lease until it answers again
         log.warn("lane release failed", { lane, error: (err as Error).message });
       }
-      k = Math.max(k + 1, Math.floor((clock.nowMs() - t0) / slot));
+      k++;
     }
   }
 }

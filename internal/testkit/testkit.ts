@@ -37,24 +37,36 @@ export async function waitFor(what: string, check: () => Promise<boolean>, timeo
 export interface RedisServer {
   url: string;
   port: number;
+  /** Kills the server with SIGKILL and starts it again on the same port and directory. */
+  restart(): Promise<void>;
   stop(): Promise<void>;
 }
 
-/** Starts a redis-server of the test's own on a free port, nothing persisted. */
-export async function startRedis(): Promise<RedisServer> {
+/** Starts a redis-server of the test's own on a free port; with aof, every write is fsynced to an append-only file. */
+export async function startRedis(opts: { aof?: boolean } = {}): Promise<RedisServer> {
   const port = await freePort();
   const dir = tempDir("mailcore-redis-");
-  const proc = spawn(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir], {
-    stdout: "ignore",
-    stderr: "pipe",
-  });
-  await waitFor(`redis-server on ${port}`, async () => {
-    const res = spawn(["redis-cli", "-p", String(port), "ping"], { stdout: "pipe", stderr: "ignore" });
-    return (await new Response(res.stdout).text()).trim() === "PONG";
-  });
+  const persistence = opts.aof ? ["--appendonly", "yes", "--appendfsync", "always"] : ["--appendonly", "no"];
+  const start = async () => {
+    const p = spawn(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", ...persistence, "--dir", dir], {
+      stdout: "ignore",
+      stderr: "ignore",
+    });
+    await waitFor(`redis-server on ${port}`, async () => {
+      const res = spawn(["redis-cli", "-p", String(port), "ping"], { stdout: "pipe", stderr: "ignore" });
+      return (await new Response(res.stdout).text()).trim() === "PONG";
+    });
+    return p;
+  };
+  let proc = await start();
   return {
     url: `redis://127.0.0.1:${port}`,
     port,
+    async restart() {
+      proc.kill("SIGKILL");
+      await proc.exited;
+      proc = await start();
+    },
     async stop() {
       proc.kill("SIGKILL");
       await proc.exited;
@@ -112,11 +124,18 @@ export interface Stack {
   limiterUrl: string;
   apiUrls: string[];
   dataDir: string;
+  /** The environment every process of the stack was started with. */
+  env: Record<string, string>;
   limiterd: Proc;
   apis: Proc[];
+  workers: Proc[];
+  /** Starts one more worker process. */
+  startWorker(env?: Record<string, string>): Proc;
+  /** Kills the daemon with SIGKILL and starts it again on the same port and data. */
+  restartLimiterd(): Promise<void>;
   /** Runs the admin CLI against this stack's daemon. */
   admin(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }>;
-  /** Creates an organization with a token; returns the token. */
+  /** Creates an organization with the verified domain <slug>.example and a token; returns the token. */
   org(slug: string, plan: string): Promise<string>;
   stop(): Promise<void>;
 }
@@ -124,6 +143,7 @@ export interface Stack {
 export interface StackOptions {
   redisUrl?: string;
   apis?: number;
+  workers?: number;
   env?: Record<string, string>;
 }
 
@@ -137,8 +157,15 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const limiterPort = await freePort();
   const limiterUrl = `http://127.0.0.1:${limiterPort}`;
   const base = { DATA_DIR: dataDir, LIMITER_URL: limiterUrl, ...(opts.redisUrl ? { REDIS_URL: opts.redisUrl } : {}), ...opts.env };
-  const limiterd = runBun("cmd/limiterd/index.ts", [], { ...base, LIMITER_PORT: String(limiterPort) });
+  const env: Record<string, string> = { ...base, LIMITER_PORT: String(limiterPort) };
+  const limiterd = runBun("cmd/limiterd/index.ts", [], env);
   const apis: Proc[] = [];
+  const workers: Proc[] = [];
+  const startWorker = (extra: Record<string, string> = {}) => {
+    const w = runBun("cmd/worker/index.ts", [], { ...env, ...extra });
+    workers.push(w);
+    return w;
+  };
   const apiUrls: string[] = [];
   for (let i = 0; i < (opts.apis ?? 1); i++) {
     const port = await freePort();
@@ -146,24 +173,82 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     apiUrls.push(`http://127.0.0.1:${port}`);
   }
   for (const url of apiUrls) await waitHttpOk(`${url}/readyz`);
+  for (let i = 0; i < (opts.workers ?? 0); i++) startWorker();
   const admin = (...args: string[]) => runToEnd("cmd/admin/index.ts", args, base);
-  return {
+  const stack: Stack = {
     limiterUrl,
     apiUrls,
     dataDir,
+    env,
     limiterd,
     apis,
+    workers,
+    startWorker,
     admin,
+    async restartLimiterd() {
+      await stack.limiterd.stop("SIGKILL");
+      stack.limiterd = runBun("cmd/limiterd/index.ts", [], env);
+      for (const url of apiUrls) await waitHttpOk(`${url}/readyz`);
+    },
     async org(slug, plan) {
-      const created = await admin("org", "create", slug, "--plan", plan);
-      if (created.code !== 0) throw new Error(`org create: ${created.stderr}`);
+      for (const args of [
+        ["org", "create", slug, "--plan", plan],
+        ["domain", "add", slug, `${slug}.example`, "--verified"],
+      ]) {
+        const r = await admin(...args);
+        if (r.code !== 0) throw new Error(`${args.join(" ")}: ${r.stderr}`);
+      }
       const token = await admin("token", "create", slug);
       if (token.code !== 0) throw new Error(`token create: ${token.stderr}`);
       return token.stdout.trim();
     },
     async stop() {
-      await Promise.all([...apis, limiterd].map((p) => p.stop("SIGKILL")));
+      await Promise.all([...apis, ...workers, stack.limiterd].map((p) => p.stop("SIGKILL")));
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+  return stack;
+}
+
+export interface SendAnswer {
+  status: number;
+  headers: Headers;
+  body: Record<string, unknown>;
+}
+
+let forwardedSeq = 0;
+
+/**
+ * POSTs one email. With viaProxy, the request carries a fresh X-Forwarded-For address so that
+ * a stack started with TRUST_PROXY=127.0.0.1 does not hold the test to one IP's 500/s.
+ */
+export async function sendEmail(apiUrl: string, token: string, body: Record<string, unknown>, headers: Record<string, string> = {}, viaProxy = false): Promise<SendAnswer> {
+  const n = ++forwardedSeq;
+  const res = await fetch(`${apiUrl}/api/v1/emails`, {
+    method: "POST",
+    headers: {
+      Authorization: `Bearer ${token}`,
+      "Content-Type": "application/json",
+      ...(viaProxy ? { "X-Forwarded-For": `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}` } : {}),
+      ...headers,
+    },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: text.startsWith("{") ? JSON.parse(text) : { text } };
+}
+
+/** Runs fn for 0..n-1 with at most `concurrency` calls in flight, results in order. */
+export async function pool<T>(n: number, concurrency: number, fn: (i: number) => Promise<T>): Promise<T[]> {
+  const out: T[] = new Array(n);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(n, concurrency) }, async () => {
+      while (next < n) {
+        const i = next++;
+        out[i] = await fn(i);
+      }
+    }),
+  );
+  return out;
 }

@@ -1,0 +1,149 @@
+// The lanes' pacing, measured over real time on a running daemon process: releases are read
+// back from the daemon (LaneService.ListReleases), per second and against their slots.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Lane, type Release } from "../gen/mailcore/limiter/v1/mail_pb";
+import { limiterClients } from "../limiterclient/client";
+import { freePort, pool, type RedisServer, runBun, sendEmail, type Stack, startRedis, startStack, waitFor } from "../testkit/testkit";
+
+const PROXY = { TRUST_PROXY: "127.0.0.1" };
+
+async function releases(limiterUrls: string[], lane: Lane, sinceMs: number): Promise<Release[]> {
+  const all = await Promise.all(limiterUrls.map(async (url) => (await limiterClients(url).lanes.listReleases({ lane, sinceMs: BigInt(sinceMs) })).releases));
+  return all.flat().sort((a, b) => Number(a.releasedAtMs - b.releasedAtMs));
+}
+
+/** Counts per whole second from the first release, and the most in any sliding second. */
+function pacing(rs: Release[]) {
+  const times = rs.map((r) => Number(r.releasedAtMs));
+  const first = times[0]!;
+  const perSecond: number[] = [];
+  for (const t of times) perSecond[Math.floor((t - first) / 1_000)] = (perSecond[Math.floor((t - first) / 1_000)] ?? 0) + 1;
+  let maxSliding = 0;
+  for (let i = 0, j = 0; i < times.length; i++) {
+    while (times[j]! < times[i]! - 999) j++;
+    maxSliding = Math.max(maxSliding, i - j + 1);
+  }
+  const jitter = rs.map((r) => Number(r.releasedAtMs - r.slotAtMs)).sort((a, b) => a - b);
+  const q = (p: number) => jitter[Math.min(jitter.length - 1, Math.floor(p * jitter.length))]!;
+  return { perSecond: Array.from(perSecond, (n) => n ?? 0), maxSliding, jitter: { p50: q(0.5), p99: q(0.99), max: jitter.at(-1)! } };
+}
+
+async function backlog(stack: Stack, token: string, n: number, body: (i: number) => Record<string, unknown>) {
+  const answers = await pool(n, 32, (i) => sendEmail(stack.apiUrls[i % stack.apiUrls.length]!, token, body(i), {}, true));
+  const refused = answers.filter((a) => a.status !== 202);
+  if (refused.length > 0) throw new Error(`backlog: ${refused.length} refused, e.g. ${JSON.stringify(refused[0]!.body)}`);
+  return answers.map((a) => a.body.id as string);
+}
+
+const fixture = (slug: string, lane?: string) => (i: number) => ({
+  from: `App <app@${slug}.example>`,
+  to: `delivered+${i}@fixtures.test`,
+  subject: `message ${i}`,
+  text: "hello",
+  ...(lane ? { lane } : {}),
+});
+
+describe("lane pacing on the embedded store", () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack({ env: PROXY });
+  });
+  afterAll(async () => {
+    await stack?.stop();
+  });
+
+  test("a backlog of 400 transactional messages leaves at 40 per second", async () => {
+    const token = await stack.org("pace", "enterprise");
+    const started = Date.now();
+    const ids = await backlog(stack, token, 400, fixture("pace"));
+    // Measured from the moment the whole backlog is queued: from then on the lane is backlogged.
+    const backlogged = Date.now();
+    await waitFor("400 releases", async () => (await releases([stack.limiterUrl], Lane.TRANSACTIONAL, started)).length >= 400, 15_000);
+    const all = await releases([stack.limiterUrl], Lane.TRANSACTIONAL, started);
+    expect(new Set(all.map((r) => r.messageId))).toEqual(new Set(ids));
+    const rs = all.filter((r) => Number(r.releasedAtMs) >= backlogged);
+    const p = pacing(rs);
+    console.log(`transactional, 400: per second ${JSON.stringify(p.perSecond)}, most in any second ${p.maxSliding}, jitter vs slot p50 ${p.jitter.p50} ms p99 ${p.jitter.p99} ms max ${p.jitter.max} ms`);
+    // Every whole second holds 40 +/- 1 (the last is partial); no second above 41.
+    for (const n of p.perSecond.slice(0, -1)) {
+      expect(n).toBeGreaterThanOrEqual(39);
+      expect(n).toBeLessThanOrEqual(41);
+    }
+    expect(p.maxSliding).toBeLessThanOrEqual(41);
+    expect(p.perSecond.length).toBeGreaterThanOrEqual(8);
+  }, 30_000);
+
+  test("behind 2,000 bulk messages, a transactional message is released within 50 ms", async () => {
+    const [a, b] = [await stack.org("bulk-a", "enterprise"), await stack.org("bulk-b", "enterprise")];
+    await backlog(stack, a, 1_000, fixture("bulk-a", "bulk"));
+    await backlog(stack, b, 1_000, fixture("bulk-b", "bulk"));
+    const lanes = (await limiterClients(stack.limiterUrl).lanes.getLanes({})).lanes;
+    expect(Number(lanes.find((l) => l.lane === Lane.BULK)!.depth)).toBeGreaterThan(1_800);
+
+    const delays: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const sent = await sendEmail(stack.apiUrls[0]!, a, { from: "App <app@bulk-a.example>", to: `code${i}@example.org`, subject: "Your code", text: "123456" }, {}, true);
+      expect(sent.status).toBe(202);
+      const id = sent.body.id as string;
+      const message = await (await fetch(`${stack.apiUrls[0]}/api/v1/emails/${id}`, { headers: { Authorization: `Bearer ${a}`, "X-Forwarded-For": "10.99.0.1" } })).json();
+      const acceptedAt = Date.parse((message as { createdAt: string }).createdAt);
+      await waitFor("the release", async () => (await releases([stack.limiterUrl], Lane.TRANSACTIONAL, acceptedAt)).some((r) => r.messageId === id), 2_000);
+      const r = (await releases([stack.limiterUrl], Lane.TRANSACTIONAL, acceptedAt)).find((x) => x.messageId === id)!;
+      delays.push(Number(r.releasedAtMs) - acceptedAt);
+      await Bun.sleep(37);
+    }
+    console.log(`transactional release delay behind a bulk backlog of ~2000: ${delays.join(", ")} ms`);
+    for (const d of delays) expect(d).toBeLessThanOrEqual(50);
+  }, 60_000);
+
+  test("behind 400 transactional messages of one organization, another organization's message is released within 100 ms", async () => {
+    const [big, small] = [await stack.org("big", "enterprise"), await stack.org("small", "free")];
+    await backlog(stack, big, 400, fixture("big"));
+    const sent = await sendEmail(stack.apiUrls[0]!, small, { from: "App <app@small.example>", to: "someone@example.org", subject: "Hi", text: "x" }, {}, true);
+    const id = sent.body.id as string;
+    const since = Date.now() - 5_000;
+    await waitFor("the small organization's release", async () => (await releases([stack.limiterUrl], Lane.TRANSACTIONAL, since)).some((r) => r.messageId === id), 2_000);
+    const message = (await (await fetch(`${stack.apiUrls[0]}/api/v1/emails/${id}`, { headers: { Authorization: `Bearer ${small}` } })).json()) as { createdAt: string };
+    const r = (await releases([stack.limiterUrl], Lane.TRANSACTIONAL, since)).find((x) => x.messageId === id)!;
+    const delay = Number(r.releasedAtMs) - Date.parse(message.createdAt);
+    console.log(`another organization's message behind 400 of one organization: released after ${delay} ms`);
+    expect(delay).toBeLessThanOrEqual(100);
+  }, 30_000);
+});
+
+describe("two daemons on one Redis", () => {
+  let redis: RedisServer;
+  let stack: Stack;
+  let second: ReturnType<typeof runBun>;
+  let secondUrl: string;
+  beforeAll(async () => {
+    redis = await startRedis();
+    stack = await startStack({ redisUrl: redis.url, env: PROXY });
+    const port = await freePort();
+    secondUrl = `http://127.0.0.1:${port}`;
+    second = runBun("cmd/limiterd/index.ts", [], { ...stack.env, LIMITER_PORT: String(port) });
+    await waitFor("the second daemon", async () => (await limiterClients(secondUrl).lanes.getLanes({})).lanes.length === 2);
+  });
+  afterAll(async () => {
+    await second?.stop("SIGKILL");
+    await stack?.stop();
+    await redis?.stop();
+  });
+
+  test("release 40 per second per lane in total", async () => {
+    const token = await stack.org("shared", "enterprise");
+    const started = Date.now();
+    await backlog(stack, token, 200, fixture("shared"));
+    const backlogged = Date.now();
+    await waitFor("200 releases", async () => (await releases([stack.limiterUrl, secondUrl], Lane.TRANSACTIONAL, started)).length >= 200, 15_000);
+    const rs = await releases([stack.limiterUrl, secondUrl], Lane.TRANSACTIONAL, backlogged);
+    expect(new Set(rs.map((r) => r.messageId)).size).toBe(rs.length); // each released once
+    const p = pacing(rs);
+    console.log(`two daemons, 200: per second ${JSON.stringify(p.perSecond)}, most in any second ${p.maxSliding}`);
+    for (const n of p.perSecond.slice(0, -1)) {
+      expect(n).toBeGreaterThanOrEqual(39);
+      expect(n).toBeLessThanOrEqual(41);
+    }
+    expect(p.maxSliding).toBeLessThanOrEqual(41);
+  }, 30_000);
+});
