@@ -14,7 +14,11 @@ export function cpuTable(title: string, r: CpuReport): string {
     .sort((a, b) => b[1].cpuSeconds - a[1].cpuSeconds)
     .map(([name, s]) => [name, s.cpuSeconds.toFixed(2), `${s.pctOfCore.toFixed(1)}%`, `${s.pctOfMachine.toFixed(1)}%`]);
   const listed = Object.values(r.processes).reduce((a, s) => a + s.pctOfMachine, 0);
-  rows.push(["(all listed)", "", "", `${listed.toFixed(1)}%`], ["(machine busy, every process)", "", "", `${r.machineBusyPct.toFixed(1)}%`]);
+  rows.push(
+    ["(all listed)", "", "", `${listed.toFixed(1)}%`],
+    ["(anything else on the machine)", "", "", `${Math.max(0, r.machineBusyPct - listed).toFixed(1)}%`],
+    ["(machine busy, every process)", "", "", `${r.machineBusyPct.toFixed(1)}%`],
+  );
   return table(`${title} — ${r.wallSeconds.toFixed(1)} s wall, ${r.cores} cores`, ["process", "cpu s", "% of a core", "% of machine"], rows);
 }
 

@@ -1,4 +1,4 @@
--- wrk script: every request carries another Authorization token and X-Forwarded-For
+-- wrk script (GET of the URL's path): every request carries another Authorization token and X-Forwarded-For
 -- client IP (from 198.18.0.0/15, the benchmarking range), from a ring of requests
 -- formatted once per thread. Counts responses by status and prints them, with the
 -- summary and latency percentiles, as one line "BENCH_JSON {...}" at the end.
@@ -31,7 +31,7 @@ function init(args)
     local token = tokens[((k + me * 977) % #tokens) + 1]
     local n = (k * 7 + me * 131) % ips
     local ip = string.format("198.%d.%d.%d", 18 + math.floor(n / 65536) % 2, math.floor(n / 256) % 256, n % 256)
-    ring[k + 1] = wrk.format("GET", "/api/v1/tags", { ["Authorization"] = "Bearer " .. token, ["X-Forwarded-For"] = ip })
+    ring[k + 1] = wrk.format("GET", wrk.path, { ["Authorization"] = "Bearer " .. token, ["X-Forwarded-For"] = ip })
   end
 end
 

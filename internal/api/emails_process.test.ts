@@ -68,7 +68,7 @@ describe("bad input (embedded store)", () => {
     await stack?.stop();
   });
 
-  const post = (body: BodyInit, headers: Record<string, string>) =>
+  const post = (body: string | Uint8Array, headers: Record<string, string>) =>
     fetch(`${stack.apiUrls[0]}/api/v1/emails`, { method: "POST", headers: { Authorization: `Bearer ${token}`, ...headers }, body });
 
   test.each([
@@ -77,7 +77,7 @@ describe("bad input (embedded store)", () => {
     ["non-UTF-8 bytes", new Uint8Array([0x7b, 0xff, 0x7d]), { "Content-Type": "application/json" }, 400, "INVALID_JSON"],
     ["a field error", JSON.stringify(mail("not-an-address")), { "Content-Type": "application/json" }, 422, "VALIDATION_FAILED"],
   ] as const)("%s", async (_, body, headers, status, code) => {
-    const res = await post(body as BodyInit, headers);
+    const res = await post(body as string | Uint8Array, headers);
     expect(res.status).toBe(status);
     expect(((await res.json()) as { code: string }).code).toBe(code);
     expect(res.headers.get("RateLimit-Policy")).toBe('"premium";q=700;w=60');

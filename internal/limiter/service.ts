@@ -79,6 +79,10 @@ export function limiterRoutes({ store, clock, newToken }: ServiceDeps) {
         if (!DOMAIN_PATTERN.test(domain)) throw new ConnectError(`not a domain name: ${JSON.stringify(req.domain)}`, Code.InvalidArgument);
         return { organization: toOrgMsg(await guard(() => store.addDomain(checkSlug(req.slug), domain, req.verified))) };
       },
+      async verifyToken(req) {
+        const org = isWellFormed(req.token) ? await guard(() => store.orgByToken(hashToken(req.token))) : undefined;
+        return org ? { valid: true, orgId: org.id, orgSlug: org.slug, plan: org.plan } : { valid: false };
+      },
       async listTags(req) {
         const names = await guard(() => store.listTags(req.orgId));
         return { tags: names.map((name) => ({ name })) };

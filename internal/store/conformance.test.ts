@@ -174,6 +174,7 @@ for (const [name, open] of adapters) {
 
     test("a revoked token is refused on the next request", async () => {
       const o = await org(Plan.PREMIUM);
+      expect(await store.orgByToken(o.tokenHash)).toEqual({ id: o.id, slug: o.slug, plan: Plan.PREMIUM });
       const addr = ip();
       expect((await burst(1, { tokenHash: o.tokenHash, ip: addr }))[0]!.verdict).toBe(Verdict.ALLOWED);
       await store.revokeToken(o.tokenHash);
@@ -181,6 +182,7 @@ for (const [name, open] of adapters) {
       expect(after!.verdict).toBe(Verdict.UNAUTHENTICATED);
       expect(after!.org).toBeUndefined();
       await expect(store.revokeToken(o.tokenHash)).rejects.toMatchObject({ kind: "not_found" });
+      expect(await store.orgByToken(o.tokenHash)).toBeUndefined();
     });
 
     test("directory: organizations, domains, errors", async () => {

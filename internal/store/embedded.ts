@@ -152,6 +152,11 @@ export class EmbeddedStore implements Store {
     this.db.query("INSERT INTO tokens (hash, org_id, created_ms) VALUES (?, ?, ?)").run(tokenHash, org.id, nowMs);
   }
 
+  async orgByToken(tokenHash: string): Promise<OrgRef | undefined> {
+    const row = this.q.orgByToken.get(tokenHash) as OrgRow | null;
+    return row ? { id: row.id, slug: row.slug, plan: row.plan as Plan } : undefined;
+  }
+
   async revokeToken(tokenHash: string): Promise<void> {
     const { changes } = this.db.query("DELETE FROM tokens WHERE hash = ?").run(tokenHash);
     if (changes === 0) throw new StoreError("not_found", "no such token");

@@ -18,7 +18,7 @@ import type {
   RecoverResult,
   Released,
 } from "./mail";
-import { type AdmitInput, type AdmitResult, type Organization, type Store, StoreError } from "./store";
+import { type AdmitInput, type AdmitResult, type Organization, type OrgRef, type Store, StoreError } from "./store";
 
 const script = (name: string) => readFileSync(join(import.meta.dir, `${name}.lua`), "utf8");
 const LANES = [Lane.TRANSACTIONAL, Lane.BULK] as const;
@@ -159,6 +159,13 @@ export class RedisStore implements Store {
   async addToken(slug: string, tokenHash: string, _nowMs: number): Promise<void> {
     const id = await this.orgId(slug);
     await this.redis.set(keys.token(tokenHash), id);
+  }
+
+  async orgByToken(tokenHash: string): Promise<OrgRef | undefined> {
+    const id = await this.redis.get(keys.token(tokenHash));
+    if (id === null) return undefined;
+    const [slug, plan] = await this.redis.hmget(keys.org(id), "slug", "plan");
+    return slug ? { id, slug, plan: Number(plan) as Plan } : undefined;
   }
 
   async revokeToken(tokenHash: string): Promise<void> {

@@ -49,6 +49,8 @@ export interface Store extends MailStore {
   getOrganization(slug: string): Promise<Organization>;
   addToken(slug: string, tokenHash: string, nowMs: number): Promise<void>;
   revokeToken(tokenHash: string): Promise<void>;
+  /** The organization a token belongs to; undefined for an unknown or revoked token. */
+  orgByToken(tokenHash: string): Promise<OrgRef | undefined>;
   addDomain(slug: string, domain: string, verified: boolean): Promise<Organization>;
   listTags(orgId: string): Promise<string[]>;
 
