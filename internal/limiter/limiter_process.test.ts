@@ -6,7 +6,7 @@ import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/conn
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { join } from "node:path";
-import { LimiterService, Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
+import { DirectoryService, LimiterService, Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { freePort, REPO_ROOT, type Proc, runBun, runToEnd, tempDir, waitFor } from "../testkit/testkit";
 
 let limiterd: Proc;
@@ -62,6 +62,7 @@ describe("limiterd over gRPC with @grpc/grpc-js", () => {
       expect(await unary(health, "Check", { service: "" })).toEqual({ status: "SERVING" });
       const bad: grpc.ServiceError = await unary<never>(limiter, "Admit", { token, clientIp: "not-an-ip" }).catch((e: grpc.ServiceError) => e);
       expect(bad.code).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(await unary(limiter, "Admit", { token: "", clientIp: "192.0.2.1" })).toMatchObject({ verdict: "VERDICT_UNAUTHENTICATED", plan: "PLAN_FREE", remaining: 100 });
       const unknownService: grpc.ServiceError = await unary<never>(health, "Check", { service: "nope" }).catch((e: grpc.ServiceError) => e);
       expect(unknownService.code).toBe(grpc.status.NOT_FOUND);
     } finally {
@@ -81,6 +82,13 @@ describe("limiterd over Connect and gRPC-Web", () => {
       const res = await client.admit({ token, clientIp: "2001:db8::7" });
       expect(res.verdict).toBe(Verdict.ALLOWED);
       expect(res.plan).toBe(Plan.PREMIUM);
+      const directory = createClient(DirectoryService, transport());
+      expect(await directory.verifyToken({ token })).toMatchObject({ valid: true, orgSlug: "rpc", plan: Plan.PREMIUM });
+      expect(await directory.verifyToken({ token: `mc_${"Z".repeat(43)}` })).toMatchObject({ valid: false, orgId: "" });
+      // Verifying consumes nothing: the next admission still sees the same remaining count minus one.
+      const before = (await client.admit({ token, clientIp: "2001:db8::8" })).remaining;
+      await directory.verifyToken({ token });
+      expect((await client.admit({ token, clientIp: "2001:db8::8" })).remaining).toBe(before - 1);
       const tooBig = await client.admitBatch({ requests: Array.from({ length: 1001 }, () => ({ token, clientIp: "192.0.2.2" })) }).catch((e) => e);
       expect(String(tooBig)).toContain("at most 1000");
     });
