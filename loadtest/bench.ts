@@ -114,17 +114,21 @@ async function httpPart(s: Settings, cores: number) {
   await waitFor("api /readyz", async () => (await fetch(`${apiUrl}/readyz`)).ok, 20_000);
 
   const tokens: string[] = [];
+  const cliFailures: string[] = [];
   const tokensFile = join(d.dataDir, "tokens.txt");
   const addOrgs = async (count: number) => {
     const t0 = performance.now();
     const first = tokens.length;
     const made = await pool(count, 6, async (i) => {
-      const slug = `bench-${first + i}`;
-      const created = await runToEnd("cmd/admin/index.ts", ["org", "create", slug, "--plan", "enterprise"], d.env);
-      if (created.code !== 0) throw new Error(`admin org create ${slug}: ${created.stderr}`);
-      const token = await runToEnd("cmd/admin/index.ts", ["token", "create", slug], d.env);
-      if (token.code !== 0) throw new Error(`admin token create ${slug}: ${token.stderr}`);
-      return token.stdout.trim();
+      // A failed create may have left the slug half made (claimed, no plan): retry under another.
+      for (let attempt = 0; ; attempt++) {
+        const slug = `bench-${first + i}${attempt ? `-r${attempt}` : ""}`;
+        const created = await runToEnd("cmd/admin/index.ts", ["org", "create", slug, "--plan", "enterprise"], d.env);
+        const token = created.code === 0 ? await runToEnd("cmd/admin/index.ts", ["token", "create", slug], d.env) : created;
+        if (token.code === 0) return token.stdout.trim();
+        cliFailures.push(`${slug}: ${token.stderr.trim()}`);
+        if (attempt >= 2) throw new Error(`admin CLI, organization ${slug}: ${token.stderr}`);
+      }
     });
     tokens.push(...made);
     writeFileSync(tokensFile, `${tokens.join("\n")}\n`);
@@ -152,8 +156,9 @@ async function httpPart(s: Settings, cores: number) {
   if (!sameShape) log(`HTTP: warning: the bare answer differs from the API's (${bareBody} ${bareHeaders} vs ${probeBody} ${apiHeaders})`);
 
   const wrkOpts = { threads: s.threads, connections: s.connections, tokensFile, ips: s.ips };
-  const measure = async (url: string, pids: Record<string, number>) => {
+  const measure = async (url: string, pids: Record<string, number>, afterWarmup?: (warm: WrkResult) => Promise<void>) => {
     const warm = await runWrk({ ...wrkOpts, url: `${url}/api/v1/tags`, seconds: s.warmup });
+    await afterWarmup?.(warm);
     let close: ((m?: Record<string, number>) => CpuReport) | undefined;
     const run = await runWrk({
       ...wrkOpts,
@@ -163,43 +168,37 @@ async function httpPart(s: Settings, cores: number) {
         close = cpuWindow({ ...pids, "bench.ts (harness)": process.pid }, cores);
       },
     });
-    const cpu = close!({ wrk: run.cpuSeconds });
-    return { warm, run, cpu };
+    return { warm, run, cpu: close!({ wrk: run.cpuSeconds }) };
   };
 
   log(`HTTP: bare — wrk ${s.warmup} s warm-up, then ${s.duration} s`);
-  const bareRes = await measure(bareUrl, { "bare-server": bare.proc.pid });
+  // The full-path processes stay up, idle, during the bare run: their idle cost shows too.
+  const idle = { "api (idle)": api.proc.pid, "limiterd (idle)": d.limiterd.proc.pid, "redis-server (idle)": d.redisPid };
+  const bareRes = await measure(bareUrl, { "bare-server": bare.proc.pid, ...idle });
   await bare.stop("SIGKILL");
 
   log(`HTTP: full path — wrk ${s.warmup} s warm-up, then ${s.duration} s`);
   const fullPids = { api: api.proc.pid, limiterd: d.limiterd.proc.pid, "redis-server": d.redisPid };
-  const warm = await runWrk({ ...wrkOpts, url: `${apiUrl}/api/v1/tags`, seconds: s.warmup });
-  // Enough organizations that quota cannot limit the measured run: each has its burst
-  // plus what refills; top up (with 50% margin) from the rate seen in the warm-up.
-  const window = s.warmup + s.duration + 2;
-  const perOrg = ENTERPRISE_QUOTA + (ENTERPRISE_QUOTA * window) / 60;
-  const needed = Math.ceil((1.5 * (warm.requests / warm.seconds) * window) / perOrg);
   let topUpSeconds = 0;
-  if (needed > tokens.length) {
-    log(`HTTP: the warm-up ran at ${fmt(warm.okPerSecond)} req/s; adding organizations to ${needed}`);
-    topUpSeconds = await addOrgs(needed - tokens.length);
-  }
-  let close: ((m?: Record<string, number>) => CpuReport) | undefined;
-  const run = await runWrk({
-    ...wrkOpts,
-    url: `${apiUrl}/api/v1/tags`,
-    seconds: s.duration,
-    started: () => {
-      close = cpuWindow({ ...fullPids, "bench.ts (harness)": process.pid }, cores);
-    },
+  const fullRes = await measure(apiUrl, fullPids, async (warm) => {
+    // Enough organizations that quota cannot limit the measured run: each has its burst
+    // plus what refills; top up (with 50% margin) from the rate seen in the warm-up.
+    const window = s.warmup + s.duration + 2;
+    const perOrg = ENTERPRISE_QUOTA + (ENTERPRISE_QUOTA * window) / 60;
+    const needed = Math.ceil((1.5 * (warm.requests / warm.seconds) * window) / perOrg);
+    if (needed > tokens.length) {
+      log(`HTTP: the warm-up ran at ${fmt(warm.okPerSecond)} req/s; adding organizations to ${needed}`);
+      topUpSeconds = await addOrgs(needed - tokens.length);
+    }
   });
-  const fullRes = { warm, run, cpu: close!({ wrk: run.cpuSeconds }) };
   const apiWarnings = api.stderr().split("\n").filter((l) => / (warn|error) /.test(l));
   const limiterdWarnings = d.limiterd.stderr().split("\n").filter((l) => / (warn|error) /.test(l));
 
   return {
     orgs: tokens.length,
     orgCreationSeconds: round(orgSeconds + topUpSeconds, 1),
+    adminCliFailures: cliFailures,
+    pids: { ...fullPids, "bare-server": bare.proc.pid },
     sameShape,
     probe: { status: probe.status, body: probeBody, headers: Object.fromEntries(probe.headers) },
     bare: bareRes,
@@ -298,6 +297,7 @@ async function daemonPart(s: Settings, cores: number) {
   const limiterdWarnings = d.limiterd.stderr().split("\n").filter((l) => / (warn|error) /.test(l));
   return {
     orgs: tokens.length,
+    pids: { limiterd: d.limiterd.proc.pid, "redis-server": d.redisPid, "admit-load": gen.proc.pid },
     load,
     cpu,
     redisBenchmark: {
@@ -380,6 +380,7 @@ async function main(): Promise<number> {
     `\nmachine: ${machine.nproc} cores, ${machine.cpuModel}, ${machine.memoryGiB} GiB, Linux ${machine.kernel}`,
     `versions: bun ${vers.bun}; ${vers.redisServer}; ${vers.redisBenchmark}; ${vers.wrk}`,
   );
+  if (http.adminCliFailures.length) out.push(`admin CLI failures while creating organizations (retried): ${http.adminCliFailures.length}, e.g. ${http.adminCliFailures[0]}`);
   if (http.apiWarnings.count || http.limiterdWarnings.count || daemon.limiterdWarnings.count) {
     out.push(`log warnings: api ${http.apiWarnings.count}, limiterd (http) ${http.limiterdWarnings.count}, limiterd (daemon) ${daemon.limiterdWarnings.count}`);
   }

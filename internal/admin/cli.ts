@@ -104,7 +104,7 @@ export function explain(err: unknown, limiterUrl: string): { line: string; code:
   if (err instanceof UsageError) return { line: `${err.message}\n${USAGE}`, code: 2 };
   if (err instanceof ConnectError) {
     if (err.code === Code.Unavailable || err.code === Code.DeadlineExceeded) {
-      return { line: `cannot reach limiterd at ${limiterUrl}: ${err.rawMessage}`, code: 1 };
+      return { line: `limiterd at ${limiterUrl} is unavailable: ${err.rawMessage}`, code: 1 };
     }
     return { line: `${Code[err.code]}: ${err.rawMessage}`, code: 1 };
   }

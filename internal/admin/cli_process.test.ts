@@ -55,6 +55,6 @@ describe("cmd/admin", () => {
     const port = await freePort();
     const r = await runToEnd("cmd/admin/index.ts", ["org", "show", "acme"], { LIMITER_URL: `http://127.0.0.1:${port}` });
     expect(r.code).toBe(1);
-    expect(r.stderr.trim()).toMatch(new RegExp(`^cannot reach limiterd at http://127.0.0.1:${port}: .+$`));
+    expect(r.stderr.trim()).toMatch(new RegExp(`^limiterd at http://127.0.0.1:${port} is unavailable: .*ECONNREFUSED.*$`));
   });
 });

@@ -18,9 +18,13 @@ export function daemonDeps(
     async (requests) => (await limiter.admitBatch({ requests }, call)).responses,
     MAX_BATCH,
   );
+  const tagLists = new MicroBatcher<string, string[]>(
+    async (orgIds) => (await directory.listTagsBatch({ orgIds }, call)).lists.map((l) => l.tags.map((t) => t.name)),
+    MAX_BATCH,
+  );
   return {
     admit: (c) => admissions.submit(c),
-    listTags: async (orgId) => (await directory.listTags({ orgId }, call)).tags.map((t) => t.name),
+    listTags: (orgId) => tagLists.submit(orgId),
     send: (req) => mail.send(req, call),
     getMessage: async (orgId, messageId) => {
       try {

@@ -87,6 +87,11 @@ export function limiterRoutes({ store, clock, newToken }: ServiceDeps) {
         const names = await guard(() => store.listTags(req.orgId));
         return { tags: names.map((name) => ({ name })) };
       },
+      async listTagsBatch(req) {
+        if (req.orgIds.length > MAX_BATCH) throw new ConnectError(`a batch holds at most ${MAX_BATCH} organizations`, Code.InvalidArgument);
+        const lists = await guard(() => Promise.all(req.orgIds.map((id) => store.listTags(id))));
+        return { lists: lists.map((names) => ({ tags: names.map((name) => ({ name })) })) };
+      },
     });
 
     router.service(Health, {

@@ -23,6 +23,11 @@ import { type AdmitInput, type AdmitResult, type Organization, type OrgRef, type
 const script = (name: string) => readFileSync(join(import.meta.dir, `${name}.lua`), "utf8");
 const LANES = [Lane.TRANSACTIONAL, Lane.BULK] as const;
 const RECOVER_BATCH = 500;
+/** Claims the slug and writes the organization in one step: never a slug without its organization. */
+const CREATE_ORG_SCRIPT = `
+if redis.call('SET', KEYS[1], ARGV[1], 'NX') == false then return 0 end
+redis.call('HSET', KEYS[2], 'slug', ARGV[2], 'plan', ARGV[3], 'created_ms', ARGV[4])
+return 1`;
 const HOLD_SCRIPT = `
 local cur = redis.call('GET', KEYS[1])
 if not cur then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end
@@ -65,6 +70,7 @@ interface Commands {
   ack(...args: Args): Promise<[number, number]>;
   recover(...args: Args): Promise<[number, number]>;
   hold(...args: Args): Promise<number>;
+  createOrg(...args: Args): Promise<number>;
 }
 
 /** Opens a connection that fails fast: no offline queue, short timeouts, endless reconnects. */
@@ -95,6 +101,7 @@ export class RedisStore implements Store {
   constructor(redis: Redis) {
     for (const name of ["admit", "enqueue", "release", "lease", "ack", "recover"]) redis.defineCommand(name, { lua: script(name) });
     redis.defineCommand("hold", { lua: HOLD_SCRIPT, numberOfKeys: 1 });
+    redis.defineCommand("createOrg", { lua: CREATE_ORG_SCRIPT, numberOfKeys: 2 });
     this.redis = redis as Redis & Commands;
   }
 
@@ -131,9 +138,9 @@ export class RedisStore implements Store {
   }
 
   async createOrganization(id: string, slug: string, plan: Plan, nowMs: number): Promise<Organization> {
-    const claimed = await this.redis.set(keys.slug(slug), id, "NX");
-    if (claimed !== "OK") throw new StoreError("already_exists", `organization ${slug} already exists`);
-    await this.redis.hset(keys.org(id), { slug, plan, created_ms: nowMs });
+    if ((await this.redis.createOrg(keys.slug(slug), keys.org(id), id, slug, plan, nowMs)) !== 1) {
+      throw new StoreError("already_exists", `organization ${slug} already exists`);
+    }
     return { id, slug, plan, domains: [] };
   }
 

@@ -52,10 +52,16 @@ export async function startRedis(opts: { aof?: boolean } = {}): Promise<RedisSer
       stdout: "ignore",
       stderr: "ignore",
     });
-    await waitFor(`redis-server on ${port}`, async () => {
-      const res = spawn(["redis-cli", "-p", String(port), "ping"], { stdout: "pipe", stderr: "ignore" });
-      return (await new Response(res.stdout).text()).trim() === "PONG";
-    });
+    try {
+      await waitFor(`redis-server on ${port}`, async () => {
+        const res = spawn(["redis-cli", "-p", String(port), "ping"], { stdout: "pipe", stderr: "ignore" });
+        return (await new Response(res.stdout).text()).trim() === "PONG";
+      });
+    } catch (err) {
+      p.kill("SIGKILL");
+      rmSync(dir, { recursive: true, force: true });
+      throw err;
+    }
     return p;
   };
   let proc = await start();
