@@ -12,7 +12,8 @@ export interface RpcServer {
  * Bun.serve: gRPC needs trailers, which Bun.serve cannot send.
  */
 export async function serveRpc(routes: (router: ConnectRouter) => void, host: string, port: number): Promise<RpcServer> {
-  const server: Http2Server = createServer(connectNodeAdapter({ routes }));
+  // No compression: the daemon's messages are small and local; gzip cost more CPU than it saved.
+  const server: Http2Server = createServer(connectNodeAdapter({ routes, acceptCompression: [] }));
   await new Promise<void>((done, fail) => {
     server.once("error", fail);
     server.listen(port, host, () => done());

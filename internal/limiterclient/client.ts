@@ -18,7 +18,7 @@ export interface LimiterClients {
  * idle and re-established by the session manager after the daemon restarts.
  */
 export function limiterClients(baseUrl: string): LimiterClients {
-  const transport = createGrpcTransport({ baseUrl, pingIntervalMs: 5_000, pingTimeoutMs: 2_000 });
+  const transport = createGrpcTransport({ baseUrl, pingIntervalMs: 5_000, pingTimeoutMs: 2_000, acceptCompression: [] });
   return {
     limiter: createClient(LimiterService, transport),
     directory: createClient(DirectoryService, transport),
