@@ -1,7 +1,8 @@
-// dev: starts the whole service (limiterd, api, worker) as separate processes with prefixed
-// logs; Ctrl-C stops them all. On the first start it creates a demo organization.
+// dev: starts the whole service (limiterd, api, smtp, worker) as separate processes with
+// prefixed logs; Ctrl-C stops them all. On the first start it creates a demo organization.
+import { connect } from "node:net";
 import { resolve } from "node:path";
-import { apiConfig, limiterdConfig, loadOrExit } from "../../internal/config/config";
+import { apiConfig, limiterdConfig, loadOrExit, smtpConfig } from "../../internal/config/config";
 import { bootstrapDemo, DEMO, DevStack, limiterServing, waitUntil } from "../../internal/devstack/devstack";
 import { limiterClients } from "../../internal/limiterclient/client";
 
@@ -9,7 +10,24 @@ const root = resolve(import.meta.dir, "../..");
 const daemon = loadOrExit("dev", () => limiterdConfig(process.env));
 const api = loadOrExit("dev", () => apiConfig(process.env));
 const limiterUrl = `http://${daemon.host === "0.0.0.0" ? "127.0.0.1" : daemon.host}:${daemon.port}`;
-const env = { ...process.env, DATA_DIR: daemon.dataDir, LIMITER_URL: limiterUrl };
+const base = `http://${api.host === "0.0.0.0" ? "127.0.0.1" : api.host}:${api.port}`;
+// In development the submission port is a high one (587 needs privileges).
+const smtp = loadOrExit("dev", () => smtpConfig({ ...process.env, SMTP_PORT: process.env.SMTP_PORT?.trim() || "2587", API_URL: base, LIMITER_URL: limiterUrl }));
+const smtpHost = smtp.host === "0.0.0.0" ? "127.0.0.1" : smtp.host;
+const env = { ...process.env, DATA_DIR: daemon.dataDir, LIMITER_URL: limiterUrl, API_URL: base, SMTP_PORT: String(smtp.port) };
+
+/** The SMTP front greets. */
+const smtpGreets = () =>
+  new Promise<boolean>((done) => {
+    const socket = connect({ host: smtpHost, port: smtp.port });
+    const end = (ok: boolean) => {
+      socket.destroy();
+      done(ok);
+    };
+    socket.once("data", (chunk: Buffer) => end(chunk.toString().startsWith("220")));
+    socket.once("error", () => end(false));
+    socket.setTimeout(1_000, () => end(false));
+  });
 const stack = new DevStack(root, env);
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => void stack.stop(0));
 
@@ -18,8 +36,9 @@ try {
   stack.start({ name: "limiterd", entry: "cmd/limiterd/index.ts" });
   await waitUntil("limiterd", () => limiterServing(clients));
   stack.start({ name: "api", entry: "cmd/api/index.ts" });
-  const base = `http://${api.host === "0.0.0.0" ? "127.0.0.1" : api.host}:${api.port}`;
   await waitUntil("api", async () => (await fetch(`${base}/healthz`)).ok);
+  stack.start({ name: "smtp", entry: "cmd/smtp/index.ts" });
+  await waitUntil("smtp", smtpGreets);
   stack.start({ name: "worker", entry: "cmd/worker/index.ts" });
 
   const token = await bootstrapDemo(clients);
@@ -28,6 +47,7 @@ try {
     `The service is up (store: ${daemon.redisUrl ? "redis" : `embedded, ${daemon.dataDir}`}). Ctrl-C stops it.`,
     `  API            ${base}/api/v1`,
     `  rate limits    ${base}/docs/rate-limits`,
+    `  SMTP           ${smtpHost}:${smtp.port} (STARTTLS, then AUTH with any username and an API token as the password)`,
     `  limiterd       ${limiterUrl} (Connect, gRPC, gRPC-Web)`,
     `  delivered mail ${daemon.dataDir}/sink/*.eml (set SMTP_RELAY_URL to send through a relay)`,
   ];
@@ -39,6 +59,7 @@ try {
       `  curl -i ${base}/api/v1/tags -H "Authorization: Bearer ${token}"`,
       `  curl -i ${base}/api/v1/emails -H "Authorization: Bearer ${token}" -H "Content-Type: application/json" \\`,
       `    -d '{"from":"Demo <hello@${DEMO.domain}>","to":"delivered@fixtures.test","subject":"Hi","markdown":"**It works.**"}'`,
+      `  swaks --server ${smtpHost}:${smtp.port} --tls --auth-user ${DEMO.slug} --auth-password ${token} --from hello@${DEMO.domain} --to delivered@fixtures.test`,
     );
   } else {
     lines.push(`Organization "${DEMO.slug}" exists. A new token: bun run cmd/admin token create ${DEMO.slug}`);

@@ -1,6 +1,9 @@
 import { describe, expect, test } from "bun:test";
 import { runToEnd } from "../testkit/testkit";
-import { apiConfig, ConfigError, limiterdConfig } from "./config";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { tempDir } from "../testkit/testkit";
+import { apiConfig, ConfigError, limiterdConfig, smtpConfig } from "./config";
 
 describe("configuration", () => {
   test("defaults", () => {
@@ -30,10 +33,62 @@ describe("configuration", () => {
     ["cmd/limiterd/index.ts", { LIMITER_PORT: "-1" }, "limiterd: configuration error: LIMITER_PORT"],
     ["cmd/admin/index.ts", { LIMITER_URL: "nope" }, "admin: configuration error: LIMITER_URL"],
     ["cmd/dev/index.ts", { API_PORT: "0" }, "dev: configuration error: API_PORT"],
+    ["cmd/smtp/index.ts", { SMTP_PORT: "smtp" }, "smtp: configuration error: SMTP_PORT"],
+    ["cmd/smtp/index.ts", { SMTP_TLS_CERT: "/nonexistent/cert.pem", SMTP_TLS_KEY: "/nonexistent/key.pem" }, "smtp: configuration error: SMTP_TLS_CERT"],
   ])("%s stops with one line and exit code 2", async (entry, env, line) => {
     const r = await runToEnd(entry, [], env);
     expect(r.code).toBe(2);
     expect(r.stderr.trim().split("\n")).toHaveLength(1);
     expect(r.stderr).toStartWith(line);
+  });
+
+  describe("smtp", () => {
+    const dir = tempDir("mailcore-config-");
+    const cert = join(dir, "cert.pem");
+    const key = join(dir, "key.pem");
+    writeFileSync(cert, "not a certificate");
+    writeFileSync(key, "not a key");
+
+    test("defaults", () => {
+      expect(smtpConfig({})).toMatchObject({
+        host: "127.0.0.1",
+        port: 587,
+        tlsCert: undefined,
+        tlsKey: undefined,
+        apiUrl: "http://127.0.0.1:8080",
+        limiterUrl: "http://127.0.0.1:7070",
+        limiterTimeoutMs: 1_000,
+        maxClients: 100,
+        socketTimeoutMs: 60_000,
+        sessionTimeoutMs: 300_000,
+        apiTimeoutMs: 10_000,
+      });
+      expect(smtpConfig({ SMTP_TLS_CERT: cert, SMTP_TLS_KEY: key })).toMatchObject({ tlsCert: cert, tlsKey: key });
+    });
+
+    test.each([
+      [{ SMTP_PORT: "0" }, 'SMTP_PORT="0" is not a whole number from 1 to 65535'],
+      [{ SMTP_HOST: "mail.example.com" }, "SMTP_HOST"],
+      [{ SMTP_TLS_CERT: cert }, "SMTP_TLS_CERT and SMTP_TLS_KEY go together"],
+      [{ SMTP_TLS_KEY: key }, "SMTP_TLS_CERT and SMTP_TLS_KEY go together"],
+      [{ SMTP_TLS_CERT: join(dir, "missing.pem"), SMTP_TLS_KEY: key }, "SMTP_TLS_CERT="],
+      [{ SMTP_TLS_CERT: cert, SMTP_TLS_KEY: dir }, "SMTP_TLS_KEY="],
+      [{ API_URL: "ftp://api" }, 'API_URL="ftp://api" must use http:// or https://'],
+      [{ LIMITER_URL: "nope" }, "LIMITER_URL"],
+      [{ SMTP_MAX_CLIENTS: "0" }, "SMTP_MAX_CLIENTS"],
+      [{ SMTP_SOCKET_TIMEOUT_MS: "5" }, "SMTP_SOCKET_TIMEOUT_MS"],
+      [{ SMTP_SESSION_TIMEOUT_MS: "soon" }, "SMTP_SESSION_TIMEOUT_MS"],
+      [{ SMTP_API_TIMEOUT_MS: "-1" }, "SMTP_API_TIMEOUT_MS"],
+    ])("rejects %p", (env, message) => {
+      expect(() => smtpConfig(env)).toThrow(ConfigError);
+      expect(() => smtpConfig(env)).toThrow(message);
+    });
+
+    test("cmd/smtp: a certificate pair TLS cannot use stops it with one line and exit code 2", async () => {
+      const r = await runToEnd("cmd/smtp/index.ts", [], { SMTP_TLS_CERT: cert, SMTP_TLS_KEY: key, SMTP_PORT: "1" });
+      expect(r.code).toBe(2);
+      expect(r.stderr.trim().split("\n")).toHaveLength(1);
+      expect(r.stderr).toStartWith(`smtp: configuration error: the TLS certificate ${cert} and key ${key} cannot be used`);
+    });
   });
 });

@@ -1,3 +1,4 @@
+import { statSync } from "node:fs";
 import { isIP } from "node:net";
 import { resolve } from "node:path";
 
@@ -142,5 +143,60 @@ export function workerConfig(env: Env): WorkerConfig {
     maxInFlight: intVar(env, "WORKER_CONCURRENCY", 16, 1, 256),
     metricsHost: hostVar(env, "WORKER_METRICS_HOST", "127.0.0.1"),
     metricsPort: intVar(env, "WORKER_METRICS_PORT", 0, 0, 65_535),
+  };
+}
+
+export interface SmtpConfig {
+  host: string;
+  port: number;
+  /** Both set (files that exist) or both undefined: a self-signed certificate under dataDir/tls. */
+  tlsCert: string | undefined;
+  tlsKey: string | undefined;
+  apiUrl: string;
+  limiterUrl: string;
+  limiterTimeoutMs: number;
+  dataDir: string;
+  maxClients: number;
+  /** Idle time allowed between two commands, or between two chunks of DATA. */
+  socketTimeoutMs: number;
+  /** Longest a connection may stay open; it is then closed with a 421 after its current reply. */
+  sessionTimeoutMs: number;
+  /** Deadline of the forward to POST /api/v1/emails; past it the message gets a 451. */
+  apiTimeoutMs: number;
+}
+
+function existingFile(env: Env, name: string): string | undefined {
+  const v = raw(env, name);
+  if (v === undefined) return undefined;
+  const path = resolve(v);
+  let ok = false;
+  try {
+    ok = statSync(path).isFile();
+  } catch {
+    ok = false;
+  }
+  if (!ok) throw new ConfigError(`${name}=${JSON.stringify(v)} is not a readable file`);
+  return path;
+}
+
+export function smtpConfig(env: Env): SmtpConfig {
+  const tlsCert = existingFile(env, "SMTP_TLS_CERT");
+  const tlsKey = existingFile(env, "SMTP_TLS_KEY");
+  if ((tlsCert === undefined) !== (tlsKey === undefined)) {
+    throw new ConfigError("SMTP_TLS_CERT and SMTP_TLS_KEY go together: set both (PEM files) or neither (a self-signed development certificate)");
+  }
+  return {
+    host: hostVar(env, "SMTP_HOST", "127.0.0.1"),
+    port: portVar(env, "SMTP_PORT", 587),
+    tlsCert,
+    tlsKey,
+    apiUrl: urlVar(env, "API_URL", "http://127.0.0.1:8080", ["http", "https"])!,
+    limiterUrl: limiterUrl(env),
+    limiterTimeoutMs: intVar(env, "LIMITER_TIMEOUT_MS", 1_000, 10, 60_000),
+    dataDir: dirVar(env, "DATA_DIR", "data"),
+    maxClients: intVar(env, "SMTP_MAX_CLIENTS", 100, 1, 100_000),
+    socketTimeoutMs: intVar(env, "SMTP_SOCKET_TIMEOUT_MS", 60_000, 100, 3_600_000),
+    sessionTimeoutMs: intVar(env, "SMTP_SESSION_TIMEOUT_MS", 300_000, 1_000, 86_400_000),
+    apiTimeoutMs: intVar(env, "SMTP_API_TIMEOUT_MS", 10_000, 100, 300_000),
   };
 }

@@ -1,10 +1,22 @@
 // The one-command start (npm start runs cmd/dev): the whole service on the embedded store.
+import { spawn } from "bun";
 import { expect, test } from "bun:test";
+import { connect } from "node:net";
 import { freePort, runBun, tempDir, waitFor } from "../testkit/testkit";
 
-test("cmd/dev starts limiterd and the API, creates the demo organization once, and Ctrl-C stops all", async () => {
-  const [limiterPort, apiPort] = [await freePort(), await freePort()];
-  const env = { DATA_DIR: tempDir(), LIMITER_PORT: String(limiterPort), API_PORT: String(apiPort) };
+const refuses = (port: number) =>
+  new Promise<boolean>((done) => {
+    const s = connect({ host: "127.0.0.1", port });
+    s.once("connect", () => {
+      s.destroy();
+      done(false);
+    });
+    s.once("error", () => done(true));
+  });
+
+test("cmd/dev starts limiterd, the API and the SMTP front, creates the demo organization once, and Ctrl-C stops all", async () => {
+  const [limiterPort, apiPort, smtpPort] = [await freePort(), await freePort(), await freePort()];
+  const env = { DATA_DIR: tempDir(), LIMITER_PORT: String(limiterPort), API_PORT: String(apiPort), SMTP_PORT: String(smtpPort) };
   const dev = runBun("cmd/dev/index.ts", [], env);
   try {
     await waitFor("the ready banner", async () => dev.stdout().includes("Ctrl-C stops it"), 20_000);
@@ -16,11 +28,21 @@ test("cmd/dev starts limiterd and the API, creates the demo organization once, a
     // Each process's lines carry its name.
     expect(dev.stderr()).toMatch(/^limiterd +\| .* info limiterd listening/m);
     expect(dev.stderr()).toMatch(/^api +\| .* info api listening/m);
+    expect(dev.stderr()).toMatch(/^smtp +\| .* info smtp listening/m);
+
+    // The ready swaks line works as printed: 250 over STARTTLS with the demo token.
+    const swaksLine = /^ +(swaks --server .*)$/m.exec(dev.stdout())?.[1];
+    expect(swaksLine).toBe(`swaks --server 127.0.0.1:${smtpPort} --tls --auth-user demo --auth-password ${curl![2]} --from hello@demo.example.com --to delivered@fixtures.test`);
+    const swaks = spawn(swaksLine!.split(" "), { stdout: "pipe", stderr: "pipe" });
+    const transcript = await new Response(swaks.stdout).text();
+    expect(await swaks.exited, transcript).toBe(0);
+    expect(transcript).toMatch(/^<~ +250 2\.0\.0 Queued as msg_[0-9a-f]{24} \(transactional lane\)$/m);
 
     dev.proc.kill("SIGINT");
     expect(await dev.proc.exited).toBe(0);
-    // Both children are gone: their ports refuse connections.
+    // The children are gone: their ports refuse connections.
     await expect(fetch(`http://127.0.0.1:${apiPort}/healthz`)).rejects.toThrow();
+    expect(await refuses(smtpPort)).toBe(true);
 
     // A second start keeps the data and does not create the organization again.
     const again = runBun("cmd/dev/index.ts", [], env);

@@ -1,20 +1,26 @@
 // The test command (npm test): makes sure the tools the tests start are installed, runs
 // `bun test`, and prints the closing line "tests: N passed, N failed" that CI reads.
 import { spawnSync } from "bun";
-import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT } from "./testkit";
 
-const TOOLS: Record<string, string> = { "redis-server": "redis-server", "redis-cli": "redis-tools", swaks: "swaks" };
-const has = (cmd: string) => spawnSync(["sh", "-c", `command -v ${cmd}`]).exitCode === 0;
+// What the tests start or drive, how to tell it is there, and the Debian package that brings it.
+const TOOLS: Record<string, { check: string; pkg: string }> = {
+  "redis-server": { check: "command -v redis-server", pkg: "redis-server" },
+  "redis-cli": { check: "command -v redis-cli", pkg: "redis-tools" },
+  swaks: { check: "command -v swaks", pkg: "swaks" },
+  "Net::SSLeay (swaks --tls)": { check: "perl -MNet::SSLeay -e1", pkg: "libnet-ssleay-perl" },
+};
+const has = (tool: string) => spawnSync(["sh", "-c", `${TOOLS[tool]!.check} >/dev/null 2>&1`]).exitCode === 0;
 
 function ensureTools(): void {
   const missing = Object.keys(TOOLS).filter((t) => !has(t));
   if (missing.length === 0) return;
-  const packages = [...new Set(missing.map((t) => TOOLS[t]!))];
+  const packages = [...new Set(missing.map((t) => TOOLS[t]!.pkg))];
   const line = `apt-get install -y ${packages.join(" ")}`;
   const root = process.getuid?.() === 0;
-  if (root && has("apt-get")) {
+  if (root && spawnSync(["sh", "-c", "command -v apt-get"]).exitCode === 0) {
     console.log(`installing ${packages.join(", ")} for the tests: ${line}`);
     const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
     spawnSync(["apt-get", "update", "-qq"], { stdout: "inherit", stderr: "inherit", env });
@@ -53,5 +59,6 @@ if (existsSync(report)) {
 // A crash before any test ran, or a non-zero exit with every test passed, is a failure too.
 if (run.exitCode !== 0 && failed === 0) failed = 1;
 if (passed === 0 && failed === 0) failed = 1;
+writeFileSync(join(outDir, "summary.json"), JSON.stringify({ passed, failed }));
 console.log(`tests: ${passed} passed, ${failed} failed`);
 process.exit(failed > 0 || run.exitCode !== 0 ? 1 : 0);

@@ -1,0 +1,57 @@
+// smtp: the SMTP submission front. STARTTLS, AUTH with an API token (checked by limiterd),
+// each message forwarded to POST /api/v1/emails.
+import { join } from "node:path";
+import { loadOrExit, smtpConfig } from "../../internal/config/config";
+import { limiterClients } from "../../internal/limiterclient/client";
+import { logger } from "../../internal/log/log";
+import { apiClient } from "../../internal/smtp/api";
+import { submissionServer } from "../../internal/smtp/server";
+import { devCertificate, readTls } from "../../internal/smtp/tls";
+
+const log = logger("smtp");
+const cfg = loadOrExit("smtp", () => smtpConfig(process.env));
+const files =
+  cfg.tlsCert && cfg.tlsKey
+    ? { cert: cfg.tlsCert, key: cfg.tlsKey, source: "configured" as const }
+    : await devCertificate(join(cfg.dataDir, "tls")).catch((err: unknown) =>
+        loadOrExit("smtp", () => {
+          throw err;
+        }),
+      );
+const tls = loadOrExit("smtp", () => readTls(files));
+if (files.source === "self-signed") {
+  log.warn("using a self-signed development certificate; set SMTP_TLS_CERT and SMTP_TLS_KEY in production", { cert: files.cert });
+}
+
+const { directory } = limiterClients(cfg.limiterUrl);
+const server = submissionServer(
+  {
+    verifyToken: async (token) => {
+      try {
+        const r = await directory.verifyToken({ token }, { timeoutMs: cfg.limiterTimeoutMs });
+        return r.valid ? { valid: true, orgId: r.orgId, orgSlug: r.orgSlug } : { valid: false };
+      } catch {
+        return { unavailable: true };
+      }
+    },
+    api: apiClient(cfg.apiUrl, cfg.apiTimeoutMs),
+    log,
+  },
+  { tls, maxClients: cfg.maxClients, socketTimeoutMs: cfg.socketTimeoutMs, sessionTimeoutMs: cfg.sessionTimeoutMs },
+);
+
+server.listen(cfg.port, cfg.host, () => {
+  log.info("listening", { url: `smtp://${cfg.host}:${cfg.port}`, tls: files.source, api: cfg.apiUrl, limiter: cfg.limiterUrl, maxClients: cfg.maxClients });
+});
+server.server.on("error", (err: Error) => {
+  log.error("cannot listen", { error: err.message });
+  process.exit(1);
+});
+
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, async () => {
+    log.info("stopping", { signal });
+    await Promise.race([new Promise<void>((ok) => server.close(() => ok())), Bun.sleep(12_000)]);
+    process.exit(0);
+  });
+}
