@@ -1,6 +1,6 @@
 // k6, built from the Go module proxy with this machine's Go into loadtest/.tools (ignored by
 // git) and reused while present. k6 runs offline: no extension resolution, no usage report.
-import { spawnSync } from "bun";
+import { spawn, spawnSync } from "bun";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT } from "../internal/testkit/testkit";
@@ -38,4 +38,15 @@ export function ensureK6(log: (line: string) => void): string {
   }
   log(`built ${k6Version()} in ${Math.round((Date.now() - started) / 1000)} s`);
   return K6;
+}
+
+/**
+ * Starts `k6 run` of a script in loadtest/k6, offline (K6_ENV, --no-usage-report), with -e
+ * variables, its end-of-test summary exported as JSON to `summary`.
+ */
+export function spawnK6(k6: string, script: string, vars: Record<string, string>, summary: string, flags: string[] = []) {
+  const args = [k6, "run", "--no-usage-report", "--summary-export", summary, ...flags];
+  for (const [k, v] of Object.entries(vars)) args.push("-e", `${k}=${v}`);
+  args.push(join(REPO_ROOT, "loadtest", "k6", script));
+  return spawn(args, { env: { ...process.env, ...K6_ENV }, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
 }

@@ -178,6 +178,30 @@ export function exitedCpuSeconds(p: { resourceUsage(): { cpuTime: { total: bigin
   return usage ? Number(usage.cpuTime.total) / 1e6 : 0;
 }
 
+// ---- memory -----------------------------------------------------------------------
+
+export interface Memory {
+  /** Resident now (VmRSS), MiB. */
+  rssMiB: number;
+  /** Resident at its peak so far (VmHWM), MiB. */
+  peakMiB: number;
+}
+
+/** Resident memory of named processes, read from /proc/<pid>/status; a gone process is left out. */
+export function memory(pids: Record<string, number>): Record<string, Memory> {
+  const out: Record<string, Memory> = {};
+  for (const [name, pid] of Object.entries(pids)) {
+    try {
+      const status = readFileSync(`/proc/${pid}/status`, "utf8");
+      const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? Number.NaN);
+      out[name] = { rssMiB: round(kib("VmRSS") / 1024, 1), peakMiB: round(kib("VmHWM") / 1024, 1) };
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
 export function round(x: number, digits = 0): number {
   const f = 10 ** digits;
   return Math.round(x * f) / f;

@@ -4,14 +4,13 @@
 // when the service is wrong. Writes loadtest/results/loadtest-<time>.json and .txt.
 //   full:  quotas (burst + 120 s at 1.5x) for each plan, IP limit, guards, lanes, SMTP
 //   short: quotas (burst + 15 s) for each plan, IP limit, guards  (CI, under 5 minutes)
-import { spawn } from "bun";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { join } from "node:path";
 import { PLANS, planName, planQuota } from "../internal/plans/plans";
 import { REPO_ROOT, type Stack, startRedis, startStack } from "../internal/testkit/testkit";
 import { startCollector } from "./collector";
-import { ensureK6, K6_ENV, k6Version } from "./k6tool";
+import { ensureK6, k6Version, spawnK6 } from "./k6tool";
 import { smtpLoad } from "./smtp-load";
 
 type Profile = "full" | "short";
@@ -57,10 +56,7 @@ async function k6(k6Path: string, name: string, script: string, env: Record<stri
   const started = Date.now();
   const collector = startCollector();
   const summary = join(outDir, `${name}.summary.json`);
-  const args = [k6Path, "run", "--no-usage-report", "--summary-export", summary];
-  for (const [k, v] of Object.entries({ ...env, COLLECTOR: collector.url, PROTO_DIR: join(REPO_ROOT, "proto") })) args.push("-e", `${k}=${v}`);
-  args.push(join(REPO_ROOT, "loadtest", "k6", script));
-  const proc = spawn(args, { env: { ...process.env, ...K6_ENV }, stdout: "pipe", stderr: "pipe" });
+  const proc = spawnK6(k6Path, script, { ...env, COLLECTOR: collector.url, PROTO_DIR: join(REPO_ROOT, "proto") }, summary);
   const [out, err, exitCode] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
   collector.stop();
   writeFileSync(join(outDir, `${name}.log`), `${out}\n${err}`);
