@@ -40,8 +40,8 @@ export class MailRuntime {
     [Lane.TRANSACTIONAL, []],
     [Lane.BULK, []],
   ]);
-  /** Lease id to the stream that holds it, so an ack frees room on that stream. */
-  readonly leaseOwners = new Map<string, Set<string>>();
+  /** Lease id to the stream that holds it (lease id -> expiry), so an ack frees room on that stream. */
+  readonly leaseOwners = new Map<string, Map<string, number>>();
 
   recordRelease(r: ReleaseRecord): void {
     const ring = this.releases.get(r.lane)!;
@@ -118,13 +118,23 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
     router.service(DeliveryService, {
       async *lease(req, ctx) {
         const max = Math.min(MAX_IN_FLIGHT, Math.max(1, req.maxInFlight || 16));
-        const held = new Set<string>();
+        // Leases this stream holds, to their expiry. A lease whose ack never came stops
+        // counting once it expires (the message was released again), so a worker whose acks
+        // got lost does not stall.
+        const held = new Map<string, number>();
         try {
           while (!ctx.signal.aborted) {
+            const now = clock.nowMs();
+            for (const [id, expires] of held) {
+              if (expires <= now) {
+                held.delete(id);
+                runtime.leaseOwners.delete(id);
+              }
+            }
             const room = max - held.size;
-            const leased = room > 0 ? await guard(() => store.lease(room, clock.nowMs(), deps.visibilityMs)) : [];
+            const leased = room > 0 ? await guard(() => store.lease(room, now, deps.visibilityMs)) : [];
             for (const l of leased) {
-              held.add(l.leaseId);
+              held.set(l.leaseId, now + deps.visibilityMs);
               runtime.leaseOwners.set(l.leaseId, held);
               yield {
                 leaseId: l.leaseId,
@@ -138,7 +148,7 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
             if (leased.length === 0) await runtime.work.wait(IDLE_POLL_MS, ctx.signal);
           }
         } finally {
-          for (const id of held) runtime.leaseOwners.delete(id);
+          for (const id of held.keys()) runtime.leaseOwners.delete(id);
         }
       },
 

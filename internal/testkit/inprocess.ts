@@ -19,12 +19,12 @@ export interface InProcess {
   stop(): Promise<void>;
 }
 
-export async function startInProcess(store: Store, clock: Clock, policy: DeliveryPolicy): Promise<InProcess> {
+export async function startInProcess(store: Store, clock: Clock, policy: DeliveryPolicy, visibilityMs = 60_000): Promise<InProcess> {
   const runtime = new MailRuntime();
   const rpc = await serveRpc(
     (router: ConnectRouter) => {
       limiterRoutes({ store, clock, newToken })(router);
-      mailRoutes({ store, clock, laneRate: 40, visibilityMs: 60_000, policy }, runtime)(router);
+      mailRoutes({ store, clock, laneRate: 40, visibilityMs, policy }, runtime)(router);
     },
     "127.0.0.1",
     0,

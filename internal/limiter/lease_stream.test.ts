@@ -1,0 +1,50 @@
+// The workers' lease stream through the daemon's real RPCs, with a moved clock.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { ManualClock } from "../clock/clock";
+import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
+import { DeliveryOutcome, Lane } from "../gen/mailcore/limiter/v1/mail_pb";
+import { EmbeddedStore } from "../store/embedded";
+import { type InProcess, startInProcess } from "../testkit/inprocess";
+
+const HOUR = 3_600_000;
+let svc: InProcess;
+let store: EmbeddedStore;
+const clock = new ManualClock();
+
+beforeAll(async () => {
+  store = new EmbeddedStore(null);
+  svc = await startInProcess(store, clock, { maxAttempts: 3, retryBaseMs: 1_000, bounceCooldownMs: HOUR, retentionMs: HOUR }, 5_000);
+  await svc.clients.directory.createOrganization({ slug: "acme", plan: Plan.FREE });
+  await svc.clients.directory.addDomain({ slug: "acme", domain: "acme.example", verified: true });
+});
+afterAll(async () => {
+  await svc.stop();
+  await store.close();
+});
+
+test("a stream whose ack never came is not stalled: the expired lease stops counting and the message comes again", async () => {
+  const org = (await svc.clients.directory.getOrganization({ slug: "acme" })).organization!;
+  const sent = await svc.clients.mail.send({
+    orgId: org.id,
+    lane: Lane.TRANSACTIONAL,
+    email: { from: "a@acme.example", fromAddress: "a@acme.example", to: "b@example.org", toAddress: "b@example.org", subject: "s", text: "t" },
+  });
+  await store.release(Lane.TRANSACTIONAL, clock.nowMs());
+
+  const abort = new AbortController();
+  const stream = svc.clients.delivery.lease({ workerId: "test", maxInFlight: 1 }, { signal: abort.signal })[Symbol.asyncIterator]();
+  const first = (await stream.next()).value!;
+  expect(first).toMatchObject({ messageId: sent.messageId, attempt: 1 });
+  // No ack. The lease expires and the daemon's recovery releases the message again.
+  clock.advance(5_000);
+  expect(await store.recover(clock.nowMs())).toEqual({ expired: 1, retried: 0 });
+  const second = (await stream.next()).value!;
+  expect(second).toMatchObject({ messageId: sent.messageId, attempt: 2 });
+  expect(second.leaseId).not.toBe(first.leaseId);
+  // The late ack of the first lease changes nothing; the current one counts.
+  const late = await svc.clients.delivery.ack({ leaseId: first.leaseId, messageId: first.messageId, orgId: first.orgId, outcome: DeliveryOutcome.DELIVERED, detail: "late" });
+  expect(late.current).toBe(false);
+  const current = await svc.clients.delivery.ack({ leaseId: second.leaseId, messageId: second.messageId, orgId: second.orgId, outcome: DeliveryOutcome.DELIVERED, detail: "ok" });
+  expect(current.current).toBe(true);
+  abort.abort();
+});
