@@ -57,7 +57,21 @@ export class FileSink implements Transport {
   close(): void {}
 }
 
-/** Sends through an SMTP relay: a 5xx reply is a hard bounce, a 4xx or a failed connection is retried. */
+/**
+ * What a relay's refusal means for the message. Only a permanent (5xx) refusal of the
+ * recipient or of the message itself is a hard bounce of the mailbox; a 5xx anywhere else
+ * (AUTH, MAIL FROM, the greeting: the relay or our configuration is at fault) and every 4xx or
+ * connection failure is temporary, so it is retried and finally fails, and no recipient is put
+ * on bounce cooldown for a problem that is not theirs.
+ */
+export function classifyRelayError(e: { responseCode?: number; response?: string; code?: string; command?: string; message: string }): DeliveryResult {
+  const detail = e.response ?? `${e.code ?? "error"}: ${e.message}`;
+  const permanent = e.responseCode !== undefined && e.responseCode >= 500;
+  const aboutRecipientOrMessage = e.command === "RCPT TO" || e.command === "DATA";
+  return { outcome: permanent && aboutRecipientOrMessage ? DeliveryOutcome.BOUNCED : DeliveryOutcome.DEFERRED, detail };
+}
+
+/** Sends through an SMTP relay; refusals are classified by classifyRelayError. */
 export class SmtpRelay implements Transport {
   readonly name: string;
   private readonly transporter;
@@ -83,10 +97,7 @@ export class SmtpRelay implements Transport {
       const info = await this.transporter.sendMail(mailOptions(m));
       return { outcome: DeliveryOutcome.DELIVERED, detail: info.response };
     } catch (err) {
-      const e = err as Error & { responseCode?: number; response?: string; code?: string };
-      const detail = e.response ?? `${e.code ?? "error"}: ${e.message}`;
-      if (e.responseCode !== undefined && e.responseCode >= 500) return { outcome: DeliveryOutcome.BOUNCED, detail };
-      return { outcome: DeliveryOutcome.DEFERRED, detail };
+      return classifyRelayError(err as Error);
     }
   }
 
