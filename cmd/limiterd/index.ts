@@ -28,16 +28,8 @@ try {
 
 const clock = systemClock;
 const runtime = new MailRuntime();
-const mail = mailRoutes(
-  {
-    store,
-    clock,
-    laneRate: cfg.laneRate,
-    visibilityMs: cfg.visibilityMs,
-    policy: { maxAttempts: cfg.maxAttempts, retryBaseMs: cfg.retryBaseMs, bounceCooldownMs: cfg.bounceCooldownMs, retentionMs: cfg.retentionMs },
-  },
-  runtime,
-);
+const policy = { maxAttempts: cfg.maxAttempts, retryBaseMs: cfg.retryBaseMs, bounceCooldownMs: cfg.bounceCooldownMs, retentionMs: cfg.retentionMs };
+const mail = mailRoutes({ store, clock, laneRate: cfg.laneRate, visibilityMs: cfg.visibilityMs, policy }, runtime);
 const directory = limiterRoutes({ store, clock, newToken });
 const server = await serveRpc(
   (router: ConnectRouter) => {
@@ -52,6 +44,7 @@ const lanes = startLanes({
   clock,
   ratePerSecond: cfg.laneRate,
   owner: `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`,
+  policy,
   onRelease: (r) => runtime.recordRelease(r),
   onRecovered: () => runtime.work.notifyAll(),
   log,

@@ -1,7 +1,7 @@
 import type { Clock } from "../clock/clock";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { Logger } from "../log/log";
-import type { MailStore } from "../store/mail";
+import type { DeliveryPolicy, MailStore } from "../store/mail";
 import { LaneScheduler, type ReleaseRecord } from "./scheduler";
 
 const RECOVER_EVERY_MS = 250;
@@ -11,6 +11,7 @@ export interface LanesOptions {
   clock: Clock;
   ratePerSecond: number;
   owner: string;
+  policy: DeliveryPolicy;
   onRelease(r: ReleaseRecord): void;
   /** Called when expired leases or due retries were put back. */
   onRecovered(): void;
@@ -28,9 +29,9 @@ export function startLanes(o: LanesOptions): { stop(): Promise<void> } {
     if (recovering) return;
     recovering = true;
     try {
-      const { expired, retried } = await o.store.recover(o.clock.nowMs());
-      if (expired + retried > 0) {
-        o.log.info("recovered", { expired, retried });
+      const { expired, retried, failed } = await o.store.recover(o.clock.nowMs(), o.policy);
+      if (expired + retried + failed > 0) {
+        o.log.info("recovered", { expired, retried, failed });
         o.onRecovered();
       }
     } catch (err) {

@@ -7,13 +7,14 @@ import { EmbeddedStore } from "../store/embedded";
 import { type InProcess, startInProcess } from "../testkit/inprocess";
 
 const HOUR = 3_600_000;
+const POLICY = { maxAttempts: 3, retryBaseMs: 1_000, bounceCooldownMs: HOUR, retentionMs: HOUR };
 let svc: InProcess;
 let store: EmbeddedStore;
 const clock = new ManualClock();
 
 beforeAll(async () => {
   store = new EmbeddedStore(null);
-  svc = await startInProcess(store, clock, { maxAttempts: 3, retryBaseMs: 1_000, bounceCooldownMs: HOUR, retentionMs: HOUR }, 5_000);
+  svc = await startInProcess(store, clock, POLICY, 5_000);
   await svc.clients.directory.createOrganization({ slug: "acme", plan: Plan.FREE });
   await svc.clients.directory.addDomain({ slug: "acme", domain: "acme.example", verified: true });
 });
@@ -35,9 +36,11 @@ test("a stream whose ack never came is not stalled: the expired lease stops coun
   const stream = svc.clients.delivery.lease({ workerId: "test", maxInFlight: 1 }, { signal: abort.signal })[Symbol.asyncIterator]();
   const first = (await stream.next()).value!;
   expect(first).toMatchObject({ messageId: sent.messageId, attempt: 1 });
-  // No ack. The lease expires and the daemon's recovery releases the message again.
+  // No ack. The lease expires, the daemon's recovery puts the message back in its lane, and
+  // the lane releases it again (this test plays the scheduler).
   clock.advance(5_000);
-  expect(await store.recover(clock.nowMs())).toEqual({ expired: 1, retried: 0 });
+  expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: 1, retried: 0, failed: 0 });
+  await store.release(Lane.TRANSACTIONAL, clock.nowMs());
   const second = (await stream.next()).value!;
   expect(second).toMatchObject({ messageId: sent.messageId, attempt: 2 });
   expect(second.leaseId).not.toBe(first.leaseId);

@@ -189,8 +189,8 @@ export class EmbeddedStore implements Store {
   ack(input: AckInput, policy: DeliveryPolicy, nowMs: number) {
     return this.mail.ack(input, policy, nowMs);
   }
-  recover(nowMs: number) {
-    return this.mail.recover(nowMs);
+  recover(nowMs: number, policy: DeliveryPolicy) {
+    return this.mail.recover(nowMs, policy);
   }
   getMessage(orgId: string, messageId: string) {
     return this.mail.getMessage(orgId, messageId);

@@ -191,14 +191,28 @@ export class EmbeddedMail implements MailStore {
     })();
   }
 
-  async recover(nowMs: number): Promise<RecoverResult> {
+  async recover(nowMs: number, policy: DeliveryPolicy): Promise<RecoverResult> {
     return this.db.transaction(() => {
-      const expired = this.db.query("SELECT id FROM messages WHERE state = 'inflight' AND due_ms <= ? LIMIT ?").all(nowMs, RECOVER_BATCH) as { id: string }[];
-      for (const { id } of expired) {
+      const expired = this.db.query("SELECT id, attempts FROM messages WHERE state = 'inflight' AND due_ms <= ? LIMIT ?").all(nowMs, RECOVER_BATCH) as {
+        id: string;
+        attempts: number;
+      }[];
+      let failed = 0;
+      for (const { id, attempts } of expired) {
+        if (attempts >= policy.maxAttempts) {
+          this.db
+            .query("UPDATE messages SET state = 'done', status = ?, lease_id = NULL, due_ms = NULL, updated_ms = ?, expires_ms = ? WHERE id = ?")
+            .run(MessageStatus.FAILED, nowMs, nowMs + policy.retentionMs, id);
+          this.event(id, nowMs, MessageStatus.FAILED, "lease expired after the last attempt");
+          failed++;
+          continue;
+        }
+        // Back at the head of its organization's queue in the lane, released again through the pacing.
+        const head = (this.db.query("SELECT COALESCE(MIN(seq), 0) AS s FROM messages").get() as { s: number }).s - 1;
         this.db
-          .query("UPDATE messages SET state = 'ready', status = ?, lease_id = NULL, due_ms = NULL, seq = ?, updated_ms = ? WHERE id = ?")
-          .run(MessageStatus.QUEUED, ++this.seq, nowMs, id);
-        this.event(id, nowMs, MessageStatus.QUEUED, "lease expired; released again");
+          .query("UPDATE messages SET state = 'waiting', status = ?, lease_id = NULL, due_ms = NULL, seq = ?, updated_ms = ? WHERE id = ?")
+          .run(MessageStatus.QUEUED, head, nowMs, id);
+        this.event(id, nowMs, MessageStatus.QUEUED, "lease expired; back in its lane");
       }
       const due = this.db.query("SELECT id FROM messages WHERE state = 'deferred' AND due_ms <= ? LIMIT ?").all(nowMs, RECOVER_BATCH) as { id: string }[];
       for (const { id } of due) {
@@ -207,7 +221,7 @@ export class EmbeddedMail implements MailStore {
           .run(MessageStatus.QUEUED, ++this.seq, nowMs, id);
         this.event(id, nowMs, MessageStatus.QUEUED, "retry");
       }
-      return { expired: expired.length, retried: due.length };
+      return { expired: expired.length - failed, retried: due.length, failed };
     })();
   }
 

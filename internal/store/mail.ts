@@ -97,10 +97,12 @@ export interface LaneCounts {
 }
 
 export interface RecoverResult {
-  /** Leases that expired: their messages were released again. */
+  /** Leases that expired: their messages are back at the head of their queue in the lane. */
   expired: number;
   /** Deferred messages whose retry came due: back in their lane. */
   retried: number;
+  /** Leases that expired on a message's last attempt: the message failed. */
+  failed: number;
 }
 
 export interface MailStore {
@@ -112,8 +114,8 @@ export interface MailStore {
   /** Leases up to max released messages, transactional first. */
   lease(max: number, nowMs: number, visibilityMs: number): Promise<LeasedRecord[]>;
   ack(input: AckInput, policy: DeliveryPolicy, nowMs: number): Promise<AckResult>;
-  /** Releases expired leases again and puts due retries back in their lanes. */
-  recover(nowMs: number): Promise<RecoverResult>;
+  /** Puts messages of expired leases and due retries back in their lanes (through the pacing again). */
+  recover(nowMs: number, policy: DeliveryPolicy): Promise<RecoverResult>;
   getMessage(orgId: string, messageId: string): Promise<MessageRecord | null>;
   laneCounts(nowMs: number): Promise<LaneCounts[]>;
   /** Takes or renews the right to run a lane's scheduler; false while another daemon holds it. */

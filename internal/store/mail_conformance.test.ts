@@ -168,9 +168,9 @@ for (const [name, open] of storeAdapters(() => redisServer.url)) {
       ] as const) {
         expect(await ack(lease, DeliveryOutcome.DEFERRED)).toEqual({ current: true, status: MessageStatus.DEFERRED });
         clock.advance(wait - 1);
-        expect(await store.recover(clock.nowMs())).toEqual({ expired: 0, retried: 0 });
+        expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: 0, retried: 0, failed: 0 });
         clock.advance(1);
-        expect(await store.recover(clock.nowMs())).toEqual({ expired: 0, retried: 1 });
+        expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: 0, retried: 1, failed: 0 });
         expect((await store.laneCounts(clock.nowMs())).find((c) => c.lane === Lane.BULK)).toMatchObject({ depth: 1, deferred: 0 });
         await drain(Lane.BULK);
         [lease] = (await store.lease(1, clock.nowMs(), 30_000)) as [typeof lease];
@@ -211,18 +211,41 @@ for (const [name, open] of storeAdapters(() => redisServer.url)) {
       expect((await send({ mailbox: "gone@example.com" })).kind).toBe("accepted");
     });
 
-    test("an expired lease is released again; the old lease's ack is ignored", async () => {
+    test("an expired lease goes back to the head of its queue, released again through the pacing; the old lease's ack is ignored", async () => {
       await send();
+      await send({ mailbox: "second@example.com" });
       await drain(Lane.TRANSACTIONAL);
       const [first] = await store.lease(1, clock.nowMs(), 5_000);
       clock.advance(5_000);
-      expect(await store.recover(clock.nowMs())).toEqual({ expired: 1, retried: 0 });
-      const [second] = await store.lease(1, clock.nowMs(), 5_000);
+      expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: 1, retried: 0, failed: 0 });
+      // Not ready for a worker until the lane releases it again.
+      expect((await store.laneCounts(clock.nowMs()))[0]).toMatchObject({ depth: 1, ready: 1, inFlight: 0 });
+      expect(await store.release(Lane.TRANSACTIONAL, clock.nowMs())).toEqual({ orgId: org, messageId: first!.messageId });
+      const [other, second] = await store.lease(2, clock.nowMs(), 5_000);
+      expect(other!.messageId).not.toBe(first!.messageId); // released before the expiry, still first in line
+      await store.ack({ ...other!, outcome: DeliveryOutcome.DELIVERED, detail: "ok" }, POLICY, clock.nowMs());
       expect(second).toMatchObject({ messageId: first!.messageId, attempt: 2 });
       const stale = await store.ack({ ...first!, outcome: DeliveryOutcome.DELIVERED, detail: "late" }, POLICY, clock.nowMs());
       expect(stale.current).toBe(false);
       const fresh = await store.ack({ ...second!, outcome: DeliveryOutcome.DELIVERED, detail: "ok" }, POLICY, clock.nowMs());
       expect(fresh).toEqual({ current: true, status: MessageStatus.DELIVERED });
+    });
+
+    test("a lease that expires on the last attempt fails the message", async () => {
+      await send();
+      for (let attempt = 1; attempt <= POLICY.maxAttempts; attempt++) {
+        await drain(Lane.TRANSACTIONAL);
+        const [l] = await store.lease(1, clock.nowMs(), 5_000);
+        expect(l!.attempt).toBe(attempt);
+        clock.advance(5_000);
+        const last = attempt === POLICY.maxAttempts;
+        expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: last ? 0 : 1, retried: 0, failed: last ? 1 : 0 });
+        if (last) expect(await store.getMessage(org, l!.messageId)).toMatchObject({ status: MessageStatus.FAILED, attempts: POLICY.maxAttempts });
+      }
+      expect(await store.laneCounts(clock.nowMs())).toEqual([
+        { lane: Lane.TRANSACTIONAL, depth: 0, ready: 0, inFlight: 0, deferred: 0, oldestAgeMs: 0 },
+        { lane: Lane.BULK, depth: 0, ready: 0, inFlight: 0, deferred: 0, oldestAgeMs: 0 },
+      ]);
     });
 
     test("lane counts: depth, ready, in flight and the oldest age", async () => {

@@ -68,7 +68,7 @@ interface Commands {
   release(...args: Args): Promise<[string, string] | null>;
   lease(...args: Args): Promise<[string, string, string, string, string, number][]>;
   ack(...args: Args): Promise<[number, number]>;
-  recover(...args: Args): Promise<[number, number]>;
+  recover(...args: Args): Promise<[number, number, number]>;
   hold(...args: Args): Promise<number>;
   createOrg(...args: Args): Promise<number>;
 }
@@ -274,12 +274,24 @@ export class RedisStore implements Store {
     return { current: current === 1, status: status as MessageStatus };
   }
 
-  async recover(nowMs: number): Promise<RecoverResult> {
-    const total = { expired: 0, retried: 0 };
+  async recover(nowMs: number, policy: DeliveryPolicy): Promise<RecoverResult> {
+    const total = { expired: 0, retried: 0, failed: 0 };
     for (const lane of LANES) {
-      const [expired, retried] = await this.redis.recover(5, keys.inFlight(lane), keys.deferred(lane), keys.ready(lane), keys.roster(lane), keys.depth(lane), nowMs, lane, RECOVER_BATCH);
+      const [expired, retried, failed] = await this.redis.recover(
+        4,
+        keys.inFlight(lane),
+        keys.deferred(lane),
+        keys.roster(lane),
+        keys.depth(lane),
+        nowMs,
+        lane,
+        RECOVER_BATCH,
+        policy.maxAttempts,
+        policy.retentionMs,
+      );
       total.expired += expired;
       total.retried += retried;
+      total.failed += failed;
     }
     return total;
   }

@@ -102,7 +102,7 @@ describe("a worker killed while holding a lease", () => {
       stack.startWorker(); // the file sink
       const done = await until(stack, token, id, "delivered");
       expect(done.attempts).toBe(2);
-      expect(done.events.map((e) => e.detail)).toContain("lease expired; released again");
+      expect(done.events.map((e) => e.detail)).toContain("lease expired; back in its lane");
       expect(readdirSync(join(stack.dataDir, "sink"))).toEqual([`${id}.eml`]);
     } finally {
       await stack.stop();
