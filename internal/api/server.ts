@@ -43,8 +43,9 @@ function error(status: number, code: string, message: string, headers: Headers_ 
   return json(status, { code, message }, headers);
 }
 
-const unavailable = () =>
-  error(503, "LIMITER_UNAVAILABLE", "The rate limiter cannot be reached; the request was not served. Retry shortly.", { "Retry-After": "1" });
+/** The daemon could not be asked; with the request's rate-limit headers when it was already admitted. */
+const unavailable = (headers: Headers_ = {}) =>
+  error(503, "LIMITER_UNAVAILABLE", "The rate limiter cannot be reached; the request was not served. Retry shortly.", { ...headers, "Retry-After": "1" });
 
 /** An admitted request of an organization, as the route handlers see it. */
 interface Admitted {
@@ -224,7 +225,7 @@ export function apiHandler(deps: ApiDeps) {
       return await handler({ req, orgId: admission.orgId, headers, params });
     } catch (err) {
       deps.log.warn("daemon call failed", { path, error: (err as Error).message });
-      return unavailable();
+      return unavailable(headers);
     }
   };
 }

@@ -1,0 +1,29 @@
+// The HTTP front's own decisions, with the daemon's answers given: what a failure after
+// admission looks like.
+import { create } from "@bufbuild/protobuf";
+import { expect, test } from "bun:test";
+import { AdmitResponseSchema, Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
+import { logger } from "../log/log";
+import { apiHandler, type ApiDeps } from "./server";
+
+const admitted = create(AdmitResponseSchema, { verdict: Verdict.ALLOWED, orgId: "org_1", orgSlug: "acme", plan: Plan.PREMIUM, limit: 700, remaining: 699, resetSeconds: 1 });
+const failing = () => Promise.reject(new Error("daemon gone"));
+
+test("a daemon call that fails after admission is a 503 that still carries the rate-limit headers", async () => {
+  const deps: ApiDeps = {
+    admit: async () => admitted,
+    listTags: failing,
+    send: failing,
+    getMessage: failing,
+    ready: async () => true,
+    trustProxy: [],
+    docsUrl: undefined,
+    log: logger("test"),
+  };
+  const res = await apiHandler(deps)(new Request("http://api.test/api/v1/tags", { headers: { Authorization: `Bearer mc_${"a".repeat(43)}` } }), "127.0.0.1");
+  expect(res.status).toBe(503);
+  expect(await res.json()).toEqual({ code: "LIMITER_UNAVAILABLE", message: expect.any(String) });
+  expect(res.headers.get("Retry-After")).toBe("1");
+  expect(res.headers.get("RateLimit")).toBe('"premium";r=699;t=1');
+  expect(res.headers.get("RateLimit-Policy")).toBe('"premium";q=700;w=60');
+});
