@@ -52,8 +52,12 @@ export class LaneScheduler {
 
   private async run(): Promise<void> {
     const { store, lane, clock, log, ratePerSecond: rate } = this.o;
+    // Deadlines run on the monotonic clock: a step of the wall clock (NTP, a VM resume)
+    // neither stalls a lane nor bursts it. The wall clock only stamps what is stored.
+    const mono = () => performance.now();
     const slot = 1_000 / rate;
-    const t0 = clock.nowMs();
+    const t0 = mono();
+    const wall0 = clock.nowMs();
     /** The last `rate` release times, oldest first: no release within 1000 ms of the rate-th before it. */
     const recent: number[] = [];
     let k = 0;
@@ -63,10 +67,10 @@ export class LaneScheduler {
       const slotAt = t0 + k * slot;
       const windowFree = recent.length === rate ? recent[0]! + 1_000 : Number.NEGATIVE_INFINITY;
       const due = Math.max(slotAt, (recent.at(-1) ?? Number.NEGATIVE_INFINITY) + slot / 2, windowFree);
-      const wait = due - clock.nowMs();
+      const wait = due - mono();
       if (wait > 0) await Bun.sleep(wait);
       if (this.stopped) break;
-      let now = clock.nowMs();
+      const now = mono();
       if (now - slotAt > 1_000) {
         k = Math.floor((now - t0) / slot); // more than a second behind: skip, never burst
         continue;
@@ -77,12 +81,11 @@ export class LaneScheduler {
           heldAt = now;
         }
         if (holding) {
-          const released = await store.release(lane, now);
+          const released = await store.release(lane, clock.nowMs());
           if (released) {
-            now = clock.nowMs();
-            recent.push(now);
+            recent.push(mono()); // released once the store has answered
             if (recent.length > rate) recent.shift();
-            this.o.onRelease({ ...released, lane, slotAtMs: slotAt, releasedAtMs: now });
+            this.o.onRelease({ ...released, lane, slotAtMs: wall0 + (slotAt - t0), releasedAtMs: clock.nowMs() });
           }
         }
       } catch (err) {
