@@ -94,3 +94,12 @@ describe("limiterd over Connect and gRPC-Web", () => {
     });
   }
 });
+
+describe("the embedded store", () => {
+  test("has one owner: a second limiterd on the same DATA_DIR stops with a clear line", async () => {
+    const second = runBun("cmd/limiterd/index.ts", [], { ...env, LIMITER_PORT: String(await freePort()) });
+    expect(await second.proc.exited).toBe(1);
+    await second.drained;
+    expect(second.stderr()).toContain("is in use by another limiterd");
+  });
+});

@@ -46,7 +46,16 @@ export class EmbeddedStore implements Store {
       path = join(dataDir, "mailcore.db");
     }
     this.db = new Database(path, { create: true, strict: true });
-    this.db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;");
+    // One daemon owns the file: a second daemon on the same DATA_DIR would run lane schedulers
+    // of its own. The lock is taken now, and the OS drops it when the process dies.
+    try {
+      this.db.exec("PRAGMA locking_mode = EXCLUSIVE; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;");
+      this.db.exec("BEGIN IMMEDIATE; COMMIT;");
+    } catch (err) {
+      this.db.close();
+      if (String(err).includes("locked")) throw new Error(`${path} is in use by another limiterd: one daemon owns the embedded store (use Redis to run several)`);
+      throw err;
+    }
     this.db.exec(`
       CREATE TABLE IF NOT EXISTS orgs (id TEXT PRIMARY KEY, slug TEXT NOT NULL UNIQUE, plan INTEGER NOT NULL, created_ms INTEGER NOT NULL);
       CREATE TABLE IF NOT EXISTS tokens (hash TEXT PRIMARY KEY, org_id TEXT NOT NULL REFERENCES orgs(id), created_ms INTEGER NOT NULL);
