@@ -1,6 +1,8 @@
 // End to end over separate processes: limiterd and API processes started with `bun run`,
 // on a redis-server this file starts or on the embedded store, talked to over real HTTP.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Redis } from "ioredis";
+import { keys } from "../store/redis";
 import { freePort, type RedisServer, runBun, type Stack, startRedis, startStack, tempDir, waitFor, waitHttpOk } from "../testkit/testkit";
 
 const TOO_MANY = { message: "Too many requests" };
@@ -72,6 +74,18 @@ describe("two API processes and one daemon on Redis", () => {
     const token = await stack.org("burst-redis", "free");
     const result = expectFreeBurst(await burst(stack.apiUrls, token, 300));
     console.log(`redis, 2 APIs: ${result.ok} admitted of 300 (refill allowance ${result.refilled})`);
+  });
+
+  test("GET /api/v1/tags answers the organization's tags, read with the admission", async () => {
+    const token = await stack.org("tagged", "premium");
+    const id = /id=(org_[0-9a-f]+)/.exec((await stack.admin("org", "show", "tagged")).stdout)![1]!;
+    const redisClient = new Redis(redis.url);
+    await redisClient.sadd(keys.orgTags(id), "welcome", "billing");
+    redisClient.disconnect();
+    const a = await get(`${stack.apiUrls[0]}/api/v1/tags`, token);
+    expect(a.status).toBe(200);
+    expect(a.body).toEqual({ data: [{ name: "billing" }, { name: "welcome" }] });
+    expect(a.headers.get("RateLimit")).toBe('"premium";r=699;t=1');
   });
 
   test("a plan change and a revocation take effect on the next request", async () => {

@@ -12,19 +12,14 @@ export function daemonDeps(
   clients: LimiterClients,
   o: { timeoutMs: number; trustProxy: readonly string[]; docsUrl: string | undefined; log: Logger },
 ): ApiDeps {
-  const { limiter, directory, health, mail } = clients;
+  const { limiter, health, mail } = clients;
   const call = { timeoutMs: o.timeoutMs };
-  const admissions = new MicroBatcher<Pick<AdmitRequest, "token" | "clientIp">, AdmitResponse>(
+  const admissions = new MicroBatcher<Pick<AdmitRequest, "token" | "clientIp" | "withTags">, AdmitResponse>(
     async (requests) => (await limiter.admitBatch({ requests }, call)).responses,
-    MAX_BATCH,
-  );
-  const tagLists = new MicroBatcher<string, string[]>(
-    async (orgIds) => (await directory.listTagsBatch({ orgIds }, call)).lists.map((l) => l.tags.map((t) => t.name)),
     MAX_BATCH,
   );
   return {
     admit: (c) => admissions.submit(c),
-    listTags: (orgId) => tagLists.submit(orgId),
     send: (req) => mail.send(req, call),
     getMessage: async (orgId, messageId) => {
       try {

@@ -12,7 +12,6 @@ const failing = () => Promise.reject(new Error("daemon gone"));
 test("a daemon call that fails after admission is a 503 that still carries the rate-limit headers", async () => {
   const deps: ApiDeps = {
     admit: async () => admitted,
-    listTags: failing,
     send: failing,
     getMessage: failing,
     ready: async () => true,
@@ -20,7 +19,7 @@ test("a daemon call that fails after admission is a 503 that still carries the r
     docsUrl: undefined,
     log: logger("test"),
   };
-  const res = await apiHandler(deps)(new Request("http://api.test/api/v1/tags", { headers: { Authorization: `Bearer mc_${"a".repeat(43)}` } }), "127.0.0.1");
+  const res = await apiHandler(deps)(new Request("http://api.test/api/v1/emails/msg_000000000000000000000000", { headers: { Authorization: `Bearer mc_${"a".repeat(43)}` } }), "127.0.0.1");
   expect(res.status).toBe(503);
   expect(await res.json()).toEqual({ code: "LIMITER_UNAVAILABLE", message: expect.any(String) });
   expect(res.headers.get("Retry-After")).toBe("1");

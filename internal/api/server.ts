@@ -9,6 +9,7 @@ import { InvalidField, parseSendRequest } from "./emails";
 import { rateLimitHeaders } from "./headers";
 
 export const DOCS_PATH = "/docs/rate-limits";
+const TAGS_PATH = "/api/v1/tags";
 /** The largest request body the API accepts (spec 8.3: 1 MB messages). */
 export const MAX_BODY_BYTES = 1024 * 1024;
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
@@ -17,12 +18,13 @@ const BEARER = /^Bearer +(\S+) *$/i;
 export interface AdmitCall {
   token: string;
   clientIp: string;
+  /** Ask for the organization's tags with the admission (GET /api/v1/tags). */
+  withTags: boolean;
 }
 
 /** What the front needs from the daemon; every call fails closed by rejecting. */
 export interface ApiDeps {
   admit(call: AdmitCall): Promise<AdmitResponse>;
-  listTags(orgId: string): Promise<string[]>;
   send(req: { orgId: string; lane: Lane; email: Email; idempotencyKey: string; bodyHash: string }): Promise<SendResponse>;
   /** undefined when the organization has no such message. */
   getMessage(orgId: string, messageId: string): Promise<MessageInfo | undefined>;
@@ -50,6 +52,7 @@ const unavailable = (headers: Headers_ = {}) =>
 /** An admitted request of an organization, as the route handlers see it. */
 interface Admitted {
   req: Request;
+  admission: AdmitResponse;
   orgId: string;
   headers: Headers_;
   /** The path's captured parts. */
@@ -108,12 +111,9 @@ export function apiHandler(deps: ApiDeps) {
 
   const routes: [RegExp, Route][] = [
     [
-      /^\/api\/v1\/tags$/,
+      new RegExp(`^${TAGS_PATH}$`),
       {
-        GET: async ({ orgId, headers }) => {
-          const tags = await deps.listTags(orgId);
-          return json(200, { data: tags.map((name) => ({ name })) }, headers);
-        },
+        GET: async ({ admission, headers }) => json(200, { data: admission.tags.map((t) => ({ name: t.name })) }, headers),
       },
     ],
     [
@@ -182,7 +182,11 @@ export function apiHandler(deps: ApiDeps) {
     const token = bearer && isWellFormed(bearer[1]!) ? bearer[1]! : "";
     let admission: AdmitResponse;
     try {
-      admission = await deps.admit({ token, clientIp: clientIp(peerIp, req.headers.get("x-forwarded-for"), deps.trustProxy) });
+      admission = await deps.admit({
+        token,
+        clientIp: clientIp(peerIp, req.headers.get("x-forwarded-for"), deps.trustProxy),
+        withTags: req.method === "GET" && path === TAGS_PATH,
+      });
     } catch (err) {
       deps.log.warn("admission failed; refusing", { error: (err as Error).message });
       return unavailable();
@@ -222,7 +226,7 @@ export function apiHandler(deps: ApiDeps) {
       return error(405, "METHOD_NOT_ALLOWED", `${path} does not accept ${req.method}.`, { ...headers, Allow: Object.keys(route).join(", ") });
     }
     try {
-      return await handler({ req, orgId: admission.orgId, headers, params });
+      return await handler({ req, admission, orgId: admission.orgId, headers, params });
     } catch (err) {
       deps.log.warn("daemon call failed", { path, error: (err as Error).message });
       return unavailable(headers);

@@ -85,10 +85,11 @@ describe("limiterd over Connect and gRPC-Web", () => {
       const directory = createClient(DirectoryService, transport());
       expect(await directory.verifyToken({ token })).toMatchObject({ valid: true, orgSlug: "rpc", plan: Plan.PREMIUM });
       expect(await directory.verifyToken({ token: `mc_${"Z".repeat(43)}` })).toMatchObject({ valid: false, orgId: "" });
-      // Verifying consumes nothing: the next admission still sees the same remaining count minus one.
+      // Verifying consumes nothing: after 50 verifications the next admission has taken one token
+      // (the bucket may have refilled meanwhile, never emptied by the verifications).
       const before = (await client.admit({ token, clientIp: "2001:db8::8" })).remaining;
-      await directory.verifyToken({ token });
-      expect((await client.admit({ token, clientIp: "2001:db8::8" })).remaining).toBe(before - 1);
+      for (let i = 0; i < 50; i++) await directory.verifyToken({ token });
+      expect((await client.admit({ token, clientIp: "2001:db8::8" })).remaining).toBeGreaterThanOrEqual(before - 1);
       const tooBig = await client.admitBatch({ requests: Array.from({ length: 1001 }, () => ({ token, clientIp: "192.0.2.2" })) }).catch((e) => e);
       expect(String(tooBig)).toContain("at most 1000");
     });

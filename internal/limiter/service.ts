@@ -12,6 +12,8 @@ import {
   type Organization as OrganizationMsg,
   OrganizationSchema,
   type Plan,
+  TagSchema,
+  Verdict,
 } from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { Clock } from "../clock/clock";
 import { MINIMUM_PLAN, PLANS, planQuota } from "../plans/plans";
@@ -33,7 +35,16 @@ export function limiterRoutes({ store, clock, newToken }: ServiceDeps) {
   const admit = async (requests: AdmitRequest[]): Promise<AdmitResponse[]> => {
     const inputs = requests.map(toAdmitInput);
     const results = await guard(() => store.admit(inputs, clock.nowMs()));
-    return results.map(toAdmitResponse);
+    const responses = results.map(toAdmitResponse);
+    // The reads that ride along with an admission (GET /api/v1/tags in one round trip).
+    await guard(() =>
+      Promise.all(
+        responses.map(async (res, i) => {
+          if (requests[i]!.withTags && res.verdict === Verdict.ALLOWED) res.tags = (await store.listTags(res.orgId)).map((name) => create(TagSchema, { name }));
+        }),
+      ),
+    );
+    return responses;
   };
 
   return (router: ConnectRouter) => {
@@ -86,11 +97,6 @@ export function limiterRoutes({ store, clock, newToken }: ServiceDeps) {
       async listTags(req) {
         const names = await guard(() => store.listTags(req.orgId));
         return { tags: names.map((name) => ({ name })) };
-      },
-      async listTagsBatch(req) {
-        if (req.orgIds.length > MAX_BATCH) throw new ConnectError(`a batch holds at most ${MAX_BATCH} organizations`, Code.InvalidArgument);
-        const lists = await guard(() => Promise.all(req.orgIds.map((id) => store.listTags(id))));
-        return { lists: lists.map((names) => ({ tags: names.map((name) => ({ name })) })) };
       },
     });
 
