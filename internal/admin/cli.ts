@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Organization } from "../gen/mailcore/limiter/v1/limiter_pb";
-import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
+import { laneName } from "../mail/policy";
 import type { LimiterClients } from "../limiterclient/client";
 import { parsePlan, planName } from "../plans/plans";
 
@@ -51,9 +51,8 @@ export async function runAdmin(argv: string[], clients: LimiterClients, io: Outp
     const { lanes } = await clients.lanes.getLanes({});
     io.out("lane           depth   ready  in-flight  deferred  oldest-age  rate/s  released/s (last 10 s)");
     for (const l of lanes) {
-      const name = l.lane === Lane.TRANSACTIONAL ? "transactional" : "bulk";
       io.out(
-        `${name.padEnd(13)} ${String(l.depth).padStart(6)} ${String(l.ready).padStart(7)} ${String(l.inFlight).padStart(10)} ${String(l.deferred).padStart(9)} ${`${(Number(l.oldestAgeMs) / 1000).toFixed(1)}s`.padStart(11)} ${String(l.rate).padStart(7)} ${l.releasedPerSecond.toFixed(1).padStart(11)}`,
+        `${laneName(l.lane).padEnd(13)} ${String(l.depth).padStart(6)} ${String(l.ready).padStart(7)} ${String(l.inFlight).padStart(10)} ${String(l.deferred).padStart(9)} ${`${(Number(l.oldestAgeMs) / 1000).toFixed(1)}s`.padStart(11)} ${String(l.rate).padStart(7)} ${l.releasedPerSecond.toFixed(1).padStart(11)}`,
       );
     }
     return;

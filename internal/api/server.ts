@@ -1,7 +1,8 @@
 import type { Server } from "bun";
 import { type AdmitResponse, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
-import { type Email, Lane, type MessageInfo, MessageStatus, SendOutcome, type SendResponse } from "../gen/mailcore/limiter/v1/mail_pb";
+import { type Email, type Lane, type MessageInfo, MessageStatus, SendOutcome, type SendResponse } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { Logger } from "../log/log";
+import { laneName } from "../mail/policy";
 import { isWellFormed } from "../token/token";
 import { clientIp } from "./clientip";
 import { rateLimitDocsPage } from "./docs";
@@ -61,7 +62,6 @@ interface Admitted {
 
 type Route = Partial<Record<string, (a: Admitted) => Promise<Response>>>;
 
-const LANE_NAMES: Record<number, string> = { [Lane.TRANSACTIONAL]: "transactional", [Lane.BULK]: "bulk" };
 const STATUS_NAMES: Record<number, string> = {
   [MessageStatus.QUEUED]: "queued",
   [MessageStatus.SENDING]: "sending",
@@ -76,7 +76,7 @@ const iso = (ms: bigint) => new Date(Number(ms)).toISOString();
 function messageJson(m: MessageInfo) {
   return {
     id: m.id,
-    lane: LANE_NAMES[m.lane],
+    lane: laneName(m.lane),
     status: STATUS_NAMES[m.status],
     from: m.from,
     to: m.to,
@@ -134,7 +134,7 @@ export function apiHandler(deps: ApiDeps) {
             return json(422, { code: "VALIDATION_FAILED", message: err.message, field: err.field }, headers);
           }
           const res = await deps.send({ orgId, lane: input.lane, email: input.email, idempotencyKey: key ?? "", bodyHash: input.fingerprint });
-          const accepted = { id: res.messageId, status: "queued", lane: LANE_NAMES[input.lane] };
+          const accepted = { id: res.messageId, status: "queued", lane: laneName(input.lane) };
           switch (res.outcome) {
             case SendOutcome.ACCEPTED:
               return json(202, accepted, headers);

@@ -1,6 +1,6 @@
 import type { Clock } from "../clock/clock";
-import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { Logger } from "../log/log";
+import { LANES } from "../mail/policy";
 import type { DeliveryPolicy, MailStore } from "../store/mail";
 import { LaneScheduler, type ReleaseRecord } from "./scheduler";
 
@@ -20,7 +20,7 @@ export interface LanesOptions {
 
 /** Runs both lanes' schedulers and the loop that recovers expired leases and due retries. */
 export function startLanes(o: LanesOptions): { stop(): Promise<void> } {
-  const schedulers = [Lane.TRANSACTIONAL, Lane.BULK].map(
+  const schedulers = LANES.map(
     (lane) => new LaneScheduler({ store: o.store, lane, ratePerSecond: o.ratePerSecond, owner: o.owner, clock: o.clock, onRelease: o.onRelease, log: o.log }),
   );
   for (const s of schedulers) s.start();

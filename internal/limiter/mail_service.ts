@@ -16,7 +16,7 @@ import {
 } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { ReleaseRecord } from "../lanes/scheduler";
 import { Notifier } from "../lanes/notifier";
-import { domainOf, fixtureKind, GUARD_LIMITS, IDEMPOTENCY_TTL_MS, normalizeMailbox } from "../mail/policy";
+import { domainOf, fixtureKind, GUARD_LIMITS, IDEMPOTENCY_TTL_MS, LANES, normalizeMailbox } from "../mail/policy";
 import type { DeliveryPolicy, MessageRecord } from "../store/mail";
 import type { Store } from "../store/store";
 import { guard } from "./service";
@@ -36,10 +36,7 @@ export interface MailDeps {
 /** What the daemon keeps in memory about sending: recent releases and who is waiting for work. */
 export class MailRuntime {
   readonly work = new Notifier();
-  private readonly releases = new Map<Lane, ReleaseRecord[]>([
-    [Lane.TRANSACTIONAL, []],
-    [Lane.BULK, []],
-  ]);
+  private readonly releases = new Map<Lane, ReleaseRecord[]>(LANES.map((lane) => [lane, []]));
   /** Lease id to the stream that holds it (lease id -> expiry), so an ack frees room on that stream. */
   readonly leaseOwners = new Map<string, Map<string, number>>();
 

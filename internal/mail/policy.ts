@@ -1,6 +1,15 @@
+import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { GuardLimits } from "../store/mail";
 
 // The sending rules of spec 8.2 and DESIGN.md, in one place.
+
+/** The two lanes, transactional first (the order leases are served in). */
+export const LANES = [Lane.TRANSACTIONAL, Lane.BULK] as const;
+
+/** A lane's name in the HTTP API and on the command line. */
+export function laneName(lane: Lane): "transactional" | "bulk" {
+  return lane === Lane.BULK ? "bulk" : "transactional";
+}
 
 /** 5 accepted sends in any 10 minutes and 20 in any 24 hours, per (organization, mailbox). */
 export const GUARD_LIMITS: GuardLimits = { shortMax: 5, shortWindowMs: 10 * 60_000, longMax: 20, longWindowMs: 24 * 3_600_000 };

@@ -2,6 +2,9 @@ import type { DeliveryOutcome, Lane, MessageStatus } from "../gen/mailcore/limit
 
 // The sending half of the Store seam: the atomic accept step, the lanes, leases and acks.
 
+/** At most this many expired leases and due retries are put back per lane and recovery round. */
+export const RECOVER_BATCH = 500;
+
 export interface GuardLimits {
   shortMax: number;
   shortWindowMs: number;

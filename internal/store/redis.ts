@@ -2,27 +2,27 @@ import { Redis } from "ioredis";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createHash, randomBytes } from "node:crypto";
-import { Lane, type MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
+import type { Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import { Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { IP_PERIOD_MS, IP_QUOTA, MINIMUM_PLAN, ORG_PERIOD_MS, PLANS, planQuota } from "../plans/plans";
-import type {
-  AckInput,
-  AckResult,
-  DeliveryPolicy,
-  EnqueueInput,
-  EnqueueResult,
-  GuardReason,
-  LaneCounts,
-  LeasedRecord,
-  MessageRecord,
-  RecoverResult,
-  Released,
+import {
+  type AckInput,
+  type AckResult,
+  type DeliveryPolicy,
+  type EnqueueInput,
+  type EnqueueResult,
+  type GuardReason,
+  type LaneCounts,
+  type LeasedRecord,
+  type MessageRecord,
+  RECOVER_BATCH,
+  type RecoverResult,
+  type Released,
 } from "./mail";
+import { LANES } from "../mail/policy";
 import { type AdmitInput, type AdmitResult, type Organization, type OrgRef, type Store, StoreError } from "./store";
 
 const script = (name: string) => readFileSync(join(import.meta.dir, `${name}.lua`), "utf8");
-const LANES = [Lane.TRANSACTIONAL, Lane.BULK] as const;
-const RECOVER_BATCH = 500;
 /** Claims the slug and writes the organization in one step: never a slug without its organization. */
 const CREATE_ORG_SCRIPT = `
 if redis.call('SET', KEYS[1], ARGV[1], 'NX') == false then return 0 end
