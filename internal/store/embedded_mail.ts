@@ -1,23 +1,22 @@
 import type { Database } from "bun:sqlite";
 import { randomBytes } from "node:crypto";
 import { DeliveryOutcome, Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
-import type {
-  AckInput,
-  AckResult,
-  DeliveryPolicy,
-  EnqueueInput,
-  EnqueueResult,
-  GuardReason,
-  LaneCounts,
-  LeasedRecord,
-  MailStore,
-  MessageRecord,
-  RecoverResult,
-  Released,
+import {
+  type AckInput,
+  type AckResult,
+  type DeliveryPolicy,
+  type EnqueueInput,
+  type EnqueueResult,
+  type GuardReason,
+  type LaneCounts,
+  type LeasedRecord,
+  type MailStore,
+  type MessageRecord,
+  RECOVER_BATCH,
+  type RecoverResult,
+  type Released,
 } from "./mail";
-
-const LANES = [Lane.TRANSACTIONAL, Lane.BULK] as const;
-const RECOVER_BATCH = 500;
+import { LANES } from "../mail/policy";
 
 // A message's place: waiting in its lane, released and ready for a worker, leased to a
 // worker (inflight), waiting for a retry (deferred), or done.
@@ -42,7 +41,9 @@ interface MessageRow {
  * survives a crash of the daemon. Each operation is one transaction.
  */
 export class EmbeddedMail implements MailStore {
+  /** Queue order: new entries take ++seq (the tail); a message put back takes --headSeq (the head). */
   private seq: number;
+  private headSeq: number;
   /** The organization each lane served last; the next slot goes to the next one after it. */
   private readonly lastServed = new Map<Lane, string>();
 
@@ -63,7 +64,9 @@ export class EmbeddedMail implements MailStore {
       CREATE TABLE IF NOT EXISTS idempotency (org_id TEXT NOT NULL, key TEXT NOT NULL, body_hash TEXT NOT NULL, message_id TEXT NOT NULL,
         expires_ms INTEGER NOT NULL, PRIMARY KEY (org_id, key));
     `);
-    this.seq = (db.query("SELECT COALESCE(MAX(seq), 0) AS s FROM messages").get() as { s: number }).s;
+    const bounds = db.query("SELECT COALESCE(MIN(seq), 0) AS lo, COALESCE(MAX(seq), 0) AS hi FROM messages").get() as { lo: number; hi: number };
+    this.seq = bounds.hi;
+    this.headSeq = bounds.lo;
   }
 
   async isDomainVerified(orgId: string, domain: string): Promise<boolean> {
@@ -208,10 +211,9 @@ export class EmbeddedMail implements MailStore {
           continue;
         }
         // Back at the head of its organization's queue in the lane, released again through the pacing.
-        const head = (this.db.query("SELECT COALESCE(MIN(seq), 0) AS s FROM messages").get() as { s: number }).s - 1;
         this.db
           .query("UPDATE messages SET state = 'waiting', status = ?, lease_id = NULL, due_ms = NULL, seq = ?, updated_ms = ? WHERE id = ?")
-          .run(MessageStatus.QUEUED, head, nowMs, id);
+          .run(MessageStatus.QUEUED, --this.headSeq, nowMs, id);
         this.event(id, nowMs, MessageStatus.QUEUED, "lease expired; back in its lane");
       }
       const due = this.db.query("SELECT id FROM messages WHERE state = 'deferred' AND due_ms <= ? LIMIT ?").all(nowMs, RECOVER_BATCH) as { id: string }[];
