@@ -54,7 +54,6 @@ const unavailable = (headers: Headers_ = {}) =>
 interface Admitted {
   req: Request;
   admission: AdmitResponse;
-  orgId: string;
   headers: Headers_;
   /** The path's captured parts. */
   params: string[];
@@ -119,7 +118,7 @@ export function apiHandler(deps: ApiDeps) {
     [
       /^\/api\/v1\/emails$/,
       {
-        POST: async ({ req, orgId, headers }) => {
+        POST: async ({ req, admission, headers }) => {
           const key = req.headers.get("idempotency-key");
           if (key !== null && !IDEMPOTENCY_KEY.test(key)) {
             return error(400, "INVALID_IDEMPOTENCY_KEY", "Idempotency-Key must be 1 to 255 printable ASCII characters.", headers);
@@ -133,7 +132,7 @@ export function apiHandler(deps: ApiDeps) {
             if (!(err instanceof InvalidField)) throw err;
             return json(422, { code: "VALIDATION_FAILED", message: err.message, field: err.field }, headers);
           }
-          const res = await deps.send({ orgId, lane: input.lane, email: input.email, idempotencyKey: key ?? "", bodyHash: input.fingerprint });
+          const res = await deps.send({ orgId: admission.orgId, lane: input.lane, email: input.email, idempotencyKey: key ?? "", bodyHash: input.fingerprint });
           const accepted = { id: res.messageId, status: "queued", lane: laneName(input.lane) };
           switch (res.outcome) {
             case SendOutcome.ACCEPTED:
@@ -159,8 +158,8 @@ export function apiHandler(deps: ApiDeps) {
     [
       /^\/api\/v1\/emails\/([^/]+)$/,
       {
-        GET: async ({ orgId, headers, params }) => {
-          const message = /^msg_[0-9a-f]{24}$/.test(params[0]!) ? await deps.getMessage(orgId, params[0]!) : undefined;
+        GET: async ({ admission, headers, params }) => {
+          const message = /^msg_[0-9a-f]{24}$/.test(params[0]!) ? await deps.getMessage(admission.orgId, params[0]!) : undefined;
           if (!message) return error(404, "NOT_FOUND", `No email ${params[0]} in this organization.`, headers);
           return json(200, messageJson(message), headers);
         },
@@ -226,7 +225,7 @@ export function apiHandler(deps: ApiDeps) {
       return error(405, "METHOD_NOT_ALLOWED", `${path} does not accept ${req.method}.`, { ...headers, Allow: Object.keys(route).join(", ") });
     }
     try {
-      return await handler({ req, admission, orgId: admission.orgId, headers, params });
+      return await handler({ req, admission, headers, params });
     } catch (err) {
       deps.log.warn("daemon call failed", { path, error: (err as Error).message });
       return unavailable(headers);
