@@ -10,6 +10,7 @@ import { create } from "@bufbuild/protobuf";
 import { readFileSync } from "node:fs";
 import { type AdmitBatchRequest, AdmitBatchRequestSchema, Verdict } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
 import { limiterClients } from "../internal/limiterclient/client";
+import { percentile } from "./report";
 
 const [url, tokensFile] = process.argv.slice(2);
 if (!url || !tokensFile) {
@@ -78,7 +79,7 @@ async function phase(ms: number, s: Stats): Promise<number> {
   return (performance.now() - t0) / 1000;
 }
 
-const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
+const pct = (sorted: number[], p: number) => percentile(sorted, p) ?? 0;
 
 await phase(WARMUP_MS, fresh());
 const s = fresh();

@@ -1,6 +1,11 @@
 // Plain-text tables for the benchmark's stdout.
 import type { CpuReport } from "./procs";
 
+/** The p-th percentile (0 to 100) of ascending values; undefined when there are none. */
+export function percentile(sorted: number[], p: number): number | undefined {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
 export function table(title: string, header: string[], rows: (string | number)[][]): string {
   const cells = [header, ...rows.map((r) => r.map(String))];
   const widths = header.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? "").length)));

@@ -16,6 +16,7 @@ import { cpus } from "node:os";
 import { freePort, pool, runBun, type Stack, sendEmail, startStack, waitFor } from "../internal/testkit/testkit";
 import { type CpuReport, cpuWindow, type Memory, memory } from "./procs";
 import { type Org, smtpTransport } from "./smtpclient";
+import { percentile } from "./report";
 
 export const SMTP_DEFAULTS = { duration: 10, concurrency: 32, samples: 200, orgs: 12, warmup: 2 };
 export type SmtpSettings = typeof SMTP_DEFAULTS;
@@ -40,7 +41,7 @@ const message = (org: Org) => {
   return { from: `Bench <no-reply@${org.slug}.example>`, to: `delivered+${n}@fixtures.test`, subject: `Your code ${n}`, text: `Your code is **${100000 + (n % 900000)}**.` };
 };
 
-const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
+const pct = (sorted: number[], p: number) => percentile(sorted, p) ?? Number.NaN;
 const ms = (n: number) => `${n.toFixed(1)} ms`;
 const p50p99 = (xs: number[]) => {
   const sorted = [...xs].sort((a, b) => a - b);

@@ -7,6 +7,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { freePort, runBun, startRedis, startStack, waitFor } from "../internal/testkit/testkit";
 import { type Org, smtpTransport } from "./smtpclient";
+import { percentile } from "./report";
 
 const MESSAGES = 600;
 const CLIENTS = 24;
@@ -90,8 +91,8 @@ export async function smtpLoad(log: (line: string) => void): Promise<SmtpLoadRes
       accepted: ids.length,
       refused,
       perSecond: Math.round((ids.length / seconds) * 10) / 10,
-      p50Ms: Math.round(latencies[Math.floor(latencies.length / 2)] ?? Number.NaN),
-      p99Ms: Math.round(latencies[Math.floor(latencies.length * 0.99)] ?? Number.NaN),
+      p50Ms: Math.round(percentile(latencies, 50) ?? Number.NaN),
+      p99Ms: Math.round(percentile(latencies, 99) ?? Number.NaN),
       delivered: delivered.length,
       duplicated,
     };
