@@ -1,15 +1,14 @@
 // Load generator for limiterd: calls LimiterService.AdmitBatch directly through the
-// project's Connect client, `INFLIGHT` calls at a time, each a batch of `BATCH` requests
+// client the API uses, `INFLIGHT` calls at a time, each a batch of `BATCH` requests
 // spread over the tokens of a file and many client IPs. A warm-up first, then the
 // measured window, announced on stdout ("MEASURE_START"/"MEASURE_END") so the harness can
 // read the other processes' CPU over exactly that window; the result is one line
 // "BENCH_JSON {...}".
 // Usage: bun run loadtest/admit-load.ts <limiter url> <tokens file>
 //        env: WARMUP_MS, DURATION_MS, BATCH, INFLIGHT, IPS
-import { create } from "@bufbuild/protobuf";
 import { readFileSync } from "node:fs";
-import { type AdmitBatchRequest, AdmitBatchRequestSchema, Verdict } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
-import { limiterClients } from "../internal/limiterclient/client";
+import { Verdict } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
+import { type AdmitCall, limiterClients } from "../internal/limiterclient/client";
 import { percentile } from "./report";
 
 const [url, tokensFile] = process.argv.slice(2);
@@ -27,19 +26,19 @@ const IPS = num("IPS", 4096);
 const tokens = readFileSync(tokensFile, "utf8").split("\n").filter(Boolean);
 const ip = (n: number) => `198.${18 + (Math.floor(n / 65536) % 2)}.${Math.floor(n / 256) % 256}.${n % 256}`;
 
-// A ring of ready-made messages, so the generator spends nothing on building them.
+// A ring of ready-made batches, so the generator spends little on building them.
 const RING = 64;
-const batches: AdmitBatchRequest[] = [];
+const batches: AdmitCall[][] = [];
 for (let b = 0; b < RING; b++) {
-  const requests = [];
+  const calls: AdmitCall[] = [];
   for (let i = 0; i < BATCH; i++) {
     const n = b * BATCH + i;
-    requests.push({ token: tokens[n % tokens.length]!, clientIp: ip((n * 7) % IPS) });
+    calls.push({ token: tokens[n % tokens.length]!, clientIp: ip((n * 7) % IPS), withTags: false });
   }
-  batches.push(create(AdmitBatchRequestSchema, { requests }));
+  batches.push(calls);
 }
 
-const { limiter } = limiterClients(url);
+const { admitBatch } = limiterClients(url);
 
 interface Stats {
   calls: number;
@@ -57,11 +56,11 @@ async function worker(until: number, s: Stats): Promise<void> {
     const batch = batches[next++ % RING]!;
     const t0 = performance.now();
     try {
-      const res = await limiter.admitBatch(batch, { timeoutMs: 5_000 });
+      const responses = await admitBatch(batch, 5_000);
       s.latenciesMs.push(performance.now() - t0);
       s.calls++;
-      s.admissions += res.responses.length;
-      for (const r of res.responses) {
+      s.admissions += responses.length;
+      for (const r of responses) {
         const v = Verdict[r.verdict] ?? String(r.verdict);
         s.verdicts[v] = (s.verdicts[v] ?? 0) + 1;
       }

@@ -9,10 +9,11 @@
 //    Redis); same wrk, same duration and concurrency.
 // 2. Latency at load: k6 at a constant arrival rate of 50% and 90% of the full path's wrk
 //    maximum, against the full path and, at the same rates, the bare server.
-// 3. Daemon: AdmitBatch admissions per second straight into limiterd (Connect client),
+// 3. Daemon: AdmitBatch admissions per second straight into limiterd (the API's client),
 //    against redis-benchmark running the very same admit.lua with EVALSHA on that Redis.
 // 4. SMTP: messages per second through the SMTP front (smtp-bench.ts) against direct POSTs.
 // 5. Memory: VmRSS and VmHWM of each process, read at the end of its load run.
+// Last, the goals of issue 11, each met or missed by this run's figures.
 // --quick shortens every run (about half the time in all).
 //
 // Prints tables and writes loadtest/results/bench-<timestamp>.json.
@@ -250,8 +251,8 @@ async function httpPart(s: Settings, cores: number, k6: string) {
     }
   }
   await bare.p.stop("SIGKILL");
-  const apiWarnings = api.stderr().split("\n").filter((l) => / (warn|error) /.test(l));
-  const limiterdWarnings = d.limiterd.stderr().split("\n").filter((l) => / (warn|error) /.test(l));
+  const apiWarnings = api.stderr().split("\n").filter((l) => /"level":"(warn|error)"/.test(l));
+  const limiterdWarnings = d.limiterd.stderr().split("\n").filter((l) => /"level":"(warn|error)"/.test(l));
 
   return {
     orgs: tokens.length,
@@ -321,7 +322,7 @@ async function daemonPart(s: Settings, cores: number) {
   const line = gen.stdout().split("\n").find((l) => l.startsWith("BENCH_JSON "));
   if (code !== 0 || !line) throw new Error(`admit-load exited ${code}: ${gen.stderr()}`);
   const load = JSON.parse(line.slice("BENCH_JSON ".length)) as AdmitLoad;
-  addShare(cpu, "admit-load (Connect client)", load.cpuSeconds);
+  addShare(cpu, "admit-load (the API's client)", load.cpuSeconds);
 
   // redis-benchmark: the same script, keys and ARGV as RedisStore, for one organization.
   log("redis-benchmark: EVALSHA admit.lua");
@@ -355,7 +356,7 @@ async function daemonPart(s: Settings, cores: number) {
   const prod = await runRedisBenchmark(d.redis.port, ["EVALSHA", sha, ...prodArgs], { ...rbOpts, n });
   const prodAfter = await evalOnce(prodArgs);
 
-  const limiterdWarnings = d.limiterd.stderr().split("\n").filter((l) => / (warn|error) /.test(l));
+  const limiterdWarnings = d.limiterd.stderr().split("\n").filter((l) => /"level":"(warn|error)"/.test(l));
   return {
     orgs: tokens.length,
     pids: { limiterd: d.limiterd.proc.pid, "redis-server": d.redisPid, "admit-load": gen.proc.pid },
@@ -388,6 +389,43 @@ function wrkRow(name: string, r: WrkResult, bare: WrkResult): (string | number)[
 function notOkShare(r: WrkResult): number {
   const sock = r.errors.connect + r.errors.read + r.errors.write + r.errors.timeout;
   return (r.notOk + sock) / Math.max(1, r.requests + sock);
+}
+
+/** CPU microseconds per request of each named process over a run. */
+function perRequest(cpu: CpuReport, requests: number, names: string[]): string {
+  return names.map((n) => `${n} ${(((cpu.processes[n]?.cpuSeconds ?? Number.NaN) * 1e6) / Math.max(1, requests)).toFixed(1)} us`).join(", ");
+}
+
+interface Goal {
+  goal: string;
+  target: string;
+  stretch?: string;
+  measured: string;
+  verdict: "met" | "met, stretch too" | "missed" | "not measured here";
+}
+
+/** Issue 11's goals, from one run's figures. */
+function goals(m: { fullToBare: number; fullToPeer: number; daemonToRedisBenchmark: number; fullP99: number; bareP99: number }): Goal[] {
+  const judge = (x: number, target: number, stretch?: number): Goal["verdict"] => (stretch !== undefined && x >= stretch ? "met, stretch too" : x >= target ? "met" : "missed");
+  const { fullP99, bareP99 } = m;
+  const p99Ratio = fullP99 / bareP99;
+  return [
+    { goal: "full path / bare Bun.serve (req/s)", target: ">= 0.45", stretch: ">= 0.6", measured: m.fullToBare.toFixed(3), verdict: judge(m.fullToBare, 0.45, 0.6) },
+    { goal: "full path / peer (req/s)", target: ">= 1.2", stretch: ">= 1.5", measured: m.fullToPeer.toFixed(3), verdict: judge(m.fullToPeer, 1.2, 1.5) },
+    {
+      goal: "limiterd admissions / redis-benchmark admit.lua, allowed branch",
+      target: ">= 1.0",
+      measured: m.daemonToRedisBenchmark.toFixed(3),
+      verdict: judge(m.daemonToRedisBenchmark, 1.0),
+    },
+    {
+      goal: "p99 at 50% load: full path / bare at the same rate",
+      target: "<= 3",
+      measured: `${p99Ratio.toFixed(2)} (${fullP99.toFixed(1)} / ${bareP99.toFixed(1)} ms)`,
+      verdict: p99Ratio <= 3 ? "met" : "missed",
+    },
+    { goal: "exactness: no over-admission, headers' r and t exact", target: "k6 thresholds", measured: "npm run loadtest", verdict: "not measured here" },
+  ];
 }
 
 async function main(): Promise<number> {
@@ -428,6 +466,14 @@ async function main(): Promise<number> {
     ...Object.entries(smtp.memory).map(([p, m]) => ({ process: p === "smtp" ? p : `${p} (SMTP stack, embedded store)`, during: "pooled SMTP run", m })),
   ];
 
+  const p99AtHalf = (target: string) => http.latency.find((l) => l.target === target && l.load === 0.5)!.result.latencyMs.p99;
+  const goalRows = goals({
+    fullToBare: full.okPerSecond / bare.okPerSecond,
+    fullToPeer: full.okPerSecond / peer.okPerSecond,
+    daemonToRedisBenchmark: daemon.load.admissionsPerSecond / rbA.requestsPerSecond,
+    fullP99: p99AtHalf("full path"),
+    bareP99: p99AtHalf("bare Bun.serve"),
+  });
   const out: string[] = [];
   out.push(
     table(
@@ -441,6 +487,8 @@ async function main(): Promise<number> {
     cpuTable("   CPU during the bare run", http.bare.cpu),
     cpuTable("   CPU during the peer run", http.peer.cpu),
     cpuTable("   CPU during the full-path run", http.full.cpu),
+    `   CPU per request, full path: ${perRequest(http.full.cpu, full.requests, ["api", "limiterd", "redis-server", "wrk"])}` +
+      `; bare: ${perRequest(http.bare.cpu, bare.requests, ["bare-server", "wrk"])}; peer: ${perRequest(http.peer.cpu, peer.requests, ["peer-server", "redis-server", "wrk"])}`,
     table(
       `2. Latency at fixed load — k6 constant-arrival-rate, ${s["latency-seconds"]} s each, at ${LOADS.map((l) => `${l * 100}%`).join(" and ")} of the full path's wrk maximum (${fmt(full.okPerSecond)}/s)`,
       ["target", "load", "asked/s", "achieved/s", "not 200", "dropped", "p50 ms", "p99 ms", "max ms"],
@@ -502,6 +550,11 @@ async function main(): Promise<number> {
       ["process", "sampled after", "RSS MiB", "peak (VmHWM) MiB"],
       mem.map(({ process, during, m }) => [process, during, m.rssMiB.toFixed(1), m.peakMiB.toFixed(1)]),
     ),
+    table(
+      "Goals of issue 11 (this run)",
+      ["goal", "target", "stretch", "measured", ""],
+      goalRows.map((g) => [g.goal, g.target, g.stretch ?? "", g.measured, g.verdict]),
+    ),
     `\nmachine: ${machine.nproc} cores, ${machine.cpuModel}, ${machine.memoryGiB} GiB, Linux ${machine.kernel}`,
     `versions: bun ${vers.bun}; ${vers.redisServer}; ${vers.redisBenchmark}; ${vers.wrk}; ${vers.k6}; rate-limiter-flexible ${vers.rateLimiterFlexible}`,
   );
@@ -547,6 +600,7 @@ async function main(): Promise<number> {
       ratioPooledToPost: smtp.runs.pooled.perSecond / smtp.runs.post.perSecond,
     },
     memory: mem,
+    goals: goalRows,
   };
   writeFileSync(file, `${JSON.stringify(json, null, 2)}\n`);
   out.push(`results: ${file}`);

@@ -1,13 +1,9 @@
-// redis-benchmark running the daemon's own admission script (internal/store/admit.lua)
-// with EVALSHA, keys and ARGV laid out exactly as RedisStore.admitOne lays them out.
+// redis-benchmark running the daemon's own admission script (internal/hotstore/redis/admit.lua
+// with its prelude) with EVALSHA, a batch of one admission each, keys and ARGV laid out as RedisHot lays them out.
 import { spawn, spawnSync } from "bun";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { IP_PERIOD_MS, IP_QUOTA, MINIMUM_PLAN, ORG_PERIOD_MS, PLANS, planQuota } from "../internal/plans/plans";
-import { keys } from "../internal/store/redis";
+import { keys, script } from "../internal/hotstore/redis/layout";
 import { cpuSeconds, exitedCpuSeconds, onExit, sh } from "./procs";
-
-export const ADMIT_LUA = join(import.meta.dir, "../internal/store/admit.lua");
 
 export async function redisCli(port: number, ...args: string[]): Promise<string> {
   const r = await sh(["redis-cli", "-h", "127.0.0.1", "-p", String(port), ...args], 15_000);
@@ -26,9 +22,9 @@ export function redisBenchmarkVersion(): string {
   return spawnSync(["redis-benchmark", "--version"]).stdout.toString().trim();
 }
 
-/** SCRIPT LOAD of admit.lua; checks that the server's sha is the file's sha1. */
+/** SCRIPT LOAD of the admission script as the daemon runs it; checks that the server's sha is its sha1. */
 export async function loadAdmitScript(port: number): Promise<string> {
-  const lua = readFileSync(ADMIT_LUA, "utf8");
+  const lua = script("admit");
   const sha = await redisCli(port, "SCRIPT", "LOAD", lua);
   const expected = new Bun.CryptoHasher("sha1").update(lua).digest("hex");
   if (sha !== expected) throw new Error(`SCRIPT LOAD answered ${sha}, the file's sha1 is ${expected}`);
@@ -45,7 +41,7 @@ export interface AdmitArgs {
   planQuota?: number;
 }
 
-/** numkeys, KEYS and ARGV of one admission with a valid token, as RedisStore builds them. */
+/** numkeys, KEYS and ARGV of a batch of one admission with a valid token, as RedisHot builds them. */
 export function admitArgs(a: AdmitArgs): string[] {
   const quotas = PLANS.map((p) => a.planQuota ?? planQuota(p));
   return [
@@ -57,10 +53,10 @@ export function admitArgs(a: AdmitArgs): string[] {
     String(a.nowMs),
     String(a.ipQuota ?? IP_QUOTA),
     String(IP_PERIOD_MS),
-    a.orgId,
     String(ORG_PERIOD_MS),
     ...quotas.map(String),
     String(planQuota(MINIMUM_PLAN)),
+    a.orgId,
   ];
 }
 

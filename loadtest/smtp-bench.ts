@@ -127,8 +127,8 @@ export async function smtpBench(s: SmtpSettings, log: (line: string) => void, on
   try {
     const orgs = await pool(s.orgs, 4, async (i): Promise<Org> => ({ slug: `bench${i}`, token: await stack.org(`bench${i}`, "enterprise") }));
     const port = await freePort();
-    smtp = runBun("cmd/smtp/index.ts", [], { DATA_DIR: stack.dataDir, LIMITER_URL: stack.limiterUrl, API_URL: stack.apiUrls[0]!, SMTP_PORT: String(port), SMTP_MAX_CLIENTS: String(s.concurrency * 2 + 10) });
-    await waitFor("the smtp front", async () => smtp!.stderr().includes("info smtp listening"), 15_000);
+    smtp = runBun("cmd/smtp/index.ts", [], { DATA_DIR: stack.dataDir, LIMITER_URL: stack.limiterUrl, API_URL: stack.apiUrls[0]!, SMTP_PORT: String(port), SMTP_MAX_CLIENTS: String(s.concurrency * 2 + 10), SMTP_MAX_CLIENTS_PER_IP: String(s.concurrency * 2 + 10) });
+    await waitFor("the smtp front", async () => smtp!.stderr().includes('"msg":"listening"'), 15_000);
     const api = stack.apiUrls[0]!;
     // The nodemailer clients and the POSTs run in this process.
     const pids = { smtp: smtp.proc.pid, api: stack.apis[0]!.proc.pid, limiterd: stack.limiterd.proc.pid, "clients (this process)": process.pid };

@@ -30,9 +30,9 @@ export async function smtpLoad(log: (line: string) => void): Promise<SmtpLoadRes
   const redis = await startRedis();
   const stack = await startStack({ redisUrl: redis.url, workers: 1, env: { TRUST_PROXY: "127.0.0.1" } });
   const port = await freePort();
-  const smtp = runBun("cmd/smtp/index.ts", [], { ...stack.env, API_URL: stack.apiUrls[0]!, SMTP_PORT: String(port), SMTP_MAX_CLIENTS: String(CLIENTS * 2) });
+  const smtp = runBun("cmd/smtp/index.ts", [], { ...stack.env, API_URL: stack.apiUrls[0]!, SMTP_PORT: String(port), SMTP_MAX_CLIENTS: String(CLIENTS * 2), SMTP_MAX_CLIENTS_PER_IP: String(CLIENTS * 2) });
   try {
-    await waitFor("the smtp front", async () => smtp.stderr().includes("info smtp listening"), 15_000);
+    await waitFor("the smtp front", async () => smtp.stderr().includes('"msg":"listening"'), 15_000);
     const orgs: Org[] = [];
     for (let i = 0; i < ORGS; i++) orgs.push({ slug: `smtp-load-${i}`, token: await stack.org(`smtp-load-${i}`, "enterprise") });
     log(`smtp: ${MESSAGES} messages over ${CLIENTS} pooled sessions`);

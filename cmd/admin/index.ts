@@ -1,14 +1,33 @@
-// admin: the operator's command line, talking to limiterd.
+// admin: the operator's command line, talking to limiterd (and, for migrate, to the records).
 import { explain, runAdmin } from "../../internal/admin/cli";
-import { limiterUrl, loadOrExit } from "../../internal/config/config";
+import { databaseUrl, dirVar, limiterUrl, loadOrExit } from "../../internal/config/config";
 import { limiterClients } from "../../internal/limiterclient/client";
+import { Db } from "../../internal/records/db";
+import { migrate } from "../../internal/records/migrations";
+import { sqliteRecordsFile } from "../../internal/records/records";
 
-const url = loadOrExit("admin", () => limiterUrl(process.env));
+const cfg = loadOrExit("admin", () => ({
+  limiterUrl: limiterUrl(process.env),
+  databaseUrl: databaseUrl(process.env),
+  dataDir: dirVar(process.env, "DATA_DIR", "data"),
+}));
+const deps = {
+  clients: limiterClients(cfg.limiterUrl),
+  async migrate() {
+    const db = await Db.open({ url: cfg.databaseUrl, sqliteFile: sqliteRecordsFile(cfg.dataDir) });
+    try {
+      return await migrate(db);
+    } finally {
+      await db.close();
+    }
+  },
+  readStdin: () => Bun.stdin.text(),
+};
 try {
-  await runAdmin(process.argv.slice(2), limiterClients(url), { out: (line) => console.log(line) });
+  await runAdmin(process.argv.slice(2), deps, { out: (line) => console.log(line) });
   process.exit(0);
 } catch (err) {
-  const { line, code } = explain(err, url);
+  const { line, code } = explain(err, cfg.limiterUrl);
   console.error(line);
   process.exit(code);
 }

@@ -1,20 +1,30 @@
-// api: the HTTP front. Every request is admitted by limiterd; nothing is served without it.
+// api: the HTTP front. Every API request is admitted by limiterd; nothing is served without it.
+// Beside the API: the console (/console) and the reference (/docs), thin pages over limiterd.
 import { daemonDeps } from "../../internal/api/deps";
 import { serveApi } from "../../internal/api/server";
+import { apiSite } from "../../internal/api/site";
+import { offloadedValidation } from "../../internal/api/validation";
 import { apiConfig, loadOrExit } from "../../internal/config/config";
 import { limiterClients } from "../../internal/limiterclient/client";
-import { logger } from "../../internal/log/log";
+import { logger, setLogFormat } from "../../internal/log/log";
+import { apiMetrics, newRegistry, serveMetrics } from "../../internal/metrics/metrics";
+import { exitGracefully } from "../../internal/shutdown/shutdown";
 
 const log = logger("api");
 const cfg = loadOrExit("api", () => apiConfig(process.env));
-const deps = daemonDeps(limiterClients(cfg.limiterUrl), { timeoutMs: cfg.limiterTimeoutMs, trustProxy: cfg.trustProxy, docsUrl: cfg.docsUrl, log });
-const server = serveApi(deps, cfg.host, cfg.port);
+setLogFormat(cfg.logFormat);
+const clients = limiterClients(cfg.limiterUrl);
+const validation = offloadedValidation({ workers: cfg.validationWorkers, timeoutMs: cfg.validationTimeoutMs });
+const deps = daemonDeps(clients, { timeoutMs: cfg.limiterTimeoutMs, audienceTimeoutMs: cfg.audienceTimeoutMs, trustProxy: cfg.trustProxy, docsUrl: cfg.docsUrl, log, validation });
+const site = apiSite({ daemon: clients.console, timeoutMs: cfg.limiterTimeoutMs, trustProxy: cfg.trustProxy, log }, clients.automation);
+const registry = newRegistry("api");
+const server = serveApi(deps, cfg.host, cfg.port, { metrics: apiMetrics(registry), site });
+const metricsServer = serveMetrics(registry, cfg.metricsHost, cfg.metricsPort, log);
 log.info("listening", { url: `http://${cfg.host}:${server.port}`, limiter: cfg.limiterUrl });
 
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.on(signal, async () => {
-    log.info("stopping", { signal });
-    await server.stop();
-    process.exit(0);
-  });
-}
+// Stop accepting; the requests under way are answered, then the threads go.
+exitGracefully(log, async () => {
+  await server.stop();
+  metricsServer.stop();
+  await validation.close();
+});

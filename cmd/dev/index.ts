@@ -14,7 +14,21 @@ const base = `http://${api.host === "0.0.0.0" ? "127.0.0.1" : api.host}:${api.po
 // In development the submission port is a high one (587 needs privileges).
 const smtp = loadOrExit("dev", () => smtpConfig({ ...process.env, SMTP_PORT: process.env.SMTP_PORT?.trim() || "2587", API_URL: base, LIMITER_URL: limiterUrl }));
 const smtpHost = smtp.host === "0.0.0.0" ? "127.0.0.1" : smtp.host;
-const env = { ...process.env, DATA_DIR: daemon.dataDir, LIMITER_URL: limiterUrl, API_URL: base, SMTP_PORT: String(smtp.port) };
+// For people: readable log lines unless LOG_FORMAT says otherwise.
+// Each process serves its metrics in development unless its port is set (0: off).
+const METRICS_PORTS = { LIMITER_METRICS_PORT: "9101", API_METRICS_PORT: "9102", SMTP_METRICS_PORT: "9103", WORKER_METRICS_PORT: "9104" };
+const metricsPorts = Object.fromEntries(Object.entries(METRICS_PORTS).map(([name, port]) => [name, process.env[name]?.trim() || port]));
+const env = {
+  ...process.env,
+  ...metricsPorts,
+  DATA_DIR: daemon.dataDir,
+  LIMITER_URL: limiterUrl,
+  API_URL: base,
+  SMTP_PORT: String(smtp.port),
+  LOG_FORMAT: process.env.LOG_FORMAT?.trim() || "pretty",
+  // On a developer's machine, webhooks to a receiver on localhost are the point.
+  WEBHOOK_ALLOW_PRIVATE_URLS: process.env.WEBHOOK_ALLOW_PRIVATE_URLS?.trim() || "1",
+};
 
 /** The SMTP front greets. */
 const smtpGreets = () =>
@@ -41,19 +55,28 @@ try {
   await waitUntil("smtp", smtpGreets);
   stack.start({ name: "worker", entry: "cmd/worker/index.ts" });
 
-  const token = await bootstrapDemo(clients);
+  const demo = await bootstrapDemo(clients);
   const lines = [
     "",
     `The service is up (store: ${daemon.redisUrl ? "redis" : `embedded, ${daemon.dataDir}`}). Ctrl-C stops it.`,
     `  API            ${base}/api/v1`,
+    `  API reference  ${base}/docs (OpenAPI: ${base}/api/v1/openapi.json)`,
     `  rate limits    ${base}/docs/rate-limits`,
+    `  console        ${base}/console`,
     `  SMTP           ${smtpHost}:${smtp.port} (STARTTLS, then AUTH with any username and an API token as the password)`,
     `  limiterd       ${limiterUrl} (Connect, gRPC, gRPC-Web)`,
     `  delivered mail ${daemon.dataDir}/sink/*.eml (set SMTP_RELAY_URL to send through a relay)`,
+    `  metrics        ${Object.entries(metricsPorts)
+      .filter(([, port]) => port !== "0")
+      .map(([name, port]) => `${name.split("_")[0]!.toLowerCase()} http://127.0.0.1:${port}/metrics`)
+      .join(", ")}`,
   ];
-  if (token) {
+  if (demo) {
+    const { token } = demo;
     lines.push(
-      `Created organization "${DEMO.slug}" (free plan) with the verified domain ${DEMO.domain} and this API token (shown once):`,
+      `Created organization "${DEMO.slug}" (free plan) with the verified domain ${DEMO.domain},`,
+      `a console user (sign in at ${base}/console as ${DEMO.email} with the password ${demo.password}, shown once)`,
+      `and this API token (shown once):`,
       `  ${token}`,
       `Try it:`,
       `  curl -i ${base}/api/v1/tags -H "Authorization: Bearer ${token}"`,

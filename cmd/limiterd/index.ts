@@ -1,62 +1,85 @@
-// limiterd: the central daemon. Admission, the directory, sending, the lane schedulers
-// and the workers' leases, over Connect/gRPC.
-import type { ConnectRouter } from "@connectrpc/connect";
+// limiterd: the central daemon. Admission, the directory, sending, the lane schedulers and the
+// workers' leases, over Connect/gRPC; records in SQL, hot state in Redis or embedded.
 import { randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
 import { hostname } from "node:os";
+import { join } from "node:path";
 import { systemClock } from "../../internal/clock/clock";
 import { limiterdConfig, loadOrExit } from "../../internal/config/config";
-import { startLanes } from "../../internal/lanes/lanes";
-import { MailRuntime, mailRoutes } from "../../internal/limiter/mail_service";
+import { EmbeddedHot, embeddedHotFile } from "../../internal/hotstore/embedded/embedded";
+import type { HotStore } from "../../internal/hotstore/hotstore";
+import { connectRedis, connectRedisCluster, RedisHot } from "../../internal/hotstore/redis/redis";
+import { limiterDaemon } from "../../internal/limiter/daemon";
+import { daemonInterceptors } from "../../internal/limiter/observe";
 import { serveRpc } from "../../internal/limiter/server";
-import { limiterRoutes } from "../../internal/limiter/service";
-import { logger } from "../../internal/log/log";
-import { EmbeddedStore } from "../../internal/store/embedded";
-import { connectRedis, RedisStore } from "../../internal/store/redis";
-import type { Store } from "../../internal/store/store";
-import { newToken } from "../../internal/token/token";
+import { logger, setLogFormat } from "../../internal/log/log";
+import { laneName } from "../../internal/mail/policy";
+import { limiterMetrics, newRegistry, serveMetrics } from "../../internal/metrics/metrics";
+import { Records, sqliteRecordsFile } from "../../internal/records/records";
+import { exitGracefully } from "../../internal/shutdown/shutdown";
+import { webhookRetryPolicy } from "../../internal/webhooks/schedule";
 
 const log = logger("limiterd");
 const cfg = loadOrExit("limiterd", () => limiterdConfig(process.env));
+setLogFormat(cfg.logFormat);
 
-let store: Store;
+let records: Records;
+let hot: HotStore;
 try {
-  store = cfg.redisUrl ? new RedisStore(await connectRedis(cfg.redisUrl)) : new EmbeddedStore(cfg.dataDir);
+  records = await Records.open({ databaseUrl: cfg.databaseUrl, sqliteFile: sqliteRecordsFile(cfg.dataDir) });
 } catch (err) {
-  log.error("cannot open the store", { store: cfg.redisUrl ? "redis" : "embedded", error: (err as Error).message });
+  log.error("cannot open the records", { where: cfg.databaseUrl ? "DATABASE_URL" : sqliteRecordsFile(cfg.dataDir), error: (err as Error).message });
   process.exit(1);
 }
-
-const clock = systemClock;
-const runtime = new MailRuntime();
-const policy = { maxAttempts: cfg.maxAttempts, retryBaseMs: cfg.retryBaseMs, bounceCooldownMs: cfg.bounceCooldownMs, retentionMs: cfg.retentionMs };
-const mail = mailRoutes({ store, clock, laneRate: cfg.laneRate, visibilityMs: cfg.visibilityMs, policy }, runtime);
-const directory = limiterRoutes({ store, clock, newToken });
-const server = await serveRpc(
-  (router: ConnectRouter) => {
-    directory(router);
-    mail(router);
-  },
-  cfg.host,
-  cfg.port,
-);
-const lanes = startLanes({
-  store,
-  clock,
-  ratePerSecond: cfg.laneRate,
-  owner: `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`,
-  policy,
-  onRelease: (r) => runtime.recordRelease(r),
-  onRecovered: () => runtime.work.notifyAll(),
-  log,
-});
-log.info("listening", { addr: `${cfg.host}:${server.port}`, store: cfg.redisUrl ? "redis" : `embedded (${cfg.dataDir})`, laneRate: cfg.laneRate });
-
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.on(signal, async () => {
-    log.info("stopping", { signal });
-    await lanes.stop();
-    await Promise.race([server.close(), Bun.sleep(2_000)]);
-    await store.close();
-    process.exit(0);
-  });
+const hotKind = cfg.redisClusterNodes ? "redis cluster" : cfg.redisUrl ? "redis" : `embedded (${embeddedHotFile(cfg.dataDir)})`;
+try {
+  if (cfg.redisClusterNodes) hot = new RedisHot(await connectRedisCluster(cfg.redisClusterNodes));
+  else if (cfg.redisUrl) hot = new RedisHot(await connectRedis(cfg.redisUrl));
+  else hot = new EmbeddedHot(embeddedHotFile(cfg.dataDir));
+} catch (err) {
+  log.error("cannot open the hot store", { store: hotKind, error: (err as Error).message });
+  process.exit(1);
 }
+if (existsSync(join(cfg.dataDir, "mailcore.db"))) {
+  log.warn("DATA_DIR holds mailcore.db of mailcore 0.1, which this version does not read (records are in records.db, hot state in hot.db)");
+}
+if ((cfg.redisUrl || cfg.redisClusterNodes) && !cfg.databaseUrl) {
+  log.warn("records in the SQLite file under DATA_DIR: run one daemon only; set DATABASE_URL (PostgreSQL) to run several", { records: records.db.where });
+}
+
+if (cfg.webhookScheduleDivisor !== 1) {
+  log.warn("WEBHOOK_SCHEDULE_DIVISOR shortens the webhook retry schedule and disable window: for tests only", { divisor: cfg.webhookScheduleDivisor });
+}
+
+const registry = newRegistry("limiterd");
+const metrics = limiterMetrics(registry, async () => (await hot.laneCounts(systemClock.nowMs())).map((c) => ({ lane: laneName(c.lane), depth: c.depth })));
+const daemon = limiterDaemon({
+  hot,
+  records,
+  clock: systemClock,
+  laneRate: cfg.laneRate,
+  visibilityMs: cfg.visibilityMs,
+  policy: { maxAttempts: cfg.maxAttempts, retryBaseMs: cfg.retryBaseMs, bounceCooldownMs: cfg.bounceCooldownMs },
+  retentionMs: cfg.retentionMs,
+  webhookPolicy: webhookRetryPolicy(cfg.webhookScheduleDivisor),
+  dnsServer: cfg.dnsServer,
+  publicUrl: cfg.publicUrl,
+  owner: `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`,
+  log,
+  metrics,
+});
+const server = await serveRpc((router) => daemon.routes(router), cfg.host, cfg.port, { interceptors: daemonInterceptors({ log }), raw: daemon.raw });
+daemon.start();
+const metricsServer = serveMetrics(registry, cfg.metricsHost, cfg.metricsPort, log);
+log.info("listening", { addr: `${cfg.host}:${server.port}`, hot: hotKind, records: records.db.where, laneRate: cfg.laneRate });
+
+// Stop releasing, end the lease streams (the leases stay with their workers), let the calls
+// under way finish, write what is left to the records, then close the stores.
+exitGracefully(log, async () => {
+  await daemon.stopReleasing();
+  await server.close(7_000);
+  metricsServer.stop();
+  await daemon.stop();
+  await hot.close();
+  await records.close();
+});

@@ -3,13 +3,16 @@
 import { join } from "node:path";
 import { loadOrExit, smtpConfig } from "../../internal/config/config";
 import { limiterClients } from "../../internal/limiterclient/client";
-import { logger } from "../../internal/log/log";
+import { logger, setLogFormat } from "../../internal/log/log";
+import { newRegistry, serveMetrics, smtpMetrics } from "../../internal/metrics/metrics";
+import { exitGracefully } from "../../internal/shutdown/shutdown";
 import { apiClient } from "../../internal/smtp/api";
 import { submissionServer } from "../../internal/smtp/server";
 import { devCertificate, readTls } from "../../internal/smtp/tls";
 
 const log = logger("smtp");
 const cfg = loadOrExit("smtp", () => smtpConfig(process.env));
+setLogFormat(cfg.logFormat);
 const files =
   cfg.tlsCert && cfg.tlsKey
     ? { cert: cfg.tlsCert, key: cfg.tlsKey, source: "configured" as const }
@@ -24,6 +27,7 @@ if (files.source === "self-signed") {
 }
 
 const { directory } = limiterClients(cfg.limiterUrl);
+const registry = newRegistry("smtp");
 const server = submissionServer(
   {
     verifyToken: async (token) => {
@@ -36,8 +40,9 @@ const server = submissionServer(
     },
     api: apiClient(cfg.apiUrl, cfg.apiTimeoutMs),
     log,
+    metrics: smtpMetrics(registry),
   },
-  { tls, maxClients: cfg.maxClients, socketTimeoutMs: cfg.socketTimeoutMs, sessionTimeoutMs: cfg.sessionTimeoutMs },
+  { tls, maxClients: cfg.maxClients, maxClientsPerIp: cfg.maxClientsPerIp, authTimeoutMs: cfg.authTimeoutMs, authFailuresPerIp: cfg.authFailuresPerIp, socketTimeoutMs: cfg.socketTimeoutMs, sessionTimeoutMs: cfg.sessionTimeoutMs },
 );
 
 server.listen(cfg.port, cfg.host, () => {
@@ -48,10 +53,12 @@ server.server.on("error", (err: Error) => {
   process.exit(1);
 });
 
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.on(signal, async () => {
-    log.info("stopping", { signal });
-    await Promise.race([new Promise<void>((ok) => server.close(() => ok())), Bun.sleep(12_000)]);
-    process.exit(0);
-  });
-}
+const metricsServer = serveMetrics(registry, cfg.metricsHost, cfg.metricsPort, log);
+
+// Stop accepting; idle connections get a 421 now, a message being forwarded gets its answer
+// and then the 421; what is still open after 8 s is cut off.
+exitGracefully(log, async () => {
+  server.drain();
+  await new Promise<void>((done) => server.close(() => done()));
+  metricsServer.stop();
+});

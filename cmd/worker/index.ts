@@ -1,37 +1,41 @@
-// worker: leases released messages from limiterd, delivers them, acks.
+// worker: leases released messages from limiterd, delivers them, acks; and, apart from the
+// mail, delivers due webhooks and reports each attempt.
 import { join } from "node:path";
 import { hostname } from "node:os";
 import { loadOrExit, workerConfig } from "../../internal/config/config";
 import { limiterClients } from "../../internal/limiterclient/client";
-import { logger } from "../../internal/log/log";
+import { logger, setLogFormat } from "../../internal/log/log";
+import { newRegistry, serveMetrics, workerMetrics } from "../../internal/metrics/metrics";
+import { exitGracefully } from "../../internal/shutdown/shutdown";
+import { AckJournal } from "../../internal/worker/acks";
 import { FileSink, SmtpRelay } from "../../internal/worker/transport";
+import { WebhookDeliverer } from "../../internal/worker/webhooks";
 import { Worker } from "../../internal/worker/worker";
 
 const log = logger("worker");
 const cfg = loadOrExit("worker", () => workerConfig(process.env));
+setLogFormat(cfg.logFormat);
 const transport = cfg.relayUrl ? new SmtpRelay(cfg.relayUrl) : new FileSink(join(cfg.dataDir, "sink"));
-const worker = new Worker(limiterClients(cfg.limiterUrl), transport, { workerId: `${hostname()}:${process.pid}`, maxInFlight: cfg.maxInFlight, log });
-
-if (cfg.metricsPort > 0) {
-  Bun.serve({
-    hostname: cfg.metricsHost,
-    port: cfg.metricsPort,
-    fetch: () =>
-      new Response(
-        Object.entries(worker.counters)
-          .map(([name, value]) => `mailcore_worker_${name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}_total ${value}`)
-          .join("\n") + "\n",
-        { headers: { "Content-Type": "text/plain; version=0.0.4" } },
-      ),
-  });
-}
-log.info("started", { transport: transport.name, limiter: cfg.limiterUrl, concurrency: cfg.maxInFlight });
+const registry = newRegistry("worker");
+const clients = limiterClients(cfg.limiterUrl);
+const workerId = `${hostname()}:${process.pid}`;
+const metrics = workerMetrics(registry);
+const worker = new Worker(clients, transport, {
+  workerId,
+  maxInFlight: cfg.maxInFlight,
+  log,
+  acks: new AckJournal(join(cfg.dataDir, "acks")),
+  metrics,
+});
+const webhooks = new WebhookDeliverer(clients, { workerId, concurrency: cfg.webhookConcurrency, allowPrivateUrls: cfg.webhookAllowPrivateUrls, log, metrics });
+const metricsServer = serveMetrics(registry, cfg.metricsHost, cfg.metricsPort, log);
+log.info("started", { transport: transport.name, limiter: cfg.limiterUrl, concurrency: cfg.maxInFlight, webhookConcurrency: cfg.webhookConcurrency });
 void worker.run();
+void webhooks.run();
 
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.on(signal, async () => {
-    log.info("stopping", { signal });
-    await Promise.race([worker.stop(), Bun.sleep(5_000)]);
-    process.exit(0);
-  });
-}
+// Stop leasing, finish the deliveries under way (or cut them off: deferred, retried later),
+// ack what can be acked; the rest stays in DATA_DIR/acks for the next start.
+exitGracefully(log, async () => {
+  await Promise.all([worker.stop(), webhooks.stop()]);
+  metricsServer.stop();
+});

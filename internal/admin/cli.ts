@@ -8,11 +8,13 @@ export const USAGE = `usage: bun run cmd/admin <command>
   org create <slug> --plan <free|premium|enterprise>
   org set-plan <slug> <plan>
   org show <slug>
-  token create <slug>          prints the new token alone on stdout
+  token create <slug> [--name <name>]   prints the new token alone on stdout
   token revoke <token>
   domain add <slug> <domain> [--verified]
+  user create <slug> <email>   adds a console user; reads the password from stdin
   lanes                        each lane's depth, release rate and oldest age
-environment: LIMITER_URL (default http://127.0.0.1:7070)`;
+  migrate                      applies the records' pending migrations (limiterd does at start)
+environment: LIMITER_URL (default http://127.0.0.1:7070); migrate: DATABASE_URL or DATA_DIR`;
 
 export class UsageError extends Error {}
 
@@ -32,19 +34,44 @@ function describe(org: Organization | undefined): string {
   return `${org.slug} id=${org.id} plan=${planName(org.plan)} domains=${domains}`;
 }
 
-/** Runs one admin command against the daemon. Throws UsageError or ConnectError. */
-export async function runAdmin(argv: string[], clients: LimiterClients, io: Output): Promise<void> {
+/** Options that take a value, and switches. */
+const VALUE_OPTIONS = new Set(["--plan", "--name"]);
+const SWITCHES = new Set(["--verified"]);
+
+export interface AdminDeps {
+  clients: LimiterClients;
+  /** Applies the records' pending migrations; returns the versions applied and the version now. */
+  migrate(): Promise<{ applied: number[]; version: number }>;
+  /** Standard input, all of it (a new console user's password). */
+  readStdin(): Promise<string>;
+}
+
+/** Runs one admin command against the daemon (or, for migrate, the records). Throws UsageError or ConnectError. */
+export async function runAdmin(argv: string[], deps: AdminDeps, io: Output): Promise<void> {
+  const { clients } = deps;
   const { directory } = clients;
-  const flags = new Set(argv.filter((a) => a.startsWith("--") && a !== "--plan"));
-  const planAt = argv.indexOf("--plan");
-  const planArg = planAt >= 0 ? argv[planAt + 1] : undefined;
-  const args = argv.filter((a, i) => !a.startsWith("--") && (planAt < 0 || i !== planAt + 1));
-  const unknown = [...flags].filter((f) => f !== "--verified");
-  if (unknown.length > 0) throw new UsageError(`unknown option ${unknown[0]}`);
+  const values = new Map<string, string | undefined>();
+  const flags = new Set<string>();
+  const args: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (VALUE_OPTIONS.has(a)) values.set(a, argv[++i]);
+    else if (SWITCHES.has(a)) flags.add(a);
+    else if (a.startsWith("--")) throw new UsageError(`unknown option ${a}`);
+    else args.push(a);
+  }
+  const planArg = values.get("--plan");
   const need = (n: number) => {
     const words = Math.min(n, 2);
     if (args.length !== n) throw new UsageError(`${args.slice(0, words).join(" ")} takes ${n - words} argument(s)`);
   };
+
+  if (args[0] === "migrate") {
+    need(1);
+    const { applied, version } = await deps.migrate();
+    io.out(applied.length === 0 ? `records at version ${version}: nothing to apply` : `applied ${applied.join(", ")}: records at version ${version}`);
+    return;
+  }
 
   if (args[0] === "lanes") {
     need(1);
@@ -78,7 +105,7 @@ export async function runAdmin(argv: string[], clients: LimiterClients, io: Outp
     }
     case "token create": {
       need(3);
-      io.out((await directory.createToken({ slug: args[2] })).token);
+      io.out((await directory.createToken({ slug: args[2], name: values.get("--name") ?? "" })).token);
       return;
     }
     case "token revoke": {
@@ -91,6 +118,15 @@ export async function runAdmin(argv: string[], clients: LimiterClients, io: Outp
       need(4);
       const res = await directory.addDomain({ slug: args[2], domain: args[3], verified: flags.has("--verified") });
       io.out(`updated ${describe(res.organization)}`);
+      return;
+    }
+    case "user create": {
+      need(4);
+      // One line; its line end is not part of the password.
+      const password = (await deps.readStdin()).replace(/\r?\n$/, "");
+      if (password === "") throw new UsageError("give the new user's password on stdin");
+      const res = await clients.console.createUser({ slug: args[2], email: args[3], password });
+      io.out(`created console user ${args[3]} (${res.userId}) in ${args[2]}`);
       return;
     }
     default:

@@ -27,9 +27,30 @@ describe("cmd/admin", () => {
     expect((await admin("org", "set-plan", "acme", "enterprise")).stdout).toContain("plan=enterprise");
     expect((await admin("org", "show", "acme")).stdout).toMatch(/^acme id=org_[0-9a-f]{16} plan=enterprise domains=mail\.acme\.com \(verified\), news\.acme\.com \(unverified\)\n$/);
     expect((await admin("token", "revoke", token.stdout.trim())).stdout).toBe("revoked\n");
-    const again = await admin("token", "revoke", token.stdout.trim());
-    expect(again.code).toBe(1);
-    expect(again.stderr).toContain("NotFound");
+    // Revoking again changes nothing and succeeds (a revocation can always be repeated).
+    expect((await admin("token", "revoke", token.stdout.trim())).stdout).toBe("revoked\n");
+    const unknown = await admin("token", "revoke", `mc_${"A".repeat(43)}`);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain("NotFound");
+    const named = await admin("token", "create", "acme", "--name", "ci deploys");
+    expect(named.code).toBe(0);
+    expect((await admin("token", "create", "acme", "--name", "x".repeat(101))).code).toBe(1);
+  });
+
+  test("user create reads the password from stdin and refuses an empty, short or taken one", async () => {
+    const made = await runToEnd("cmd/admin/index.ts", ["user", "create", "acme", "Ann@Acme.example"], env, "correct horse battery staple\n");
+    expect(made.code).toBe(0);
+    expect(made.stdout).toMatch(/^created console user Ann@Acme\.example \(usr_[0-9a-f]{16}\) in acme\n$/);
+    const again = await runToEnd("cmd/admin/index.ts", ["user", "create", "acme", "ann@acme.example"], env, "another long password");
+    expect([again.code, again.stderr]).toEqual([1, expect.stringContaining("already exists")]);
+    const empty = await runToEnd("cmd/admin/index.ts", ["user", "create", "acme", "bob@acme.example"], env, "\n");
+    expect([empty.code, empty.stderr]).toEqual([2, expect.stringContaining("give the new user's password on stdin")]);
+    const short = await runToEnd("cmd/admin/index.ts", ["user", "create", "acme", "bob@acme.example"], env, "short\n");
+    expect([short.code, short.stderr]).toEqual([1, expect.stringContaining("a password is 12 to 1024 characters")]);
+    const noOrg = await runToEnd("cmd/admin/index.ts", ["user", "create", "nobody", "bob@acme.example"], env, "correct horse battery staple");
+    expect([noOrg.code, noOrg.stderr]).toEqual([1, expect.stringContaining("no organization nobody")]);
+    const badEmail = await runToEnd("cmd/admin/index.ts", ["user", "create", "acme", "bob"], env, "correct horse battery staple");
+    expect([badEmail.code, badEmail.stderr]).toEqual([1, expect.stringContaining("not an email address")]);
   });
 
   test.each([

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
-import { InvalidField, parseSendRequest } from "./emails";
+import { InvalidField, MAX_RENDERED_HTML, parseSendRequest } from "./emails";
 
 const base = { from: "Acme <hello@acme.example>", to: "jane@example.org", subject: "Your code", text: "123456" };
 
@@ -16,6 +16,11 @@ describe("parseSendRequest", () => {
     const { email } = parseSendRequest({ ...base, text: undefined, markdown: "Hello **Jane**" });
     expect(email.html).toBe("<p>Hello <strong>Jane</strong></p>\n");
     expect(email.text).toBe("Hello **Jane**");
+  });
+
+  test("Markdown that renders to more than 2 MB of HTML is refused", () => {
+    expect(() => parseSendRequest({ ...base, text: undefined, markdown: "*a".repeat(400_000) })).toThrow(new InvalidField("markdown", `renders to more than ${MAX_RENDERED_HTML} characters of HTML; shorten it or send html`));
+    expect(parseSendRequest({ ...base, text: undefined, markdown: "*a".repeat(1_000) }).email.html.length).toBeGreaterThan(2_000);
   });
 
   test("all fields", () => {

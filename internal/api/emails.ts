@@ -1,8 +1,9 @@
 import { create } from "@bufbuild/protobuf";
 import emailAddresses from "email-addresses";
-import { marked } from "marked";
 import { createHash } from "node:crypto";
 import { type Email, EmailSchema, Lane } from "../gen/mailcore/limiter/v1/mail_pb";
+import { ALLOWED_HEADERS_TEXT, HEADER_NAME, isAllowedHeader, MAX_HEADER_VALUE, MAX_HEADERS } from "../mail/headers";
+import { renderMarkdown } from "../markdown/markdown";
 
 // The body of POST /api/v1/emails, validated into the Email the daemon queues.
 
@@ -16,30 +17,48 @@ export interface SendInput {
 export class InvalidField extends Error {
   constructor(
     readonly field: string,
-    message: string,
+    /** What is wrong with the field, without its name. */
+    readonly reason: string,
   ) {
-    super(`${field}: ${message}`);
+    super(`${field}: ${reason}`);
   }
 }
 
 const FIELDS = new Set(["from", "to", "subject", "html", "text", "markdown", "replyTo", "headers", "tags", "tracking", "lane"]);
-const HEADER_NAME = /^[!-9;-~]{1,76}$/;
 const TAG = /^[A-Za-z0-9_-]{1,64}$/;
-const MAX_HEADERS = 50;
 const MAX_TAGS = 20;
-const MAX_LINE = 998;
-/** Headers the message is built from; a request cannot set them through `headers`. */
-const RESERVED_HEADERS = new Set([
-  "from", "to", "cc", "bcc", "subject", "reply-to", "sender", "date", "message-id", "mime-version",
-  "content-type", "content-transfer-encoding", "content-disposition", "return-path", "received",
-]);
+const MAX_LINE = MAX_HEADER_VALUE;
+/**
+ * The longest address field, display name included. email-addresses takes about a millisecond
+ * per character on nested comments and overflows the stack past a few thousand; a real
+ * "Name <mailbox>" is far shorter (a mailbox is at most 254).
+ */
+const MAX_ADDRESS_FIELD = 320;
+/**
+ * The most HTML that Markdown may render to. A 1 MB body of unclosed emphasis ("*a" repeated)
+ * renders to 2.2 MB; a message that large to queue takes the daemon long enough to miss its
+ * deadline, and a 503 invites the same request again.
+ */
+export const MAX_RENDERED_HTML = 2 * 1024 * 1024;
+
+/** A parser that recursed past the stack's end (a RangeError) refuses the field instead of failing the request. */
+function withinStack<T>(field: string, parse: () => T): T {
+  try {
+    return parse();
+  } catch (err) {
+    if (err instanceof RangeError) throw new InvalidField(field, "is nested too deeply to parse");
+    throw err;
+  }
+}
 
 function mailbox(field: string, value: unknown): { header: string; address: string } {
   if (typeof value !== "string" || value.trim() === "") throw new InvalidField(field, "must be an email address");
   if (/[\r\n]/.test(value)) throw new InvalidField(field, "must be one line");
-  const parsed = emailAddresses.parseOneAddress({ input: value.trim(), rfc6532: true, rejectTLD: true });
+  const input = value.trim();
+  if (input.length > MAX_ADDRESS_FIELD) throw new InvalidField(field, `must be at most ${MAX_ADDRESS_FIELD} characters`);
+  const parsed = withinStack(field, () => emailAddresses.parseOneAddress({ input, rfc6532: true, rejectTLD: true }));
   if (!parsed || parsed.type !== "mailbox") throw new InvalidField(field, `${JSON.stringify(value)} is not one email address`);
-  return { header: value.trim(), address: parsed.address };
+  return { header: input, address: parsed.address };
 }
 
 function optionalString(field: string, value: unknown, max: number): string {
@@ -47,6 +66,18 @@ function optionalString(field: string, value: unknown, max: number): string {
   if (typeof value !== "string") throw new InvalidField(field, "must be a string");
   if (value.length > max) throw new InvalidField(field, `must be at most ${max} characters`);
   return value;
+}
+
+export type Validated = { ok: true; input: SendInput } | { ok: false; field: string; reason: string };
+
+/** parseSendRequest with its refusal as a value, for the validation threads. */
+export function validateSendRequest(body: unknown): Validated {
+  try {
+    return { ok: true, input: parseSendRequest(body) };
+  } catch (err) {
+    if (err instanceof InvalidField) return { ok: false, field: err.field, reason: err.reason };
+    throw err;
+  }
 }
 
 /** Validates a parsed JSON body. Throws InvalidField naming the first bad field. */
@@ -74,7 +105,8 @@ export function parseSendRequest(body: unknown): SendInput {
   const markdown = optionalString("markdown", b.markdown, Number.POSITIVE_INFINITY);
   if (markdown !== "") {
     if (html !== "") throw new InvalidField("markdown", "cannot be combined with html");
-    html = marked.parse(markdown, { async: false, gfm: true });
+    html = withinStack("markdown", () => renderMarkdown(markdown));
+    if (html.length > MAX_RENDERED_HTML) throw new InvalidField("markdown", `renders to more than ${MAX_RENDERED_HTML} characters of HTML; shorten it or send html`);
     if (text === "") text = markdown;
   }
   if (html === "" && text === "") throw new InvalidField("html", "one of html, text or markdown is required");
@@ -86,7 +118,9 @@ export function parseSendRequest(body: unknown): SendInput {
     if (entries.length > MAX_HEADERS) throw new InvalidField("headers", `at most ${MAX_HEADERS}`);
     for (const [name, value] of entries) {
       if (!HEADER_NAME.test(name)) throw new InvalidField(`headers.${name}`, "is not a valid header name");
-      if (RESERVED_HEADERS.has(name.toLowerCase())) throw new InvalidField(`headers.${name}`, "is set from the request's own fields");
+      if (!isAllowedHeader(name)) {
+        throw new InvalidField(`headers.${name}`, `is not accepted: allowed are ${ALLOWED_HEADERS_TEXT}; From, To, Subject, Reply-To and the like come from the request's own fields`);
+      }
       if (typeof value !== "string" || /[\r\n]/.test(value) || value.length > MAX_LINE) {
         throw new InvalidField(`headers.${name}`, `must be a one-line string of at most ${MAX_LINE} characters`);
       }

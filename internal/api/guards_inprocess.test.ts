@@ -5,29 +5,24 @@ import { ManualClock } from "../clock/clock";
 import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { logger } from "../log/log";
-import type { Store } from "../store/store";
-import { storeAdapters } from "../store/testadapters";
+import type { HotStore } from "../hotstore/hotstore";
+import { hotStoreServers, hotStores } from "../testkit/hotstores";
 import { type InProcess, startInProcess } from "../testkit/inprocess";
-import { type RedisServer, startRedis, tempDir } from "../testkit/testkit";
+import { tempDir } from "../testkit/testkit";
+import { AckJournal } from "../worker/acks";
 import { FileSink } from "../worker/transport";
 import { Worker } from "../worker/worker";
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
-const POLICY = { maxAttempts: 3, retryBaseMs: 1_000, bounceCooldownMs: HOUR, retentionMs: 24 * HOUR };
+const POLICY = { maxAttempts: 3, retryBaseMs: 1_000, bounceCooldownMs: HOUR };
 const LIMITED = { code: "RECIPIENT_RATE_LIMITED", message: "This recipient is temporarily rate limited." };
 
-let redis: RedisServer;
-beforeAll(async () => {
-  redis = await startRedis();
-});
-afterAll(async () => {
-  await redis.stop();
-});
+const servers = hotStoreServers();
 
-for (const [name, open] of storeAdapters(() => redis.url)) {
+for (const [name, open] of hotStores(servers)) {
   describe(`recipient guards through the API (${name} store)`, () => {
-    let store: Store;
+    let store: HotStore;
     let clock: ManualClock;
     let svc: InProcess;
     let token: string;
@@ -101,7 +96,7 @@ for (const [name, open] of storeAdapters(() => redis.url)) {
       expect(first.status).toBe(202);
       // Stand in for the lane scheduler, then let a real worker lease, simulate and ack it.
       while (await store.release(Lane.TRANSACTIONAL, clock.nowMs()));
-      const worker = new Worker(svc.clients, new FileSink(tempDir()), { workerId: "test", maxInFlight: 4, log: logger("worker") });
+      const worker = new Worker(svc.clients, new FileSink(tempDir()), { workerId: "test", maxInFlight: 4, log: logger("worker"), acks: new AckJournal(tempDir()) });
       const running = worker.run();
       const id = first.body.id as string;
       const status = async () => (await (await fetch(`${svc.apiUrl}/api/v1/emails/${id}`, { headers: { Authorization: `Bearer ${token}` } })).json()) as { status: string };

@@ -14,15 +14,24 @@ test("a daemon call that fails after admission is a 503 that still carries the r
     admit: async () => admitted,
     send: failing,
     getMessage: failing,
+    webhooks: { create: failing, list: failing, delete: failing, deliveries: failing },
     ready: async () => true,
+    validateSend: failing,
+    // Every audience call fails as the others do.
+    audience: new Proxy({}, { get: () => failing }) as ApiDeps["audience"],
+    automation: new Proxy({}, { get: () => failing }) as ApiDeps["automation"],
+    audienceTimeoutMs: 1_000,
     trustProxy: [],
     docsUrl: undefined,
     log: logger("test"),
   };
-  const res = await apiHandler(deps)(new Request("http://api.test/api/v1/emails/msg_000000000000000000000000", { headers: { Authorization: `Bearer mc_${"a".repeat(43)}` } }), "127.0.0.1");
-  expect(res.status).toBe(503);
-  expect(await res.json()).toEqual({ code: "LIMITER_UNAVAILABLE", message: expect.any(String) });
-  expect(res.headers.get("Retry-After")).toBe("1");
-  expect(res.headers.get("RateLimit")).toBe('"premium";r=699;t=1');
-  expect(res.headers.get("RateLimit-Policy")).toBe('"premium";q=700;w=60');
+  const handle = apiHandler(deps);
+  for (const path of ["/api/v1/emails/msg_000000000000000000000000", "/api/v1/subscribers/ann@example.com"]) {
+    const res = await handle(new Request(`http://api.test${path}`, { headers: { Authorization: `Bearer mc_${"a".repeat(43)}` } }), "127.0.0.1", "req_1");
+    expect(res.status).toBe(503);
+    expect(await res.json()).toEqual({ code: "LIMITER_UNAVAILABLE", message: expect.any(String) });
+    expect(res.headers.get("Retry-After")).toBe("1");
+    expect(res.headers.get("RateLimit")).toBe('"premium";r=699;t=1');
+    expect(res.headers.get("RateLimit-Policy")).toBe('"premium";q=700;w=60');
+  }
 });

@@ -1,65 +1,80 @@
+import type { Client } from "@connectrpc/connect";
 import type { Server } from "bun";
-import { type AdmitResponse, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
+import type { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
+import { Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { type Email, type Lane, type MessageInfo, MessageStatus, SendOutcome, type SendResponse } from "../gen/mailcore/limiter/v1/mail_pb";
+import type { Admission, AdmitCall } from "../limiterclient/client";
+import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
+import type { ApiMetrics } from "../metrics/metrics";
 import { laneName } from "../mail/policy";
 import { isWellFormed } from "../token/token";
+import { findRoute, templatePattern } from "../web/routes";
+import { audienceRoutes, createTagHandler } from "./audience";
+import { type AutomationCalls, campaignRoutes } from "./campaigns";
+import { workflowRoutes } from "./workflows";
 import { clientIp } from "./clientip";
 import { rateLimitDocsPage } from "./docs";
-import { InvalidField, parseSendRequest } from "./emails";
+import { InvalidField, type SendInput } from "./emails";
 import { rateLimitHeaders } from "./headers";
+import { observed } from "./observe";
+import { error, type Headers_, invalid, iso, json, MAX_BODY_BYTES, readJson, type Route } from "./respond";
+import { type WebhookCalls, webhookRoutes } from "./webhooks";
 
 export const DOCS_PATH = "/docs/rate-limits";
 const TAGS_PATH = "/api/v1/tags";
-/** The largest request body the API accepts (spec 8.3: 1 MB messages). */
-export const MAX_BODY_BYTES = 1024 * 1024;
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 const BEARER = /^Bearer +(\S+) *$/i;
 
-export interface AdmitCall {
-  token: string;
-  clientIp: string;
-  /** Ask for the organization's tags with the admission (GET /api/v1/tags). */
-  withTags: boolean;
-}
+/** The daemon's audience RPCs. */
+export type AudienceCalls = Client<typeof AudienceService>;
 
 /** What the front needs from the daemon; every call fails closed by rejecting. */
 export interface ApiDeps {
-  admit(call: AdmitCall): Promise<AdmitResponse>;
-  send(req: { orgId: string; lane: Lane; email: Email; idempotencyKey: string; bodyHash: string }): Promise<SendResponse>;
+  admit(call: AdmitCall): Promise<Admission>;
+  /** Rejects with NotQueued when the daemon is certain it queued nothing; any other rejection leaves it open. */
+  send(req: { orgId: string; lane: Lane; email: Email; idempotencyKey: string; bodyHash: string }, requestId: string): Promise<SendResponse>;
   /** undefined when the organization has no such message. */
   getMessage(orgId: string, messageId: string): Promise<MessageInfo | undefined>;
+  webhooks: WebhookCalls;
   ready(): Promise<boolean>;
+  audience: AudienceCalls;
+  automation: AutomationCalls;
+  /** The deadline of an audience call (a batch of 1,000 writes takes longer than an admission). */
+  audienceTimeoutMs: number;
+  /** Validates a send body off the event loop (validation.ts); throws InvalidField. */
+  validateSend(orgId: string, body: unknown): Promise<SendInput>;
   trustProxy: readonly string[];
   /** Where the 429 body's docs link points; default: this API's own page. */
   docsUrl: string | undefined;
   log: Logger;
 }
 
-type Headers_ = Record<string, string>;
+/** The daemon refused a send and is certain it queued nothing. */
+export class NotQueued extends Error {}
 
-function json(status: number, body: unknown, headers: Headers_ = {}): Response {
-  return new Response(JSON.stringify(body), { status, headers: { ...headers, "Content-Type": "application/json" } });
-}
-
-function error(status: number, code: string, message: string, headers: Headers_ = {}): Response {
-  return json(status, { code, message }, headers);
-}
+/**
+ * Pages served beside the API (the console, the API reference, their assets): a response for
+ * the paths they own, undefined for every other path. They are not API requests: no admission.
+ */
+export type SiteHandler = (req: Request, url: URL, peerIp: string) => Promise<Response> | Response | undefined;
 
 /** The daemon could not be asked; with the request's rate-limit headers when it was already admitted. */
 const unavailable = (headers: Headers_ = {}) =>
   error(503, "LIMITER_UNAVAILABLE", "The rate limiter cannot be reached; the request was not served. Retry shortly.", { ...headers, "Retry-After": "1" });
 
-/** An admitted request of an organization, as the route handlers see it. */
-interface Admitted {
-  req: Request;
-  admission: AdmitResponse;
-  headers: Headers_;
-  /** The path's captured parts. */
-  params: string[];
+/**
+ * A send the daemon did not confirm. Only a refusal the daemon vouches for says that nothing
+ * was queued; a lost or late answer may hide a queued message, and the client is told how to
+ * retry without sending it twice.
+ */
+function sendUnconfirmed(err: unknown, headers: Headers_): Response {
+  const message =
+    err instanceof NotQueued
+      ? "The rate limiter did not take the email in time; nothing was queued. Retry shortly."
+      : "The rate limiter did not confirm the email; it may or may not have been queued. Retry with the same Idempotency-Key, which never queues an email twice.";
+  return error(503, "LIMITER_UNAVAILABLE", message, { ...headers, "Retry-After": "1" });
 }
-
-type Route = Partial<Record<string, (a: Admitted) => Promise<Response>>>;
 
 const STATUS_NAMES: Record<number, string> = {
   [MessageStatus.QUEUED]: "queued",
@@ -69,8 +84,6 @@ const STATUS_NAMES: Record<number, string> = {
   [MessageStatus.BOUNCED]: "bounced",
   [MessageStatus.FAILED]: "failed",
 };
-
-const iso = (ms: bigint) => new Date(Number(ms)).toISOString();
 
 function messageJson(m: MessageInfo) {
   return {
@@ -87,52 +100,47 @@ function messageJson(m: MessageInfo) {
   };
 }
 
-/** Reads a JSON body of at most MAX_BODY_BYTES; a Response when it cannot. */
-async function readJson(req: Request, headers: Headers_): Promise<unknown | Response> {
-  const type = req.headers.get("content-type") ?? "";
-  if (!/^application\/json\s*(;|$)/i.test(type)) {
-    return error(415, "UNSUPPORTED_MEDIA_TYPE", "Send the body as Content-Type: application/json.", headers);
-  }
-  const tooLarge = () => error(413, "PAYLOAD_TOO_LARGE", `The body is larger than ${MAX_BODY_BYTES} bytes.`, headers);
-  if (Number(req.headers.get("content-length") ?? 0) > MAX_BODY_BYTES) return tooLarge();
-  const body = await req.arrayBuffer();
-  if (body.byteLength > MAX_BODY_BYTES) return tooLarge();
-  try {
-    return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body));
-  } catch {
-    return error(400, "INVALID_JSON", "The body is not valid UTF-8 JSON.", headers);
-  }
-}
-
 /** The HTTP front: admission through the daemon, then the route. */
-export function apiHandler(deps: ApiDeps) {
+export function apiHandler(deps: ApiDeps, site?: SiteHandler) {
   const docsPage = rateLimitDocsPage();
+  const admissionFailing = new FailureEpisode(deps.log, "admission");
+  const sendFailing = new FailureEpisode(deps.log, "send");
 
-  const routes: [RegExp, Route][] = [
+  const table: [string, Route][] = [
     [
-      new RegExp(`^${TAGS_PATH}$`),
+      TAGS_PATH,
       {
-        GET: async ({ admission, headers }) => json(200, { data: admission.tags.map((t) => ({ name: t.name })) }, headers),
+        GET: async ({ admission, headers }) => json(200, { data: admission.tags.map((t) => ({ name: t.name, subscribers: t.subscribers })) }, headers),
+        POST: createTagHandler(deps.audience, deps.audienceTimeoutMs),
       },
     ],
     [
-      /^\/api\/v1\/emails$/,
+      "/api/v1/emails",
       {
-        POST: async ({ req, admission, headers }) => {
+        POST: async ({ req, requestId, admission, headers }) => {
           const key = req.headers.get("idempotency-key");
           if (key !== null && !IDEMPOTENCY_KEY.test(key)) {
             return error(400, "INVALID_IDEMPOTENCY_KEY", "Idempotency-Key must be 1 to 255 printable ASCII characters.", headers);
           }
           const body = await readJson(req, headers);
           if (body instanceof Response) return body;
-          let input: ReturnType<typeof parseSendRequest>;
+          let input: SendInput;
           try {
-            input = parseSendRequest(body);
+            input = await deps.validateSend(admission.orgId, body);
           } catch (err) {
             if (!(err instanceof InvalidField)) throw err;
-            return json(422, { code: "VALIDATION_FAILED", message: err.message, field: err.field }, headers);
+            return invalid(err.field, err.message, headers);
           }
-          const res = await deps.send({ orgId: admission.orgId, lane: input.lane, email: input.email, idempotencyKey: key ?? "", bodyHash: input.fingerprint });
+          // A client that went away (an SMTP front that gave up) gets nothing queued behind its back.
+          if (req.signal.aborted) return error(499, "CLIENT_CLOSED", "The client closed the request; nothing was queued.", headers);
+          let res: SendResponse;
+          try {
+            res = await deps.send({ orgId: admission.orgId, lane: input.lane, email: input.email, idempotencyKey: key ?? "", bodyHash: input.fingerprint }, requestId);
+            sendFailing.succeeded();
+          } catch (err) {
+            sendFailing.failed(err as Error);
+            return sendUnconfirmed(err, headers);
+          }
           const accepted = { id: res.messageId, status: "queued", lane: laneName(input.lane) };
           switch (res.outcome) {
             case SendOutcome.ACCEPTED:
@@ -156,7 +164,7 @@ export function apiHandler(deps: ApiDeps) {
       },
     ],
     [
-      /^\/api\/v1\/emails\/([^/]+)$/,
+      "/api/v1/emails/{id}",
       {
         GET: async ({ admission, headers, params }) => {
           const message = /^msg_[0-9a-f]{24}$/.test(params[0]!) ? await deps.getMessage(admission.orgId, params[0]!) : undefined;
@@ -165,13 +173,26 @@ export function apiHandler(deps: ApiDeps) {
         },
       },
     ],
+    ...audienceRoutes(deps.audience, deps.audienceTimeoutMs),
+    ...webhookRoutes(deps.webhooks),
+    ...campaignRoutes(deps.automation, deps.audienceTimeoutMs),
+    ...workflowRoutes(deps.automation, deps.audienceTimeoutMs),
   ];
+  const routes = table.map(([template, route]) => [templatePattern(template), route] as const);
 
-  return async function handle(req: Request, peerIp: string): Promise<Response> {
-    const url = new URL(req.url);
+  async function handle(req: Request, peerIp: string, requestId: string): Promise<Response> {
+    let url: URL;
+    try {
+      url = new URL(req.url);
+    } catch {
+      // Bun builds req.url from the Host header; a malformed one ("[::1") is the client's error.
+      return error(400, "INVALID_HOST", "The Host header is not a valid host[:port].");
+    }
     const path = url.pathname;
     if (path === DOCS_PATH) return new Response(docsPage, { headers: { "Content-Type": "text/html; charset=utf-8" } });
     if (path === "/healthz") return json(200, { status: "ok" });
+    const page = site?.(req, url, peerIp);
+    if (page) return page;
     if (path === "/readyz") {
       return (await deps.ready().catch(() => false)) ? json(200, { status: "ready" }) : unavailable();
     }
@@ -179,15 +200,16 @@ export function apiHandler(deps: ApiDeps) {
     const authorization = req.headers.get("authorization");
     const bearer = authorization === null ? null : BEARER.exec(authorization);
     const token = bearer && isWellFormed(bearer[1]!) ? bearer[1]! : "";
-    let admission: AdmitResponse;
+    let admission: Admission;
     try {
       admission = await deps.admit({
         token,
         clientIp: clientIp(peerIp, req.headers.get("x-forwarded-for"), deps.trustProxy),
         withTags: req.method === "GET" && path === TAGS_PATH,
       });
+      admissionFailing.succeeded();
     } catch (err) {
-      deps.log.warn("admission failed; refusing", { error: (err as Error).message });
+      admissionFailing.failed(err as Error); // every request is refused (503) meanwhile
       return unavailable();
     }
     const headers = rateLimitHeaders(admission);
@@ -213,28 +235,32 @@ export function apiHandler(deps: ApiDeps) {
         return unavailable();
     }
 
-    let params: string[] = [];
-    const route = routes.find(([pattern]) => {
-      const m = pattern.exec(path);
-      if (m) params = m.slice(1);
-      return m !== null;
-    })?.[1];
-    if (!route) return error(404, "NOT_FOUND", `No such endpoint: ${req.method} ${path}`, headers);
+    const found = findRoute(routes, path);
+    if (!found) return error(404, "NOT_FOUND", `No such endpoint: ${req.method} ${path}`, headers);
+    const { route, params } = found;
     const handler = route[req.method];
     if (!handler) {
       return error(405, "METHOD_NOT_ALLOWED", `${path} does not accept ${req.method}.`, { ...headers, Allow: Object.keys(route).join(", ") });
     }
     try {
-      return await handler({ req, admission, headers, params });
+      return await handler({ req, requestId, admission, headers, params });
     } catch (err) {
       deps.log.warn("daemon call failed", { path, error: (err as Error).message });
       return unavailable(headers);
     }
-  };
+  }
+  // The admitted routes: for the test that holds them and the OpenAPI document to each other, and the metrics' route labels.
+  return Object.assign(handle, { routes: table.map(([template, route], i) => ({ template, pattern: routes[i]![0], methods: Object.keys(route) })) });
 }
 
-export function serveApi(deps: ApiDeps, host: string, port: number): Server<undefined> {
-  const handle = apiHandler(deps);
+/** What a serving API process adds to the handler: its metrics, and the pages beside the API. */
+export interface ServeOptions {
+  metrics?: ApiMetrics;
+  site?: SiteHandler;
+}
+
+export function serveApi(deps: ApiDeps, host: string, port: number, o: ServeOptions = {}): Server<undefined> {
+  const handle = observed(apiHandler(deps, o.site), o.metrics);
   return Bun.serve({
     hostname: host,
     port,

@@ -3,7 +3,7 @@
 // The level is kept in integer units of 1/period of a token ("token-milliseconds"):
 // a full bucket holds q*period units, one request costs period units, and every
 // millisecond adds q units. All arithmetic is on integers, so premium's 700 per minute
-// (85.714... ms per token) is exact, and the Redis script (store/admit.lua) computes
+// (85.714... ms per token) is exact, and the Redis scripts (the prelude's bucket functions) compute
 // the very same numbers. A missing state means a full bucket.
 
 export interface BucketState {

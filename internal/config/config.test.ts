@@ -3,11 +3,11 @@ import { runToEnd } from "../testkit/testkit";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../testkit/testkit";
-import { apiConfig, ConfigError, limiterdConfig, smtpConfig } from "./config";
+import { apiConfig, ConfigError, limiterdConfig, smtpConfig, workerConfig } from "./config";
 
 describe("configuration", () => {
   test("defaults", () => {
-    expect(apiConfig({})).toMatchObject({ host: "127.0.0.1", port: 8080, limiterUrl: "http://127.0.0.1:7070", limiterTimeoutMs: 1_000, trustProxy: [], docsUrl: undefined });
+    expect(apiConfig({})).toMatchObject({ host: "127.0.0.1", port: 8080, limiterUrl: "http://127.0.0.1:7070", limiterTimeoutMs: 1_000, audienceTimeoutMs: 10_000, trustProxy: [], docsUrl: undefined });
     expect(limiterdConfig({})).toMatchObject({ port: 7070, redisUrl: undefined, host: "127.0.0.1" });
   });
 
@@ -18,10 +18,26 @@ describe("configuration", () => {
     [{ TRUST_PROXY: "10.0.0.1, proxy.local" }, "TRUST_PROXY holds \"proxy.local\""],
     [{ DOCS_URL: "not a url" }, "DOCS_URL"],
     [{ LIMITER_TIMEOUT_MS: "0" }, "LIMITER_TIMEOUT_MS"],
+    [{ AUDIENCE_TIMEOUT_MS: "200000" }, "AUDIENCE_TIMEOUT_MS"],
     [{ API_HOST: "everywhere" }, "API_HOST"],
   ])("api rejects %p", (env, message) => {
     expect(() => apiConfig(env)).toThrow(ConfigError);
     expect(() => apiConfig(env)).toThrow(message);
+  });
+
+  test("DNS_SERVER: an IP address, optionally with a port", () => {
+    expect(limiterdConfig({}).dnsServer).toBeUndefined();
+    for (const ok of ["127.0.0.1", "127.0.0.1:5353", "::1", "[::1]:5353"]) expect(limiterdConfig({ DNS_SERVER: ok }).dnsServer).toBe(ok);
+    for (const bad of ["dns.example", "127.0.0.1:0", "127.0.0.1:99999", "[::1]", "1.2.3.4:x"]) {
+      expect(() => limiterdConfig({ DNS_SERVER: bad })).toThrow(`DNS_SERVER=${JSON.stringify(bad)} is not a DNS server address`);
+    }
+  });
+
+  test("PUBLIC_URL: where links in mail point; http or https", () => {
+    expect(limiterdConfig({}).publicUrl).toBe("http://127.0.0.1:8080");
+    expect(limiterdConfig({ PUBLIC_URL: "https://mail.example.com" }).publicUrl).toBe("https://mail.example.com");
+    expect(() => limiterdConfig({ PUBLIC_URL: "mail.example.com" })).toThrow('PUBLIC_URL="mail.example.com" is not a URL');
+    expect(() => limiterdConfig({ PUBLIC_URL: "ftp://mail.example.com" })).toThrow("must use http:// or https://");
   });
 
   test("limiterd rejects a non-Redis REDIS_URL", () => {
@@ -29,8 +45,37 @@ describe("configuration", () => {
   });
 
   test.each([
+    [{ DATABASE_URL: "mysql://db/mail" }, "DATABASE_URL=\"mysql://db/mail\" must use postgres:// or postgresql://"],
+    [{ REDIS_CLUSTER_NODES: "10.0.0.1:7000,10.0.0.2" }, "REDIS_CLUSTER_NODES holds \"10.0.0.2\", which is not host:port"],
+    [{ REDIS_CLUSTER_NODES: "a:7000", REDIS_URL: "redis://b:6379" }, "not both"],
+    [{ MESSAGE_RETENTION_DAYS: "0" }, "MESSAGE_RETENTION_DAYS"],
+  ])("limiterd rejects %p", (env, message) => {
+    expect(() => limiterdConfig(env)).toThrow(message);
+  });
+
+  test("webhooks: the schedule divisor (tests only), the worker's concurrency, private URLs", () => {
+    expect(limiterdConfig({}).webhookScheduleDivisor).toBe(1);
+    expect(limiterdConfig({ WEBHOOK_SCHEDULE_DIVISOR: "1000" }).webhookScheduleDivisor).toBe(1_000);
+    expect(() => limiterdConfig({ WEBHOOK_SCHEDULE_DIVISOR: "0" })).toThrow("WEBHOOK_SCHEDULE_DIVISOR");
+    expect(workerConfig({}).webhookConcurrency).toBe(64);
+    expect(() => workerConfig({ WEBHOOK_CONCURRENCY: "2000" })).toThrow("WEBHOOK_CONCURRENCY");
+    expect(workerConfig({}).webhookAllowPrivateUrls).toBe(false);
+    expect(workerConfig({ WEBHOOK_ALLOW_PRIVATE_URLS: "1" }).webhookAllowPrivateUrls).toBe(true);
+    expect(() => workerConfig({ WEBHOOK_ALLOW_PRIVATE_URLS: "yes" })).toThrow("WEBHOOK_ALLOW_PRIVATE_URLS");
+  });
+
+  test("limiterd: the stores", () => {
+    expect(limiterdConfig({})).toMatchObject({ databaseUrl: undefined, redisClusterNodes: undefined, retentionMs: 30 * 86_400_000 });
+    expect(limiterdConfig({ DATABASE_URL: "postgresql://u@db:5432/mail", REDIS_CLUSTER_NODES: "r1:7000, r2:7001" })).toMatchObject({
+      databaseUrl: "postgresql://u@db:5432/mail",
+      redisClusterNodes: ["r1:7000", "r2:7001"],
+    });
+  });
+
+  test.each([
     ["cmd/api/index.ts", { API_PORT: "eighty" }, "api: configuration error: API_PORT"],
     ["cmd/limiterd/index.ts", { LIMITER_PORT: "-1" }, "limiterd: configuration error: LIMITER_PORT"],
+    ["cmd/limiterd/index.ts", { DNS_SERVER: "dns.example" }, "limiterd: configuration error: DNS_SERVER"],
     ["cmd/admin/index.ts", { LIMITER_URL: "nope" }, "admin: configuration error: LIMITER_URL"],
     ["cmd/dev/index.ts", { API_PORT: "0" }, "dev: configuration error: API_PORT"],
     ["cmd/smtp/index.ts", { SMTP_PORT: "smtp" }, "smtp: configuration error: SMTP_PORT"],

@@ -57,8 +57,27 @@ export function ipListVar(env: Env, name: string): string[] {
   return ips;
 }
 
+/** A comma-separated list of host:port. */
+export function hostPortListVar(env: Env, name: string): string[] | undefined {
+  const v = raw(env, name);
+  if (v === undefined) return undefined;
+  const items = v.split(",").map((s) => s.trim());
+  const bad = items.find((item) => {
+    const m = /^(.+):(\d{1,5})$/.exec(item);
+    return !m || Number(m[2]) < 1 || Number(m[2]) > 65_535 || /[\s/]/.test(m[1]!);
+  });
+  if (bad !== undefined) throw new ConfigError(`${name} holds ${JSON.stringify(bad)}, which is not host:port (give a comma-separated list)`);
+  return items;
+}
+
 export function dirVar(env: Env, name: string, def: string): string {
   return resolve(raw(env, name) ?? def);
+}
+
+export function logFormatVar(env: Env): "json" | "pretty" {
+  const v = raw(env, "LOG_FORMAT") ?? "json";
+  if (v !== "json" && v !== "pretty") throw new ConfigError(`LOG_FORMAT=${JSON.stringify(v)} must be json or pretty`);
+  return v;
 }
 
 /** Runs a config loader; on a bad value prints one line and exits with code 2. */
@@ -75,6 +94,10 @@ export function loadOrExit<T>(process_: string, load: () => T): T {
 export interface LimiterdConfig {
   dataDir: string;
   redisUrl: string | undefined;
+  /** Seed nodes of a Redis Cluster for the hot store (instead of redisUrl). */
+  redisClusterNodes: string[] | undefined;
+  /** PostgreSQL for the records; unset: a SQLite file under dataDir. */
+  databaseUrl: string | undefined;
   host: string;
   port: number;
   /** Releases per second of each lane. */
@@ -84,12 +107,27 @@ export interface LimiterdConfig {
   maxAttempts: number;
   retryBaseMs: number;
   retentionMs: number;
+  /** Divides the webhook retry schedule and disable window: tests only (1 in production). */
+  webhookScheduleDivisor: number;
+  logFormat: "json" | "pretty";
+  metricsHost: string;
+  /** 0: no metrics endpoint. */
+  metricsPort: number;
+  /** Where domain verification sends its DNS queries; undefined: the system's resolvers. */
+  dnsServer: string | undefined;
+  /** Where links in mail (one-click unsubscribe) point: the API process as the world reaches it. */
+  publicUrl: string;
 }
 
 export function limiterdConfig(env: Env): LimiterdConfig {
+  const redisUrl = urlVar(env, "REDIS_URL", undefined, ["redis", "rediss"]);
+  const redisClusterNodes = hostPortListVar(env, "REDIS_CLUSTER_NODES");
+  if (redisUrl && redisClusterNodes) throw new ConfigError("set REDIS_URL (one Redis primary) or REDIS_CLUSTER_NODES (a Redis Cluster), not both");
   return {
     dataDir: dirVar(env, "DATA_DIR", "data"),
-    redisUrl: urlVar(env, "REDIS_URL", undefined, ["redis", "rediss"]),
+    redisUrl,
+    redisClusterNodes,
+    databaseUrl: databaseUrl(env),
     host: hostVar(env, "LIMITER_HOST", "127.0.0.1"),
     port: portVar(env, "LIMITER_PORT", 7070),
     laneRate: intVar(env, "LANE_RATE", 40, 1, 1_000),
@@ -97,8 +135,31 @@ export function limiterdConfig(env: Env): LimiterdConfig {
     visibilityMs: intVar(env, "VISIBILITY_TIMEOUT_MS", 60_000, 100, 3_600_000),
     maxAttempts: intVar(env, "MAX_ATTEMPTS", 5, 1, 100),
     retryBaseMs: intVar(env, "RETRY_BASE_MS", 30_000, 1, 3_600_000),
-    retentionMs: intVar(env, "MESSAGE_RETENTION_DAYS", 7, 1, 3_650) * 86_400_000,
+    retentionMs: intVar(env, "MESSAGE_RETENTION_DAYS", 30, 1, 3_650) * 86_400_000,
+    webhookScheduleDivisor: intVar(env, "WEBHOOK_SCHEDULE_DIVISOR", 1, 1, 100_000),
+    logFormat: logFormatVar(env),
+    metricsHost: hostVar(env, "METRICS_HOST", "127.0.0.1"),
+    metricsPort: intVar(env, "LIMITER_METRICS_PORT", 0, 0, 65_535),
+    dnsServer: dnsServerVar(env, "DNS_SERVER"),
+    publicUrl: urlVar(env, "PUBLIC_URL", "http://127.0.0.1:8080", ["http", "https"])!,
   };
+}
+
+/** A DNS server: an IP address, optionally with a port (1.2.3.4:53, [::1]:5353). */
+export function dnsServerVar(env: Env, name: string): string | undefined {
+  const v = raw(env, name);
+  if (v === undefined) return undefined;
+  const m = /^\[([^\]]+)\]:(\d+)$/.exec(v) ?? /^([^:]+):(\d+)$/.exec(v) ?? ([v, v, "53"] as const);
+  const [, host, port] = m;
+  if (isIP(host!) === 0 || Number(port) < 1 || Number(port) > 65_535) {
+    throw new ConfigError(`${name}=${JSON.stringify(v)} is not a DNS server address (an IP, optionally with a port: 192.0.2.53:53 or [2001:db8::53]:53)`);
+  }
+  return v;
+}
+
+/** Where the records are: DATABASE_URL (PostgreSQL), or undefined for the SQLite file under DATA_DIR. */
+export function databaseUrl(env: Env): string | undefined {
+  return urlVar(env, "DATABASE_URL", undefined, ["postgres", "postgresql"]);
 }
 
 export function limiterUrl(env: Env): string {
@@ -110,8 +171,18 @@ export interface ApiConfig {
   port: number;
   limiterUrl: string;
   limiterTimeoutMs: number;
+  /** The deadline of an audience call: a batch of 1,000 upserts is a larger write than an admission. */
+  audienceTimeoutMs: number;
   trustProxy: string[];
   docsUrl: string | undefined;
+  /** Threads that validate send bodies (addresses, Markdown) off the event loop. */
+  validationWorkers: number;
+  /** A body whose validation takes longer is refused (422) and its thread replaced. */
+  validationTimeoutMs: number;
+  logFormat: "json" | "pretty";
+  metricsHost: string;
+  /** 0: no metrics endpoint. */
+  metricsPort: number;
 }
 
 export function apiConfig(env: Env): ApiConfig {
@@ -120,8 +191,14 @@ export function apiConfig(env: Env): ApiConfig {
     port: portVar(env, "API_PORT", 8080),
     limiterUrl: limiterUrl(env),
     limiterTimeoutMs: intVar(env, "LIMITER_TIMEOUT_MS", 1_000, 10, 60_000),
+    audienceTimeoutMs: intVar(env, "AUDIENCE_TIMEOUT_MS", 10_000, 10, 120_000),
     trustProxy: ipListVar(env, "TRUST_PROXY"),
     docsUrl: urlVar(env, "DOCS_URL", undefined, ["http", "https"]),
+    validationWorkers: intVar(env, "API_VALIDATION_WORKERS", 2, 1, 64),
+    validationTimeoutMs: intVar(env, "API_VALIDATION_TIMEOUT_MS", 2_000, 100, 60_000),
+    logFormat: logFormatVar(env),
+    metricsHost: hostVar(env, "METRICS_HOST", "127.0.0.1"),
+    metricsPort: intVar(env, "API_METRICS_PORT", 0, 0, 65_535),
   };
 }
 
@@ -130,9 +207,14 @@ export interface WorkerConfig {
   limiterUrl: string;
   relayUrl: string | undefined;
   maxInFlight: number;
+  /** Webhook attempts under way at once, apart from the mail deliveries. */
+  webhookConcurrency: number;
+  /** Whether webhooks may be sent to loopback and private networks (development, tests). */
+  webhookAllowPrivateUrls: boolean;
   metricsHost: string;
   /** 0: no metrics endpoint. */
   metricsPort: number;
+  logFormat: "json" | "pretty";
 }
 
 export function workerConfig(env: Env): WorkerConfig {
@@ -141,8 +223,11 @@ export function workerConfig(env: Env): WorkerConfig {
     limiterUrl: limiterUrl(env),
     relayUrl: urlVar(env, "SMTP_RELAY_URL", undefined, ["smtp", "smtps"]),
     maxInFlight: intVar(env, "WORKER_CONCURRENCY", 16, 1, 256),
-    metricsHost: hostVar(env, "WORKER_METRICS_HOST", "127.0.0.1"),
+    webhookConcurrency: intVar(env, "WEBHOOK_CONCURRENCY", 64, 1, 1_024),
+    webhookAllowPrivateUrls: intVar(env, "WEBHOOK_ALLOW_PRIVATE_URLS", 0, 0, 1) === 1,
+    metricsHost: hostVar(env, "METRICS_HOST", "127.0.0.1"),
     metricsPort: intVar(env, "WORKER_METRICS_PORT", 0, 0, 65_535),
+    logFormat: logFormatVar(env),
   };
 }
 
@@ -163,6 +248,14 @@ export interface SmtpConfig {
   sessionTimeoutMs: number;
   /** Deadline of the forward to POST /api/v1/emails; past it the message gets a 451. */
   apiTimeoutMs: number;
+  logFormat: "json" | "pretty";
+  metricsHost: string;
+  /** 0: no metrics endpoint. */
+  metricsPort: number;
+  maxClientsPerIp: number;
+  /** A connection without a successful AUTH this long after connecting is closed (421). */
+  authTimeoutMs: number;
+  authFailuresPerIp: number;
 }
 
 function existingFile(env: Env, name: string): string | undefined {
@@ -198,5 +291,11 @@ export function smtpConfig(env: Env): SmtpConfig {
     socketTimeoutMs: intVar(env, "SMTP_SOCKET_TIMEOUT_MS", 60_000, 100, 3_600_000),
     sessionTimeoutMs: intVar(env, "SMTP_SESSION_TIMEOUT_MS", 300_000, 1_000, 86_400_000),
     apiTimeoutMs: intVar(env, "SMTP_API_TIMEOUT_MS", 10_000, 100, 300_000),
+    logFormat: logFormatVar(env),
+    metricsHost: hostVar(env, "METRICS_HOST", "127.0.0.1"),
+    metricsPort: intVar(env, "SMTP_METRICS_PORT", 0, 0, 65_535),
+    maxClientsPerIp: intVar(env, "SMTP_MAX_CLIENTS_PER_IP", 10, 1, 100_000),
+    authTimeoutMs: intVar(env, "SMTP_AUTH_TIMEOUT_MS", 10_000, 100, 3_600_000),
+    authFailuresPerIp: intVar(env, "SMTP_AUTH_FAILURES_PER_IP", 10, 1, 1_000_000),
   };
 }

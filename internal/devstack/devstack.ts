@@ -1,5 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { type Subprocess, spawn } from "bun";
+import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb";
 import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
@@ -78,13 +79,14 @@ export async function limiterServing(clients: LimiterClients): Promise<boolean> 
   return res.status === HealthCheckResponse_ServingStatus.SERVING;
 }
 
-export const DEMO = { slug: "demo", domain: "demo.example.com" };
+export const DEMO = { slug: "demo", domain: "demo.example.com", email: "demo@demo.example.com" };
 
 /**
- * On the first start, creates the demo organization (free plan), a verified domain and a
- * token, and returns the token; undefined when the demo organization already exists.
+ * On the first start, creates the demo organization (free plan), a verified domain, a token
+ * and a console user, and returns the token and the user's password (both shown once);
+ * undefined when the demo organization already exists.
  */
-export async function bootstrapDemo(clients: LimiterClients): Promise<string | undefined> {
+export async function bootstrapDemo(clients: LimiterClients): Promise<{ token: string; password: string } | undefined> {
   const { directory } = clients;
   try {
     await directory.getOrganization({ slug: DEMO.slug });
@@ -94,5 +96,7 @@ export async function bootstrapDemo(clients: LimiterClients): Promise<string | u
   }
   await directory.createOrganization({ slug: DEMO.slug, plan: Plan.FREE });
   await directory.addDomain({ slug: DEMO.slug, domain: DEMO.domain, verified: true });
-  return (await directory.createToken({ slug: DEMO.slug })).token;
+  const password = randomBytes(12).toString("base64url");
+  await clients.console.createUser({ slug: DEMO.slug, email: DEMO.email, password });
+  return { token: (await directory.createToken({ slug: DEMO.slug })).token, password };
 }

@@ -16,7 +16,14 @@ const refuses = (port: number) =>
 
 test("cmd/dev starts limiterd, the API and the SMTP front, creates the demo organization once, and Ctrl-C stops all", async () => {
   const [limiterPort, apiPort, smtpPort] = [await freePort(), await freePort(), await freePort()];
-  const env = { DATA_DIR: tempDir(), LIMITER_PORT: String(limiterPort), API_PORT: String(apiPort), SMTP_PORT: String(smtpPort) };
+  const metrics = { LIMITER_METRICS_PORT: await freePort(), API_METRICS_PORT: await freePort(), SMTP_METRICS_PORT: await freePort(), WORKER_METRICS_PORT: await freePort() };
+  const env = {
+    DATA_DIR: tempDir(),
+    LIMITER_PORT: String(limiterPort),
+    API_PORT: String(apiPort),
+    SMTP_PORT: String(smtpPort),
+    ...Object.fromEntries(Object.entries(metrics).map(([k, v]) => [k, String(v)])),
+  };
   const dev = runBun("cmd/dev/index.ts", [], env);
   try {
     await waitFor("the ready banner", async () => dev.stdout().includes("Ctrl-C stops it"), 20_000);
@@ -25,10 +32,27 @@ test("cmd/dev starts limiterd, the API and the SMTP front, creates the demo orga
     const res = await fetch(curl![1]!, { headers: { Authorization: `Bearer ${curl![2]}` } });
     expect(res.status).toBe(200);
     expect(res.headers.get("RateLimit")).toBe('"free";r=99;t=1');
+    // The console user as printed can sign in.
+    const printed = /sign in at (\S+) as (\S+) with the password (\S+), shown once/.exec(dev.stdout());
+    expect(printed).not.toBeNull();
+    const form = await fetch(`${printed![1]}/sign-in`);
+    const csrf = /name="csrf" value="([^"]+)"/.exec(await form.text())![1]!;
+    const signedIn = await fetch(`${printed![1]}/sign-in`, {
+      method: "POST",
+      redirect: "manual",
+      headers: { Cookie: form.headers.get("set-cookie")!.split(";")[0]!, "Content-Type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ csrf, email: printed![2]!, password: printed![3]! }),
+    });
+    expect([signedIn.status, signedIn.headers.get("location")]).toEqual([303, "/console/tokens"]);
     // Each process's lines carry its name.
-    expect(dev.stderr()).toMatch(/^limiterd +\| .* info limiterd listening/m);
-    expect(dev.stderr()).toMatch(/^api +\| .* info api listening/m);
-    expect(dev.stderr()).toMatch(/^smtp +\| .* info smtp listening/m);
+    expect(dev.stderr()).toMatch(/^limiterd +\| .*INFO: limiterd listening/m);
+    expect(dev.stderr()).toMatch(/^api +\| .*INFO: api listening/m);
+    expect(dev.stderr()).toMatch(/^smtp +\| .*INFO: smtp listening/m);
+    // Every process serves its metrics, and the banner says where.
+    for (const port of Object.values(metrics)) {
+      await waitFor(`metrics on ${port}`, async () => (await fetch(`http://127.0.0.1:${port}/metrics`)).ok);
+      expect(dev.stdout()).toContain(`http://127.0.0.1:${port}/metrics`);
+    }
 
     // The ready swaks line works as printed: 250 over STARTTLS with the demo token.
     const swaksLine = /^ +(swaks --server .*)$/m.exec(dev.stdout())?.[1];

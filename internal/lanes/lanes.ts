@@ -1,13 +1,14 @@
 import type { Clock } from "../clock/clock";
+import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
 import { LANES } from "../mail/policy";
-import type { DeliveryPolicy, MailStore } from "../store/mail";
+import type { DeliveryPolicy, HotStore } from "../hotstore/hotstore";
 import { LaneScheduler, type ReleaseRecord } from "./scheduler";
 
 const RECOVER_EVERY_MS = 250;
 
 export interface LanesOptions {
-  store: MailStore;
+  store: HotStore;
   clock: Clock;
   ratePerSecond: number;
   owner: string;
@@ -25,6 +26,7 @@ export function startLanes(o: LanesOptions): { stop(): Promise<void> } {
   );
   for (const s of schedulers) s.start();
   let recovering = false;
+  const failing = new FailureEpisode(o.log, "recovery");
   const recovery = setInterval(async () => {
     if (recovering) return;
     recovering = true;
@@ -34,8 +36,9 @@ export function startLanes(o: LanesOptions): { stop(): Promise<void> } {
         o.log.info("recovered", { expired, retried, failed });
         o.onRecovered();
       }
+      failing.succeeded();
     } catch (err) {
-      o.log.warn("recovery failed", { error: (err as Error).message });
+      failing.failed(err as Error);
     } finally {
       recovering = false;
     }

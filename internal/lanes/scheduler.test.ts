@@ -1,15 +1,16 @@
+// test-runner: alone
 // The scheduler's pacing against a store that stalls: missed slots come late, never as a burst.
 import { expect, test } from "bun:test";
 import { ManualClock, systemClock } from "../clock/clock";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { logger } from "../log/log";
-import type { MailStore } from "../store/mail";
+import type { HotStore } from "../hotstore/hotstore";
 import { LaneScheduler, type ReleaseRecord } from "./scheduler";
 
 test("a 120 ms stall is made up at no more than twice the rate, and never more than 40 in a second", async () => {
   let calls = 0;
   const store = {
-    holdScheduler: async () => true,
+    holdLease: async () => true,
     async release() {
       calls++;
       if (calls === 20) {
@@ -18,7 +19,7 @@ test("a 120 ms stall is made up at no more than twice the rate, and never more t
       }
       return { orgId: "o", messageId: `m${calls}` };
     },
-  } as unknown as MailStore;
+  } as unknown as HotStore;
   const releases: ReleaseRecord[] = [];
   const times: number[] = []; // monotonic, as the scheduler paces
   const onRelease = (r: ReleaseRecord) => {
@@ -43,7 +44,7 @@ test("a 120 ms stall is made up at no more than twice the rate, and never more t
 
 test("a step of the wall clock neither stalls nor bursts a lane: pacing runs on the monotonic clock", async () => {
   const wall = new ManualClock(Date.now());
-  const store = { holdScheduler: async () => true, release: async () => ({ orgId: "o", messageId: "m" }) } as unknown as MailStore;
+  const store = { holdLease: async () => true, release: async () => ({ orgId: "o", messageId: "m" }) } as unknown as HotStore;
   const at: number[] = [];
   const s = new LaneScheduler({ store, lane: Lane.BULK, ratePerSecond: 40, owner: "t", clock: wall, onRelease: () => at.push(performance.now()), log: logger("test") });
   s.start();

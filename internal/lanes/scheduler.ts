@@ -1,7 +1,8 @@
 import type { Clock } from "../clock/clock";
 import type { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
+import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
-import type { MailStore, Released } from "../store/mail";
+import type { HotStore, Released } from "../hotstore/hotstore";
 
 export interface ReleaseRecord extends Released {
   lane: Lane;
@@ -11,7 +12,7 @@ export interface ReleaseRecord extends Released {
 }
 
 export interface SchedulerOptions {
-  store: MailStore;
+  store: Pick<HotStore, "release" | "holdLease">;
   lane: Lane;
   ratePerSecond: number;
   /** This daemon's name; with Redis, one daemon at a time runs a lane's scheduler. */
@@ -63,6 +64,7 @@ export class LaneScheduler {
     let k = 0;
     let holding = false;
     let heldAt = Number.NEGATIVE_INFINITY;
+    const failing = new FailureEpisode(log, "lane release", { lane }, mono);
     while (!this.stopped) {
       const slotAt = t0 + k * slot;
       const windowFree = recent.length === rate ? recent[0]! + 1_000 : Number.NEGATIVE_INFINITY;
@@ -77,7 +79,7 @@ export class LaneScheduler {
       }
       try {
         if (now - heldAt >= HOLD_RENEW_MS) {
-          holding = await store.holdScheduler(lane, this.o.owner, HOLD_TTL_MS);
+          holding = await store.holdLease(`scheduler:${lane}`, this.o.owner, HOLD_TTL_MS);
           heldAt = now;
         }
         if (holding) {
@@ -88,9 +90,10 @@ export class LaneScheduler {
             this.o.onRelease({ ...released, lane, slotAtMs: wall0 + (slotAt - t0), releasedAtMs: clock.nowMs() });
           }
         }
+        failing.succeeded();
       } catch (err) {
         holding = false; // a store that fails loses the lease until it answers again
-        log.warn("lane release failed", { lane, error: (err as Error).message });
+        failing.failed(err as Error);
       }
       k++;
     }

@@ -3,17 +3,17 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { ManualClock } from "../clock/clock";
 import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryOutcome, Lane } from "../gen/mailcore/limiter/v1/mail_pb";
-import { EmbeddedStore } from "../store/embedded";
+import { EmbeddedHot } from "../hotstore/embedded/embedded";
 import { type InProcess, startInProcess } from "../testkit/inprocess";
 
 const HOUR = 3_600_000;
-const POLICY = { maxAttempts: 3, retryBaseMs: 1_000, bounceCooldownMs: HOUR, retentionMs: HOUR };
+const POLICY = { maxAttempts: 3, retryBaseMs: 1_000, bounceCooldownMs: HOUR };
 let svc: InProcess;
-let store: EmbeddedStore;
+let store: EmbeddedHot;
 const clock = new ManualClock();
 
 beforeAll(async () => {
-  store = new EmbeddedStore(null);
+  store = new EmbeddedHot(null);
   svc = await startInProcess(store, clock, POLICY, 5_000);
   await svc.clients.directory.createOrganization({ slug: "acme", plan: Plan.FREE });
   await svc.clients.directory.addDomain({ slug: "acme", domain: "acme.example", verified: true });

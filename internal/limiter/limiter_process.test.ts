@@ -2,7 +2,7 @@
 // speaking each of the three protocols it serves on its one port.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createClient } from "@connectrpc/connect";
-import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { join } from "node:path";
@@ -63,6 +63,11 @@ describe("limiterd over gRPC with @grpc/grpc-js", () => {
       const bad: grpc.ServiceError = await unary<never>(limiter, "Admit", { token, clientIp: "not-an-ip" }).catch((e: grpc.ServiceError) => e);
       expect(bad.code).toBe(grpc.status.INVALID_ARGUMENT);
       expect(await unary(limiter, "Admit", { token: "", clientIp: "192.0.2.1" })).toMatchObject({ verdict: "VERDICT_UNAUTHENTICATED", plan: "PLAN_FREE", remaining: 100 });
+      // AdmitBatch in binary gRPC is served outside Connect's router: its refusals too.
+      const badBatch: grpc.ServiceError = await unary<never>(limiter, "AdmitBatch", { requests: [{ token, clientIp: "not-an-ip" }] }).catch((e: grpc.ServiceError) => e);
+      expect([badBatch.code, badBatch.details]).toEqual([grpc.status.INVALID_ARGUMENT, 'client_ip is not an IP address: "not-an-ip"']);
+      const tooBig: grpc.ServiceError = await unary<never>(limiter, "AdmitBatch", { requests: Array.from({ length: 1001 }, () => ({ token, clientIp: "192.0.2.2" })) }).catch((e: grpc.ServiceError) => e);
+      expect(tooBig.code).toBe(grpc.status.INVALID_ARGUMENT);
       const unknownService: grpc.ServiceError = await unary<never>(health, "Check", { service: "nope" }).catch((e: grpc.ServiceError) => e);
       expect(unknownService.code).toBe(grpc.status.NOT_FOUND);
     } finally {
@@ -72,10 +77,12 @@ describe("limiterd over gRPC with @grpc/grpc-js", () => {
   });
 });
 
-describe("limiterd over Connect and gRPC-Web", () => {
+describe("limiterd over Connect, gRPC-Web and Connect's gRPC client", () => {
   for (const [name, transport] of [
     ["Connect", () => createConnectTransport({ baseUrl: `http://127.0.0.1:${port}`, httpVersion: "2" })],
     ["gRPC-Web", () => createGrpcWebTransport({ baseUrl: `http://127.0.0.1:${port}`, httpVersion: "2" })],
+    // Connect's gRPC client: its AdmitBatch takes the daemon's raw path, like the API's.
+    ["gRPC", () => createGrpcTransport({ baseUrl: `http://127.0.0.1:${port}` })],
   ] as const) {
     test(`${name}: Admit`, async () => {
       const client = createClient(LimiterService, transport());
@@ -90,6 +97,11 @@ describe("limiterd over Connect and gRPC-Web", () => {
       const before = (await client.admit({ token, clientIp: "2001:db8::8" })).remaining;
       for (let i = 0; i < 50; i++) await directory.verifyToken({ token });
       expect((await client.admit({ token, clientIp: "2001:db8::8" })).remaining).toBeGreaterThanOrEqual(before - 1);
+      const batch = await client.admitBatch({ requests: [{ token, clientIp: "192.0.2.9", withTags: true }, { token: "", clientIp: "192.0.2.9" }] });
+      expect(batch.responses.map((r) => [r.verdict, r.orgSlug, r.plan])).toEqual([
+        [Verdict.ALLOWED, "rpc", Plan.PREMIUM],
+        [Verdict.UNAUTHENTICATED, "", Plan.FREE],
+      ]);
       const tooBig = await client.admitBatch({ requests: Array.from({ length: 1001 }, () => ({ token, clientIp: "192.0.2.2" })) }).catch((e) => e);
       expect(String(tooBig)).toContain("at most 1000");
     });

@@ -17,8 +17,11 @@ import {
 import type { ReleaseRecord } from "../lanes/scheduler";
 import { Notifier } from "../lanes/notifier";
 import { domainOf, fixtureKind, GUARD_LIMITS, IDEMPOTENCY_TTL_MS, LANES, normalizeMailbox } from "../mail/policy";
-import type { DeliveryPolicy, MessageRecord } from "../store/mail";
-import type { Store } from "../store/store";
+import type { DeliveryPolicy, EnqueueInput, EnqueueResult, HotStore } from "../hotstore/hotstore";
+import type { MessageHistory } from "../records/history";
+import type { Records } from "../records/records";
+import type { Projection } from "./projection";
+import type { RefusalCounter } from "./refusals";
 import { guard } from "./service";
 
 const RELEASE_RING = 20_000;
@@ -26,16 +29,21 @@ const MAX_IN_FLIGHT = 256;
 const IDLE_POLL_MS = 20;
 
 export interface MailDeps {
-  store: Store;
+  hot: HotStore;
+  records: Records;
+  projection: Projection;
   clock: Clock;
   laneRate: number;
   visibilityMs: number;
   policy: DeliveryPolicy;
+  refusals: RefusalCounter;
 }
 
 /** What the daemon keeps in memory about sending: recent releases and who is waiting for work. */
 export class MailRuntime {
   readonly work = new Notifier();
+  /** Aborted at shutdown: the lease streams end (their leases stay with the workers). */
+  readonly stopping = new AbortController();
   private readonly releases = new Map<Lane, ReleaseRecord[]>(LANES.map((lane) => [lane, []]));
   /** Lease id to the stream that holds it (lease id -> expiry), so an ack frees room on that stream. */
   readonly leaseOwners = new Map<string, Map<string, number>>();
@@ -56,9 +64,59 @@ export function newMessageId(): string {
   return `msg_${randomBytes(12).toString("hex")}`;
 }
 
+/** One send as the accept step takes it: POST /api/v1/emails, or a campaign's message. */
+export interface SendInput {
+  orgId: string;
+  lane: Lane;
+  email: Email;
+  idempotencyKey?: string;
+  bodyHash?: string;
+  /** Fixed by the caller (a campaign reserves its message ids); made here otherwise. */
+  messageId?: string;
+}
+
+/**
+ * The accept step of every send, with every guard of its lane (verified From domain; on the
+ * transactional lane the bounce cooldown and the recipient guards), atomically with the
+ * enqueue. An organization missing from the projection is rebuilt from the records once.
+ */
+export function acceptor(deps: Pick<MailDeps, "hot" | "projection" | "clock">, runtime: MailRuntime) {
+  const { hot, projection, clock } = deps;
+  const enqueue = async (input: EnqueueInput): Promise<EnqueueResult> => {
+    const first = await hot.enqueue(input, clock.nowMs());
+    if (first.kind !== "miss") return first;
+    await projection.rebuildOrg(input.orgId);
+    const again = await hot.enqueue(input, clock.nowMs());
+    if (again.kind === "miss") throw new ConnectError(`no organization ${input.orgId}`, Code.NotFound);
+    return again;
+  };
+  return async (req: SendInput): Promise<EnqueueResult> => {
+    const { email } = req;
+    const transactional = req.lane === Lane.TRANSACTIONAL;
+    const result = await enqueue({
+      orgId: req.orgId,
+      messageId: req.messageId ?? newMessageId(),
+      lane: req.lane,
+      payload: toJsonString(EmailSchema, email),
+      from: email.from,
+      to: email.to,
+      subject: email.subject,
+      fromDomain: domainOf(email.fromAddress),
+      mailbox: normalizeMailbox(email.toAddress),
+      checkCooldown: transactional,
+      countGuards: transactional && fixtureKind(email.toAddress) === undefined,
+      guards: GUARD_LIMITS,
+      idempotency: req.idempotencyKey ? { key: req.idempotencyKey, bodyHash: req.bodyHash ?? "", ttlMs: IDEMPOTENCY_TTL_MS } : undefined,
+    });
+    if (result.kind === "accepted") runtime.work.notifyAll();
+    return result;
+  };
+}
+
 /** The daemon's sending RPCs: accept, look up, lease/ack, lane reports. */
 export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
-  const { store, clock } = deps;
+  const { hot, records, clock } = deps;
+  const accept = acceptor(deps, runtime);
 
   return (router: ConnectRouter) => {
     router.service(MailService, {
@@ -68,45 +126,31 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
           throw new ConnectError("org_id, email.from_address and email.to_address are required", Code.InvalidArgument);
         }
         if (req.lane !== Lane.TRANSACTIONAL && req.lane !== Lane.BULK) throw new ConnectError("lane must be transactional or bulk", Code.InvalidArgument);
-        if (!(await guard(() => store.isDomainVerified(req.orgId, domainOf(email.fromAddress))))) {
-          return { outcome: SendOutcome.DOMAIN_NOT_VERIFIED };
-        }
-        const transactional = req.lane === Lane.TRANSACTIONAL;
-        const result = await guard(() =>
-          store.enqueue(
-            {
-              orgId: req.orgId,
-              messageId: newMessageId(),
-              lane: req.lane,
-              payload: toJsonString(EmailSchema, email),
-              mailbox: normalizeMailbox(email.toAddress),
-              checkCooldown: transactional,
-              countGuards: transactional && fixtureKind(email.toAddress) === undefined,
-              guards: GUARD_LIMITS,
-              idempotency: req.idempotencyKey ? { key: req.idempotencyKey, bodyHash: req.bodyHash, ttlMs: IDEMPOTENCY_TTL_MS } : undefined,
-            },
-            clock.nowMs(),
-          ),
-        );
+        const result = await guard(() => accept({ orgId: req.orgId, lane: req.lane, email, idempotencyKey: req.idempotencyKey, bodyHash: req.bodyHash }));
         switch (result.kind) {
           case "accepted":
-            runtime.work.notifyAll();
             return { outcome: SendOutcome.ACCEPTED, messageId: result.messageId };
           case "replayed":
             return { outcome: SendOutcome.REPLAYED, messageId: result.messageId };
           case "conflict":
             return { outcome: SendOutcome.IDEMPOTENCY_CONFLICT };
+          case "domain_not_verified":
+            return { outcome: SendOutcome.DOMAIN_NOT_VERIFIED };
           case "limited":
+            deps.refusals.count(req.orgId, "recipient");
             return {
               outcome: SendOutcome.RECIPIENT_LIMITED,
               retryAfterSeconds: Math.max(1, Math.ceil(result.retryAfterMs / 1_000)),
               reason: result.reason,
             };
+          case "miss":
+            throw new ConnectError(`no organization ${req.orgId}`, Code.NotFound);
         }
       },
 
       async getMessage(req) {
-        const record = await guard(() => store.getMessage(req.orgId, req.messageId));
+        // The hot store has the latest of a message until it is settled in the records.
+        const record = await guard(async () => (await hot.getMessage(req.orgId, req.messageId)) ?? (await records.history.get(req.orgId, req.messageId)));
         if (!record) throw new ConnectError(`no message ${req.messageId}`, Code.NotFound);
         return { message: toMessageInfo(record) };
       },
@@ -120,7 +164,8 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
         // got lost does not stall.
         const held = new Map<string, number>();
         try {
-          while (!ctx.signal.aborted) {
+          const ended = AbortSignal.any([ctx.signal, runtime.stopping.signal]);
+          while (!ended.aborted) {
             const now = clock.nowMs();
             for (const [id, expires] of held) {
               if (expires <= now) {
@@ -129,7 +174,7 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
               }
             }
             const room = max - held.size;
-            const leased = room > 0 ? await guard(() => store.lease(room, now, deps.visibilityMs)) : [];
+            const leased = room > 0 ? await guard(() => hot.lease(room, now, deps.visibilityMs)) : [];
             for (const l of leased) {
               held.set(l.leaseId, now + deps.visibilityMs);
               runtime.leaseOwners.set(l.leaseId, held);
@@ -142,7 +187,7 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
                 email: fromJsonString(EmailSchema, l.payload),
               };
             }
-            if (leased.length === 0) await runtime.work.wait(IDLE_POLL_MS, ctx.signal);
+            if (leased.length === 0) await runtime.work.wait(IDLE_POLL_MS, ended);
           }
         } finally {
           for (const id of held.keys()) runtime.leaseOwners.delete(id);
@@ -152,7 +197,7 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
       async ack(req) {
         if (req.outcome === DeliveryOutcome.UNSPECIFIED) throw new ConnectError("outcome is required", Code.InvalidArgument);
         const result = await guard(() =>
-          store.ack({ orgId: req.orgId, messageId: req.messageId, leaseId: req.leaseId, outcome: req.outcome, detail: req.detail }, deps.policy, clock.nowMs()),
+          hot.ack({ orgId: req.orgId, messageId: req.messageId, leaseId: req.leaseId, outcome: req.outcome, detail: req.detail }, deps.policy, clock.nowMs()),
         );
         const owner = runtime.leaseOwners.get(req.leaseId);
         owner?.delete(req.leaseId);
@@ -165,7 +210,7 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
     router.service(LaneService, {
       async getLanes() {
         const now = clock.nowMs();
-        const counts = await guard(() => store.laneCounts(now));
+        const counts = await guard(() => hot.laneCounts(now));
         return {
           lanes: counts.map((c) => ({
             lane: c.lane,
@@ -194,15 +239,14 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
   };
 }
 
-function toMessageInfo(r: MessageRecord): MessageInfo {
-  const email: Email = fromJsonString(EmailSchema, r.payload);
+function toMessageInfo(r: MessageHistory): MessageInfo {
   return create(MessageInfoSchema, {
     id: r.id,
     lane: r.lane,
     status: r.status,
-    from: email.from,
-    to: email.to,
-    subject: email.subject,
+    from: r.from,
+    to: r.to,
+    subject: r.subject,
     createdAtMs: BigInt(r.createdMs),
     updatedAtMs: BigInt(r.updatedMs),
     attempts: r.attempts,

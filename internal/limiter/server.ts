@@ -1,25 +1,158 @@
-import type { ConnectRouter } from "@connectrpc/connect";
+import { Code, type ConnectRouter, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { parseContentType, parseTimeout } from "@connectrpc/connect/protocol-grpc";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
-import { createServer, type Http2Server } from "node:http2";
+import {
+  createServer,
+  type Http2Server,
+  type Http2ServerRequest,
+  type Http2ServerResponse,
+  type ServerHttp2Session,
+  type ServerHttp2Stream,
+} from "node:http2";
+import { envelope, unenvelope } from "../wire/grpc";
 
 export interface RpcServer {
   port: number;
-  close(): Promise<void>;
+  /**
+   * Stops taking connections and calls, lets the calls under way finish (end long-lived
+   * streams first), and cuts off whatever is still open after graceMs.
+   */
+  close(graceMs?: number): Promise<void>;
+}
+
+/**
+ * A unary method served from its bytes: the request message in, the response message out.
+ * For the hot path only; every other call goes through Connect's router.
+ */
+export type RawUnary = (request: Buffer) => Promise<Uint8Array>;
+
+/** The largest request a raw method reads (a full AdmitBatch is about 70 KB). */
+const MAX_REQUEST_BYTES = 4 * 1024 * 1024;
+/** As Connect's handlers: a grpc-timeout beyond this is refused. */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
+export interface RpcOptions {
+  interceptors?: Interceptor[];
+  /** Aborting it ends every call under way (long-lived lease streams at shutdown). */
+  shutdownSignal?: AbortSignal;
+  /**
+   * Methods (by path) answered in binary gRPC (application/grpc, application/grpc+proto) by
+   * serveRpc itself, with the framing, status, trailers and deadline of the gRPC protocol, and
+   * without the interceptors; the same path in JSON, gRPC-Web or Connect goes to the router.
+   */
+  raw?: Record<string, RawUnary>;
 }
 
 /**
  * Serves Connect, gRPC and gRPC-Web on one cleartext HTTP/2 port. node:http2, not
  * Bun.serve: gRPC needs trailers, which Bun.serve cannot send.
  */
-export async function serveRpc(routes: (router: ConnectRouter) => void, host: string, port: number): Promise<RpcServer> {
+export async function serveRpc(routes: (router: ConnectRouter) => void, host: string, port: number, o: RpcOptions = {}): Promise<RpcServer> {
   // No compression: the daemon's messages are small and local; gzip cost more CPU than it saved.
-  const server: Http2Server = createServer(connectNodeAdapter({ routes, acceptCompression: [] }));
+  const connect = connectNodeAdapter({ routes, acceptCompression: [], interceptors: o.interceptors, shutdownSignal: o.shutdownSignal });
+  const raw = o.raw ?? {};
+  const server: Http2Server = createServer((req, res) => {
+    const method = raw[req.url];
+    const type = req.headers["content-type"];
+    if (method !== undefined && req.method === "POST" && parseContentType(type ?? null)?.binary === true) {
+      serveUnary(req, res, type!, method);
+    } else {
+      void connect(req, res);
+    }
+  });
+  /** Open sessions and the calls under way on each. */
+  const sessions = new Map<ServerHttp2Session, number>();
+  let closing = false;
+  server.on("session", (session: ServerHttp2Session) => {
+    sessions.set(session, 0);
+    session.once("close", () => sessions.delete(session));
+  });
+  server.on("stream", (stream: ServerHttp2Stream) => {
+    const session = stream.session as ServerHttp2Session | undefined;
+    if (!session) return;
+    sessions.set(session, (sessions.get(session) ?? 0) + 1);
+    stream.once("close", () => {
+      const left = (sessions.get(session) ?? 1) - 1;
+      sessions.set(session, left);
+      // A closing server lets each connection go as soon as its last call is answered.
+      if (closing && left === 0) session.destroy();
+    });
+  });
   await new Promise<void>((done, fail) => {
     server.once("error", fail);
     server.listen(port, host, () => done());
   });
   return {
     port: (server.address() as { port: number }).port,
-    close: () => new Promise((done) => server.close(() => done())),
+    close: (graceMs = 2_000) =>
+      new Promise((done) => {
+        closing = true;
+        server.close(() => done());
+        // GOAWAY: clients open no new calls here; the ones under way finish.
+        for (const [session, calls] of sessions) {
+          if (calls === 0) session.destroy();
+          else session.close();
+        }
+        setTimeout(() => {
+          for (const session of sessions.keys()) session.destroy();
+        }, graceMs).unref();
+      }),
   };
+}
+
+/**
+ * grpc-message as the gRPC protocol spells it: UTF-8, with every byte outside 0x20-0x7E
+ * and "%" percent-encoded (encodeURIComponent encodes more, which @grpc/grpc-js leaves as is).
+ */
+export function percentEncode(message: string): string {
+  let out = "";
+  for (const b of Buffer.from(message, "utf8")) out += b < 0x20 || b > 0x7e || b === 0x25 ? `%${b.toString(16).toUpperCase().padStart(2, "0")}` : String.fromCharCode(b);
+  return out;
+}
+
+function serveUnary(req: Http2ServerRequest, res: Http2ServerResponse, contentType: string, method: RawUnary): void {
+  let answered = false;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const answer = (message: Uint8Array | undefined, status: { "grpc-status": string; "grpc-message"?: string }) => {
+    if (answered) return;
+    answered = true;
+    clearTimeout(timer);
+    res.writeHead(200, { "content-type": contentType });
+    res.addTrailers(status);
+    if (message) res.end(envelope(message));
+    else res.end();
+  };
+  // Headers and trailers, no message: what Connect's handlers send for an error too.
+  const fail = (err: ConnectError) => answer(undefined, { "grpc-status": String(err.code), "grpc-message": percentEncode(err.rawMessage) });
+  const encoding = req.headers["grpc-encoding"];
+  if (encoding !== undefined && encoding !== "identity") return fail(new ConnectError(`unsupported compression ${encoding}`, Code.Unimplemented));
+  const deadline = parseTimeout((req.headers["grpc-timeout"] as string | undefined) ?? null, MAX_TIMEOUT_MS);
+  if (deadline.error) return fail(deadline.error);
+  if (deadline.timeoutMs !== undefined) timer = setTimeout(() => fail(new ConnectError("the deadline passed", Code.DeadlineExceeded)), deadline.timeoutMs);
+  // A client that gives up (RST_STREAM) gets nothing more.
+  res.on("close", () => {
+    answered = true;
+    clearTimeout(timer);
+  });
+
+  const chunks: Buffer[] = [];
+  let size = 0;
+  req.on("data", (chunk: Buffer) => {
+    size += chunk.length;
+    if (size > MAX_REQUEST_BYTES) fail(new ConnectError(`a request of more than ${MAX_REQUEST_BYTES} bytes`, Code.ResourceExhausted));
+    else chunks.push(chunk);
+  });
+  req.on("end", () => {
+    if (answered) return;
+    let request: Buffer;
+    try {
+      request = unenvelope(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+    } catch (err) {
+      return fail(new ConnectError((err as Error).message, Code.InvalidArgument));
+    }
+    method(request).then(
+      (response) => answer(response, { "grpc-status": "0" }),
+      (err) => fail(ConnectError.from(err)),
+    );
+  });
 }

@@ -1,63 +1,139 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, type ConnectRouter, ConnectError } from "@connectrpc/connect";
-import { randomBytes } from "node:crypto";
 import { isIP } from "node:net";
 import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb";
-import {
-  type AdmitRequest,
-  type AdmitResponse,
-  AdmitResponseSchema,
-  DirectoryService,
-  LimiterService,
-  type Organization as OrganizationMsg,
-  OrganizationSchema,
-  type Plan,
-  TagSchema,
-  Verdict,
-} from "../gen/mailcore/limiter/v1/limiter_pb";
+import { DirectoryService, LimiterService, type Organization as OrganizationMsg, OrganizationSchema, type Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { Clock } from "../clock/clock";
+import type { AdmitInput, AdmitResult, HotStore } from "../hotstore/hotstore";
+import { ADMIT_BATCH_PATH } from "../limiterclient/admit";
+import { MAX_ADMIT_BATCH } from "../limiterclient/client";
 import { MINIMUM_PLAN, PLANS, planQuota } from "../plans/plans";
+import type { Organization } from "../records/directory";
+import { RecordError } from "../records/db";
+import type { Records } from "../records/records";
 import { hashToken, isWellFormed } from "../token/token";
-import { type AdmitInput, type AdmitResult, type Organization, type Store, StoreError } from "../store/store";
+import type { LimiterMetrics } from "../metrics/metrics";
+import type { Projection } from "./projection";
+import { type Admission, type AdmitCall, decodeAdmitBatchRequest, encodeAdmitBatchResponse } from "../wire/admit";
+import type { RefusalCounter } from "./refusals";
+import type { RecordsWriter } from "./recordswriter";
+import type { RawUnary } from "./server";
 
-export const MAX_BATCH = 1_000;
 const SLUG_PATTERN = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 const DOMAIN_PATTERN = /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,62}$/;
+const TOKEN_NAME_MAX = 100;
 
 export interface ServiceDeps {
-  store: Store;
+  hot: HotStore;
+  records: Records;
+  projection: Projection;
+  writer: RecordsWriter;
+  refusals: RefusalCounter;
   clock: Clock;
   newToken: () => string;
+  /** Counts admissions by verdict when set. */
+  metrics?: LimiterMetrics;
 }
 
-/** The daemon's RPCs: admission, the directory, and grpc.health.v1. */
-export function limiterRoutes({ store, clock, newToken }: ServiceDeps) {
-  const admit = async (requests: AdmitRequest[]): Promise<AdmitResponse[]> => {
-    const inputs = requests.map(toAdmitInput);
-    const results = await guard(() => store.admit(inputs, clock.nowMs()));
-    const responses = results.map(toAdmitResponse);
-    // The reads that ride along with an admission (GET /api/v1/tags in one round trip).
-    await guard(() =>
-      Promise.all(
-        responses.map(async (res, i) => {
-          if (requests[i]!.withTags && res.verdict === Verdict.ALLOWED) res.tags = (await store.listTags(res.orgId)).map((name) => create(TagSchema, { name }));
-        }),
-      ),
-    );
-    return responses;
+const VERDICT_LABELS: Record<number, string> = {
+  [Verdict.ALLOWED]: "allowed",
+  [Verdict.ORG_LIMITED]: "org_limited",
+  [Verdict.IP_LIMITED]: "ip_limited",
+  [Verdict.UNAUTHENTICATED]: "unauthenticated",
+};
+
+/** Creates an API token in the records and writes it through to the projection (the CLI's path and the console's). */
+export async function issueToken(
+  { records, projection, clock, newToken }: Pick<ServiceDeps, "records" | "projection" | "clock" | "newToken">,
+  slug: string,
+  rawName: string,
+): Promise<{ token: string; tokenId: string; name: string; createdMs: number }> {
+  const name = rawName.trim() || "default";
+  if (name.length > TOKEN_NAME_MAX || /[\x00-\x1f\x7f]/.test(name)) {
+    throw new ConnectError(`a token name is 1 to ${TOKEN_NAME_MAX} printable characters`, Code.InvalidArgument);
+  }
+  const token = newToken();
+  const hash = hashToken(token);
+  const createdMs = clock.nowMs();
+  const { orgId, tokenId } = await guard(() => records.directory.createToken(slug, hash, name, createdMs));
+  await guard(() => projection.writeToken(hash, orgId));
+  return { token, tokenId, name, createdMs };
+}
+
+/**
+ * The daemon's RPCs: admission, the directory, and grpc.health.v1, for Connect's router;
+ * and AdmitBatch in binary gRPC once more as a raw method, decoded and encoded by the hand
+ * codec (the hot path).
+ */
+export function limiterService(deps: ServiceDeps): {
+  routes: (router: ConnectRouter) => void;
+  raw: Record<string, RawUnary>;
+} {
+  const { hot, records, projection, writer, refusals, clock, metrics } = deps;
+  const { directory } = records;
+
+  /** Admits against the hot store; a projection miss is rebuilt from the records and admitted again. */
+  const admitAll = async (inputs: AdmitInput[]): Promise<AdmitResult[]> => {
+    const results = await hot.admit(inputs, clock.nowMs());
+    const missed = results.flatMap((r, i) => (r.miss ? [i] : []));
+    if (missed.length > 0) {
+      await projection.rebuildTokens(missed.map((i) => inputs[i]!.tokenHash!));
+      const again = await hot.admit(
+        missed.map((i) => inputs[i]!),
+        clock.nowMs(),
+      );
+      again.forEach((r, j) => {
+        if (r.miss) throw new Error("the projection misses the token again after a rebuild");
+        results[missed[j]!] = r;
+      });
+    }
+    results.forEach((r, i) => {
+      if (r.verdict === Verdict.ALLOWED) writer.tokenUsed(inputs[i]!.tokenHash!);
+      else if (r.org && (r.verdict === Verdict.ORG_LIMITED || r.verdict === Verdict.IP_LIMITED)) {
+        refusals.count(r.org.id, r.verdict === Verdict.ORG_LIMITED ? "quota" : "ip");
+      }
+      metrics?.admissions.inc({ verdict: VERDICT_LABELS[r.verdict] ?? "unknown" });
+    });
+    return results;
   };
 
-  return (router: ConnectRouter) => {
+  const admit = async (calls: readonly AdmitCall[]): Promise<Admission[]> => {
+    const inputs = calls.map(toAdmitInput);
+    const results = await guard(() => admitAll(inputs));
+    const responses = results.map(toAdmission);
+    // The reads that ride along with an admission (GET /api/v1/tags in one round trip), one query per batch.
+    const withTags = responses.filter((res, i) => calls[i]!.withTags && res.verdict === Verdict.ALLOWED);
+    if (withTags.length > 0) {
+      const tags = await guard(() => records.audience.tagCounts(withTags.map((res) => res.orgId)));
+      for (const res of withTags) res.tags = tags.get(res.orgId)!;
+    }
+    return responses;
+  };
+  const admitBatch = (calls: readonly AdmitCall[]) => {
+    if (calls.length > MAX_ADMIT_BATCH) throw new ConnectError(`a batch holds at most ${MAX_ADMIT_BATCH} requests`, Code.InvalidArgument);
+    return admit(calls);
+  };
+
+  const raw: Record<string, RawUnary> = {
+    [ADMIT_BATCH_PATH]: async (request) => {
+      let calls: AdmitCall[];
+      try {
+        calls = decodeAdmitBatchRequest(request);
+      } catch (err) {
+        throw new ConnectError(`not an AdmitBatchRequest: ${(err as Error).message}`, Code.InvalidArgument);
+      }
+      return encodeAdmitBatchResponse(await admitBatch(calls));
+    },
+  };
+
+  const routes = (router: ConnectRouter) => {
     router.service(LimiterService, {
       async admit(req) {
         const [res] = await admit([req]);
         return res!;
       },
       async admitBatch(req) {
-        if (req.requests.length > MAX_BATCH) {
-          throw new ConnectError(`a batch holds at most ${MAX_BATCH} requests`, Code.InvalidArgument);
-        }
-        return { responses: await admit(req.requests) };
+        return { responses: await admitBatch(req.requests) };
       },
     });
 
@@ -65,38 +141,49 @@ export function limiterRoutes({ store, clock, newToken }: ServiceDeps) {
       async createOrganization(req) {
         const slug = checkSlug(req.slug);
         const plan = checkPlan(req.plan);
-        const id = `org_${randomBytes(8).toString("hex")}`;
-        return { organization: toOrgMsg(await guard(() => store.createOrganization(id, slug, plan, clock.nowMs()))) };
+        const p = await guard(() => directory.createOrganization(slug, plan, clock.nowMs()));
+        await guard(() => projection.writeOrg(p));
+        return { organization: toOrgMsg({ id: p.id, slug, plan, domains: [] }) };
       },
       async setPlan(req) {
-        return { organization: toOrgMsg(await guard(() => store.setPlan(checkSlug(req.slug), checkPlan(req.plan)))) };
+        const slug = checkSlug(req.slug);
+        const p = await guard(() => directory.setPlan(slug, checkPlan(req.plan)));
+        await guard(() => projection.writeOrg(p));
+        return { organization: toOrgMsg(await guard(() => directory.getOrganization(slug))) };
       },
       async getOrganization(req) {
-        return { organization: toOrgMsg(await guard(() => store.getOrganization(checkSlug(req.slug)))) };
+        return { organization: toOrgMsg(await guard(() => directory.getOrganization(checkSlug(req.slug)))) };
       },
       async createToken(req) {
-        const slug = checkSlug(req.slug);
-        const token = newToken();
-        await guard(() => store.addToken(slug, hashToken(token), clock.nowMs()));
-        return { token };
+        const { token, tokenId } = await issueToken(deps, checkSlug(req.slug), req.name);
+        return { token, tokenId };
       },
       async revokeToken(req) {
         if (!isWellFormed(req.token)) throw new ConnectError("not a token", Code.InvalidArgument);
-        await guard(() => store.revokeToken(hashToken(req.token)));
+        const hash = hashToken(req.token);
+        await guard(() => directory.revokeToken(hash, clock.nowMs()));
+        await guard(() => projection.writeToken(hash, null));
         return {};
       },
       async addDomain(req) {
-        const domain = req.domain.trim().toLowerCase();
-        if (!DOMAIN_PATTERN.test(domain)) throw new ConnectError(`not a domain name: ${JSON.stringify(req.domain)}`, Code.InvalidArgument);
-        return { organization: toOrgMsg(await guard(() => store.addDomain(checkSlug(req.slug), domain, req.verified))) };
+        const domain = checkDomain(req.domain);
+        const { organization, projection: p } = await guard(() => directory.addDomain(checkSlug(req.slug), domain, req.verified, clock.nowMs()));
+        await guard(() => projection.writeOrg(p));
+        return { organization: toOrgMsg(organization) };
       },
       async verifyToken(req) {
-        const org = isWellFormed(req.token) ? await guard(() => store.orgByToken(hashToken(req.token))) : undefined;
-        return org ? { valid: true, orgId: org.id, orgSlug: org.slug, plan: org.plan } : { valid: false };
+        if (!isWellFormed(req.token)) return { valid: false };
+        const hash = hashToken(req.token);
+        let found = await guard(() => hot.lookupToken(hash));
+        if (found.kind === "miss") {
+          await guard(() => projection.rebuildTokens([hash]));
+          found = await guard(() => hot.lookupToken(hash));
+        }
+        return found.kind === "valid" ? { valid: true, orgId: found.org.id, orgSlug: found.org.slug, plan: found.org.plan } : { valid: false };
       },
       async listTags(req) {
-        const names = await guard(() => store.listTags(req.orgId));
-        return { tags: names.map((name) => ({ name })) };
+        const tags = await guard(() => records.audience.tagCounts([req.orgId]));
+        return { tags: tags.get(req.orgId)! };
       },
     });
 
@@ -105,7 +192,8 @@ export function limiterRoutes({ store, clock, newToken }: ServiceDeps) {
         if (req.service !== "" && req.service !== LimiterService.typeName && req.service !== DirectoryService.typeName) {
           throw new ConnectError(`unknown service ${req.service}`, Code.NotFound);
         }
-        const serving = await store.ping().then(
+        // Serving as long as the hot store answers: admission and sending need nothing else.
+        const serving = await hot.ping().then(
           () => true,
           () => false,
         );
@@ -113,17 +201,18 @@ export function limiterRoutes({ store, clock, newToken }: ServiceDeps) {
       },
     });
   };
+  return { routes, raw };
 }
 
-function toAdmitInput(req: AdmitRequest): AdmitInput {
+function toAdmitInput(req: AdmitCall): AdmitInput {
   if (isIP(req.clientIp) === 0) throw new ConnectError(`client_ip is not an IP address: ${JSON.stringify(req.clientIp)}`, Code.InvalidArgument);
   // A malformed token is simply not a valid one: it still counts against the IP.
   return { tokenHash: isWellFormed(req.token) ? hashToken(req.token) : null, ip: req.clientIp };
 }
 
-function toAdmitResponse(r: AdmitResult): AdmitResponse {
+function toAdmission(r: AdmitResult): Admission {
   const plan = r.org?.plan ?? MINIMUM_PLAN;
-  return create(AdmitResponseSchema, {
+  return {
     verdict: r.verdict,
     orgId: r.org?.id ?? "",
     orgSlug: r.org?.slug ?? "",
@@ -132,14 +221,22 @@ function toAdmitResponse(r: AdmitResult): AdmitResponse {
     remaining: r.remaining,
     resetSeconds: Math.ceil(r.resetMs / 1000),
     retryAfterSeconds: r.retryAfterMs > 0 ? Math.max(1, Math.ceil(r.retryAfterMs / 1000)) : 0,
-  });
+    tags: [],
+  };
 }
 
 function toOrgMsg(org: Organization): OrganizationMsg {
   return create(OrganizationSchema, { id: org.id, slug: org.slug, plan: org.plan, domains: org.domains });
 }
 
-function checkSlug(slug: string): string {
+/** A domain name, lower-cased; InvalidArgument when it is not one. */
+export function checkDomain(raw: string): string {
+  const domain = raw.trim().toLowerCase();
+  if (!DOMAIN_PATTERN.test(domain)) throw new ConnectError(`not a domain name: ${JSON.stringify(raw)}`, Code.InvalidArgument);
+  return domain;
+}
+
+export function checkSlug(slug: string): string {
   if (!SLUG_PATTERN.test(slug)) {
     throw new ConnectError(`slug must be 1-63 lower-case letters, digits or inner hyphens: ${JSON.stringify(slug)}`, Code.InvalidArgument);
   }
@@ -151,13 +248,13 @@ function checkPlan(plan: Plan): Plan {
   return plan;
 }
 
-/** Maps store failures to RPC codes: a store that cannot be reached is UNAVAILABLE. */
+/** Maps store failures to RPC codes: a store (hot or records) that cannot be reached is UNAVAILABLE. */
 export async function guard<T>(op: () => Promise<T>): Promise<T> {
   try {
     return await op();
   } catch (err) {
     if (err instanceof ConnectError) throw err;
-    if (err instanceof StoreError) throw new ConnectError(err.message, err.kind === "not_found" ? Code.NotFound : Code.AlreadyExists);
+    if (err instanceof RecordError) throw new ConnectError(err.message, err.kind === "not_found" ? Code.NotFound : Code.AlreadyExists);
     throw new ConnectError(`store unavailable: ${(err as Error).message}`, Code.Unavailable);
   }
 }

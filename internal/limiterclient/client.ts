@@ -1,16 +1,34 @@
 import { type Client, createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { Health } from "../gen/grpc/health/v1/health_pb";
+import { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
+import { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
+import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
+import { WebhookDeliveryService, WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
+import type { Admission, AdmitCall } from "../wire/admit";
+import { admitBatchCaller } from "./admit";
+
+export type { Admission, AdmitCall };
+
+/** The most admissions one AdmitBatch call may carry: fronts batch up to it, the daemon refuses more. */
+export const MAX_ADMIT_BATCH = 1_000;
 
 export interface LimiterClients {
+  /** LimiterService.AdmitBatch on the hot path, without Connect's client (see admit.ts). */
+  admitBatch(calls: readonly AdmitCall[], timeoutMs: number): Promise<Admission[]>;
   limiter: Client<typeof LimiterService>;
   directory: Client<typeof DirectoryService>;
   health: Client<typeof Health>;
   mail: Client<typeof MailService>;
   delivery: Client<typeof DeliveryService>;
   lanes: Client<typeof LaneService>;
+  console: Client<typeof ConsoleService>;
+  webhooks: Client<typeof WebhookService>;
+  webhookDelivery: Client<typeof WebhookDeliveryService>;
+  audience: Client<typeof AudienceService>;
+  automation: Client<typeof AutomationService>;
 }
 
 /**
@@ -18,13 +36,20 @@ export interface LimiterClients {
  * idle and re-established by the session manager after the daemon restarts.
  */
 export function limiterClients(baseUrl: string): LimiterClients {
-  const transport = createGrpcTransport({ baseUrl, pingIntervalMs: 5_000, pingTimeoutMs: 2_000, acceptCompression: [] });
+  const session = new Http2SessionManager(baseUrl, { pingIntervalMs: 5_000, pingTimeoutMs: 2_000 });
+  const transport = createGrpcTransport({ baseUrl, sessionManager: session, acceptCompression: [] });
   return {
+    admitBatch: admitBatchCaller(session),
     limiter: createClient(LimiterService, transport),
     directory: createClient(DirectoryService, transport),
     health: createClient(Health, transport),
     mail: createClient(MailService, transport),
     delivery: createClient(DeliveryService, transport),
     lanes: createClient(LaneService, transport),
+    console: createClient(ConsoleService, transport),
+    webhooks: createClient(WebhookService, transport),
+    webhookDelivery: createClient(WebhookDeliveryService, transport),
+    audience: createClient(AudienceService, transport),
+    automation: createClient(AutomationService, transport),
   };
 }

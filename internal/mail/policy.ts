@@ -1,5 +1,4 @@
-import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
-import type { GuardLimits } from "../store/mail";
+import { Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 
 // The sending rules of spec 8.2 and DESIGN.md, in one place.
 
@@ -9,6 +8,22 @@ export const LANES = [Lane.TRANSACTIONAL, Lane.BULK] as const;
 /** A lane's name in the HTTP API and on the command line. */
 export function laneName(lane: Lane): "transactional" | "bulk" {
   return lane === Lane.BULK ? "bulk" : "transactional";
+}
+
+/** How an email address is compared as an identity (a subscriber, a console user): trimmed and lower-cased. */
+export function normalizeEmail(email: string): string {
+  return email.trim().toLowerCase();
+}
+
+/** The states a message ends in; it then leaves the hot store for the records alone. */
+export const FINAL_STATUSES: ReadonlySet<MessageStatus> = new Set([MessageStatus.DELIVERED, MessageStatus.BOUNCED, MessageStatus.FAILED]);
+
+/** The recipient guards: at most shortMax accepted sends per mailbox in any shortWindowMs, longMax in any longWindowMs. */
+export interface GuardLimits {
+  shortMax: number;
+  shortWindowMs: number;
+  longMax: number;
+  longWindowMs: number;
 }
 
 /** 5 accepted sends in any 10 minutes and 20 in any 24 hours, per (organization, mailbox). */

@@ -8,6 +8,8 @@ export interface Forward {
   idempotencyKey: string | undefined;
   /** The SMTP client's address, for the API's per-IP limit when it trusts this front (TRUST_PROXY). */
   clientIp: string;
+  /** Sent as X-Request-Id, so the API, limiterd and the worker log the message under this front's id. */
+  requestId: string;
 }
 
 export interface ApiClient {
@@ -25,6 +27,7 @@ export function apiClient(baseUrl: string, timeoutMs: number): ApiClient {
         Authorization: `Bearer ${f.token}`,
         "Content-Type": "application/json",
         "User-Agent": "mailcore-smtp",
+        "X-Request-Id": f.requestId,
         ...(f.clientIp ? { "X-Forwarded-For": f.clientIp } : {}),
         ...(f.idempotencyKey ? { "Idempotency-Key": f.idempotencyKey } : {}),
       };

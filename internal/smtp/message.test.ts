@@ -2,7 +2,7 @@
 import { describe, expect, test } from "bun:test";
 import { simpleParser } from "mailparser";
 import { parseSendRequest } from "../api/emails";
-import { MAX_BODY_BYTES } from "../api/server";
+import { MAX_BODY_BYTES } from "../api/respond";
 import { type Conversion, idempotencyKey, mailboxHeader, PARSE_OPTIONS, toSendRequest } from "./message";
 
 const ENV = { mailFrom: "bounce@acme.example", rcptTo: "jane@dest.example" };

@@ -5,7 +5,8 @@
 import { isUtf8 } from "node:buffer";
 import { createHash } from "node:crypto";
 import type { AddressObject, ParsedMail } from "mailparser";
-import { MAX_BODY_BYTES } from "../api/server";
+import { MAX_BODY_BYTES } from "../api/respond";
+import { isAllowedHeader, MAX_HEADER_VALUE, MAX_HEADERS } from "../mail/headers";
 import { attachmentsRefused, invalidMessage, invalidSender, type Reply } from "./replies";
 
 export interface Envelope {
@@ -38,17 +39,6 @@ export type MessageParts = Pick<ParsedMail, "from" | "to" | "replyTo" | "subject
 /** The options the front parses with: no derived parts (no HTML from text or text from HTML). */
 export const PARSE_OPTIONS = { skipHtmlToText: true, skipTextToHtml: true, skipTextLinks: true, skipImageLinks: true } as const;
 
-/**
- * Headers passed through to the API besides those the message is built from: custom X-
- * headers (not our own X-Mailcore-*), list headers, threading and auto-reply markers.
- * Everything else (Received, DKIM-Signature, Cc, Bcc, ...) is dropped.
- */
-const FORWARDED_HEADER =
-  /^(x-(?!mailcore-)[!-9;-~]+|list-(id|unsubscribe|unsubscribe-post|help|subscribe|post|owner|archive)|in-reply-to|references|auto-submitted|precedence|feedback-id)$/i;
-/** The API's own limits on `headers` (internal/api/emails.ts); a header that would break them is dropped, not the message. */
-const HEADER_NAME = /^[!-9;-~]{1,76}$/;
-const MAX_HEADERS = 50;
-const MAX_HEADER_VALUE = 998;
 
 /** Raw header bytes as text: UTF-8 (RFC 6532) when they are, else the legacy windows-1252. */
 function decodeRaw(latin1: string): string {
@@ -84,15 +74,21 @@ function subjectOf(m: MessageParts): string | undefined {
   return m.subject;
 }
 
+/**
+ * The headers passed through to the API besides those the message is built from: the API's
+ * allow-list (internal/mail/headers.ts). Everything else (Received, DKIM-Signature, Cc, Bcc,
+ * ...) is dropped, and so is an allowed header that would break the API's limits, not the message.
+ */
 function forwardedHeaders(m: MessageParts): Record<string, string> | undefined {
   const out: Record<string, string> = {};
   const seen = new Set<string>();
   for (const { key, line } of m.headerLines) {
     if (seen.size >= MAX_HEADERS) break;
-    if (!FORWARDED_HEADER.test(key) || seen.has(key)) continue;
+    if (seen.has(key)) continue;
     const name = line.slice(0, line.indexOf(":")).trim();
+    if (!isAllowedHeader(name)) continue;
     const value = decodeRaw(headerValue(line));
-    if (!HEADER_NAME.test(name) || value === "" || value.length > MAX_HEADER_VALUE) continue;
+    if (value === "" || value.length > MAX_HEADER_VALUE) continue;
     seen.add(key);
     out[name] = value;
   }

@@ -47,7 +47,7 @@ describe("the API's answer to an SMTP reply (DESIGN.md: 401 535, 403/400/422 550
     ["connection refused", { kind: "unreachable", reason: "connection refused" }, 451, "4.4.1", "The HTTP API is temporarily unavailable (connection refused)"],
     ["no answer in time", { kind: "timeout", afterMs: 10_000 }, 451, "4.4.1", "did not answer within 10000 ms"],
   ])("%s", (_, answer, code, status, text) => {
-    const r = apiReply(answer, NOW);
+    const r = apiReply(answer, NOW, true);
     expect(r.code).toBe(code);
     expect(r.status).toBe(status);
     expect(r.text).toContain(text);
@@ -55,12 +55,22 @@ describe("the API's answer to an SMTP reply (DESIGN.md: 401 535, 403/400/422 550
   });
 
   test("the message id of a 250", () => {
-    expect(apiReply(http(202, { id: "msg_abc" }), NOW).messageId).toBe("msg_abc");
-    expect(apiReply(http(403, {}), NOW).messageId).toBeUndefined();
+    expect(apiReply(http(202, { id: "msg_abc" }), NOW, true).messageId).toBe("msg_abc");
+    expect(apiReply(http(403, {}), NOW, true).messageId).toBeUndefined();
+  });
+
+  test("an answer that never came: the reply promises no single delivery unless the forward had an Idempotency-Key", () => {
+    for (const lost of [{ kind: "timeout", afterMs: 10_000 }, { kind: "unreachable", reason: "ECONNRESET" }] as const) {
+      expect(apiReply(lost, NOW, true).text).toContain("a retry of the same message is not queued twice");
+      const unkeyed = apiReply(lost, NOW, false).text;
+      expect(unkeyed).not.toContain("not queued twice");
+      expect(unkeyed).toContain("may have been queued; it has no Message-ID, so a retry may be delivered twice");
+    }
+    expect(apiReply({ kind: "unreachable", reason: "connection refused" }, NOW, false).text).toContain("nothing was queued");
   });
 
   test("a reason is one line of at most 400 characters, whatever the API said", () => {
-    const r = apiReply(http(422, err("VALIDATION_FAILED", `line1\r\nline2 ${"x".repeat(1000)}`)), NOW);
+    const r = apiReply(http(422, err("VALIDATION_FAILED", `line1\r\nline2 ${"x".repeat(1000)}`)), NOW, true);
     expect(r.text).not.toMatch(/[\r\n]/);
     expect(r.text.length).toBeLessThanOrEqual(400);
     expect(r.text).toEndWith("...");

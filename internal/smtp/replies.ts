@@ -74,6 +74,26 @@ function authFailed(reason: string, failures: number): { verify: false; reply: R
   };
 }
 
+/** A new connection from an address that already holds its share (SMTP_MAX_CLIENTS_PER_IP). */
+export function tooManyConnectionsFromAddress(limit: number): Reply {
+  return reply(421, "4.7.0", `Too many connections from your address (at most ${limit} at once); close idle ones and try again`);
+}
+
+/** An address whose failed AUTH attempts reached the limit (throttle.ts). */
+export function authThrottled(seconds: number): Reply {
+  return reply(421, "4.7.0", `Too many failed AUTH attempts from your address; try again in ${seconds} s`);
+}
+
+/** No successful AUTH within SMTP_AUTH_TIMEOUT_MS of connecting. */
+export function authTimedOut(ms: number): Reply {
+  return reply(421, "4.4.2", `No successful AUTH within ${ms / 1_000} s of connecting; closing the connection`);
+}
+
+/** The front is stopping (SIGTERM); sent between transactions. */
+export function shuttingDown(): Reply {
+  return reply(421, "4.3.2", "The server is shutting down; try again in a moment");
+}
+
 /** Sent when the connection reaches its time limit between two transactions. */
 export function sessionExpired(): Reply {
   return reply(421, "4.4.2", "Session time limit reached; closing the connection (reconnect to send more)");
@@ -148,13 +168,29 @@ function retryHint(seconds: number | undefined, nowMs: number): string {
   return `retry in ${seconds} s (after ${at})`;
 }
 
-/** The SMTP reply to the API's answer, and the message id when it was queued. */
-export function apiReply(answer: ApiAnswer, nowMs: number): Reply & { messageId?: string } {
+/**
+ * What a client may expect from a retry after an answer that never came: the forward carried an
+ * Idempotency-Key (the message has a Message-ID) or it did not, and then nothing can tell the
+ * retry from a new message.
+ */
+function afterLostAnswer(keyed: boolean): string {
+  return keyed
+    ? "try again shortly (a retry of the same message is not queued twice)"
+    : "the message may have been queued; it has no Message-ID, so a retry may be delivered twice";
+}
+
+/**
+ * The SMTP reply to the API's answer, and the message id when it was queued. `keyed`: the
+ * forward carried an Idempotency-Key.
+ */
+export function apiReply(answer: ApiAnswer, nowMs: number, keyed: boolean): Reply & { messageId?: string } {
   if (answer.kind === "unreachable") {
-    return reply(451, "4.4.1", `The HTTP API is temporarily unavailable (${answer.reason}); nothing was queued, try again shortly`);
+    // A refused connection sent nothing; any other failure may have come after the request was read.
+    if (answer.reason === "connection refused") return reply(451, "4.4.1", "The HTTP API is temporarily unavailable (connection refused); nothing was queued, try again shortly");
+    return reply(451, "4.4.1", `The HTTP API is temporarily unavailable (${answer.reason}); ${afterLostAnswer(keyed)}`);
   }
   if (answer.kind === "timeout") {
-    return reply(451, "4.4.1", `The HTTP API did not answer within ${answer.afterMs} ms; try again shortly (a retry of the same message is not queued twice)`);
+    return reply(451, "4.4.1", `The HTTP API did not answer within ${answer.afterMs} ms; ${afterLostAnswer(keyed)}`);
   }
   const { status, body, headers } = answer;
   const says = apiSays(body, status);

@@ -2,9 +2,12 @@
 // conversion of message.ts. It keeps no state beyond the open connections: the token is
 // checked by the daemon at AUTH and everything else is decided by POST /api/v1/emails.
 import { simpleParser } from "mailparser";
+import { randomBytes } from "node:crypto";
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from "smtp-server";
 import { SMTPConnection } from "smtp-server/lib/smtp-connection.js";
+import { normalizeIp } from "../api/clientip";
 import type { Logger } from "../log/log";
+import type { SmtpMetrics } from "../metrics/metrics";
 import { isWellFormed } from "../token/token";
 import type { ApiClient } from "./api";
 import { PARSE_OPTIONS, toSendRequest } from "./message";
@@ -12,6 +15,8 @@ import {
   afterVerify,
   apiReply,
   authRequired,
+  authThrottled,
+  authTimedOut,
   authUnavailable,
   checkCredentials,
   checkRecipient,
@@ -21,9 +26,12 @@ import {
   type Reply,
   replyLine,
   sessionExpired,
+  shuttingDown,
   type TokenVerdict,
   tooLarge,
+  tooManyConnectionsFromAddress,
 } from "./replies";
+import { AuthThrottle } from "./throttle";
 
 export type VerifyResult = { valid: true; orgId: string; orgSlug: string } | { valid: false } | { unavailable: true };
 
@@ -32,11 +40,18 @@ export interface SmtpDeps {
   verifyToken(token: string): Promise<VerifyResult>;
   api: ApiClient;
   log: Logger;
+  metrics?: SmtpMetrics;
 }
 
 export interface SmtpOptions {
   tls: { cert: Buffer | string; key: Buffer | string };
   maxClients: number;
+  /** Connections one client address may hold at once. */
+  maxClientsPerIp: number;
+  /** A connection without a successful AUTH this long after connecting is closed. */
+  authTimeoutMs: number;
+  /** Failed AUTH attempts (draining at one a minute) at which an address is refused; throttle.ts. */
+  authFailuresPerIp: number;
   socketTimeoutMs: number;
   sessionTimeoutMs: number;
   /** The name in the greeting and EHLO; the host name by default. */
@@ -49,12 +64,20 @@ interface State {
   orgSlug?: string;
   token?: string;
   failures: number;
+  /** Between MAIL FROM and the reply to DATA. */
+  inTransaction: boolean;
   /** A message is being forwarded to the API. */
   forwarding: boolean;
-  /** The session time limit passed; close once the current reply is out. */
-  expired: boolean;
+  /** The session time limit passed or the front is stopping: close with this once the current reply is out. */
+  closeWith?: Reply;
   timer?: ReturnType<typeof setTimeout>;
+  /** The client's address, once the connection counts against its share. */
+  ip?: string;
+  authTimer?: ReturnType<typeof setTimeout>;
 }
+
+/** The submission server, and drain(): every connection closes with a 421 once its current transaction is answered. */
+export type SubmissionServer = SMTPServer & { drain(): void };
 
 const ENHANCED = /^[245]\.\d{1,3}\.\d{1,3} /;
 const PATCHED = Symbol.for("mailcore.smtp.ownEnhancedCodes");
@@ -80,21 +103,46 @@ const smtpError = (r: Reply) => Object.assign(new Error(replyLine(r)), { respons
 /** A username is a log label only; one that looks like a token is not written down. */
 const logLabel = (username: string) => (isWellFormed(username) ? "[token-like username hidden]" : username.slice(0, 64));
 
-export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SMTPServer {
+export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SubmissionServer {
   keepOwnEnhancedCodes();
   const { log } = deps;
+  const counted = (code: number) => deps.metrics?.replies.inc({ code: String(code) });
+  /** An error reply to a handler's callback, counted. */
+  const refusal = (r: Reply) => {
+    counted(r.code);
+    return smtpError(r);
+  };
   const states = new WeakMap<SMTPServerSession, State>();
   const state = (session: SMTPServerSession): State => {
     let s = states.get(session);
-    if (!s) states.set(session, (s = { failures: 0, forwarding: false, expired: false }));
+    if (!s) states.set(session, (s = { failures: 0, inTransaction: false, forwarding: false }));
     return s;
+  };
+  /** Open connections per client address, and failed AUTH attempts per address across connections. */
+  const perIp = new Map<string, number>();
+  const throttle = new AuthThrottle(o.authFailuresPerIp);
+  /** An idle connection before AUTH only holds a slot: it gets a short time (paused while an AUTH is answered). */
+  const armAuthTimer = (session: SMTPServerSession) => {
+    const s = state(session);
+    clearTimeout(s.authTimer);
+    s.authTimer = setTimeout(() => closeSession(session, authTimedOut(o.authTimeoutMs)), o.authTimeoutMs);
+    s.authTimer.unref?.();
+  };
+  /** Closes the connection now, or after the reply to the transaction under way. */
+  const closeWhenIdle = (session: SMTPServerSession, reply: Reply) => {
+    const s = state(session);
+    s.closeWith = reply;
+    if (!s.inTransaction) closeSession(session, reply);
   };
 
   /** Ends a connection: with a reply (a 421 closes it) or, without one, once its last reply is flushed. */
   const closeSession = (session: SMTPServerSession, with421?: Reply) => {
     for (const conn of server.connections) {
       if (conn.session !== session) continue;
-      if (with421) conn.send(421, replyLine(with421));
+      if (with421) {
+        counted(421);
+        conn.send(421, replyLine(with421));
+      }
       else conn.close();
     }
   };
@@ -114,18 +162,23 @@ export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SMTPServer {
     disableReverseLookup: true,
     maxClients: o.maxClients,
     socketTimeout: o.socketTimeoutMs,
-    closeTimeout: 10_000,
+    // At shutdown, a transaction still running this long after drain() is cut off (the process exits within 10 s).
+    closeTimeout: 8_000,
     logger: false,
 
     onConnect(session, done) {
+      const ip = normalizeIp(session.remoteAddress);
+      const throttled = throttle.refusedForSeconds(ip);
+      if (throttled > 0) return done(refusal(authThrottled(throttled)));
+      if ((perIp.get(ip) ?? 0) >= o.maxClientsPerIp) return done(refusal(tooManyConnectionsFromAddress(o.maxClientsPerIp)));
+      perIp.set(ip, (perIp.get(ip) ?? 0) + 1);
       // AUTH is neither offered nor accepted before STARTTLS (cleared in onSecure).
       session.disabledCommands = ["AUTH"];
       const s = state(session);
-      s.timer = setTimeout(() => {
-        s.expired = true;
-        if (!s.forwarding) closeSession(session, sessionExpired());
-      }, o.sessionTimeoutMs);
+      s.ip = ip;
+      s.timer = setTimeout(() => closeWhenIdle(session, sessionExpired()), o.sessionTimeoutMs);
       s.timer.unref?.();
+      armAuthTimer(session);
       done();
     },
 
@@ -138,11 +191,19 @@ export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SMTPServer {
       const s = state(session);
       const label = logLabel(auth.username ?? "");
       const fail = (reply: Reply, close: boolean) => {
+        // A wrong credential also counts against the address; past a few, its reply is held back.
+        const holdMs = reply.code === 535 ? throttle.failed(s.ip ?? "") : 0;
         if (reply.code === 535) s.failures++;
-        log.warn("auth refused", { session: session.id, user: label, reply: `${reply.code} ${reply.status}`, failures: s.failures });
-        done(smtpError(reply));
-        if (close) setImmediate(() => closeSession(session));
+        log.warn("auth refused", { session: session.id, user: label, ip: s.ip, reply: `${reply.code} ${reply.status}`, failures: s.failures, holdMs });
+        setTimeout(() => {
+          done(refusal(reply));
+          if (close) setImmediate(() => closeSession(session));
+          else armAuthTimer(session);
+        }, holdMs);
       };
+      clearTimeout(s.authTimer);
+      const throttled = throttle.refusedForSeconds(s.ip ?? "");
+      if (throttled > 0) return done(refusal(authThrottled(throttled)));
       const password = auth.password ?? undefined;
       const check = checkCredentials(auth.username, password, isWellFormed, s.failures);
       if (!check.verify) return fail(check.reply, check.close);
@@ -156,7 +217,9 @@ export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SMTPServer {
           }
           const orgSlug = "orgSlug" in result ? result.orgSlug : "";
           Object.assign(s, { label, orgSlug, token: password! });
+          clearTimeout(s.authTimer);
           log.info("authenticated", { session: session.id, user: label, org: orgSlug, ip: session.remoteAddress });
+          counted(235);
           done(null, { user: { username: label } });
         },
         (err: Error) => {
@@ -167,21 +230,24 @@ export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SMTPServer {
     },
 
     onMailFrom(_address, session, done) {
-      if (!session.user || !state(session).token) return done(smtpError(authRequired(session.secure)));
+      const s = state(session);
+      if (!session.user || !s.token) return done(refusal(authRequired(session.secure)));
+      s.inTransaction = true;
       done();
     },
 
     onRcptTo(address, session, done) {
-      const refusal = checkRecipient(
+      const refused = checkRecipient(
         session.envelope.rcptTo.map((a) => a.address),
         address.address,
       );
-      done(refusal ? smtpError(refusal) : null);
+      done(refused ? refusal(refused) : null);
     },
 
     onData(stream: SMTPServerDataStream, session, done) {
       const s = state(session);
       const started = Date.now();
+      const requestId = `smtp_${randomBytes(12).toString("hex")}`;
       const chunks: Buffer[] = [];
       let kept = 0;
       let overflow = false;
@@ -189,15 +255,18 @@ export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SMTPServer {
       const finish = (reply: Reply & { messageId?: string }) => {
         if (finished) return;
         finished = true;
-        const fields = { session: session.id, user: s.label, org: s.orgSlug, bytes: stream.byteLength, ms: Date.now() - started };
+        s.inTransaction = false;
+        const fields = { requestId, session: session.id, user: s.label, org: s.orgSlug, bytes: stream.byteLength, ms: Date.now() - started };
         if (reply.code === 250) {
           log.info("queued", { ...fields, id: reply.messageId });
+          counted(250);
           done(null, replyLine(reply));
         } else {
           log.info("refused", { ...fields, reply: `${reply.code} ${reply.status}`, reason: reply.text });
-          done(smtpError(reply));
+          done(refusal(reply));
         }
-        if (s.expired) setImmediate(() => closeSession(session, sessionExpired()));
+        const closeWith = s.closeWith;
+        if (closeWith) setImmediate(() => closeSession(session, closeWith));
       };
 
       // Kept in memory up to the limit and not a byte more; past it the rest is read and dropped.
@@ -229,8 +298,8 @@ export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SMTPServer {
           if (!request.ok) return finish(request.reply);
           s.forwarding = true;
           try {
-            const answer = await deps.api.send({ token: s.token!, json: request.json, idempotencyKey: request.idempotencyKey, clientIp: session.remoteAddress });
-            finish(apiReply(answer, Date.now()));
+            const answer = await deps.api.send({ token: s.token!, json: request.json, idempotencyKey: request.idempotencyKey, clientIp: session.remoteAddress, requestId });
+            finish(apiReply(answer, Date.now(), request.idempotencyKey !== undefined));
           } finally {
             s.forwarding = false;
           }
@@ -243,7 +312,13 @@ export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SMTPServer {
 
     onClose(session) {
       const s = states.get(session);
-      if (s?.timer) clearTimeout(s.timer);
+      clearTimeout(s?.timer);
+      clearTimeout(s?.authTimer);
+      if (s?.ip !== undefined) {
+        const left = (perIp.get(s.ip) ?? 1) - 1;
+        if (left > 0) perIp.set(s.ip, left);
+        else perIp.delete(s.ip);
+      }
       states.delete(session);
     },
   });
@@ -253,5 +328,9 @@ export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SMTPServer {
   server.on("error", (err: Error & { code?: string }) => {
     log.warn("connection error", { error: err.message, code: err.code });
   });
-  return server;
+  return Object.assign(server, {
+    drain() {
+      for (const conn of server.connections) if (conn.session) closeWhenIdle(conn.session, shuttingDown());
+    },
+  });
 }

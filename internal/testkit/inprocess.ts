@@ -1,42 +1,51 @@
 // The daemon's services and the API front in this test process, on real ports, with a
 // clock the test moves: for behaviour over hours and days (the recipient guards).
-import type { ConnectRouter } from "@connectrpc/connect";
 import { daemonDeps } from "../api/deps";
 import { serveApi } from "../api/server";
+import { apiSite } from "../api/site";
+import { offloadedValidation } from "../api/validation";
 import type { Clock } from "../clock/clock";
-import { MailRuntime, mailRoutes } from "../limiter/mail_service";
+import type { DeliveryPolicy, HotStore } from "../hotstore/hotstore";
+import { limiterDaemon } from "../limiter/daemon";
 import { serveRpc } from "../limiter/server";
-import { limiterRoutes } from "../limiter/service";
 import { type LimiterClients, limiterClients } from "../limiterclient/client";
 import { logger } from "../log/log";
-import type { DeliveryPolicy } from "../store/mail";
-import type { Store } from "../store/store";
-import { newToken } from "../token/token";
+import { Records } from "../records/records";
+import { webhookRetryPolicy } from "../webhooks/schedule";
 
 export interface InProcess {
   apiUrl: string;
   clients: LimiterClients;
+  records: Records;
   stop(): Promise<void>;
 }
 
-export async function startInProcess(store: Store, clock: Clock, policy: DeliveryPolicy, visibilityMs = 60_000): Promise<InProcess> {
-  const runtime = new MailRuntime();
-  const rpc = await serveRpc(
-    (router: ConnectRouter) => {
-      limiterRoutes({ store, clock, newToken })(router);
-      mailRoutes({ store, clock, laneRate: 40, visibilityMs, policy }, runtime)(router);
-    },
-    "127.0.0.1",
-    0,
-  );
+/**
+ * The daemon's RPCs over the given hot store and records in memory. Its loops (lanes, records
+ * writer, campaigns, workflows) run only with `running` (their timers are real, their clock is
+ * the test's); otherwise the test releases.
+ */
+export async function startInProcess(hot: HotStore, clock: Clock, policy: DeliveryPolicy, visibilityMs = 60_000, opts: { running?: boolean } = {}): Promise<InProcess> {
+  const records = await Records.open({ sqliteFile: ":memory:" });
+  const daemon = limiterDaemon({ hot, records, clock, laneRate: 40, visibilityMs, policy, retentionMs: 30 * 86_400_000, webhookPolicy: webhookRetryPolicy(), owner: "test", publicUrl: "http://127.0.0.1:8080", log: logger("limiterd") });
+  if (opts.running) daemon.start();
+  const rpc = await serveRpc((router) => daemon.routes(router), "127.0.0.1", 0, { raw: daemon.raw });
   const clients = limiterClients(`http://127.0.0.1:${rpc.port}`);
-  const api = serveApi(daemonDeps(clients, { timeoutMs: 2_000, trustProxy: [], docsUrl: undefined, log: logger("api") }), "127.0.0.1", 0);
+  const validation = offloadedValidation({ workers: 1, timeoutMs: 2_000 });
+  const log = logger("api");
+  const api = serveApi(daemonDeps(clients, { timeoutMs: 2_000, audienceTimeoutMs: 10_000, trustProxy: [], docsUrl: undefined, log, validation }), "127.0.0.1", 0, {
+    site: apiSite({ daemon: clients.console, timeoutMs: 2_000, trustProxy: [], log }, clients.automation),
+  });
   return {
     apiUrl: `http://127.0.0.1:${api.port}`,
     clients,
+    records,
     async stop() {
       await api.stop(true);
+      if (opts.running) await daemon.stop();
+      await validation.close();
       await rpc.close();
+      await records.close();
     },
   };
 }

@@ -1,6 +1,7 @@
 // A real SMTP relay for tests (smtp-server), whose answers depend on the recipient:
 //   bounce*@  -> 550 at RCPT         flaky*@ -> 451 at the first DATA, then 250
 //   busy*@    -> 451 at every DATA   hang*@  -> never answers DATA
+//   hold*@    -> answers DATA with 250 when the test calls releaseHeld()
 //   anything else -> 250
 import { SMTPServer } from "smtp-server";
 import { freePort } from "./testkit";
@@ -9,6 +10,9 @@ export interface Relay {
   url: string;
   /** Messages accepted, raw, with their envelope recipient. */
   received: { rcpt: string; raw: string }[];
+  /** hold*@ messages whose DATA waits for releaseHeld(). */
+  held(): number;
+  releaseHeld(): void;
   stop(): Promise<void>;
 }
 
@@ -18,6 +22,7 @@ export async function startRelay(): Promise<Relay> {
   const port = await freePort();
   const received: Relay["received"] = [];
   const attempts = new Map<string, number>();
+  const holding: (() => void)[] = [];
   const server = new SMTPServer({
     authOptional: true,
     disabledCommands: ["STARTTLS", "AUTH"],
@@ -36,6 +41,13 @@ export async function startRelay(): Promise<Relay> {
         const n = (attempts.get(rcpt) ?? 0) + 1;
         attempts.set(rcpt, n);
         if (rcpt.startsWith("hang")) return; // the worker's lease is held until it dies or times out
+        if (rcpt.startsWith("hold")) {
+          holding.push(() => {
+            received.push({ rcpt, raw });
+            done();
+          });
+          return;
+        }
         if (rcpt.startsWith("busy") || (rcpt.startsWith("flaky") && n === 1)) return done(reply(451, "4.3.0 Try again later"));
         received.push({ rcpt, raw });
         done();
@@ -46,6 +58,10 @@ export async function startRelay(): Promise<Relay> {
   return {
     url: `smtp://127.0.0.1:${port}`,
     received,
+    held: () => holding.length,
+    releaseHeld: () => {
+      for (const release of holding.splice(0)) release();
+    },
     stop: () => Promise.race([new Promise<void>((ok) => server.close(() => ok())), Bun.sleep(1_000)]),
   };
 }

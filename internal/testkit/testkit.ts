@@ -1,7 +1,7 @@
 // Helpers for tests that start real things: a redis-server of their own on a free port,
 // and the project's processes as separate `bun run cmd/...` processes.
 import { type Subprocess, spawn } from "bun";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -25,11 +25,11 @@ export function tempDir(prefix = "mailcore-test-"): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }
 
-export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 10_000, intervalMs = 25): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (await check().catch(() => false)) return;
-    await Bun.sleep(25);
+    await Bun.sleep(intervalMs);
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
 }
@@ -82,7 +82,7 @@ export async function startRedis(opts: { aof?: boolean } = {}): Promise<RedisSer
 }
 
 export interface Proc {
-  proc: Subprocess<"ignore", "pipe", "pipe">;
+  proc: Subprocess<"ignore" | Blob, "pipe", "pipe">;
   /** What the process wrote so far. */
   stdout(): string;
   stderr(): string;
@@ -91,12 +91,12 @@ export interface Proc {
   stop(signal?: NodeJS.Signals): Promise<number>;
 }
 
-/** Runs `bun run <entry> ...args` from the repo root as its own process. */
-export function runBun(entry: string, args: string[], env: Record<string, string>): Proc {
+/** Runs `bun run <entry> ...args` from the repo root as its own process; input, when given, is its standard input. */
+export function runBun(entry: string, args: string[], env: Record<string, string>, input?: string): Proc {
   const proc = spawn([process.execPath, "run", entry, ...args], {
     cwd: REPO_ROOT,
     env: { ...process.env, ...env },
-    stdin: "ignore",
+    stdin: input === undefined ? "ignore" : new Blob([input]),
     stdout: "pipe",
     stderr: "pipe",
   });
@@ -119,8 +119,8 @@ export function runBun(entry: string, args: string[], env: Record<string, string
 }
 
 /** Runs a command to completion. */
-export async function runToEnd(entry: string, args: string[], env: Record<string, string>) {
-  const p = runBun(entry, args, env);
+export async function runToEnd(entry: string, args: string[], env: Record<string, string>, input?: string) {
+  const p = runBun(entry, args, env, input);
   const code = await p.proc.exited;
   await p.drained;
   return { code, stdout: p.stdout(), stderr: p.stderr() };
@@ -148,6 +148,8 @@ export interface Stack {
 
 export interface StackOptions {
   redisUrl?: string;
+  /** A Redis Cluster for the hot store (REDIS_CLUSTER_NODES). */
+  redisClusterNodes?: string[];
   apis?: number;
   workers?: number;
   env?: Record<string, string>;
@@ -162,7 +164,13 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const dataDir = tempDir();
   const limiterPort = await freePort();
   const limiterUrl = `http://127.0.0.1:${limiterPort}`;
-  const base = { DATA_DIR: dataDir, LIMITER_URL: limiterUrl, ...(opts.redisUrl ? { REDIS_URL: opts.redisUrl } : {}), ...opts.env };
+  const base = {
+    DATA_DIR: dataDir,
+    LIMITER_URL: limiterUrl,
+    ...(opts.redisUrl ? { REDIS_URL: opts.redisUrl } : {}),
+    ...(opts.redisClusterNodes ? { REDIS_CLUSTER_NODES: opts.redisClusterNodes.join(",") } : {}),
+    ...opts.env,
+  };
   const env: Record<string, string> = { ...base, LIMITER_PORT: String(limiterPort) };
   const limiterd = runBun("cmd/limiterd/index.ts", [], env);
   const apis: Proc[] = [];
@@ -257,4 +265,115 @@ export async function pool<T>(n: number, concurrency: number, fn: (i: number) =>
     }),
   );
   return out;
+}
+
+/** GETs a JSON endpoint of the API; with viaProxy, from a fresh X-Forwarded-For address (see sendEmail). */
+export async function getJson(url: string, token: string, viaProxy = false): Promise<SendAnswer> {
+  const n = ++forwardedSeq;
+  const res = await fetch(url, {
+    headers: { Authorization: `Bearer ${token}`, ...(viaProxy ? { "X-Forwarded-For": `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}` } : {}) },
+  });
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: text.startsWith("{") ? JSON.parse(text) : { text } };
+}
+
+export interface RedisClusterServer {
+  /** host:port of every primary at the start, as REDIS_CLUSTER_NODES takes them. */
+  nodes: string[];
+  ports: number[];
+  /** Kills one node with SIGKILL (a failover needs replicas: see startRedisCluster's option). */
+  kill(port: number): Promise<void>;
+  /** Starts a killed node again on its port and directory; it rejoins the cluster from its nodes.conf. */
+  restart(port: number): Promise<void>;
+  /** The port of the primary that serves the slot of the key, as the cluster says now. */
+  primaryOf(key: string): Promise<number>;
+  /** Whether every node answering says cluster_state:ok and the key's slot has a live primary. */
+  healthy(key: string): Promise<boolean>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a Redis Cluster of three primaries of the test's own (redis-server --cluster-enabled,
+ * redis-cli --cluster create); with `replicas: 1`, each primary has a replica that takes over
+ * when it dies (after `nodeTimeoutMs`).
+ */
+export async function startRedisCluster(opts: { replicas?: 0 | 1; nodeTimeoutMs?: number } = {}): Promise<RedisClusterServer> {
+  const replicas = opts.replicas ?? 0;
+  const dir = tempDir("mailcore-cluster-");
+  const ports: number[] = [];
+  for (let i = 0; i < 3 * (1 + replicas); i++) ports.push(await freePort());
+  const procs = new Map<number, Subprocess>();
+  const launch = (port: number) => {
+    const nodeDir = join(dir, String(port));
+    mkdirSync(nodeDir, { recursive: true });
+    const args = ["--port", String(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", String(opts.nodeTimeoutMs ?? 15_000)];
+    procs.set(port, spawn(["redis-server", ...args, "--save", "", "--appendonly", "no", "--dir", nodeDir], { stdout: "ignore", stderr: "ignore" }));
+  };
+  for (const port of ports) launch(port);
+  const cli = async (args: string[]) => {
+    const res = spawn(["redis-cli", ...args], { stdout: "pipe", stderr: "pipe" });
+    const [out] = await Promise.all([new Response(res.stdout).text(), res.exited]);
+    return out;
+  };
+  const alive = () => ports.filter((p) => procs.get(p)?.exitCode === null && procs.get(p)?.signalCode === null);
+  const primaryOf = async (key: string) => {
+    const asker = alive()[0]!;
+    const slot = Number((await cli(["-p", String(asker), "cluster", "keyslot", key])).trim());
+    // CLUSTER NODES: <id> <ip:port@bus> <flags> <primary> <ping> <pong> <epoch> <link> <slot ranges...>
+    for (const line of (await cli(["-p", String(asker), "cluster", "nodes"])).trim().split("\n")) {
+      const [, address, flags, , , , , link, ...ranges] = line.split(" ");
+      if (!flags?.includes("master") || flags.includes("fail") || link !== "connected") continue;
+      const serves = ranges.some((r) => {
+        const [lo, hi] = r.split("-").map(Number);
+        return slot >= lo! && slot <= (hi ?? lo!);
+      });
+      if (serves) return Number(address!.split("@")[0]!.split(":")[1]);
+    }
+    throw new Error(`no live primary serves the slot of ${key}`);
+  };
+  const stopAll = async () => {
+    for (const p of procs.values()) p.kill("SIGKILL");
+    await Promise.all([...procs.values()].map((p) => p.exited));
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const initialPrimaries = new Set<number>();
+  try {
+    for (const port of ports) await waitFor(`redis-server on ${port}`, async () => (await cli(["-p", String(port), "ping"])).trim() === "PONG");
+    await cli(["--cluster", "create", ...ports.map((p) => `127.0.0.1:${p}`), "--cluster-replicas", String(replicas), "--cluster-yes"]);
+    for (const port of ports) {
+      await waitFor(`cluster state ok on ${port}`, async () => (await cli(["-p", String(port), "cluster", "info"])).includes("cluster_state:ok"), 20_000);
+    }
+    for (const line of (await cli(["-p", String(ports[0]), "cluster", "nodes"])).trim().split("\n")) {
+      const [, address, flags] = line.split(" ");
+      if (flags?.includes("master")) initialPrimaries.add(Number(address!.split("@")[0]!.split(":")[1]));
+    }
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+  // With replicas, redis-cli chooses which node of each pair is the primary.
+  const primaries = ports.filter((p) => replicas === 0 || initialPrimaries.has(p));
+  return {
+    nodes: primaries.map((p) => `127.0.0.1:${p}`),
+    ports,
+    async kill(port) {
+      const p = procs.get(port);
+      p?.kill("SIGKILL");
+      await p?.exited;
+    },
+    async restart(port) {
+      launch(port);
+      await waitFor(`redis-server on ${port}`, async () => (await cli(["-p", String(port), "ping"])).trim() === "PONG");
+    },
+    primaryOf,
+    async healthy(key) {
+      const states = await Promise.all(alive().map((p) => cli(["-p", String(p), "cluster", "info"])));
+      if (!states.every((s) => s.includes("cluster_state:ok"))) return false;
+      return primaryOf(key).then(
+        () => true,
+        () => false,
+      );
+    },
+    stop: stopAll,
+  };
 }

@@ -1,44 +1,68 @@
+import { Code, ConnectError } from "@connectrpc/connect";
 import { DeliveryOutcome, type LeaseResponse } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { LimiterClients } from "../limiterclient/client";
+import { REQUEST_ID_HEADER } from "../limiterclient/metadata";
+import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
+import type { WorkerMetrics } from "../metrics/metrics";
+import type { AckJournal, PendingAck } from "./acks";
 import { type DeliveryResult, simulateFixture, type Transport } from "./transport";
 
-export interface WorkerCounters {
-  leased: number;
-  delivered: number;
-  bounced: number;
-  deferred: number;
-  ackFailures: number;
+const OUTCOMES: Record<number, string> = {
+  [DeliveryOutcome.DELIVERED]: "delivered",
+  [DeliveryOutcome.BOUNCED]: "bounced",
+  [DeliveryOutcome.DEFERRED]: "deferred",
+};
+const ACK_TIMEOUT_MS = 2_000;
+// Short: when the daemon is back, the ack must beat the recovery loop to a lease that expired meanwhile.
+const ACK_RETRY_MAX_MS = 1_000;
+/** An ack the daemon refuses for what it is (not for being unavailable) is dropped, not retried. */
+const PERMANENT = new Set([Code.InvalidArgument, Code.NotFound, Code.FailedPrecondition, Code.PermissionDenied, Code.Unimplemented]);
+
+export interface WorkerOptions {
+  workerId: string;
+  maxInFlight: number;
+  log: Logger;
+  acks: AckJournal;
+  metrics?: WorkerMetrics;
 }
 
-const ACK_TRIES = 5;
-
 /**
- * Leases released messages over the daemon's server stream, delivers each, and acks it.
- * A worker that dies holding leases loses nothing: the daemon releases them again after
- * the visibility timeout (at-least-once).
+ * Leases released messages over the daemon's server stream, delivers each, and acks it. The
+ * ack is written to the journal before it is sent and retried until the daemon accepts it, so
+ * an outage of the daemon or its store (or a restart of this worker) does not turn into a
+ * second delivery. A worker that dies holding leases it has not delivered loses nothing: the
+ * daemon releases them again after the visibility timeout (at-least-once).
  */
 export class Worker {
-  readonly counters: WorkerCounters = { leased: 0, delivered: 0, bounced: 0, deferred: 0, ackFailures: 0 };
   private readonly abort = new AbortController();
   private readonly inFlight = new Set<Promise<void>>();
+  /** Acks not yet accepted, by lease id. */
+  private readonly unacked = new Set<string>();
+  private stopping = false;
+  /** Resolved when stop() gives up on the deliveries still under way. */
+  private readonly cutOff = Promise.withResolvers<DeliveryResult>();
+  private readonly ackFailing: FailureEpisode;
 
   constructor(
     private readonly clients: LimiterClients,
     private readonly transport: Transport,
-    private readonly o: { workerId: string; maxInFlight: number; log: Logger },
-  ) {}
+    private readonly o: WorkerOptions,
+  ) {
+    this.ackFailing = new FailureEpisode(o.log, "ack");
+  }
 
   async run(): Promise<void> {
+    for (const ack of this.o.acks.list()) this.track(this.settle(ack));
     let backoff = 250;
     while (!this.abort.signal.aborted) {
+      // Bounded: while as many acks as deliveries in flight are owed, lease nothing more.
+      while (this.unacked.size >= this.o.maxInFlight && !this.abort.signal.aborted) await Bun.sleep(100);
       try {
         const stream = this.clients.delivery.lease({ workerId: this.o.workerId, maxInFlight: this.o.maxInFlight }, { signal: this.abort.signal });
         for await (const m of stream) {
           backoff = 250;
-          this.counters.leased++;
-          const job = this.handle(m).finally(() => this.inFlight.delete(job));
-          this.inFlight.add(job);
+          this.track(this.handle(m));
         }
       } catch (err) {
         if (this.abort.signal.aborted) break;
@@ -49,35 +73,70 @@ export class Worker {
     }
   }
 
-  /** Stops leasing and waits for the deliveries under way to be acked. */
-  async stop(): Promise<void> {
+  /**
+   * Stops leasing, gives the deliveries under way graceMs to finish, then cuts the transport
+   * off (a delivery cut off is deferred: the message is retried, not lost). Acks the daemon has
+   * not accepted by then stay in the journal for the next start.
+   */
+  async stop(graceMs = 6_000): Promise<void> {
     this.abort.abort();
-    await Promise.all(this.inFlight);
+    const all = () => Promise.all(this.inFlight);
+    await Promise.race([all(), Bun.sleep(graceMs)]);
+    this.stopping = true;
+    this.cutOff.resolve({ outcome: DeliveryOutcome.DEFERRED, detail: "the worker stopped before the delivery finished; it will be retried" });
     this.transport.close();
+    await Promise.race([all(), Bun.sleep(ACK_TIMEOUT_MS + 500)]);
+  }
+
+  private track(job: Promise<void>): void {
+    const tracked = job.finally(() => this.inFlight.delete(tracked));
+    this.inFlight.add(tracked);
   }
 
   private async handle(m: LeaseResponse): Promise<void> {
     let result: DeliveryResult;
     try {
-      result = simulateFixture(m) ?? (await this.transport.deliver(m));
+      result = simulateFixture(m) ?? (await Promise.race([this.transport.deliver(m), this.cutOff.promise]));
     } catch (err) {
       result = { outcome: DeliveryOutcome.DEFERRED, detail: `worker error: ${(err as Error).message}` };
     }
-    if (result.outcome === DeliveryOutcome.DELIVERED) this.counters.delivered++;
-    else if (result.outcome === DeliveryOutcome.BOUNCED) this.counters.bounced++;
-    else this.counters.deferred++;
-    for (let attempt = 1; attempt <= ACK_TRIES; attempt++) {
-      try {
-        await this.clients.delivery.ack({ leaseId: m.leaseId, messageId: m.messageId, orgId: m.orgId, outcome: result.outcome, detail: result.detail }, { timeoutMs: 2_000 });
-        return;
-      } catch (err) {
-        if (attempt === ACK_TRIES) {
-          this.counters.ackFailures++;
-          this.o.log.warn("ack failed; the lease will expire and the message be released again", { message: m.messageId, error: (err as Error).message });
+    const outcome = OUTCOMES[result.outcome] ?? "unknown";
+    const requestId = m.email?.requestId ?? "";
+    this.o.metrics?.deliveries.inc({ outcome });
+    this.o.log.info(outcome, { requestId, message: m.messageId, org: m.orgId, attempt: m.attempt, detail: result.detail });
+    const ack: PendingAck = { leaseId: m.leaseId, messageId: m.messageId, orgId: m.orgId, outcome: result.outcome, detail: result.detail, requestId };
+    this.o.acks.add(ack);
+    await this.settle(ack);
+  }
+
+  /** Sends an ack until the daemon accepts it (or refuses it for good), or the worker stops. */
+  private async settle(ack: PendingAck): Promise<void> {
+    this.unacked.add(ack.leaseId);
+    this.o.metrics?.pendingAcks.set(this.unacked.size);
+    let waitMs = 200;
+    try {
+      for (;;) {
+        try {
+          const { leaseId, messageId, orgId, outcome, detail } = ack;
+          await this.clients.delivery.ack({ leaseId, messageId, orgId, outcome, detail }, { timeoutMs: ACK_TIMEOUT_MS, headers: { [REQUEST_ID_HEADER]: ack.requestId } });
+          this.ackFailing.succeeded();
+          this.o.acks.remove(ack.leaseId);
           return;
+        } catch (err) {
+          if (err instanceof ConnectError && PERMANENT.has(err.code)) {
+            this.o.log.error("ack refused; dropped", { message: ack.messageId, error: err.message });
+            this.o.acks.remove(ack.leaseId);
+            return;
+          }
+          this.ackFailing.failed(err as Error);
+          if (this.stopping && waitMs > 200) return; // tried once more after the stop; kept in the journal
+          await Bun.sleep(waitMs);
+          waitMs = Math.min(waitMs * 2, ACK_RETRY_MAX_MS);
         }
-        await Bun.sleep(200 * attempt);
       }
+    } finally {
+      this.unacked.delete(ack.leaseId);
+      this.o.metrics?.pendingAcks.set(this.unacked.size);
     }
   }
 }

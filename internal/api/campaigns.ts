@@ -1,0 +1,159 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { Client } from "@connectrpc/connect";
+import { renderTemplateMarkdown } from "../automation/template";
+import { type AutomationService, type Campaign, CampaignStatus } from "../gen/mailcore/limiter/v1/automation_pb";
+import { body, decoded, paging, route } from "./audience";
+import { InvalidField, parseSendRequest } from "./emails";
+import { renderMarkdown } from "../markdown/markdown";
+import { type Admitted, error, json, type Route } from "./respond";
+import { tagList } from "./subscribers";
+
+// The campaign endpoints: draft, send (now or at scheduledAt), cancel, read with stats. Each
+// validates here and makes one call to the daemon, which fans the campaign out.
+
+/** The daemon's automation RPCs. */
+export type AutomationCalls = Client<typeof AutomationService>;
+
+const STATUS_NAMES: Record<number, string> = {
+  [CampaignStatus.DRAFT]: "draft",
+  [CampaignStatus.SCHEDULED]: "scheduled",
+  [CampaignStatus.SENDING]: "sending",
+  [CampaignStatus.SENT]: "sent",
+  [CampaignStatus.CANCELLED]: "cancelled",
+  [CampaignStatus.FAILED]: "failed",
+};
+const FIELDS = new Set(["name", "from", "subject", "html", "text", "markdown", "audience"]);
+const MAX_NAME = 256;
+/** parseSendRequest checks a message to one recipient; a campaign's recipients come later. */
+const SOME_RECIPIENT = "recipient@campaign.invalid";
+
+const iso = (ms: bigint) => new Date(Number(ms)).toISOString();
+
+function campaignJson(c: Campaign) {
+  const s = c.stats!;
+  return {
+    id: c.id,
+    name: c.name,
+    from: c.from,
+    subject: c.subject,
+    html: c.html,
+    text: c.text,
+    audience: c.audienceTags.length > 0 ? { tags: c.audienceTags } : { all: true },
+    status: STATUS_NAMES[c.status],
+    scheduledAt: c.scheduledAtMs > 0n ? iso(c.scheduledAtMs) : null,
+    ...(c.detail ? { error: c.detail } : {}),
+    stats: { recipients: Number(s.recipients), queued: Number(s.queued), delivered: Number(s.delivered), bounced: Number(s.bounced), failed: Number(s.failed), skipped: Number(s.skipped) },
+    createdAt: iso(c.createdAtMs),
+    updatedAt: iso(c.updatedAtMs),
+  };
+}
+
+/** A campaign's body: the message (checked as a send is) and its audience. Throws InvalidField. */
+export function parseCampaign(b: unknown) {
+  if (typeof b !== "object" || b === null || Array.isArray(b)) throw new InvalidField("body", "must be a JSON object");
+  const o = b as Record<string, unknown>;
+  const unknown = Object.keys(o).find((k) => !FIELDS.has(k));
+  if (unknown !== undefined) throw new InvalidField(unknown, "is not a field of this endpoint");
+  if (typeof o.name !== "string" || o.name.trim() === "" || o.name.length > MAX_NAME) throw new InvalidField("name", `is required: a string of at most ${MAX_NAME} characters`);
+  const message = parseMessageTemplate(o);
+  const a = o.audience;
+  if (typeof a !== "object" || a === null || Array.isArray(a)) throw new InvalidField("audience", 'is required: {"tags":[...]} or {"all":true}');
+  const audience = a as Record<string, unknown>;
+  let audienceTags: string[];
+  if (audience.all === true && audience.tags === undefined) audienceTags = [];
+  else if (audience.all === undefined && Array.isArray(audience.tags) && audience.tags.length > 0) audienceTags = tagList("audience.tags", audience.tags);
+  else throw new InvalidField("audience", 'must be {"tags":[one or more tags]} or {"all":true}');
+  return { name: o.name.trim(), ...message, audienceTags };
+}
+
+/**
+ * A message to subscribers (a campaign's, a workflow email step's): from, subject and one of
+ * html, text or markdown, checked as a send is; its placeholders are filled for each subscriber.
+ */
+export function parseMessageTemplate(o: Record<string, unknown>): { from: string; fromAddress: string; subject: string; html: string; text: string } {
+  const { email } = parseSendRequest({ from: o.from, to: SOME_RECIPIENT, subject: o.subject, ...bodies(o) });
+  return { from: email.from, fromAddress: email.fromAddress, subject: email.subject, html: email.html, text: email.text };
+}
+
+/** html and text, with Markdown rendered around the placeholders (and kept as the text part when there is none). */
+function bodies(o: Record<string, unknown>): { html: unknown; text: unknown } {
+  if (o.markdown === undefined || o.markdown === null || o.markdown === "") return { html: o.html, text: o.text };
+  if (typeof o.markdown !== "string") throw new InvalidField("markdown", "must be a string");
+  if (o.html !== undefined && o.html !== null) throw new InvalidField("markdown", "cannot be combined with html");
+  let html: string;
+  try {
+    html = renderTemplateMarkdown(o.markdown, renderMarkdown);
+  } catch {
+    throw new InvalidField("markdown", "cannot be rendered (nested too deeply)");
+  }
+  return { html, text: o.text ?? o.markdown };
+}
+
+/** POST .../send: {"scheduledAt"?: an ISO 8601 time}; the time in ms, 0 for now. */
+function parseSchedule(b: unknown): bigint {
+  if (typeof b !== "object" || b === null || Array.isArray(b)) throw new InvalidField("body", "must be a JSON object");
+  const o = b as Record<string, unknown>;
+  const unknown = Object.keys(o).find((k) => k !== "scheduledAt");
+  if (unknown !== undefined) throw new InvalidField(unknown, "is not a field of this endpoint");
+  if (o.scheduledAt === undefined || o.scheduledAt === null) return 0n;
+  const ms = typeof o.scheduledAt === "string" ? Date.parse(o.scheduledAt) : Number.NaN;
+  if (!Number.isFinite(ms)) throw new InvalidField("scheduledAt", "must be a date and time in ISO 8601 (2026-12-01T09:00:00Z)");
+  return BigInt(ms);
+}
+
+/** The audience endpoints' answers, and 409 for a campaign in the wrong state. */
+function campaignRoute(run: (a: Admitted) => Promise<Response>): (a: Admitted) => Promise<Response> {
+  const inner = route(run);
+  return async (a) => {
+    try {
+      return await inner(a);
+    } catch (err) {
+      if (err instanceof ConnectError && err.code === Code.FailedPrecondition) return error(409, "CAMPAIGN_STATE", `${err.rawMessage}.`, a.headers);
+      throw err;
+    }
+  };
+}
+
+/** The campaign routes, by path template, for the API's route table. */
+export function campaignRoutes(automation: AutomationCalls, timeoutMs: number): [string, Route][] {
+  const call = { timeoutMs };
+  const ref = (a: Admitted) => ({ orgId: a.admission.orgId, id: decoded(a.params[0]!) });
+  return [
+    [
+      "/api/v1/campaigns",
+      {
+        GET: campaignRoute(async ({ req, admission, headers }) => {
+          const res = await automation.listCampaigns({ orgId: admission.orgId, ...paging(new URL(req.url)) }, call);
+          return json(200, { data: res.campaigns.map(campaignJson), nextCursor: res.nextCursor || null }, headers);
+        }),
+        POST: campaignRoute(async (a) => {
+          const { campaign } = await automation.createCampaign({ orgId: a.admission.orgId, ...parseCampaign(await body(a)) }, call);
+          return json(201, campaignJson(campaign!), a.headers);
+        }),
+      },
+    ],
+    [
+      "/api/v1/campaigns/{id}",
+      {
+        GET: campaignRoute(async (a) => json(200, campaignJson((await automation.getCampaign(ref(a), call)).campaign!), a.headers)),
+      },
+    ],
+    [
+      "/api/v1/campaigns/{id}/send",
+      {
+        POST: campaignRoute(async (a) => {
+          // An empty body is "send now".
+          const b = a.req.headers.get("content-length") === "0" ? {} : await body(a);
+          const { campaign } = await automation.sendCampaign({ ...ref(a), scheduledAtMs: parseSchedule(b) }, call);
+          return json(202, campaignJson(campaign!), a.headers);
+        }),
+      },
+    ],
+    [
+      "/api/v1/campaigns/{id}/cancel",
+      {
+        POST: campaignRoute(async (a) => json(200, campaignJson((await automation.cancelCampaign(ref(a), call)).campaign!), a.headers)),
+      },
+    ],
+  ];
+}

@@ -1,0 +1,109 @@
+import type { Operation, Schema } from "./types";
+
+// What every endpoint of /api/v1 shares: bearer authentication, the rate-limit headers on
+// every answer (spec 2.1), the error body, and the answers any endpoint may give (401, 429,
+// 503).
+
+const ref = (name: string) => ({ $ref: `#/components/${name}` });
+export const schemaRef = (name: string) => ref(`schemas/${name}`);
+
+const RATE_LIMIT_HEADERS: Record<string, { description: string; example: string }> = {
+  "RateLimit-Policy": { description: 'The policy: the plan\'s name, its quota q and the window w in seconds, e.g. `"premium";q=700;w=60`.', example: '"premium";q=700;w=60' },
+  RateLimit: { description: 'Requests remaining r and whole seconds t until the bucket is full again, e.g. `"premium";r=699;t=1`.', example: '"premium";r=699;t=1' },
+  "RateLimit-Limit": { description: "The quota: requests per minute.", example: "700" },
+  "RateLimit-Remaining": { description: "Whole requests left in the bucket after this one. It grows back continuously.", example: "699" },
+  "RateLimit-Reset": { description: "Whole seconds until the bucket is full again (0 when full).", example: "1" },
+  "X-RateLimit-Limit": { description: "Legacy copy of RateLimit-Limit.", example: "700" },
+  "X-RateLimit-Remaining": { description: "Legacy copy of RateLimit-Remaining.", example: "699" },
+  "X-RateLimit-Reset": { description: "Legacy copy of RateLimit-Reset.", example: "1" },
+};
+
+/** The rate-limit headers, as references; every /api/v1 answer carries them. */
+export const rateLimitHeaders = Object.fromEntries(Object.keys(RATE_LIMIT_HEADERS).map((name) => [name, ref(`headers/${name}`)]));
+
+/** An answer with a JSON body and the rate-limit headers. */
+export function jsonAnswer(description: string, schema: Schema, extraHeaders: Record<string, unknown> = {}) {
+  return { description, headers: { ...rateLimitHeaders, ...extraHeaders }, content: { "application/json": { schema } } };
+}
+
+/** An error answer: {"code","message"} with the codes this endpoint may give. */
+export function errorAnswer(description: string, codes: string[]) {
+  return jsonAnswer(description, { allOf: [schemaRef("Error")], properties: { code: { enum: codes } } });
+}
+
+/** The answers of every /api/v1 endpoint, besides its own. */
+export const COMMON_ANSWERS = {
+  "401": ref("responses/Unauthorized"),
+  "429": ref("responses/TooManyRequests"),
+  "503": ref("responses/LimiterUnavailable"),
+};
+
+/** An /api/v1 operation: bearer auth and the common answers added to its own. */
+export function apiOperation(op: Operation & { responses: Record<string, unknown> }): Operation {
+  // An operation's own answer for a shared status (the 429 of a send) is the more precise one.
+  return { security: [{ bearerAuth: [] }], ...op, responses: { ...COMMON_ANSWERS, ...op.responses } };
+}
+
+export const COMPONENTS = {
+  securitySchemes: {
+    bearerAuth: {
+      type: "http",
+      scheme: "bearer",
+      description: "An API token (`mc_` and 43 base64url characters), made in the console under API Tokens or with `bun run cmd/admin token create`.",
+    },
+  },
+  headers: {
+    ...Object.fromEntries(
+      Object.entries(RATE_LIMIT_HEADERS).map(([name, { description, example }]) => [name, { description, schema: { type: "string" }, example }]),
+    ),
+    "Retry-After": { description: "Whole seconds to wait before retrying (at least 1).", schema: { type: "integer", minimum: 1 }, example: 1 },
+  },
+  schemas: {
+    Error: {
+      type: "object",
+      required: ["code", "message"],
+      properties: {
+        code: { type: "string", pattern: "^[A-Z][A-Z0-9_]*$", description: "What went wrong, UPPER_SNAKE_CASE." },
+        message: { type: "string", description: "For people: what went wrong and what to do." },
+      },
+    },
+    TooManyRequests: {
+      type: "object",
+      description: "The organization's quota or the IP limit was exceeded (spec 2.2).",
+      required: ["message", "docs"],
+      properties: {
+        message: { const: "Too many requests" },
+        docs: { type: "string", format: "uri", description: "The rate-limit reference." },
+      },
+      additionalProperties: false,
+    },
+    RecipientRateLimited: {
+      type: "object",
+      description: "A recipient guard refused a transactional send (spec 2.3); a higher plan does not cure it.",
+      required: ["code", "message"],
+      properties: {
+        code: { const: "RECIPIENT_RATE_LIMITED" },
+        message: { const: "This recipient is temporarily rate limited." },
+      },
+      additionalProperties: false,
+    },
+  },
+  responses: {
+    Unauthorized: {
+      description:
+        "No token, a malformed Authorization header, or a token that is unknown or revoked. The rate-limit headers advertise the minimum policy (free, r=100, t=0).",
+      headers: { ...rateLimitHeaders, "WWW-Authenticate": { description: 'Bearer realm="api"', schema: { type: "string" } } },
+      content: { "application/json": { schema: { allOf: [schemaRef("Error")], properties: { code: { enum: ["MISSING_TOKEN", "INVALID_AUTHORIZATION", "INVALID_TOKEN"] } } } } },
+    },
+    TooManyRequests: {
+      description: "Over the organization's requests-per-minute quota or the IP limit (500 requests per second). Nothing was consumed; retry after Retry-After seconds.",
+      headers: { ...rateLimitHeaders, "Retry-After": ref("headers/Retry-After") },
+      content: { "application/json": { schema: schemaRef("TooManyRequests") } },
+    },
+    LimiterUnavailable: {
+      description: "The rate limiter cannot be reached: the request was not served. Retry shortly.",
+      headers: { "Retry-After": ref("headers/Retry-After") },
+      content: { "application/json": { schema: { allOf: [schemaRef("Error")], properties: { code: { const: "LIMITER_UNAVAILABLE" } } } } },
+    },
+  },
+};

@@ -1,0 +1,105 @@
+// The OpenAPI document against the server that serves it: every route the server answers is
+// documented, every documented operation answers with a documented status, and the document
+// passes the linter CI runs.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { ManualClock } from "../../clock/clock";
+import { Plan } from "../../gen/mailcore/limiter/v1/limiter_pb";
+import { EmbeddedHot } from "../../hotstore/embedded/embedded";
+import { logger } from "../../log/log";
+import { type InProcess, startInProcess } from "../../testkit/inprocess";
+import { runToEnd } from "../../testkit/testkit";
+import { apiHandler, type ApiDeps } from "../server";
+import { openApiDocument } from "./document";
+
+type Obj = Record<string, unknown>;
+const doc = openApiDocument() as { paths: Record<string, Record<string, Obj>> };
+const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+
+/** The documented operations, with a concrete path (path parameters filled with their examples). */
+const operations = Object.entries(doc.paths).flatMap(([template, item]) =>
+  Object.entries(item).map(([method, op]) => {
+    const params = (op.parameters as Obj[] | undefined) ?? [];
+    const path = template.replace(/\{(\w+)\}/g, (_, name: string) => {
+      const p = params.find((x) => x.in === "path" && x.name === name);
+      if (!p?.example) throw new Error(`${method} ${template}: path parameter ${name} has no example`);
+      return String(p.example);
+    });
+    return { template, method: method.toUpperCase(), path, op };
+  }),
+);
+
+/** The paths the front answers before routing (and without admission), besides its route table. */
+const FIXED = ["/healthz", "/readyz", "/api/v1/openapi.json"];
+
+describe("the OpenAPI document and the server", () => {
+  let app: InProcess;
+  let token: string;
+  beforeAll(async () => {
+    app = await startInProcess(new EmbeddedHot(null), new ManualClock(), { maxAttempts: 3, retryBaseMs: 1_000, bounceCooldownMs: 60_000 });
+    await app.clients.directory.createOrganization({ slug: "doc", plan: Plan.PREMIUM });
+    token = (await app.clients.directory.createToken({ slug: "doc" })).token;
+  });
+  afterAll(async () => {
+    await app?.stop();
+  });
+
+  test("every route the server answers is documented, with the same methods", () => {
+    const deps = {} as ApiDeps;
+    const routes = apiHandler({ ...deps, log: logger("test") }).routes;
+    expect(routes.length).toBeGreaterThan(0);
+    for (const { pattern, methods } of routes) {
+      // An operation is served by the first route that matches its path (/subscribers/batch before /subscribers/{id}).
+      const documented = operations.filter((o) => routes.find((r) => r.pattern.test(o.path))?.pattern === pattern);
+      expect({ route: String(pattern), methods: documented.map((o) => o.method).sort() }).toEqual({ route: String(pattern), methods: [...methods].sort() });
+    }
+    for (const path of FIXED) expect(operations.some((o) => o.path === path)).toBe(true);
+  });
+
+  test("every documented operation answers, with a status it documents", async () => {
+    expect(operations.length).toBeGreaterThanOrEqual(6);
+    for (const { method, path, op, template } of operations) {
+      const res = await fetch(`${app.apiUrl}${path}`, {
+        method,
+        headers: { Authorization: `Bearer ${token}`, ...(op.requestBody ? { "Content-Type": "application/json" } : {}) },
+        body: op.requestBody ? "{}" : undefined,
+      });
+      const body = await res.text();
+      expect({ op: `${method} ${template}`, status: String(res.status), documented: Object.keys(op.responses as Obj) }).toEqual({
+        op: `${method} ${template}`,
+        status: String(res.status),
+        documented: expect.arrayContaining([String(res.status)]),
+      });
+      expect(body).not.toContain("No such endpoint");
+      // An /api/v1 operation that takes a token answers with the rate-limit headers it documents.
+      const secured = !(Array.isArray(op.security) && op.security.length === 0);
+      if (secured) expect(res.headers.get("RateLimit-Policy")).toBe('"premium";q=700;w=60');
+    }
+  });
+
+  test("what is not documented is not answered: other methods get 405, other paths 404", async () => {
+    for (const template of Object.keys(doc.paths).filter((t) => t.startsWith("/api/v1/") && !FIXED.includes(t))) {
+      const { path } = operations.find((o) => o.template === template)!;
+      for (const method of METHODS.filter((m) => !doc.paths[template]![m.toLowerCase()])) {
+        const res = await fetch(`${app.apiUrl}${path}`, { method, headers: { Authorization: `Bearer ${token}` } });
+        expect({ op: `${method} ${template}`, status: res.status }).toEqual({ op: `${method} ${template}`, status: 405 });
+      }
+    }
+    for (const path of ["/api/v1", "/api/v1/nothing", "/api/v2/tags", "/api/v1/emails/msg_1/events"]) {
+      const res = await fetch(`${app.apiUrl}${path}`, { headers: { Authorization: `Bearer ${token}` } });
+      expect({ path, status: res.status, code: ((await res.json()) as Obj).code }).toEqual({ path, status: 404, code: "NOT_FOUND" });
+    }
+  });
+
+  test("served at /api/v1/openapi.json as OpenAPI 3.1, without a token", async () => {
+    const res = await fetch(`${app.apiUrl}/api/v1/openapi.json`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("application/json");
+    expect(await res.json()).toEqual(JSON.parse(JSON.stringify(openApiDocument())));
+  });
+});
+
+test("the linter CI runs (Redocly CLI, recommended-strict) passes the document", async () => {
+  const r = await runToEnd("internal/api/openapi/lint.ts", [], {});
+  expect(r.stderr + r.stdout).toContain("Your API description is valid");
+  expect(r.code).toBe(0);
+});

@@ -1,0 +1,144 @@
+import { WEBHOOK_EVENTS } from "../../webhooks/events";
+import { ATTEMPT_TIMEOUT_MS, RETRY_SCHEDULE_MS } from "../../webhooks/schedule";
+import { apiOperation, errorAnswer, jsonAnswer, rateLimitHeaders, schemaRef } from "./common";
+import type { ApiArea } from "./types";
+
+const idParam = {
+  name: "id",
+  in: "path",
+  required: true,
+  description: "The webhook's id.",
+  schema: { type: "string", pattern: "^wh_[0-9a-f]{24}$" },
+  example: "wh_5f1d2c3b4a5968778695a4b3",
+};
+
+const pageParams = [
+  { name: "limit", in: "query", required: false, description: "Items per page.", schema: { type: "integer", minimum: 1, maximum: 100, default: 20 } },
+  { name: "cursor", in: "query", required: false, description: "The `nextCursor` of the previous page.", schema: { type: "string", pattern: "^[A-Za-z0-9_-]{1,200}$" } },
+];
+
+const pageInvalid = jsonAnswer("`limit` or `cursor` is invalid; `field` names it.", schemaRef("ValidationFailed"));
+const notFound = errorAnswer("No such webhook in this organization.", ["NOT_FOUND"]);
+const nullableTime = { type: ["string", "null"], format: "date-time" };
+
+const retries = RETRY_SCHEDULE_MS.map((ms) => (ms < 60_000 ? `${ms / 1_000} s` : ms < 3_600_000 ? `${ms / 60_000} min` : `${ms / 3_600_000} h`)).join(", ");
+
+export const webhooksArea: ApiArea = {
+  tag: {
+    name: "Webhooks",
+    description: `Signed event notifications (Standard Webhooks). Every attempt is a POST of \`{"type","timestamp","data"}\` with the headers \`webhook-id\` (the same on retries), \`webhook-timestamp\` (Unix seconds) and \`webhook-signature\` (\`v1,\` and the base64 HMAC-SHA256 of \`{id}.{timestamp}.{body}\`, keyed by the base64-decoded part of the secret after \`whsec_\`). A 2xx within ${ATTEMPT_TIMEOUT_MS / 1_000} s is a success; otherwise the delivery is retried after ${retries} (each ±10%), then failed. An endpoint whose attempts all fail for 5 days is disabled.`,
+  },
+  paths: {
+    "/api/v1/webhooks": {
+      post: apiOperation({
+        operationId: "createWebhook",
+        summary: "Create a webhook",
+        description: "Registers an endpoint for the given event types. The answer holds the signing secret, shown this once.",
+        tags: ["Webhooks"],
+        requestBody: { required: true, content: { "application/json": { schema: schemaRef("CreateWebhookRequest") } } },
+        responses: {
+          "201": jsonAnswer("Created; keep the secret.", { allOf: [schemaRef("Webhook")], required: ["secret"], properties: { secret: { type: "string", pattern: "^whsec_[A-Za-z0-9+/]+={0,2}$" } } }),
+          "400": errorAnswer("The body is not JSON.", ["INVALID_JSON"]),
+          "413": errorAnswer("The body is larger than 1 MB.", ["PAYLOAD_TOO_LARGE"]),
+          "415": errorAnswer("The body is not sent as application/json.", ["UNSUPPORTED_MEDIA_TYPE"]),
+          "422": jsonAnswer("A field is invalid; `field` names it (`url`, `events`, `events[2]`, ...).", schemaRef("ValidationFailed")),
+        },
+      }),
+      get: apiOperation({
+        operationId: "listWebhooks",
+        summary: "List webhooks",
+        description: "The organization's webhooks, newest first, a page at a time. A disabled webhook says so.",
+        tags: ["Webhooks"],
+        parameters: pageParams,
+        responses: {
+          "200": jsonAnswer("A page of webhooks.", {
+            type: "object",
+            required: ["data", "nextCursor"],
+            properties: { data: { type: "array", items: schemaRef("Webhook") }, nextCursor: { type: ["string", "null"] } },
+          }),
+          "422": pageInvalid,
+        },
+      }),
+    },
+    "/api/v1/webhooks/{id}": {
+      delete: apiOperation({
+        operationId: "deleteWebhook",
+        summary: "Delete a webhook",
+        description: "Deletes the webhook with its deliveries; nothing more is sent to it.",
+        tags: ["Webhooks"],
+        parameters: [idParam],
+        responses: {
+          "204": { description: "Deleted.", headers: rateLimitHeaders },
+          "404": notFound,
+        },
+      }),
+    },
+    "/api/v1/webhooks/{id}/deliveries": {
+      get: apiOperation({
+        operationId: "listWebhookDeliveries",
+        summary: "List a webhook's deliveries",
+        description: "The webhook's deliveries, newest first, each with its attempts (time, duration, status code or error) and state.",
+        tags: ["Webhooks"],
+        parameters: [idParam, ...pageParams],
+        responses: {
+          "200": jsonAnswer("A page of deliveries.", {
+            type: "object",
+            required: ["data", "nextCursor"],
+            properties: { data: { type: "array", items: schemaRef("WebhookDelivery") }, nextCursor: { type: ["string", "null"] } },
+          }),
+          "404": notFound,
+          "422": pageInvalid,
+        },
+      }),
+    },
+  },
+  schemas: {
+    CreateWebhookRequest: {
+      type: "object",
+      required: ["url", "events"],
+      properties: {
+        url: { type: "string", format: "uri", maxLength: 2048, description: "An absolute http or https URL." },
+        events: { type: "array", minItems: 1, items: { type: "string", enum: [...WEBHOOK_EVENTS] } },
+      },
+      additionalProperties: false,
+    },
+    Webhook: {
+      type: "object",
+      required: ["id", "url", "events", "createdAt", "disabled", "disabledAt", "disabledReason"],
+      properties: {
+        id: { type: "string", pattern: "^wh_[0-9a-f]{24}$" },
+        url: { type: "string", format: "uri" },
+        events: { type: "array", items: { type: "string", enum: [...WEBHOOK_EVENTS] } },
+        createdAt: { type: "string", format: "date-time" },
+        disabled: { type: "boolean", description: "True once every attempt failed for 5 days; nothing more is sent." },
+        disabledAt: nullableTime,
+        disabledReason: { type: ["string", "null"] },
+      },
+    },
+    WebhookDelivery: {
+      type: "object",
+      required: ["id", "type", "state", "createdAt", "nextAttemptAt", "attempts"],
+      properties: {
+        id: { type: "string", description: "Also the `webhook-id` header of every attempt." },
+        type: { type: "string", enum: [...WEBHOOK_EVENTS] },
+        state: { type: "string", enum: ["pending", "delivered", "failed"] },
+        createdAt: { type: "string", format: "date-time" },
+        nextAttemptAt: { ...nullableTime, description: "When a pending delivery is tried next." },
+        attempts: {
+          type: "array",
+          items: {
+            type: "object",
+            required: ["attempt", "at", "durationMs", "statusCode", "error"],
+            properties: {
+              attempt: { type: "integer", minimum: 1 },
+              at: { type: "string", format: "date-time" },
+              durationMs: { type: "integer", minimum: 0 },
+              statusCode: { type: ["integer", "null"], description: "The receiver's HTTP status; null when it did not answer." },
+              error: { type: ["string", "null"], description: "Why there was no answer (timeout, connection refused)." },
+            },
+          },
+        },
+      },
+    },
+  },
+};

@@ -1,0 +1,55 @@
+import type { Admission } from "../limiterclient/client";
+
+// What every route handler of the API shares: the admitted request it is given, and the JSON
+// answers and body reading of /api/v1.
+
+/** The largest request body the API accepts (spec 8.3: 1 MB messages). */
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+export type Headers_ = Record<string, string>;
+
+/** An admitted request of an organization, as the route handlers see it. */
+export interface Admitted {
+  req: Request;
+  requestId: string;
+  admission: Admission;
+  headers: Headers_;
+  /** The path's captured parts. */
+  params: string[];
+}
+
+/** A path's handlers by method. */
+export type Route = Partial<Record<string, (a: Admitted) => Promise<Response>>>;
+
+/** A time of the daemon's (milliseconds since the epoch) as the API writes times. */
+export const iso = (ms: bigint) => new Date(Number(ms)).toISOString();
+
+export function json(status: number, body: unknown, headers: Headers_ = {}): Response {
+  return new Response(JSON.stringify(body), { status, headers: { ...headers, "Content-Type": "application/json" } });
+}
+
+export function error(status: number, code: string, message: string, headers: Headers_ = {}): Response {
+  return json(status, { code, message }, headers);
+}
+
+/** 422: the field named is invalid. */
+export function invalid(field: string, message: string, headers: Headers_): Response {
+  return json(422, { code: "VALIDATION_FAILED", message, field }, headers);
+}
+
+/** Reads a JSON body of at most MAX_BODY_BYTES; a Response when it cannot. */
+export async function readJson(req: Request, headers: Headers_): Promise<unknown | Response> {
+  const type = req.headers.get("content-type") ?? "";
+  if (!/^application\/json\s*(;|$)/i.test(type)) {
+    return error(415, "UNSUPPORTED_MEDIA_TYPE", "Send the body as Content-Type: application/json.", headers);
+  }
+  const tooLarge = () => error(413, "PAYLOAD_TOO_LARGE", `The body is larger than ${MAX_BODY_BYTES} bytes.`, headers);
+  if (Number(req.headers.get("content-length") ?? 0) > MAX_BODY_BYTES) return tooLarge();
+  const body = await req.arrayBuffer();
+  if (body.byteLength > MAX_BODY_BYTES) return tooLarge();
+  try {
+    return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(body));
+  } catch {
+    return error(400, "INVALID_JSON", "The body is not valid UTF-8 JSON.", headers);
+  }
+}

@@ -1,0 +1,296 @@
+import { Code, ConnectError, type Client } from "@connectrpc/connect";
+import { randomBytes } from "node:crypto";
+import { clientIp, normalizeIp } from "../api/clientip";
+import { type ConsoleService, type GetSessionResponse, SignInOutcome } from "../gen/mailcore/limiter/v1/console_pb";
+import type { Logger } from "../log/log";
+import { sameSecret } from "../token/token";
+import { pageHeaders } from "../web/headers";
+import { findRoute } from "../web/routes";
+import { CONSOLE, domainsPage, messagePage, NOTICES, type Notice, PATHS, signInPage, tokensPage, usagePage } from "./pages";
+
+// The console's HTTP side: routes, cookies, the checks of every change, and the mapping of the
+// daemon's answers to pages. It keeps nothing: the session, its CSRF token and every decision
+// are the daemon's (ConsoleService); the session cookie only carries the session token.
+
+const SESSION_COOKIE = "mc_session";
+/** Before sign-in there is no session: the sign-in form's CSRF token is a cookie of its own (double submit, SameSite=Strict). */
+const SIGN_IN_COOKIE = "mc_signin";
+const SIGN_IN_COOKIE_S = 3_600;
+/** Sign-in hashes with argon2id and Verify asks DNS: both take longer than an admission. */
+const SLOW_CALL_MS = 10_000;
+const FORM_TYPES = /^(application\/x-www-form-urlencoded|multipart\/form-data)\s*(;|$)/i;
+
+export interface ConsoleOptions {
+  daemon: Client<typeof ConsoleService>;
+  timeoutMs: number;
+  trustProxy: readonly string[];
+  log: Logger;
+}
+
+type Form = Awaited<ReturnType<Request["formData"]>>;
+
+interface Ctx {
+  req: Request;
+  url: URL;
+  ip: string;
+  secure: boolean;
+  cookies: Bun.CookieMap;
+}
+
+function page(status: number, body: string, headers: Record<string, string> = {}): Response {
+  return new Response(body, { status, headers: pageHeaders({ "Cache-Control": "no-store", ...headers }) });
+}
+
+function redirect(to: string, cookies: string[] = []): Response {
+  const headers = new Headers({ Location: to, "Cache-Control": "no-store" });
+  for (const c of cookies) headers.append("Set-Cookie", c);
+  return new Response(null, { status: 303, headers });
+}
+
+function cookie(ctx: Ctx, name: string, value: string, maxAge: number, sameSite: "lax" | "strict"): string {
+  return new Bun.Cookie(name, value, { path: CONSOLE, httpOnly: true, sameSite, secure: ctx.secure, maxAge }).serialize();
+}
+
+/** A path parameter as it was meant; a malformed escape stays as it is (and names nothing). */
+function pathParam(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
+}
+
+const noticeOf = (url: URL): Notice | undefined => {
+  const text = NOTICES[url.searchParams.get("done") ?? ""];
+  return text ? { kind: "ok", text } : undefined;
+};
+
+/** The console under /console; returns undefined for every other path. */
+export function consoleHandler(o: ConsoleOptions): (req: Request, url: URL, peerIp: string) => Promise<Response> | undefined {
+  const { daemon } = o;
+  const call = { timeoutMs: o.timeoutMs };
+  const slow = { timeoutMs: Math.max(o.timeoutMs, SLOW_CALL_MS) };
+
+  const sessionToken = (ctx: Ctx) => ctx.cookies.get(SESSION_COOKIE) ?? "";
+  const signedOut = (ctx: Ctx, done: string) => redirect(`${PATHS.signIn}?done=${done}`, [cookie(ctx, SESSION_COOKIE, "", 0, "lax")]);
+
+  /** The daemon's refusals as pages; anything else is a failure of the daemon. */
+  const failure = (ctx: Ctx, err: unknown, session?: GetSessionResponse): Response => {
+    if (err instanceof ConnectError) {
+      switch (err.code) {
+        case Code.Unauthenticated:
+          return signedOut(ctx, "expired");
+        case Code.PermissionDenied:
+          return page(
+            403,
+            messagePage("Refused", "This form is not valid any more: it carries no CSRF token, or one of another session. Go back, reload the page and try again.", session),
+          );
+        case Code.NotFound:
+          return page(404, messagePage("Not found", err.rawMessage, session));
+        case Code.InvalidArgument:
+        case Code.AlreadyExists:
+          return page(400, messagePage("Not done", err.rawMessage, session));
+      }
+    }
+    o.log.warn("console: daemon call failed", { path: ctx.url.pathname, error: (err as Error).message });
+    return page(503, messagePage("Unavailable", "The service cannot be reached right now; nothing was changed. Try again in a moment.", session), { "Retry-After": "1" });
+  };
+
+  const form = async (ctx: Ctx): Promise<Form | Response> => {
+    if (!FORM_TYPES.test(ctx.req.headers.get("content-type") ?? "")) return page(415, messagePage("Not a form", "Send the form as application/x-www-form-urlencoded."));
+    try {
+      return await ctx.req.formData();
+    } catch {
+      return page(400, messagePage("Not a form", "The form could not be read."));
+    }
+  };
+  const field = (f: Form, name: string) => {
+    const v = f.get(name);
+    return typeof v === "string" ? v : "";
+  };
+
+  /** Runs a page that needs a session: the session first, then the page (with its failures as pages). */
+  const signedIn = async (ctx: Ctx, run: (s: GetSessionResponse, token: string) => Promise<Response>): Promise<Response> => {
+    const token = sessionToken(ctx);
+    let s: GetSessionResponse;
+    try {
+      s = await daemon.getSession({ sessionToken: token }, call);
+    } catch (err) {
+      return failure(ctx, err);
+    }
+    try {
+      return await run(s, token);
+    } catch (err) {
+      return failure(ctx, err, s);
+    }
+  };
+  /** A change: a form with the session's CSRF token (the daemon checks it). */
+  const change = (ctx: Ctx, run: (s: GetSessionResponse, token: string, f: Form, csrf: string) => Promise<Response>) =>
+    signedIn(ctx, async (s, token) => {
+      const f = await form(ctx);
+      if (f instanceof Response) return f;
+      return run(s, token, f, field(f, "csrf"));
+    });
+
+  const signInForm = (ctx: Ctx, status: number, notice?: Notice, email?: string) => {
+    const have = ctx.cookies.get(SIGN_IN_COOKIE) ?? "";
+    const csrf = /^[A-Za-z0-9_-]{43}$/.test(have) ? have : randomBytes(32).toString("base64url");
+    return page(status, signInPage({ csrf, email, notice }), { "Set-Cookie": cookie(ctx, SIGN_IN_COOKIE, csrf, SIGN_IN_COOKIE_S, "strict") });
+  };
+
+  const tokensView = async (s: GetSessionResponse, token: string, status: number, extra: Partial<Parameters<typeof tokensPage>[0]> = {}) => {
+    const { tokens } = await daemon.listApiTokens({ sessionToken: token }, call);
+    return page(status, tokensPage({ session: s, tokens, ...extra }));
+  };
+  const domainsView = async (s: GetSessionResponse, token: string, status: number, extra: Partial<Parameters<typeof domainsPage>[0]> = {}) => {
+    const { domains } = await daemon.listDomains({ sessionToken: token }, call);
+    return page(status, domainsPage({ session: s, domains, ...extra }));
+  };
+
+  type Handler = (ctx: Ctx, params: string[]) => Promise<Response>;
+  const routes: [RegExp, Partial<Record<string, Handler>>][] = [
+    [
+      /^\/console\/?$/,
+      {
+        GET: async (ctx) => redirect(sessionToken(ctx) ? PATHS.tokens : PATHS.signIn),
+      },
+    ],
+    [
+      /^\/console\/sign-in$/,
+      {
+        GET: async (ctx) => {
+          const token = sessionToken(ctx);
+          if (token && (await daemon.getSession({ sessionToken: token }, call).then(() => true, () => false))) return redirect(PATHS.tokens);
+          return signInForm(ctx, 200, noticeOf(ctx.url));
+        },
+        POST: async (ctx) => {
+          const f = await form(ctx);
+          if (f instanceof Response) return f;
+          const email = field(f, "email");
+          if (!sameSecret(field(f, "csrf"), ctx.cookies.get(SIGN_IN_COOKIE) ?? "")) {
+            return signInForm(ctx, 403, { kind: "error", text: "The sign-in form had expired. It is fresh now: sign in again." }, email);
+          }
+          let res;
+          try {
+            res = await daemon.signIn({ email, password: field(f, "password"), clientIp: ctx.ip }, slow);
+          } catch (err) {
+            return failure(ctx, err);
+          }
+          switch (res.outcome) {
+            case SignInOutcome.SIGNED_IN:
+              return redirect(PATHS.tokens, [cookie(ctx, SESSION_COOKIE, res.sessionToken, res.maxAgeSeconds, "lax"), cookie(ctx, SIGN_IN_COOKIE, "", 0, "strict")]);
+            case SignInOutcome.THROTTLED: {
+              const minutes = Math.ceil(res.retryAfterSeconds / 60);
+              const text = `Too many failed sign-ins from this address or for this account. Try again in ${minutes} minute${minutes === 1 ? "" : "s"}.`;
+              const r = signInForm(ctx, 429, { kind: "error", text }, email);
+              r.headers.set("Retry-After", String(res.retryAfterSeconds));
+              return r;
+            }
+            default:
+              return signInForm(ctx, 401, { kind: "error", text: "The email or the password is wrong." }, email);
+          }
+        },
+      },
+    ],
+    [
+      /^\/console\/sign-out$/,
+      {
+        POST: (ctx) =>
+          change(ctx, async (_s, token, _f, csrf) => {
+            await daemon.signOut({ sessionToken: token, csrfToken: csrf }, call);
+            return signedOut(ctx, "signed-out");
+          }),
+      },
+    ],
+    [
+      /^\/console\/tokens$/,
+      {
+        GET: (ctx) => signedIn(ctx, (s, token) => tokensView(s, token, 200, { notice: noticeOf(ctx.url) })),
+        POST: (ctx) =>
+          change(ctx, async (s, token, f, csrf) => {
+            const name = field(f, "name");
+            try {
+              const made = await daemon.createApiToken({ sessionToken: token, csrfToken: csrf, name }, call);
+              return await tokensView(s, token, 201, { created: { token: made.token, name: made.info!.name } });
+            } catch (err) {
+              if (err instanceof ConnectError && err.code === Code.InvalidArgument) return tokensView(s, token, 422, { notice: { kind: "error", text: err.rawMessage }, name });
+              throw err;
+            }
+          }),
+      },
+    ],
+    [
+      /^\/console\/tokens\/([^/]+)\/revoke$/,
+      {
+        POST: (ctx, [id]) =>
+          change(ctx, async (_s, token, _f, csrf) => {
+            await daemon.revokeApiToken({ sessionToken: token, csrfToken: csrf, tokenId: pathParam(id!) }, call);
+            return redirect(`${PATHS.tokens}?done=revoked`);
+          }),
+      },
+    ],
+    [
+      /^\/console\/domains$/,
+      {
+        GET: (ctx) => signedIn(ctx, (s, token) => domainsView(s, token, 200, { notice: noticeOf(ctx.url) })),
+        POST: (ctx) =>
+          change(ctx, async (s, token, f, csrf) => {
+            const domain = field(f, "domain");
+            try {
+              await daemon.addSendingDomain({ sessionToken: token, csrfToken: csrf, domain }, call);
+              return redirect(`${PATHS.domains}?done=added`);
+            } catch (err) {
+              if (err instanceof ConnectError && (err.code === Code.InvalidArgument || err.code === Code.AlreadyExists)) {
+                return domainsView(s, token, err.code === Code.InvalidArgument ? 422 : 409, { notice: { kind: "error", text: err.rawMessage }, domain });
+              }
+              throw err;
+            }
+          }),
+      },
+    ],
+    [
+      /^\/console\/domains\/([^/]+)\/verify$/,
+      {
+        POST: (ctx, [name]) =>
+          change(ctx, async (s, token, _f, csrf) => {
+            const res = await daemon.verifyDomain({ sessionToken: token, csrfToken: csrf, domain: pathParam(name!) }, slow);
+            if (res.domain?.verified) return redirect(`${PATHS.domains}?done=verified`);
+            return domainsView(s, token, 422, { failed: { name: res.domain!.name, detail: res.detail } });
+          }),
+      },
+    ],
+    [
+      /^\/console\/usage$/,
+      {
+        GET: (ctx) => signedIn(ctx, async (s, token) => page(200, usagePage({ session: s, usage: await daemon.getUsage({ sessionToken: token }, call) }))),
+      },
+    ],
+  ];
+
+  return (req, url, peerIp) => {
+    const path = url.pathname;
+    if (path !== CONSOLE && !path.startsWith(`${CONSOLE}/`)) return undefined;
+    const trustedPeer = o.trustProxy.includes(normalizeIp(peerIp));
+    const ctx: Ctx = {
+      req,
+      url,
+      ip: clientIp(peerIp, req.headers.get("x-forwarded-for"), o.trustProxy),
+      // Secure cookies when the browser talks TLS: to this process, or to a trusted proxy in front of it.
+      secure: url.protocol === "https:" || (trustedPeer && req.headers.get("x-forwarded-proto")?.split(",")[0]?.trim() === "https"),
+      cookies: new Bun.CookieMap(req.headers.get("cookie") ?? ""),
+    };
+    const found = findRoute(routes, path);
+    if (!found) return Promise.resolve(page(404, messagePage("Not found", `There is no page ${path}.`)));
+    const { route, params } = found;
+    const handler = route[req.method === "HEAD" ? "GET" : req.method];
+    if (!handler) return Promise.resolve(page(405, messagePage("Not allowed", `${path} does not accept ${req.method}.`), { Allow: Object.keys(route).join(", ") }));
+    if (req.method === "POST") {
+      // A change must come from a page of this origin (besides its CSRF token).
+      const origin = req.headers.get("origin");
+      if (origin !== null && origin !== `${ctx.secure ? "https" : "http"}://${req.headers.get("host")}`) {
+        return Promise.resolve(page(403, messagePage("Refused", "This form was sent from another site.")));
+      }
+    }
+    return handler(ctx, params).catch((err) => failure(ctx, err));
+  };
+}

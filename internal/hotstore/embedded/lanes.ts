@@ -1,0 +1,327 @@
+import type { Database } from "bun:sqlite";
+import { randomBytes } from "node:crypto";
+import { DeliveryOutcome, type Lane, MessageStatus } from "../../gen/mailcore/limiter/v1/mail_pb";
+import { LANES } from "../../mail/policy";
+import type { MessageHistory } from "../../records/history";
+import {
+  type AckInput,
+  type AckResult,
+  type DeliveryPolicy,
+  type EnqueueInput,
+  type EnqueueResult,
+  type GuardReason,
+  type LaneCounts,
+  type LeasedRecord,
+  RECOVER_BATCH,
+  type RecoverResult,
+  type Released,
+  type Written,
+} from "../hotstore";
+
+// A message's place: waiting in its lane, released and ready for a worker, leased to a
+// worker (inflight), waiting for a retry (deferred), or done (final, until it is settled in
+// the records).
+type State = "waiting" | "ready" | "inflight" | "deferred" | "done";
+
+interface MessageRow {
+  id: string;
+  org_id: string;
+  lane: number;
+  payload: string;
+  mailbox: string;
+  from_header: string;
+  to_header: string;
+  subject: string;
+  status: number;
+  attempts: number;
+  created_ms: number;
+  updated_ms: number;
+  v: number;
+  state: State;
+  lease_id: string | null;
+}
+
+/**
+ * The sending half of the embedded hot store, in SQLite so that everything accepted survives
+ * a crash of the daemon. Each operation is one transaction.
+ */
+export class EmbeddedLanes {
+  /** Queue order: new entries take ++seq (the tail); a message put back takes --headSeq (the head). */
+  private seq: number;
+  private headSeq: number;
+  /** The organization each lane served last; the next slot goes to the next one after it. */
+  private readonly lastServed = new Map<Lane, string>();
+
+  constructor(private readonly db: Database) {
+    db.exec(`
+      CREATE TABLE IF NOT EXISTS messages (
+        id TEXT PRIMARY KEY, org_id TEXT NOT NULL, lane INTEGER NOT NULL, payload TEXT NOT NULL, mailbox TEXT NOT NULL,
+        from_header TEXT NOT NULL, to_header TEXT NOT NULL, subject TEXT NOT NULL,
+        status INTEGER NOT NULL, attempts INTEGER NOT NULL, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,
+        state TEXT NOT NULL, seq INTEGER NOT NULL, lease_id TEXT, due_ms INTEGER,
+        v INTEGER NOT NULL DEFAULT 0, dirty INTEGER NOT NULL DEFAULT 0);
+      CREATE INDEX IF NOT EXISTS messages_queue ON messages (lane, state, org_id, seq);
+      CREATE INDEX IF NOT EXISTS messages_ready ON messages (state, lane, seq);
+      CREATE INDEX IF NOT EXISTS messages_due ON messages (state, due_ms);
+      CREATE INDEX IF NOT EXISTS messages_dirty ON messages (updated_ms) WHERE dirty = 1;
+      CREATE TABLE IF NOT EXISTS message_events (message_id TEXT NOT NULL, seq INTEGER NOT NULL, at_ms INTEGER NOT NULL, status INTEGER NOT NULL,
+        detail TEXT NOT NULL, PRIMARY KEY (message_id, seq));
+      CREATE TABLE IF NOT EXISTS guard_log (org_id TEXT NOT NULL, mailbox TEXT NOT NULL, at_ms INTEGER NOT NULL, message_id TEXT NOT NULL, expires_ms INTEGER NOT NULL);
+      CREATE INDEX IF NOT EXISTS guard_log_mailbox ON guard_log (org_id, mailbox, at_ms);
+      CREATE TABLE IF NOT EXISTS cooldowns (mailbox TEXT PRIMARY KEY, until_ms INTEGER NOT NULL);
+      CREATE TABLE IF NOT EXISTS idempotency (org_id TEXT NOT NULL, key TEXT NOT NULL, body_hash TEXT NOT NULL, message_id TEXT NOT NULL,
+        expires_ms INTEGER NOT NULL, PRIMARY KEY (org_id, key));
+    `);
+    const bounds = db.query("SELECT COALESCE(MIN(seq), 0) AS lo, COALESCE(MAX(seq), 0) AS hi FROM messages").get() as { lo: number; hi: number };
+    this.seq = bounds.hi;
+    this.headSeq = bounds.lo;
+  }
+
+  /**
+   * The accept step. domainVerified answers from the projection: true, false, or undefined
+   * when the organization is not projected (a miss).
+   */
+  async enqueue(input: EnqueueInput, nowMs: number, domainVerified: () => boolean | undefined): Promise<EnqueueResult> {
+    return this.db.transaction(() => this.enqueueTx(input, nowMs, domainVerified))();
+  }
+
+  private enqueueTx(input: EnqueueInput, now: number, domainVerified: () => boolean | undefined): EnqueueResult {
+    const { orgId, messageId, mailbox, guards, idempotency } = input;
+    if (idempotency) {
+      const prev = this.db
+        .query("SELECT body_hash, message_id FROM idempotency WHERE org_id = ? AND key = ? AND expires_ms > ?")
+        .get(orgId, idempotency.key, now) as { body_hash: string; message_id: string } | null;
+      if (prev) return prev.body_hash === idempotency.bodyHash ? { kind: "replayed", messageId: prev.message_id } : { kind: "conflict" };
+    }
+    const verified = domainVerified();
+    if (verified === undefined) return { kind: "miss" };
+    if (!verified) return { kind: "domain_not_verified" };
+
+    let retry = 0;
+    let reason: GuardReason = "bounce_cooldown";
+    const refuse = (wait: number, why: GuardReason) => {
+      if (wait > retry) [retry, reason] = [wait, why];
+    };
+    if (input.checkCooldown) {
+      const cd = this.db.query("SELECT until_ms FROM cooldowns WHERE mailbox = ?").get(mailbox) as { until_ms: number } | null;
+      if (cd) refuse(cd.until_ms - now, "bounce_cooldown");
+    }
+    if (input.countGuards) {
+      // An accept at t counts while now < t + window.
+      this.db.query("DELETE FROM guard_log WHERE org_id = ? AND mailbox = ? AND at_ms <= ?").run(orgId, mailbox, now - guards.longWindowMs);
+      const times = (this.db.query("SELECT at_ms FROM guard_log WHERE org_id = ? AND mailbox = ? ORDER BY at_ms").all(orgId, mailbox) as { at_ms: number }[]).map(
+        (r) => r.at_ms,
+      );
+      const recent = times.filter((t) => t > now - guards.shortWindowMs);
+      if (recent.length >= guards.shortMax) refuse(recent[recent.length - guards.shortMax]! + guards.shortWindowMs - now, "short_window");
+      if (times.length >= guards.longMax) refuse(times[times.length - guards.longMax]! + guards.longWindowMs - now, "long_window");
+    }
+    if (retry > 0) return { kind: "limited", reason, retryAfterMs: retry };
+
+    if (input.countGuards) {
+      this.db
+        .query("INSERT INTO guard_log (org_id, mailbox, at_ms, message_id, expires_ms) VALUES (?, ?, ?, ?, ?)")
+        .run(orgId, mailbox, now, messageId, now + guards.longWindowMs);
+    }
+    this.db
+      .query(
+        `INSERT INTO messages (id, org_id, lane, payload, mailbox, from_header, to_header, subject, status, attempts, created_ms, updated_ms, state, seq)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, 'waiting', ?)`,
+      )
+      .run(messageId, orgId, input.lane, input.payload, mailbox, input.from, input.to, input.subject, MessageStatus.QUEUED, now, now, ++this.seq);
+    this.event(messageId, now, MessageStatus.QUEUED, "accepted");
+    if (idempotency) {
+      this.db
+        .query("INSERT OR REPLACE INTO idempotency (org_id, key, body_hash, message_id, expires_ms) VALUES (?, ?, ?, ?, ?)")
+        .run(orgId, idempotency.key, idempotency.bodyHash, messageId, now + idempotency.ttlMs);
+    }
+    return { kind: "accepted", messageId };
+  }
+
+  async release(lane: Lane, nowMs: number): Promise<Released | null> {
+    return this.db.transaction(() => {
+      const next = "SELECT org_id FROM messages WHERE lane = ? AND state = 'waiting' AND org_id > ? ORDER BY org_id LIMIT 1";
+      const org = (this.db.query(next).get(lane, this.lastServed.get(lane) ?? "") ?? this.db.query(next).get(lane, "")) as { org_id: string } | null;
+      if (!org) return null;
+      const msg = this.db
+        .query("SELECT id FROM messages WHERE lane = ? AND state = 'waiting' AND org_id = ? ORDER BY seq LIMIT 1")
+        .get(lane, org.org_id) as { id: string };
+      this.db.query("UPDATE messages SET state = 'ready', seq = ? WHERE id = ?").run(++this.seq, msg.id);
+      this.event(msg.id, nowMs, MessageStatus.QUEUED, "released");
+      this.lastServed.set(lane, org.org_id);
+      return { orgId: org.org_id, messageId: msg.id };
+    })();
+  }
+
+  async lease(max: number, nowMs: number, visibilityMs: number): Promise<LeasedRecord[]> {
+    return this.db.transaction(() => {
+      const out: LeasedRecord[] = [];
+      const prefix = `ls_${randomBytes(8).toString("hex")}`;
+      for (const lane of LANES) {
+        const rows = this.db
+          .query("SELECT id, org_id, lane, payload, attempts FROM messages WHERE state = 'ready' AND lane = ? ORDER BY seq LIMIT ?")
+          .all(lane, max - out.length) as MessageRow[];
+        for (const row of rows) {
+          const leaseId = `${prefix}.${out.length}`;
+          const attempt = row.attempts + 1;
+          this.db
+            .query("UPDATE messages SET state = 'inflight', status = ?, attempts = ?, lease_id = ?, due_ms = ?, updated_ms = ? WHERE id = ?")
+            .run(MessageStatus.SENDING, attempt, leaseId, nowMs + visibilityMs, nowMs, row.id);
+          this.event(row.id, nowMs, MessageStatus.SENDING, `attempt ${attempt}`);
+          out.push({ leaseId, messageId: row.id, orgId: row.org_id, lane: row.lane as Lane, payload: row.payload, attempt });
+        }
+      }
+      return out;
+    })();
+  }
+
+  async ack(input: AckInput, policy: DeliveryPolicy, nowMs: number): Promise<AckResult> {
+    return this.db.transaction((): AckResult => {
+      const row = this.db
+        .query("SELECT status, lease_id, attempts, mailbox FROM messages WHERE id = ? AND org_id = ?")
+        .get(input.messageId, input.orgId) as MessageRow | null;
+      if (!row || row.status !== MessageStatus.SENDING || row.lease_id !== input.leaseId) {
+        return { current: false, status: (row?.status ?? MessageStatus.UNSPECIFIED) as MessageStatus };
+      }
+      let status: MessageStatus;
+      let state: State = "done";
+      let dueMs: number | null = null;
+      if (input.outcome === DeliveryOutcome.DELIVERED) status = MessageStatus.DELIVERED;
+      else if (input.outcome === DeliveryOutcome.BOUNCED) {
+        status = MessageStatus.BOUNCED;
+        this.db.query("INSERT OR REPLACE INTO cooldowns (mailbox, until_ms) VALUES (?, ?)").run(row.mailbox, nowMs + policy.bounceCooldownMs);
+      } else if (row.attempts >= policy.maxAttempts) status = MessageStatus.FAILED;
+      else {
+        status = MessageStatus.DEFERRED;
+        state = "deferred";
+        dueMs = nowMs + policy.retryBaseMs * 2 ** (row.attempts - 1);
+      }
+      this.db
+        .query("UPDATE messages SET status = ?, state = ?, lease_id = NULL, due_ms = ?, updated_ms = ? WHERE id = ?")
+        .run(status, state, dueMs, nowMs, input.messageId);
+      this.event(input.messageId, nowMs, status, input.detail);
+      return { current: true, status };
+    })();
+  }
+
+  async recover(nowMs: number, policy: DeliveryPolicy): Promise<RecoverResult> {
+    return this.db.transaction(() => {
+      const expired = this.db.query("SELECT id, attempts FROM messages WHERE state = 'inflight' AND due_ms <= ? LIMIT ?").all(nowMs, RECOVER_BATCH) as {
+        id: string;
+        attempts: number;
+      }[];
+      let failed = 0;
+      for (const { id, attempts } of expired) {
+        if (attempts >= policy.maxAttempts) {
+          this.db
+            .query("UPDATE messages SET state = 'done', status = ?, lease_id = NULL, due_ms = NULL, updated_ms = ? WHERE id = ?")
+            .run(MessageStatus.FAILED, nowMs, id);
+          this.event(id, nowMs, MessageStatus.FAILED, "lease expired after the last attempt");
+          failed++;
+          continue;
+        }
+        // Back at the head of its organization's queue in the lane, released again through the pacing.
+        this.db
+          .query("UPDATE messages SET state = 'waiting', status = ?, lease_id = NULL, due_ms = NULL, seq = ?, updated_ms = ? WHERE id = ?")
+          .run(MessageStatus.QUEUED, --this.headSeq, nowMs, id);
+        this.event(id, nowMs, MessageStatus.QUEUED, "lease expired; back in its lane");
+      }
+      const due = this.db.query("SELECT id FROM messages WHERE state = 'deferred' AND due_ms <= ? LIMIT ?").all(nowMs, RECOVER_BATCH) as { id: string }[];
+      for (const { id } of due) {
+        this.db
+          .query("UPDATE messages SET state = 'waiting', status = ?, due_ms = NULL, seq = ?, updated_ms = ? WHERE id = ?")
+          .run(MessageStatus.QUEUED, ++this.seq, nowMs, id);
+        this.event(id, nowMs, MessageStatus.QUEUED, "retry");
+      }
+      return { expired: expired.length - failed, retried: due.length, failed };
+    })();
+  }
+
+  async getMessage(orgId: string, messageId: string): Promise<MessageHistory | null> {
+    const row = this.db.query("SELECT * FROM messages WHERE id = ? AND org_id = ?").get(messageId, orgId) as MessageRow | null;
+    return row ? this.histories([row])[0]! : null;
+  }
+
+  async changedMessages(max: number): Promise<MessageHistory[]> {
+    return this.histories(this.db.query("SELECT * FROM messages WHERE dirty = 1 ORDER BY updated_ms LIMIT ?").all(max) as MessageRow[]);
+  }
+
+  async settle(written: Written[]): Promise<number> {
+    return this.db.transaction(() => {
+      let gone = 0;
+      for (const w of written) {
+        const { changes } = this.db.query("UPDATE messages SET dirty = 0 WHERE id = ? AND org_id = ? AND v = ?").run(w.id, w.orgId, w.version);
+        if (changes === 0) continue;
+        const { changes: deleted } = this.db.query("DELETE FROM messages WHERE id = ? AND state = 'done'").run(w.id);
+        if (deleted > 0) {
+          this.db.query("DELETE FROM message_events WHERE message_id = ?").run(w.id);
+          gone++;
+        }
+      }
+      return gone;
+    })();
+  }
+
+  async laneCounts(nowMs: number): Promise<LaneCounts[]> {
+    const rows = this.db
+      .query("SELECT lane, state, COUNT(*) AS n, MIN(created_ms) AS oldest FROM messages WHERE state != 'done' GROUP BY lane, state")
+      .all() as { lane: number; state: State; n: number; oldest: number }[];
+    return LANES.map((lane) => {
+      const of = (state: State) => rows.find((r) => r.lane === lane && r.state === state);
+      const waiting = of("waiting");
+      return {
+        lane,
+        depth: waiting?.n ?? 0,
+        ready: of("ready")?.n ?? 0,
+        inFlight: of("inflight")?.n ?? 0,
+        deferred: of("deferred")?.n ?? 0,
+        oldestAgeMs: waiting ? Math.max(0, nowMs - waiting.oldest) : 0,
+      };
+    });
+  }
+
+  /** An organization's messages waiting in a lane. */
+  orgDepth(orgId: string, lane: Lane): number {
+    return (this.db.query("SELECT COUNT(*) AS n FROM messages WHERE org_id = ? AND lane = ? AND state = 'waiting'").get(orgId, lane) as { n: number }).n;
+  }
+
+  /** Drops what has expired: old guard entries, idempotency records, cooldowns. */
+  sweep(nowMs: number): void {
+    this.db.transaction(() => {
+      this.db.query("DELETE FROM guard_log WHERE expires_ms <= ?").run(nowMs);
+      this.db.query("DELETE FROM idempotency WHERE expires_ms <= ?").run(nowMs);
+      this.db.query("DELETE FROM cooldowns WHERE until_ms <= ?").run(nowMs);
+    })();
+  }
+
+  /** The rows as the records keep them, with their events (read in one query). */
+  private histories(rows: MessageRow[]): MessageHistory[] {
+    if (rows.length === 0) return [];
+    const events = new Map<string, MessageHistory["events"]>(rows.map((r) => [r.id, []]));
+    const all = this.db
+      .query(`SELECT message_id, at_ms, status, detail FROM message_events WHERE message_id IN (${rows.map(() => "?").join(",")}) ORDER BY message_id, seq`)
+      .all(...rows.map((r) => r.id)) as { message_id: string; at_ms: number; status: number; detail: string }[];
+    for (const e of all) events.get(e.message_id)!.push({ status: e.status as MessageStatus, atMs: e.at_ms, detail: e.detail });
+    return rows.map((row) => ({
+      id: row.id,
+      orgId: row.org_id,
+      lane: row.lane as Lane,
+      from: row.from_header,
+      to: row.to_header,
+      toMailbox: row.mailbox,
+      subject: row.subject,
+      status: row.status as MessageStatus,
+      attempts: row.attempts,
+      createdMs: row.created_ms,
+      updatedMs: row.updated_ms,
+      version: row.v,
+      events: events.get(row.id)!,
+    }));
+  }
+
+  /** Appends an event; the message is marked changed for the records. */
+  private event(messageId: string, atMs: number, status: MessageStatus, detail: string): void {
+    const { v } = this.db.query("UPDATE messages SET v = v + 1, dirty = 1 WHERE id = ? RETURNING v").get(messageId) as { v: number };
+    this.db.query("INSERT INTO message_events (message_id, seq, at_ms, status, detail) VALUES (?, ?, ?, ?, ?)").run(messageId, v - 1, atMs, status, detail);
+  }
+}

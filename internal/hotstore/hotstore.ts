@@ -1,0 +1,221 @@
+import type { Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
+import type { DeliveryOutcome, Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
+import type { GuardLimits } from "../mail/policy";
+import type { OrgProjection } from "../records/directory";
+import type { MessageHistory } from "../records/history";
+
+// The hot store: what the hot path and the lanes touch many times a second. Token buckets,
+// guard logs, idempotency records, bounce cooldowns, the lanes with the payload of every
+// message not yet in a final state, leases, and the projection admission reads (token hash to
+// organization, organization to plan and verified domains), which is written through on every
+// change and rebuilt from the records on a miss. Two adapters, Redis and embedded (memory plus
+// a SQLite file), run one conformance suite.
+
+/** Expired leases and due retries put back per lane and recovery round, at most. */
+export const RECOVER_BATCH = 500;
+
+/** How long the hot store remembers that a token hash is not a valid token. */
+export const INVALID_TOKEN_TTL_MS = 60_000;
+
+/** What refused a request (an HTTP 429): the organization's quota, the IP limit, a recipient guard. */
+export type RefusalKind = "quota" | "ip" | "recipient";
+
+/** Refusals are counted per organization and minute, and kept this many minutes (the console's last hour). */
+export const REFUSAL_MINUTES = 60;
+
+/** An organization's release rate is measured over this many whole seconds. */
+export const RELEASE_WINDOW_S = 10;
+
+export interface RefusalCount {
+  orgId: string;
+  kind: RefusalKind;
+  n: number;
+}
+
+export type RefusalMinute = { minuteStartMs: number } & Record<RefusalKind, number>;
+
+/** What the console shows of an organization's use of the service. */
+export interface OrgUsage {
+  /** The request bucket as admission would see it now (nothing is consumed): whole requests left, ms until full. */
+  remaining: number;
+  resetMs: number;
+  /** The last REFUSAL_MINUTES minutes, oldest first; the last one is the minute under way. */
+  refusals: RefusalMinute[];
+  /** Per lane: the organization's messages waiting, and those released over the last RELEASE_WINDOW_S whole seconds. */
+  lanes: { lane: Lane; depth: number; released: number }[];
+}
+
+export interface AdmitInput {
+  /** sha256 of the presented token, or null when none (or a malformed one) was presented. */
+  tokenHash: string | null;
+  ip: string;
+}
+
+export interface OrgRef {
+  id: string;
+  slug: string;
+  plan: Plan;
+}
+
+export interface AdmitResult {
+  verdict: Verdict;
+  /**
+   * The projection knows nothing of this token (or of its organization): nothing was
+   * consumed; rebuild the projection from the records and admit again.
+   */
+  miss?: true;
+  /** Set when the token was valid. */
+  org?: OrgRef;
+  /** Whole tokens left in the organization bucket (the minimum quota when there is no org). */
+  remaining: number;
+  /** Milliseconds until the organization bucket is full (0 when there is no org). */
+  resetMs: number;
+  /** On a limited verdict: milliseconds until the request would be admitted. */
+  retryAfterMs: number;
+}
+
+/** What a token hash resolves to in the projection. */
+export type TokenLookup = { kind: "miss" } | { kind: "invalid" } | { kind: "valid"; org: OrgRef };
+
+export interface EnqueueInput {
+  orgId: string;
+  messageId: string;
+  lane: Lane;
+  /** The message as the service serialized it; opaque to the store. */
+  payload: string;
+  /** For the message's record: the From and To headers and the subject. */
+  from: string;
+  to: string;
+  subject: string;
+  /** The domain of the From address: it must be a verified domain of the organization. */
+  fromDomain: string;
+  /** The normalised recipient mailbox (lower case, no +tag). */
+  mailbox: string;
+  /** Refuse while the mailbox is on bounce cooldown (transactional sends). */
+  checkCooldown: boolean;
+  /** Count the send against the mailbox's windows (transactional sends to real mailboxes). */
+  countGuards: boolean;
+  guards: GuardLimits;
+  idempotency?: { key: string; bodyHash: string; ttlMs: number };
+}
+
+export type GuardReason = "short_window" | "long_window" | "bounce_cooldown";
+
+export type EnqueueResult =
+  | { kind: "accepted"; messageId: string }
+  | { kind: "replayed"; messageId: string }
+  | { kind: "conflict" }
+  | { kind: "domain_not_verified" }
+  /** The organization's projection is missing: rebuild it and enqueue again. */
+  | { kind: "miss" }
+  | { kind: "limited"; reason: GuardReason; retryAfterMs: number };
+
+export interface Released {
+  orgId: string;
+  messageId: string;
+}
+
+export interface LeasedRecord {
+  leaseId: string;
+  messageId: string;
+  orgId: string;
+  lane: Lane;
+  payload: string;
+  attempt: number;
+}
+
+export interface AckInput {
+  orgId: string;
+  messageId: string;
+  leaseId: string;
+  outcome: DeliveryOutcome;
+  detail: string;
+}
+
+export interface DeliveryPolicy {
+  maxAttempts: number;
+  /** The n-th retry waits retryBaseMs * 2^(n-1). */
+  retryBaseMs: number;
+  bounceCooldownMs: number;
+}
+
+export interface AckResult {
+  current: boolean;
+  status: MessageStatus;
+}
+
+export interface LaneCounts {
+  lane: Lane;
+  depth: number;
+  ready: number;
+  inFlight: number;
+  deferred: number;
+  oldestAgeMs: number;
+}
+
+export interface RecoverResult {
+  /** Leases that expired: their messages are back at the head of their queue in the lane. */
+  expired: number;
+  /** Deferred messages whose retry came due: back in their lane. */
+  retried: number;
+  /** Leases that expired on a message's last attempt: the message failed. */
+  failed: number;
+}
+
+/** A message written to the records at a version. */
+export interface Written {
+  orgId: string;
+  id: string;
+  version: number;
+}
+
+export interface HotStore {
+  /**
+   * Admits each input independently: the IP bucket and, for a valid token, the organization
+   * bucket are checked and consumed in one atomic step (both or neither).
+   */
+  admit(inputs: AdmitInput[], nowMs: number): Promise<AdmitResult[]>;
+  lookupToken(tokenHash: string): Promise<TokenLookup>;
+
+  /** Writes an organization's projection, unless the one there has a newer version. */
+  projectOrg(p: OrgProjection): Promise<void>;
+  /**
+   * Sets what a token hash resolves to: an organization, or null for "not a valid token"
+   * (remembered INVALID_TOKEN_TTL_MS). "write" replaces what is there (a change); "fill" only
+   * fills a gap (a rebuild from the records, which must not undo a newer write).
+   */
+  projectToken(tokenHash: string, orgId: string | null, mode: "write" | "fill"): Promise<void>;
+
+  /** Idempotency, the verified-domain check, guards, record and enqueue in one atomic step. */
+  enqueue(input: EnqueueInput, nowMs: number): Promise<EnqueueResult>;
+  /** Releases the next message of the lane, round-robin over organizations; null when empty. */
+  release(lane: Lane, nowMs: number): Promise<Released | null>;
+  /** Leases up to max released messages, transactional first. */
+  lease(max: number, nowMs: number, visibilityMs: number): Promise<LeasedRecord[]>;
+  ack(input: AckInput, policy: DeliveryPolicy, nowMs: number): Promise<AckResult>;
+  /** Puts messages of expired leases and due retries back in their lanes (through the pacing again). */
+  recover(nowMs: number, policy: DeliveryPolicy): Promise<RecoverResult>;
+  /** A message that is still in the hot store (not yet settled in the records); null otherwise. */
+  getMessage(orgId: string, messageId: string): Promise<MessageHistory | null>;
+  laneCounts(nowMs: number): Promise<LaneCounts[]>;
+
+  /** Adds to the organizations' refusal counts of the minute of nowMs (shared by every daemon on the store). */
+  countRefusals(counts: RefusalCount[], nowMs: number): Promise<void>;
+  /** An organization's bucket, refusals over the last hour and lanes; reads only. */
+  orgUsage(orgId: string, plan: Plan, nowMs: number): Promise<OrgUsage>;
+
+  /** Messages that changed since they were last written to the records (at most max). */
+  changedMessages(max: number): Promise<MessageHistory[]>;
+  /**
+   * Marks messages as written to the records at their version. A message that has not changed
+   * since and is in a final state leaves the hot store. Returns how many left.
+   */
+  settle(written: Written[]): Promise<number>;
+
+  /** Takes or renews the right to run a singleton (a lane's scheduler, the history writer); false while another daemon holds it. */
+  holdLease(name: string, owner: string, ttlMs: number): Promise<boolean>;
+
+  /** Rejects when the backing service cannot be reached. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,327 @@
+// The sending half of the hot store contract, run against every adapter (embedded, Redis, Redis
+// Cluster) with a moved clock.
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { ManualClock } from "../clock/clock";
+import { DeliveryOutcome, Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
+import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
+import { hotStoreServers, hotStores } from "../testkit/hotstores";
+import type { DeliveryPolicy, EnqueueInput, HotStore } from "./hotstore";
+
+const MIN = 60_000;
+const HOUR = 60 * MIN;
+const GUARDS = { shortMax: 5, shortWindowMs: 10 * MIN, longMax: 20, longWindowMs: 24 * HOUR };
+const POLICY: DeliveryPolicy = { maxAttempts: 3, retryBaseMs: 1_000, bounceCooldownMs: HOUR };
+
+let seq = 0;
+const servers = hotStoreServers();
+
+for (const [name, open] of hotStores(servers)) {
+  describe(`hot store sending: ${name}`, () => {
+    let store: HotStore;
+    let clock: ManualClock;
+    let org: string;
+
+    beforeEach(async () => {
+      if (store) await store.close();
+      store = await open();
+      clock = new ManualClock(Date.UTC(2026, 5, 1) + ++seq * 100 * 24 * HOUR);
+      org = `org_${name}_${seq}`;
+      await project(org);
+    });
+
+    /** An organization as the daemon projects it, with the verified domain d.example. */
+    const project = (id: string, version = 1, verifiedDomains = ["d.example"]) =>
+      store.projectOrg({ id, slug: `slug-${id}`, plan: Plan.FREE, version, verifiedDomains });
+    afterAll(async () => {
+      await store?.close();
+    });
+
+    let ids = 0;
+    function send(over: Partial<EnqueueInput> = {}) {
+      const input: EnqueueInput = {
+        orgId: org,
+        messageId: `msg_${name}_${seq}_${++ids}`,
+        lane: Lane.TRANSACTIONAL,
+        payload: JSON.stringify({ n: ids }),
+        from: "Sender <s@d.example>",
+        to: "user@example.com",
+        subject: `message ${ids}`,
+        fromDomain: "d.example",
+        mailbox: "user@example.com",
+        checkCooldown: true,
+        countGuards: true,
+        guards: GUARDS,
+        ...over,
+      };
+      return store.enqueue(input, clock.nowMs());
+    }
+
+    /** Releases everything waiting in a lane and returns the org ids in release order. */
+    async function drain(lane: Lane) {
+      const order: string[] = [];
+      for (let r = await store.release(lane, clock.nowMs()); r; r = await store.release(lane, clock.nowMs())) order.push(r.orgId);
+      return order;
+    }
+
+    test("short window: 5 in any 10 minutes, the 6th refused with the exact wait", async () => {
+      for (let i = 0; i < 5; i++) {
+        expect((await send()).kind).toBe("accepted");
+        clock.advance(MIN);
+      }
+      // Accepts at 0, 1, 2, 3, 4 minutes; now is 5 minutes: the first leaves at 10.
+      expect(await send()).toEqual({ kind: "limited", reason: "short_window", retryAfterMs: 5 * MIN });
+      clock.advance(5 * MIN - 1);
+      expect(await send()).toMatchObject({ kind: "limited", retryAfterMs: 1 });
+      clock.advance(1);
+      expect((await send()).kind).toBe("accepted");
+      // Nothing was recorded for the refusals: the next one waits for the 1-minute accept.
+      expect(await send()).toEqual({ kind: "limited", reason: "short_window", retryAfterMs: MIN });
+    });
+
+    test("windows are per organization and mailbox, and mailboxes are compared as given", async () => {
+      for (let i = 0; i < 5; i++) await send();
+      expect((await send()).kind).toBe("limited");
+      expect((await send({ mailbox: "other@example.com" })).kind).toBe("accepted");
+      const otherOrg = `${org}_b`;
+      await project(otherOrg);
+      expect((await send({ orgId: otherOrg })).kind).toBe("accepted");
+    });
+
+    test("long window: 20 in any 24 hours", async () => {
+      for (let i = 0; i < 20; i++) {
+        expect((await send()).kind).toBe("accepted");
+        clock.advance(11 * MIN);
+      }
+      const refused = await send();
+      // The first accept was 220 minutes ago; it leaves the 24-hour window after 24 h.
+      expect(refused).toEqual({ kind: "limited", reason: "long_window", retryAfterMs: 24 * HOUR - 220 * MIN });
+      clock.advance(24 * HOUR - 220 * MIN);
+      expect((await send()).kind).toBe("accepted");
+      expect((await send()).kind).toBe("limited");
+    });
+
+    test("bulk sends and fixtures are not counted", async () => {
+      for (let i = 0; i < 30; i++) {
+        expect((await send({ lane: Lane.BULK, checkCooldown: false, countGuards: false })).kind).toBe("accepted");
+        expect((await send({ mailbox: "delivered@fixtures.test", countGuards: false })).kind).toBe("accepted");
+      }
+      for (let i = 0; i < 5; i++) expect((await send()).kind).toBe("accepted");
+    });
+
+    test("idempotency: same key and body replays, another body conflicts, a refusal records nothing", async () => {
+      const key = { key: "k1", bodyHash: "h1", ttlMs: 24 * HOUR };
+      const first = await send({ idempotency: key });
+      expect(first.kind).toBe("accepted");
+      expect(await send({ idempotency: key })).toEqual({ kind: "replayed", messageId: (first as { messageId: string }).messageId });
+      expect(await send({ idempotency: { ...key, bodyHash: "h2" } })).toEqual({ kind: "conflict" });
+      for (let i = 0; i < 4; i++) await send();
+      const refused = await send({ idempotency: { ...key, key: "k2" } });
+      expect(refused.kind).toBe("limited");
+      clock.advance(10 * MIN);
+      expect((await send({ idempotency: { ...key, key: "k2" } })).kind).toBe("accepted");
+      // Keys expire.
+      clock.advance(24 * HOUR);
+      expect((await send({ idempotency: { ...key, bodyHash: "h3" } })).kind).toBe("accepted");
+    });
+
+    test("release is round-robin over organizations, oldest first within one", async () => {
+      const others: [string, string] = [`${org}_x`, `${org}_y`];
+      for (const o of others) await project(o);
+      for (let i = 0; i < 6; i++) await send({ countGuards: false, mailbox: `a${i}@example.com` });
+      await send({ orgId: others[0], countGuards: false });
+      await send({ orgId: others[1], countGuards: false });
+      await send({ orgId: others[1], countGuards: false });
+      const order = await drain(Lane.TRANSACTIONAL);
+      expect(order).toHaveLength(9);
+      // Each organization waits at most one slot per other waiting organization.
+      expect(order.slice(0, 3).sort()).toEqual([org, ...others].sort());
+      expect(order.slice(3, 5).sort()).toEqual([org, others[1]].sort());
+      expect(order.slice(5)).toEqual([org, org, org, org]);
+      expect(await store.release(Lane.BULK, clock.nowMs())).toBeNull();
+    });
+
+    test("lease, ack, retry with backoff, failure after the last attempt", async () => {
+      const bulk = await send({ lane: Lane.BULK, checkCooldown: false, countGuards: false });
+      const tx = await send();
+      await drain(Lane.BULK);
+      await drain(Lane.TRANSACTIONAL);
+      const leased = await store.lease(10, clock.nowMs(), 30_000);
+      expect(leased.map((l) => [l.lane, l.attempt])).toEqual([
+        [Lane.TRANSACTIONAL, 1],
+        [Lane.BULK, 1],
+      ]);
+      expect(leased[0]!.payload).toBe(JSON.stringify({ n: ids }));
+      const [txLease, bulkLease] = leased as [(typeof leased)[0], (typeof leased)[0]];
+      expect(txLease.messageId).toBe((tx as { messageId: string }).messageId);
+      expect(bulkLease.messageId).toBe((bulk as { messageId: string }).messageId);
+      expect(await store.lease(10, clock.nowMs(), 30_000)).toEqual([]);
+
+      const ack = (l: typeof txLease, outcome: DeliveryOutcome) =>
+        store.ack({ orgId: l.orgId, messageId: l.messageId, leaseId: l.leaseId, outcome, detail: `outcome ${outcome}` }, POLICY, clock.nowMs());
+      expect(await ack(txLease, DeliveryOutcome.DELIVERED)).toEqual({ current: true, status: MessageStatus.DELIVERED });
+      expect(await ack(txLease, DeliveryOutcome.DELIVERED)).toEqual({ current: false, status: MessageStatus.DELIVERED });
+
+      // Deferred: retried after 1 s, then 2 s; the third failure is final.
+      let lease = bulkLease;
+      for (const [attempt, wait] of [
+        [1, 1_000],
+        [2, 2_000],
+      ] as const) {
+        expect(await ack(lease, DeliveryOutcome.DEFERRED)).toEqual({ current: true, status: MessageStatus.DEFERRED });
+        clock.advance(wait - 1);
+        expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: 0, retried: 0, failed: 0 });
+        clock.advance(1);
+        expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: 0, retried: 1, failed: 0 });
+        expect((await store.laneCounts(clock.nowMs())).find((c) => c.lane === Lane.BULK)).toMatchObject({ depth: 1, deferred: 0 });
+        await drain(Lane.BULK);
+        [lease] = (await store.lease(1, clock.nowMs(), 30_000)) as [typeof lease];
+        expect(lease.attempt).toBe(attempt + 1);
+      }
+      expect(await ack(lease, DeliveryOutcome.DEFERRED)).toEqual({ current: true, status: MessageStatus.FAILED });
+
+      const record = await store.getMessage(org, lease.messageId);
+      expect(record).toMatchObject({ orgId: org, lane: Lane.BULK, status: MessageStatus.FAILED, attempts: 3, from: "Sender <s@d.example>", subject: expect.any(String) });
+      expect(record!.version).toBe(record!.events.length);
+      expect(record!.events.map((e) => e.status)).toEqual([
+        MessageStatus.QUEUED, // accepted
+        MessageStatus.QUEUED, // released
+        MessageStatus.SENDING,
+        MessageStatus.DEFERRED,
+        MessageStatus.QUEUED, // retry
+        MessageStatus.QUEUED, // released
+        MessageStatus.SENDING,
+        MessageStatus.DEFERRED,
+        MessageStatus.QUEUED,
+        MessageStatus.QUEUED,
+        MessageStatus.SENDING,
+        MessageStatus.FAILED,
+      ]);
+      expect(record!.events[0]).toEqual({ status: MessageStatus.QUEUED, atMs: expect.any(Number), detail: "accepted" });
+      expect(await store.getMessage(`${org}_other`, lease.messageId)).toBeNull();
+    });
+
+    test("a bounce puts the mailbox on cooldown for every organization", async () => {
+      await send({ mailbox: "gone@example.com" });
+      await drain(Lane.TRANSACTIONAL);
+      const [l] = await store.lease(1, clock.nowMs(), 30_000);
+      await store.ack({ orgId: org, messageId: l!.messageId, leaseId: l!.leaseId, outcome: DeliveryOutcome.BOUNCED, detail: "550" }, POLICY, clock.nowMs());
+      clock.advance(1_000);
+      expect(await send({ mailbox: "gone@example.com" })).toEqual({ kind: "limited", reason: "bounce_cooldown", retryAfterMs: HOUR - 1_000 });
+      // Bulk sends do not check it.
+      expect((await send({ mailbox: "gone@example.com", lane: Lane.BULK, checkCooldown: false, countGuards: false })).kind).toBe("accepted");
+      clock.advance(HOUR - 1_000);
+      expect((await send({ mailbox: "gone@example.com" })).kind).toBe("accepted");
+    });
+
+    test("an expired lease goes back to the head of its queue, released again through the pacing; the old lease's ack is ignored", async () => {
+      await send();
+      await send({ mailbox: "second@example.com" });
+      await drain(Lane.TRANSACTIONAL);
+      const [first] = await store.lease(1, clock.nowMs(), 5_000);
+      clock.advance(5_000);
+      expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: 1, retried: 0, failed: 0 });
+      // Not ready for a worker until the lane releases it again.
+      expect((await store.laneCounts(clock.nowMs()))[0]).toMatchObject({ depth: 1, ready: 1, inFlight: 0 });
+      expect(await store.release(Lane.TRANSACTIONAL, clock.nowMs())).toEqual({ orgId: org, messageId: first!.messageId });
+      const [other, second] = await store.lease(2, clock.nowMs(), 5_000);
+      expect(other!.messageId).not.toBe(first!.messageId); // released before the expiry, still first in line
+      await store.ack({ ...other!, outcome: DeliveryOutcome.DELIVERED, detail: "ok" }, POLICY, clock.nowMs());
+      expect(second).toMatchObject({ messageId: first!.messageId, attempt: 2 });
+      const stale = await store.ack({ ...first!, outcome: DeliveryOutcome.DELIVERED, detail: "late" }, POLICY, clock.nowMs());
+      expect(stale.current).toBe(false);
+      const fresh = await store.ack({ ...second!, outcome: DeliveryOutcome.DELIVERED, detail: "ok" }, POLICY, clock.nowMs());
+      expect(fresh).toEqual({ current: true, status: MessageStatus.DELIVERED });
+    });
+
+    test("a lease that expires on the last attempt fails the message", async () => {
+      await send();
+      for (let attempt = 1; attempt <= POLICY.maxAttempts; attempt++) {
+        await drain(Lane.TRANSACTIONAL);
+        const [l] = await store.lease(1, clock.nowMs(), 5_000);
+        expect(l!.attempt).toBe(attempt);
+        clock.advance(5_000);
+        const last = attempt === POLICY.maxAttempts;
+        expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: last ? 0 : 1, retried: 0, failed: last ? 1 : 0 });
+        if (last) expect(await store.getMessage(org, l!.messageId)).toMatchObject({ status: MessageStatus.FAILED, attempts: POLICY.maxAttempts });
+      }
+      expect(await store.laneCounts(clock.nowMs())).toEqual([
+        { lane: Lane.TRANSACTIONAL, depth: 0, ready: 0, inFlight: 0, deferred: 0, oldestAgeMs: 0 },
+        { lane: Lane.BULK, depth: 0, ready: 0, inFlight: 0, deferred: 0, oldestAgeMs: 0 },
+      ]);
+    });
+
+    test("lane counts: depth, ready, in flight and the oldest age", async () => {
+      await send({ countGuards: false });
+      clock.advance(1_000);
+      await send({ countGuards: false });
+      await send({ lane: Lane.BULK, countGuards: false, checkCooldown: false });
+      clock.advance(500);
+      await store.release(Lane.TRANSACTIONAL, clock.nowMs());
+      const counts = await store.laneCounts(clock.nowMs());
+      expect(counts).toEqual([
+        { lane: Lane.TRANSACTIONAL, depth: 1, ready: 1, inFlight: 0, deferred: 0, oldestAgeMs: 500 },
+        { lane: Lane.BULK, depth: 1, ready: 0, inFlight: 0, deferred: 0, oldestAgeMs: 500 },
+      ]);
+      await store.lease(5, clock.nowMs(), 1_000);
+      expect((await store.laneCounts(clock.nowMs()))[0]).toMatchObject({ ready: 0, inFlight: 1 });
+    });
+
+    test("the From domain must be a verified domain in the organization's projection", async () => {
+      expect(await send({ fromDomain: "other.example" })).toEqual({ kind: "domain_not_verified" });
+      await project(org, 2, ["d.example", "other.example"]);
+      expect((await send({ fromDomain: "other.example" })).kind).toBe("accepted");
+      // Unverified again: refused again, and an older projection does not bring it back.
+      await project(org, 3, ["d.example"]);
+      await project(org, 2, ["d.example", "other.example"]);
+      expect(await send({ fromDomain: "other.example" })).toEqual({ kind: "domain_not_verified" });
+      // An organization the projection does not know is a miss (rebuilt from the records by the daemon).
+      expect(await send({ orgId: "not-projected" })).toEqual({ kind: "miss" });
+      // A replay needs no projection: it answers what was accepted.
+      const key = { key: "k", bodyHash: "h", ttlMs: HOUR };
+      const first = await send({ idempotency: key });
+      await project(org, 4, []);
+      expect(await send({ idempotency: key })).toEqual({ kind: "replayed", messageId: (first as { messageId: string }).messageId });
+    });
+
+    test("the outbox: changed messages until written; a final one then leaves the hot store", async () => {
+      const a = (await send({ countGuards: false })) as { messageId: string };
+      const b = (await send({ countGuards: false, mailbox: "b@example.com" })) as { messageId: string };
+      let changed = await store.changedMessages(10);
+      expect(changed.map((m) => [m.id, m.version, m.events.length])).toEqual([
+        [a.messageId, 1, 1],
+        [b.messageId, 1, 1],
+      ]);
+      expect(changed[0]).toMatchObject({ orgId: org, to: "user@example.com", toMailbox: "user@example.com", status: MessageStatus.QUEUED, attempts: 0 });
+      expect(await store.changedMessages(1)).toHaveLength(1);
+      // Written at version 1: both leave the outbox, neither the hot store (not final).
+      expect(await store.settle(changed.map((m) => ({ orgId: m.orgId, id: m.id, version: m.version })))).toBe(0);
+      expect(await store.changedMessages(10)).toEqual([]);
+      expect(await store.getMessage(org, a.messageId)).not.toBeNull();
+
+      await drain(Lane.TRANSACTIONAL);
+      const leased = await store.lease(2, clock.nowMs(), 30_000);
+      for (const l of leased) await store.ack({ ...l, outcome: DeliveryOutcome.DELIVERED, detail: "250 ok" }, POLICY, clock.nowMs());
+      changed = await store.changedMessages(10);
+      expect(changed.map((m) => [m.version, m.status])).toEqual([
+        [4, MessageStatus.DELIVERED],
+        [4, MessageStatus.DELIVERED],
+      ]);
+      // A message that changed after it was read stays: here b is written at an older version.
+      const [ma, mb] = changed as [(typeof changed)[0], (typeof changed)[0]];
+      expect(await store.settle([{ orgId: org, id: ma.id, version: ma.version }, { orgId: org, id: mb.id, version: mb.version - 1 }])).toBe(1);
+      expect(await store.getMessage(org, ma.id)).toBeNull();
+      expect((await store.changedMessages(10)).map((m) => m.id)).toEqual([mb.id]);
+      expect(await store.settle([{ orgId: org, id: mb.id, version: mb.version }])).toBe(1);
+      expect(await store.changedMessages(10)).toEqual([]);
+      expect(await store.getMessage(org, mb.id)).toBeNull();
+    });
+
+    test("leases: one holder at a time, renewed by its owner, taken over when it lapses", async () => {
+      expect(await store.holdLease("history", "a", 1_000)).toBe(true);
+      expect(await store.holdLease("history", "a", 1_000)).toBe(true);
+      const other = await store.holdLease("history", "b", 1_000);
+      // The embedded store belongs to one daemon, which always holds its leases.
+      expect(other).toBe(name === "embedded");
+    });
+  });
+}

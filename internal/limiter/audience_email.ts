@@ -1,0 +1,43 @@
+import { create } from "@bufbuild/protobuf";
+import { randomBytes } from "node:crypto";
+import { fillTemplate } from "../automation/template";
+import { type Email, EmailSchema } from "../gen/mailcore/limiter/v1/mail_pb";
+import type { Fields } from "../records/audience";
+
+// A message to one subscriber, as campaigns and workflow emails send it: the placeholders
+// filled for the subscriber, and the one-click unsubscribe of RFC 8058.
+
+/** The message as written, with its placeholders. */
+export interface MessageTemplate {
+  from: string;
+  fromAddress: string;
+  subject: string;
+  html: string;
+  text: string;
+}
+
+/** An unguessable unsubscribe token (128 bits). */
+export function newUnsubscribeToken(): string {
+  return randomBytes(16).toString("base64url");
+}
+
+/** The link of a message's one-click unsubscribe (RFC 8058). */
+export function unsubscribeUrl(publicUrl: string, token: string): string {
+  return `${publicUrl.replace(/\/+$/, "")}/u/${token}`;
+}
+
+export function audienceEmail(t: MessageTemplate, to: { email: string; name: string; fields: Fields }, url: string, requestId: string): Email {
+  const values = { subscriber: to, unsubscribeUrl: url };
+  return create(EmailSchema, {
+    from: t.from,
+    fromAddress: t.fromAddress,
+    to: to.email,
+    toAddress: to.email,
+    // A name with a line break must not break the Subject header.
+    subject: fillTemplate(t.subject, values, { html: false }).replace(/[\r\n]+/g, " "),
+    html: fillTemplate(t.html, values, { html: true }),
+    text: fillTemplate(t.text, values, { html: false }),
+    headers: { "List-Unsubscribe": `<${url}>`, "List-Unsubscribe-Post": "List-Unsubscribe=One-Click" },
+    requestId,
+  });
+}

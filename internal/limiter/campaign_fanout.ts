@@ -1,0 +1,105 @@
+import type { Clock } from "../clock/clock";
+import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
+import type { EnqueueResult, HotStore } from "../hotstore/hotstore";
+import type { Logger } from "../log/log";
+import { type Campaign, pending } from "../records/campaigns";
+import type { Records } from "../records/records";
+import { audienceEmail, newUnsubscribeToken, unsubscribeUrl } from "./audience_email";
+import { newMessageId, type SendInput } from "./mail_service";
+import { LeasedLoop } from "./leasedloop";
+
+// The fan-out of campaigns into the bulk lane: a page of the audience at a time, and only
+// while the campaign has at most a page of messages not yet in a final state (its counts in
+// the records), or the bulk lane has less than a page waiting (the counts trail the lane by
+// the records writer's lag, which must not starve it). So the lane holds about two pages of a
+// campaign however large its audience. Everything it needs to go on is in the records (the
+// campaign's cursor and counts, the scheduled time), and one daemon runs it at a time (a
+// lease), so a restart or another daemon resumes it.
+
+/** Subscribers read (and messages queued) per page. */
+export const CAMPAIGN_PAGE = 100;
+const TICK_MS = 200;
+/** Messages queued between turns of the event loop. */
+const YIELD_EVERY = 5;
+const LEASE = "campaigns";
+const LEASE_TTL_MS = 5_000;
+
+export interface FanoutOptions {
+  records: Records;
+  hot: HotStore;
+  clock: Clock;
+  /** This daemon's name for the fan-out's lease. */
+  owner: string;
+  /** The accept step of every send (mail_service.ts). */
+  accept: (send: SendInput) => Promise<EnqueueResult>;
+  /** Where the unsubscribe links of the messages point (PUBLIC_URL). */
+  publicUrl: string;
+  log: Logger;
+}
+
+export class CampaignFanout {
+  private readonly loop: LeasedLoop;
+
+  constructor(private readonly o: FanoutOptions) {
+    this.loop = new LeasedLoop({ hot: o.hot, lease: LEASE, owner: o.owner, leaseTtlMs: LEASE_TTL_MS, tickMs: TICK_MS, what: "campaign fan-out", log: o.log, round: () => this.run() });
+  }
+
+  start(): void {
+    this.loop.start();
+  }
+
+  stop(): Promise<void> {
+    return this.loop.stop();
+  }
+
+  /** One round: starts what is due, then tops up every sending campaign by a page. */
+  private async run(): Promise<void> {
+    const { records, clock } = this.o;
+    await records.campaigns.startDue(clock.nowMs());
+    const sending = await records.campaigns.sending();
+    if (sending.length === 0) return;
+    const bulk = (await this.o.hot.laneCounts(clock.nowMs())).find((l) => l.lane === Lane.BULK);
+    // depth: messages queued and not yet released.
+    const laneLow = (bulk?.depth ?? 0) < CAMPAIGN_PAGE;
+    for (const c of sending) {
+      if (laneLow || pending(c) <= CAMPAIGN_PAGE) await this.page(c);
+    }
+  }
+
+  /**
+   * Queues the next page of the campaign's audience. Ids and tokens are reserved before the
+   * messages are queued, and each message has an idempotency key, so a page retried after a
+   * crash queues nothing twice; the cursor moves once the page is queued.
+   */
+  private async page(c: Campaign): Promise<void> {
+    const { records, clock } = this.o;
+    const members = await records.campaigns.nextMembers(c, CAMPAIGN_PAGE);
+    const done = members.length < CAMPAIGN_PAGE;
+    const sendTo = members.filter((m) => !m.skip);
+    const reserved = await records.campaigns.reserve(
+      c,
+      sendTo.map((m) => ({ subscriberId: m.id, messageId: newMessageId(), token: newUnsubscribeToken() })),
+    );
+    let queued = 0;
+    for (const [i, m] of sendTo.entries()) {
+      // The embedded store answers without leaving the event loop: a page must not hold off the lanes' slots.
+      if (i % YIELD_EVERY === YIELD_EVERY - 1) await new Promise((resolve) => setImmediate(resolve));
+      const r = reserved.get(m.id)!;
+      const result = await this.o.accept({
+        orgId: c.orgId,
+        lane: Lane.BULK,
+        email: audienceEmail(c, m, unsubscribeUrl(this.o.publicUrl, r.token), c.id),
+        idempotencyKey: `campaign:${c.id}:${m.id}`,
+        bodyHash: c.id,
+        messageId: r.messageId,
+      });
+      if (result.kind === "domain_not_verified") {
+        await records.campaigns.fail(c.id, `${c.fromAddress.split("@").pop()} is not a verified sending domain of this organization`, clock.nowMs());
+        return;
+      }
+      if (result.kind === "accepted" || result.kind === "replayed") queued++;
+    }
+    const throughSeq = members.at(-1)?.seq ?? c.lastSeq;
+    await records.campaigns.advance(c, throughSeq, queued, members.length - queued, done, clock.nowMs());
+  }
+}

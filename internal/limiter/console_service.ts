@@ -1,0 +1,198 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, type ConnectRouter, ConnectError } from "@connectrpc/connect";
+import { randomBytes } from "node:crypto";
+import { isIP } from "node:net";
+import type { Clock } from "../clock/clock";
+import { ConsoleService, type SendingDomain, SendingDomainSchema, SignInOutcome } from "../gen/mailcore/limiter/v1/console_pb";
+import { type HotStore, RELEASE_WINDOW_S } from "../hotstore/hotstore";
+import { normalizeEmail } from "../mail/policy";
+import { planQuota } from "../plans/plans";
+import type { ConsoleSession } from "../records/console";
+import type { DomainRecord } from "../records/directory";
+import type { Records } from "../records/records";
+import { hashToken, sameSecret } from "../token/token";
+import type { TxtLookup } from "./dns";
+import type { Projection } from "./projection";
+import type { RefusalCounter } from "./refusals";
+import { checkDomain, checkSlug, guard, issueToken } from "./service";
+
+/** A session lasts a working day from sign-in; then the user signs in again. */
+export const SESSION_TTL_MS = 12 * 3_600_000;
+/** Failed sign-ins allowed per window, per client address and per account. */
+export const SIGN_IN_WINDOW_MS = 15 * 60_000;
+export const SIGN_IN_FAILURES_PER_ADDRESS = 20;
+export const SIGN_IN_FAILURES_PER_ACCOUNT = 10;
+export const PASSWORD_MIN = 12;
+const PASSWORD_MAX = 1_024;
+const EMAIL_PATTERN = /^[^\s@]{1,64}@[^\s@]+\.[^\s@]+$/;
+/** argon2id at OWASP's recommended minimum (19 MiB, 2 passes): memory-hard, and a sign-in stays fast. */
+const ARGON2 = { algorithm: "argon2id", memoryCost: 19_456, timeCost: 2 } as const;
+const SESSION_TOKEN = /^mcs_[A-Za-z0-9_-]{43}$/;
+
+export interface ConsoleDeps {
+  hot: HotStore;
+  records: Records;
+  projection: Projection;
+  refusals: RefusalCounter;
+  clock: Clock;
+  laneRate: number;
+  lookupTxt: TxtLookup;
+  newToken: () => string;
+}
+
+/** The TXT record that proves control of a domain, as the console shows it. */
+export function domainRecord(d: DomainRecord): SendingDomain {
+  return create(SendingDomainSchema, { name: d.name, verified: d.verified, recordName: `_mailcore.${d.name}`, recordValue: `mailcore-verify=${d.verifyValue}` });
+}
+
+/** The console's RPCs: accounts and sessions, and a signed-in user's view of their own organization. */
+export function consoleRoutes(deps: ConsoleDeps) {
+  const { hot, records, projection, clock } = deps;
+  // Compared against when the account does not exist, so that an unknown email costs as long as a wrong password.
+  const decoy = Bun.password.hash(randomBytes(16).toString("hex"), ARGON2);
+
+  const session = async (token: string): Promise<ConsoleSession> => {
+    const s = SESSION_TOKEN.test(token) ? await guard(() => records.console.session(hashToken(token), clock.nowMs())) : undefined;
+    if (!s) throw new ConnectError("not signed in, or the session has expired", Code.Unauthenticated);
+    return s;
+  };
+  /** The session of a change: its CSRF token must be the session's. */
+  const change = async (token: string, csrf: string): Promise<ConsoleSession> => {
+    const s = await session(token);
+    if (!sameSecret(csrf, s.csrf)) throw new ConnectError("the form's CSRF token is missing or not this session's", Code.PermissionDenied);
+    return s;
+  };
+
+  return (router: ConnectRouter) => {
+    router.service(ConsoleService, {
+      async createUser(req) {
+        const slug = checkSlug(req.slug);
+        const email = normalizeEmail(req.email);
+        if (email.length > 254 || !EMAIL_PATTERN.test(email)) throw new ConnectError(`not an email address: ${JSON.stringify(req.email)}`, Code.InvalidArgument);
+        if (req.password.length < PASSWORD_MIN || req.password.length > PASSWORD_MAX) {
+          throw new ConnectError(`a password is ${PASSWORD_MIN} to ${PASSWORD_MAX} characters`, Code.InvalidArgument);
+        }
+        const hash = await Bun.password.hash(req.password, ARGON2);
+        const { userId } = await guard(() => records.console.createUser(slug, email, hash, clock.nowMs()));
+        return { userId };
+      },
+
+      async signIn(req) {
+        if (isIP(req.clientIp) === 0) throw new ConnectError(`client_ip is not an IP address: ${JSON.stringify(req.clientIp)}`, Code.InvalidArgument);
+        const email = normalizeEmail(req.email);
+        const address = `ip:${req.clientIp}`;
+        const account = `acct:${email}`;
+        const now = clock.nowMs();
+        const failures = await guard(() => records.console.failuresSince([address, account], now - SIGN_IN_WINDOW_MS));
+        // While either limit is reached, even the right password is refused: that is what stops guessing.
+        let waitMs = 0;
+        for (const [subject, max] of [
+          [address, SIGN_IN_FAILURES_PER_ADDRESS],
+          [account, SIGN_IN_FAILURES_PER_ACCOUNT],
+        ] as const) {
+          const f = failures.get(subject)!;
+          if (f.count >= max) waitMs = Math.max(waitMs, f.oldestMs + SIGN_IN_WINDOW_MS - now);
+        }
+        if (waitMs > 0) return { outcome: SignInOutcome.THROTTLED, retryAfterSeconds: Math.max(1, Math.ceil(waitMs / 1_000)) };
+
+        const user = await guard(() => records.console.userByEmail(email));
+        const ok = (await Bun.password.verify(req.password.slice(0, PASSWORD_MAX), user?.passwordHash ?? (await decoy))) && user !== undefined;
+        if (!ok) {
+          await guard(() => records.console.recordFailure([address, account], now, now - SIGN_IN_WINDOW_MS));
+          return { outcome: SignInOutcome.INVALID };
+        }
+        const token = `mcs_${randomBytes(32).toString("base64url")}`;
+        await guard(async () => {
+          await records.console.clearFailures(account);
+          await records.console.createSession(hashToken(token), user.id, randomBytes(32).toString("base64url"), now, now + SESSION_TTL_MS);
+        });
+        return { outcome: SignInOutcome.SIGNED_IN, sessionToken: token, maxAgeSeconds: SESSION_TTL_MS / 1_000 };
+      },
+
+      async signOut(req) {
+        await change(req.sessionToken, req.csrfToken);
+        await guard(() => records.console.deleteSession(hashToken(req.sessionToken)));
+        return {};
+      },
+
+      async getSession(req) {
+        const s = await session(req.sessionToken);
+        return { email: s.email, orgSlug: s.orgSlug, plan: s.plan, csrfToken: s.csrf };
+      },
+
+      async listApiTokens(req) {
+        const s = await session(req.sessionToken);
+        const tokens = await guard(() => records.directory.listTokens(s.orgId));
+        return {
+          tokens: tokens
+            .filter((t) => t.revokedMs === null)
+            .map((t) => ({ id: t.id, name: t.name, createdMs: BigInt(t.createdMs), lastUsedMs: BigInt(t.lastUsedMs ?? 0) })),
+        };
+      },
+
+      async createApiToken(req) {
+        const s = await change(req.sessionToken, req.csrfToken);
+        const made = await issueToken(deps, s.orgSlug, req.name);
+        return { token: made.token, info: { id: made.tokenId, name: made.name, createdMs: BigInt(made.createdMs), lastUsedMs: 0n } };
+      },
+
+      async revokeApiToken(req) {
+        const s = await change(req.sessionToken, req.csrfToken);
+        // Another organization's token id is simply not found.
+        const hash = await guard(() => records.directory.revokeTokenById(s.orgId, req.tokenId, clock.nowMs()));
+        await guard(() => projection.writeToken(hash, null));
+        return {};
+      },
+
+      async listDomains(req) {
+        const s = await session(req.sessionToken);
+        return { domains: (await guard(() => records.directory.listDomains(s.orgId))).map(domainRecord) };
+      },
+
+      async addSendingDomain(req) {
+        const s = await change(req.sessionToken, req.csrfToken);
+        const domain = checkDomain(req.domain);
+        return { domain: domainRecord(await guard(() => records.directory.addUnverifiedDomain(s.orgId, domain, clock.nowMs()))) };
+      },
+
+      async verifyDomain(req) {
+        const s = await change(req.sessionToken, req.csrfToken);
+        const name = req.domain.trim().toLowerCase();
+        const domain = (await guard(() => records.directory.listDomains(s.orgId))).find((d) => d.name === name);
+        if (!domain) throw new ConnectError(`no sending domain ${name} in this organization`, Code.NotFound);
+        if (domain.verified) return { domain: domainRecord(domain) };
+        const { recordName, recordValue } = domainRecord(domain);
+        let found: string[];
+        try {
+          found = await deps.lookupTxt(recordName);
+        } catch (err) {
+          const code = (err as { code?: string }).code;
+          const detail = code === "ENOTFOUND" || code === "ENODATA" ? `no TXT record at ${recordName}` : `the DNS lookup of ${recordName} failed (${code ?? (err as Error).message})`;
+          return { domain: domainRecord(domain), detail };
+        }
+        if (!found.includes(recordValue)) {
+          return { domain: domainRecord(domain), detail: `the TXT records at ${recordName} do not hold ${recordValue}: found ${found.map((v) => JSON.stringify(v)).join(", ") || "none"}` };
+        }
+        const p = await guard(() => records.directory.markDomainVerified(s.orgId, name));
+        // The send path's verified-domain check reads the projection.
+        await guard(() => projection.writeOrg(p));
+        return { domain: domainRecord({ ...domain, verified: true }) };
+      },
+
+      async getUsage(req) {
+        const s = await session(req.sessionToken);
+        // This daemon's refusals not yet written: so a page shows what just happened here.
+        await deps.refusals.flush();
+        const u = await guard(() => hot.orgUsage(s.orgId, s.plan, clock.nowMs()));
+        return {
+          plan: s.plan,
+          quota: planQuota(s.plan),
+          remaining: u.remaining,
+          resetSeconds: Math.ceil(u.resetMs / 1_000),
+          refusals: u.refusals.map((m) => ({ minuteStartMs: BigInt(m.minuteStartMs), quota: m.quota, ip: m.ip, recipient: m.recipient })),
+          lanes: u.lanes.map((l) => ({ lane: l.lane, depth: BigInt(l.depth), releasedPerSecond: l.released / RELEASE_WINDOW_S, rate: deps.laneRate })),
+        };
+      },
+    });
+  };
+}

@@ -1,0 +1,127 @@
+import type { ConnectRouter } from "@connectrpc/connect";
+import type { Clock } from "../clock/clock";
+import type { DeliveryPolicy, HotStore } from "../hotstore/hotstore";
+import { startLanes } from "../lanes/lanes";
+import type { Logger } from "../log/log";
+import { laneName } from "../mail/policy";
+import type { LimiterMetrics } from "../metrics/metrics";
+import type { Records } from "../records/records";
+import type { RetryPolicy } from "../records/webhooks";
+import { newToken } from "../token/token";
+import { audienceRoutes } from "./audience_service";
+import { automationRoutes } from "./automation_service";
+import { CampaignFanout } from "./campaign_fanout";
+import { WorkflowRunner } from "./workflow_runner";
+import { consoleRoutes } from "./console_service";
+import { txtLookup } from "./dns";
+import { acceptor, MailRuntime, mailRoutes } from "./mail_service";
+import { Projection } from "./projection";
+import { RecordsWriter } from "./recordswriter";
+import { RefusalCounter } from "./refusals";
+import type { RawUnary } from "./server";
+import { limiterService } from "./service";
+import { webhookRoutes } from "./webhook_service";
+
+export interface DaemonOptions {
+  hot: HotStore;
+  records: Records;
+  clock: Clock;
+  laneRate: number;
+  visibilityMs: number;
+  policy: DeliveryPolicy;
+  retentionMs: number;
+  /** When failed webhook attempts are retried, and when an endpoint is disabled. */
+  webhookPolicy: RetryPolicy;
+  /** This daemon's name in the hot store's leases. */
+  owner: string;
+  /** Where domain verification looks up TXT records (host:port); undefined: the system's resolvers. */
+  dnsServer?: string;
+  /** Where links in mail (unsubscribe) point: PUBLIC_URL. */
+  publicUrl: string;
+  log: Logger;
+  /** Counts admissions and releases when set. */
+  metrics?: LimiterMetrics;
+}
+
+export interface Daemon {
+  routes(router: ConnectRouter): void;
+  /** The methods served outside Connect's router (serveRpc's `raw`): AdmitBatch in binary gRPC. */
+  raw: Record<string, RawUnary>;
+  /** Starts the lane schedulers and the records writer. */
+  start(): void;
+  /** Stops releasing and ends the lease streams (their leases stay with the workers). */
+  stopReleasing(): Promise<void>;
+  /** Stops the records writer, writing what is left to the records. */
+  stop(): Promise<void>;
+}
+
+/** The limiter daemon's parts, wired: its RPCs (admission, mail, console, audience), the lanes and the records writer. */
+export function limiterDaemon(o: DaemonOptions): Daemon {
+  const projection = new Projection(o.hot, o.records.directory);
+  const writer = new RecordsWriter({ hot: o.hot, records: o.records, clock: o.clock, owner: o.owner, retentionMs: o.retentionMs, log: o.log });
+  const runtime = new MailRuntime();
+  const refusals = new RefusalCounter(o.hot, o.clock, o.log);
+  const limiter = limiterService({ hot: o.hot, records: o.records, projection, writer, refusals, clock: o.clock, newToken, metrics: o.metrics });
+  const mail = mailRoutes(
+    { hot: o.hot, records: o.records, projection, clock: o.clock, laneRate: o.laneRate, visibilityMs: o.visibilityMs, policy: o.policy, refusals },
+    runtime,
+  );
+  const consoleService = consoleRoutes({
+    hot: o.hot,
+    records: o.records,
+    projection,
+    refusals,
+    clock: o.clock,
+    laneRate: o.laneRate,
+    lookupTxt: txtLookup(o.dnsServer),
+    newToken,
+  });
+  const webhooks = webhookRoutes({ records: o.records, clock: o.clock, policy: o.webhookPolicy });
+  const audience = audienceRoutes({ records: o.records, clock: o.clock });
+  const automation = automationRoutes({ records: o.records, clock: o.clock });
+  const accept = acceptor({ hot: o.hot, projection, clock: o.clock }, runtime);
+  const automationParts = { records: o.records, hot: o.hot, clock: o.clock, owner: o.owner, accept, publicUrl: o.publicUrl, log: o.log };
+  const fanout = new CampaignFanout(automationParts);
+  const runner = new WorkflowRunner(automationParts);
+  let lanes: { stop(): Promise<void> } | undefined;
+  return {
+    routes(router) {
+      limiter.routes(router);
+      mail(router);
+      consoleService(router);
+      webhooks(router);
+      audience(router);
+      automation(router);
+    },
+    raw: limiter.raw,
+    start() {
+      writer.start();
+      refusals.start();
+      fanout.start();
+      runner.start();
+      lanes = startLanes({
+        store: o.hot,
+        clock: o.clock,
+        ratePerSecond: o.laneRate,
+        owner: o.owner,
+        policy: o.policy,
+        onRelease: (r) => {
+          runtime.recordRelease(r);
+          o.metrics?.released.inc({ lane: laneName(r.lane) });
+        },
+        onRecovered: () => runtime.work.notifyAll(),
+        log: o.log,
+      });
+    },
+    async stopReleasing() {
+      await Promise.all([fanout.stop(), runner.stop()]);
+      await lanes?.stop();
+      runtime.stopping.abort();
+    },
+    async stop() {
+      await this.stopReleasing();
+      await writer.stop();
+      await refusals.stop();
+    },
+  };
+}

@@ -1,0 +1,35 @@
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import type { SendRequest, SendResponse } from "../gen/mailcore/limiter/v1/mail_pb";
+import { SendOutcome } from "../gen/mailcore/limiter/v1/mail_pb";
+import { DEADLINE_HEADER, NOT_QUEUED_HEADER, REQUEST_ID_HEADER } from "../limiterclient/metadata";
+import type { Logger } from "../log/log";
+import { laneName } from "../mail/policy";
+
+/**
+ * What the daemon does around its RPCs, whatever the store: a Send read after its caller's
+ * deadline is refused before it touches the store; the request id rides into the message (so
+ * the worker logs it) and into the daemon's line about it. (Admissions are counted where they
+ * are decided, in the limiter service: AdmitBatch also arrives outside the router.)
+ */
+export function daemonInterceptors(o: { log: Logger; now?: () => number }): Interceptor[] {
+  const now = o.now ?? Date.now;
+  const observe: Interceptor = (next) => async (req) => {
+    if (req.stream) return next(req);
+    const method = req.method.name;
+    if (method === "Send") {
+      const deadline = Number(req.header.get(DEADLINE_HEADER) ?? 0);
+      if (deadline > 0 && now() >= deadline) {
+        throw new ConnectError("the caller's deadline passed before limiterd read the send; nothing was queued", Code.DeadlineExceeded, { [NOT_QUEUED_HEADER]: "1" });
+      }
+      const requestId = req.header.get(REQUEST_ID_HEADER) ?? "";
+      const send = req.message as SendRequest;
+      if (send.email) send.email.requestId = requestId;
+      const res = await next(req);
+      const answer = res.message as SendResponse;
+      if (answer.outcome === SendOutcome.ACCEPTED) o.log.info("queued", { requestId, message: answer.messageId, org: send.orgId, lane: laneName(send.lane) });
+      return res;
+    }
+    return next(req);
+  };
+  return [observe];
+}

@@ -1,0 +1,56 @@
+import type { Clock } from "../clock/clock";
+import type { HotStore, RefusalCount, RefusalKind } from "../hotstore/hotstore";
+import type { Logger } from "../log/log";
+
+/** How often the counts are added to the hot store. */
+const FLUSH_EVERY_MS = 1_000;
+
+/**
+ * Counts refused requests (429s) per organization and kind for the console. Only refusals are
+ * counted, in memory, and added to the hot store's per-minute counts once a second, so an
+ * admitted request costs nothing and a flood of refusals costs one write per organization
+ * and kind a second. Counts land in the minute of the flush (at most a second late); counts
+ * that cannot be written are dropped (they are a report, not a limit).
+ */
+export class RefusalCounter {
+  private pending = new Map<string, RefusalCount>();
+  private timer: ReturnType<typeof setInterval> | undefined;
+  private failing = false;
+
+  constructor(
+    private readonly hot: HotStore,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+  ) {}
+
+  count(orgId: string, kind: RefusalKind): void {
+    const key = `${orgId}|${kind}`;
+    const c = this.pending.get(key);
+    if (c) c.n++;
+    else this.pending.set(key, { orgId, kind, n: 1 });
+  }
+
+  start(): void {
+    this.timer = setInterval(() => void this.flush(), FLUSH_EVERY_MS);
+  }
+
+  /** Adds what was counted to the hot store. */
+  async flush(): Promise<void> {
+    if (this.pending.size === 0) return;
+    const counts = [...this.pending.values()];
+    this.pending = new Map();
+    try {
+      await this.hot.countRefusals(counts, this.clock.nowMs());
+      if (this.failing) this.log.info("refusal counts are written again");
+      this.failing = false;
+    } catch (err) {
+      if (!this.failing) this.log.warn("cannot write refusal counts; dropping them", { error: (err as Error).message });
+      this.failing = true;
+    }
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.flush();
+  }
+}

@@ -1,0 +1,152 @@
+import type { Clock } from "../clock/clock";
+import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
+import type { EnqueueResult, HotStore } from "../hotstore/hotstore";
+import type { Logger } from "../log/log";
+import type { Subscriber } from "../records/audience";
+import type { Records } from "../records/records";
+import type { Step, Workflow, WorkflowRun } from "../records/workflows";
+import { audienceEmail, newUnsubscribeToken, unsubscribeUrl } from "./audience_email";
+import { newMessageId, type SendInput } from "./mail_service";
+import { LeasedLoop } from "./leasedloop";
+
+// The runner of workflow runs: every due run is taken a step at a time until it waits, fails
+// for now, or ends. A step is recorded done by its key (the run and the step's index), so a
+// step runs once per run; a crash between a step and its record runs it again, which the email
+// step makes harmless with an idempotency key of the run and step. One daemon runs it at a
+// time (a lease); the runs and their due times are in the records, so a restart resumes them.
+
+const TICK_MS = 250;
+const DUE_BATCH = 50;
+const LEASE = "workflows";
+const LEASE_TTL_MS = 5_000;
+/** A webhook step: the receiver's deadline, and its retries (5 s, doubling, at most 10 minutes apart) before the run fails. */
+const WEBHOOK_TIMEOUT_MS = 15_000;
+const WEBHOOK_RETRY_BASE_MS = 5_000;
+const WEBHOOK_RETRY_MAX_MS = 600_000;
+const WEBHOOK_ATTEMPTS = 10;
+
+export interface RunnerOptions {
+  records: Records;
+  hot: HotStore;
+  clock: Clock;
+  owner: string;
+  accept: (send: SendInput) => Promise<EnqueueResult>;
+  publicUrl: string;
+  log: Logger;
+}
+
+/** What running a step came to. */
+type StepResult = { kind: "done"; dueMs: number } | { kind: "retry"; dueMs: number; detail: string } | { kind: "fail"; detail: string };
+
+/**
+ * The webhook step: POSTs {"type":"workflow.step","data":{subscriber,workflowId,runId}} to url
+ * and says whether the receiver took it (a 2xx within 15 s).
+ */
+export async function postWorkflowWebhook(url: string, data: { subscriber: Subscriber; workflowId: string; runId: string }): Promise<{ ok: boolean; detail: string }> {
+  try {
+    const res = await fetch(url, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ type: "workflow.step", data }),
+      signal: AbortSignal.timeout(WEBHOOK_TIMEOUT_MS),
+    });
+    await res.body?.cancel();
+    return { ok: res.ok, detail: `HTTP ${res.status}` };
+  } catch (err) {
+    return { ok: false, detail: (err as Error).message };
+  }
+}
+
+export class WorkflowRunner {
+  private readonly loop: LeasedLoop;
+
+  constructor(private readonly o: RunnerOptions) {
+    this.loop = new LeasedLoop({ hot: o.hot, lease: LEASE, owner: o.owner, leaseTtlMs: LEASE_TTL_MS, tickMs: TICK_MS, what: "workflow runs", log: o.log, round: () => this.run() });
+  }
+
+  start(): void {
+    this.loop.start();
+  }
+
+  stop(): Promise<void> {
+    return this.loop.stop();
+  }
+
+  /** One round: every due run (a batch), side by side. */
+  private async run(): Promise<void> {
+    const due = await this.o.records.workflows.dueRuns(this.o.clock.nowMs(), DUE_BATCH);
+    await Promise.all(due.map((r) => this.advance(r)));
+  }
+
+  /** Runs the run's steps from where it is until it waits, is retried later, or ends. */
+  private async advance(start: WorkflowRun): Promise<void> {
+    const { records, clock } = this.o;
+    const workflow = await records.workflows.get(start.orgId, start.workflowId);
+    if (!workflow) return; // deleted with its runs meanwhile
+    let run = start;
+    for (;;) {
+      const now = clock.nowMs();
+      if (run.step >= workflow.steps.length) return records.workflows.finish(run, "completed", "", now);
+      const subscriber = await records.audience.get(run.orgId, run.subscriberId);
+      if (!subscriber) return records.workflows.finish(run, "failed", "the subscriber was deleted", now);
+      const result = await this.step(workflow.steps[run.step]!, run, workflow, subscriber);
+      if (result.kind === "fail") return records.workflows.finish(run, "failed", result.detail, clock.nowMs());
+      if (result.kind === "retry") return records.workflows.retry(run, result.dueMs, result.detail, clock.nowMs());
+      if (!(await records.workflows.stepDone(run, result.dueMs, clock.nowMs()))) return; // ran elsewhere
+      run = { ...run, step: run.step + 1, dueMs: result.dueMs, attempts: 0 };
+      if (result.dueMs > clock.nowMs()) return;
+    }
+  }
+
+  private async step(step: Step, run: WorkflowRun, workflow: Workflow, subscriber: Subscriber): Promise<StepResult> {
+    const { records, clock } = this.o;
+    const now = clock.nowMs();
+    switch (step.type) {
+      case "wait":
+        return { kind: "done", dueMs: now + step.seconds * 1_000 };
+      case "add_tag":
+      case "remove_tag": {
+        // A workflow's own changes start no workflow (no cascades).
+        const change = step.type === "add_tag" ? { tags: [step.tag] } : { removeTags: [step.tag] };
+        await records.audience.update(run.orgId, run.subscriberId, { ...change, triggerWorkflows: false }, now);
+        return { kind: "done", dueMs: now };
+      }
+      case "webhook": {
+        const res = await postWorkflowWebhook(step.url, { subscriber, workflowId: workflow.id, runId: run.id });
+        if (res.ok) return { kind: "done", dueMs: clock.nowMs() };
+        if (run.attempts + 1 >= WEBHOOK_ATTEMPTS) return { kind: "fail", detail: `webhook ${step.url}: ${res.detail}, ${WEBHOOK_ATTEMPTS} times` };
+        return { kind: "retry", dueMs: clock.nowMs() + Math.min(WEBHOOK_RETRY_MAX_MS, WEBHOOK_RETRY_BASE_MS * 2 ** run.attempts), detail: `webhook: ${res.detail}` };
+      }
+      case "email":
+        return this.email(step, run, subscriber);
+    }
+  }
+
+  /** A transactional send with every guard; the id, token and idempotency key are the run's and the step's. */
+  private async email(step: Extract<Step, { type: "email" }>, run: WorkflowRun, subscriber: Subscriber): Promise<StepResult> {
+    const { records, clock } = this.o;
+    // Someone who unsubscribed gets no more of an organization's automated mail.
+    if (subscriber.status === "unsubscribed") return { kind: "done", dueMs: clock.nowMs() };
+    const key = `${run.id}:${run.step}`;
+    const reserved = (await records.campaigns.reserve({ id: key, orgId: run.orgId }, [{ subscriberId: subscriber.id, messageId: newMessageId(), token: newUnsubscribeToken() }])).get(subscriber.id)!;
+    const result = await this.o.accept({
+      orgId: run.orgId,
+      lane: Lane.TRANSACTIONAL,
+      email: audienceEmail(step, subscriber, unsubscribeUrl(this.o.publicUrl, reserved.token), run.id),
+      idempotencyKey: `workflow:${key}`,
+      bodyHash: key,
+      messageId: reserved.messageId,
+    });
+    switch (result.kind) {
+      case "accepted":
+      case "replayed":
+        return { kind: "done", dueMs: clock.nowMs() };
+      case "limited":
+        return { kind: "retry", dueMs: clock.nowMs() + result.retryAfterMs, detail: `recipient rate limited (${result.reason})` };
+      case "domain_not_verified":
+        return { kind: "fail", detail: `${step.fromAddress.split("@").pop()} is not a verified sending domain of this organization` };
+      default:
+        return { kind: "fail", detail: `the send was refused (${result.kind})` };
+    }
+  }
+}

@@ -1,0 +1,22 @@
+// The gRPC metadata the fronts send with their calls to limiterd, and what limiterd answers in
+// it. Shared here so that neither side spells a name by hand.
+
+/** The request id (X-Request-Id), followed through the daemon into the message for the worker. */
+export const REQUEST_ID_HEADER = "x-request-id";
+
+/**
+ * The absolute time (ms since the epoch) after which the caller no longer waits for a Send.
+ * limiterd refuses a Send it reads after that time, so a call the front gave up on is never
+ * queued later. gRPC's own grpc-timeout is relative to when the daemon reads the call, which is
+ * too late when the daemon was paused with the call in its socket buffer.
+ */
+export const DEADLINE_HEADER = "mailcore-deadline-ms";
+
+/** Set by limiterd on an error when it is certain that nothing was queued. */
+export const NOT_QUEUED_HEADER = "mailcore-not-queued";
+
+/**
+ * How much longer than its deadline a front waits for a Send's answer: the longest the daemon
+ * works on a Send it started before the deadline (two store calls, each cut off after 1 s).
+ */
+export const SEND_GRACE_MS = 2_500;

@@ -1,0 +1,123 @@
+import type { Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
+import { FINAL_STATUSES } from "../mail/policy";
+import { chunks, type Db, num, type Sql } from "./db";
+
+// The history of every message: its record and its events, kept for the retention period.
+// The hot store writes it here in batches as messages change (see limiter/history.ts).
+
+export interface MessageEvent {
+  status: MessageStatus;
+  atMs: number;
+  detail: string;
+}
+
+export interface MessageHistory {
+  id: string;
+  orgId: string;
+  lane: Lane;
+  from: string;
+  to: string;
+  /** The recipient as the guards compare it (lower case, no +tag). */
+  toMailbox: string;
+  subject: string;
+  status: MessageStatus;
+  attempts: number;
+  createdMs: number;
+  updatedMs: number;
+  /** Grows with every change in the hot store: an older copy never overwrites a newer one. */
+  version: number;
+  /** Every event so far, oldest first. */
+  events: MessageEvent[];
+}
+
+/** A message event written for the first time, with its message. */
+export interface NewMessageEvent {
+  message: MessageHistory;
+  event: MessageEvent;
+  /** The event's place in the message's events (0: the acceptance). */
+  seq: number;
+}
+
+/** Runs in the history write's transaction with the events it wrote first (a rewrite of an event is not new). */
+export type OnNewEvents = (sql: Sql, events: NewMessageEvent[]) => Promise<unknown>;
+
+export class HistoryRecords {
+  constructor(private readonly db: Db) {}
+
+  /** Writes (or brings up to date) the given messages and their events, in one transaction. */
+  async write(messages: MessageHistory[], onNewEvents?: OnNewEvents): Promise<void> {
+    if (messages.length === 0) return;
+    const rows = messages.map((m) => ({
+      id: m.id,
+      org_id: m.orgId,
+      lane: m.lane,
+      from_header: m.from,
+      to_header: m.to,
+      to_mailbox: m.toMailbox,
+      subject: m.subject,
+      status: m.status,
+      attempts: m.attempts,
+      created_ms: m.createdMs,
+      updated_ms: m.updatedMs,
+      version: m.version,
+    }));
+    const events = messages.flatMap((m) => m.events.map((e, seq) => ({ message_id: m.id, seq, status: e.status, at_ms: e.atMs, detail: e.detail })));
+    await this.db.tx(async (sql) => {
+      for (const part of chunks(rows)) {
+        await sql`INSERT INTO messages ${sql(part)} ON CONFLICT (id) DO UPDATE SET
+          status = excluded.status, attempts = excluded.attempts, updated_ms = excluded.updated_ms, version = excluded.version
+          WHERE messages.version < excluded.version`;
+      }
+      const fresh: NewMessageEvent[] = [];
+      const byId = new Map(messages.map((m) => [m.id, m]));
+      for (const part of chunks(events)) {
+        const written = await sql`INSERT INTO message_events ${sql(part)} ON CONFLICT (message_id, seq) DO NOTHING RETURNING message_id, seq`;
+        for (const w of written) {
+          const message = byId.get(w.message_id)!;
+          const seq = num(w.seq);
+          fresh.push({ message, event: message.events[seq]!, seq });
+        }
+      }
+      await onNewEvents?.(sql, fresh);
+    });
+  }
+
+  async get(orgId: string, id: string): Promise<MessageHistory | null> {
+    return this.db.run(async (sql) => {
+      const [m] = await sql`SELECT * FROM messages WHERE id = ${id} AND org_id = ${orgId}`;
+      if (!m) return null;
+      const events = await sql`SELECT status, at_ms, detail FROM message_events WHERE message_id = ${id} ORDER BY seq`;
+      return {
+        id: m.id,
+        orgId: m.org_id,
+        lane: m.lane as Lane,
+        from: m.from_header,
+        to: m.to_header,
+        toMailbox: m.to_mailbox,
+        subject: m.subject,
+        status: m.status as MessageStatus,
+        attempts: num(m.attempts),
+        createdMs: num(m.created_ms),
+        updatedMs: num(m.updated_ms),
+        version: num(m.version),
+        events: events.map((e: Record<string, unknown>) => ({ status: e.status as MessageStatus, atMs: num(e.at_ms), detail: e.detail as string })),
+      };
+    });
+  }
+
+  /**
+   * Deletes up to limit finished messages last changed before beforeMs, with their events;
+   * returns how many. Called in a loop, it deletes in batches without long locks.
+   */
+  async deleteFinishedBefore(beforeMs: number, limit: number): Promise<number> {
+    return this.db.tx(async (sql) => {
+      const ids = (
+        await sql`SELECT id FROM messages WHERE updated_ms < ${beforeMs} AND status IN ${sql([...FINAL_STATUSES])} ORDER BY updated_ms LIMIT ${limit}`
+      ).map((r: { id: string }) => r.id);
+      if (ids.length === 0) return 0;
+      await sql`DELETE FROM message_events WHERE message_id IN ${sql(ids)}`;
+      await sql`DELETE FROM messages WHERE id IN ${sql(ids)}`;
+      return ids.length;
+    });
+  }
+}

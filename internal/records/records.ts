@@ -1,0 +1,59 @@
+import { join } from "node:path";
+import { AudienceRecords } from "./audience";
+import { CampaignRecords } from "./campaigns";
+import { ConsoleRecords } from "./console";
+import { Db } from "./db";
+import { DirectoryRecords } from "./directory";
+import { HistoryRecords } from "./history";
+import { migrate } from "./migrations";
+import { WebhookRecords } from "./webhooks";
+import { WorkflowRecords } from "./workflows";
+
+// The records: the system of record an operator backs up, queries and keeps for months, in SQL
+// (a SQLite file under DATA_DIR by default, PostgreSQL when DATABASE_URL is set).
+
+/** The SQLite file of the records under a data directory. */
+export function sqliteRecordsFile(dataDir: string): string {
+  return join(dataDir, "records.db");
+}
+
+export class Records {
+  readonly directory: DirectoryRecords;
+  readonly history: HistoryRecords;
+  readonly console: ConsoleRecords;
+  readonly webhooks: WebhookRecords;
+  readonly audience: AudienceRecords;
+  readonly campaigns: CampaignRecords;
+  readonly workflows: WorkflowRecords;
+
+  constructor(readonly db: Db) {
+    this.directory = new DirectoryRecords(db);
+    this.history = new HistoryRecords(db);
+    this.console = new ConsoleRecords(db);
+    this.webhooks = new WebhookRecords(db);
+    // Subscriber changes are announced to webhooks in the transaction that makes them.
+    this.audience = new AudienceRecords(db, (sql, events, nowMs) => this.webhooks.enqueueIn(sql, events, nowMs));
+    this.campaigns = new CampaignRecords(db);
+    this.workflows = new WorkflowRecords(db);
+  }
+
+  /** Opens the records and applies the pending migrations. */
+  static async open(o: { databaseUrl?: string; sqliteFile: string }): Promise<Records> {
+    const db = await Db.open({ url: o.databaseUrl, sqliteFile: o.sqliteFile });
+    try {
+      await migrate(db);
+    } catch (err) {
+      await db.close();
+      throw err;
+    }
+    return new Records(db);
+  }
+
+  async ping(): Promise<void> {
+    await this.db.run((sql) => sql`SELECT 1`);
+  }
+
+  close(): Promise<void> {
+    return this.db.close();
+  }
+}

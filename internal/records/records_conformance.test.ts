@@ -1,0 +1,292 @@
+// One data layer, two databases, one suite: every test here runs on a SQLite file and on a
+// PostgreSQL server this file starts (initdb + postgres in a temporary directory).
+import { describe, expect, test } from "bun:test";
+import { join } from "node:path";
+import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
+import { Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
+import { recordDatabases } from "../testkit/recorddbs";
+import { runToEnd, tempDir } from "../testkit/testkit";
+import { Db } from "./db";
+import type { MessageHistory } from "./history";
+import { MIGRATIONS, MigrationError, migrate } from "./migrations";
+import { Records } from "./records";
+
+const databases = recordDatabases("records");
+
+const T0 = Date.UTC(2026, 10, 1);
+
+function message(over: Partial<MessageHistory> = {}): MessageHistory {
+  return {
+    id: `msg_${Math.random().toString(16).slice(2)}`,
+    orgId: "org_a",
+    lane: Lane.TRANSACTIONAL,
+    from: "A <a@a.example>",
+    to: "b@example.org",
+    toMailbox: "b@example.org",
+    subject: "Hello",
+    status: MessageStatus.QUEUED,
+    attempts: 0,
+    createdMs: T0,
+    updatedMs: T0,
+    version: 1,
+    events: [{ status: MessageStatus.QUEUED, atMs: T0, detail: "accepted" }],
+    ...over,
+  };
+}
+
+for (const [name, fresh] of databases) {
+  describe(`records: ${name}`, () => {
+    async function open(): Promise<Records> {
+      const where = await fresh();
+      return Records.open({ databaseUrl: where.url, sqliteFile: where.sqliteFile });
+    }
+
+    test("migrations: a new database goes to the latest version; again, nothing to do; a newer database is refused", async () => {
+      const where = await fresh();
+      const db = await Db.open({ url: where.url, sqliteFile: where.sqliteFile });
+      const latest = MIGRATIONS.at(-1)!.version;
+      expect(await migrate(db)).toEqual({ applied: MIGRATIONS.map((m) => m.version), version: latest });
+      expect(await migrate(db)).toEqual({ applied: [], version: latest });
+      await db.run((sql) => sql`INSERT INTO schema_migrations (version, name, applied_ms) VALUES (${latest + 1}, 'from the future', 0)`);
+      await expect(migrate(db)).rejects.toBeInstanceOf(MigrationError);
+      await db.close();
+    });
+
+    test("migrations: a database at an older version upgrades, keeping its rows", async () => {
+      const where = await fresh();
+      // Version 2: before the console's migration, whose backfill of verification values is checked.
+      const previous = 2;
+      const db = await Db.open({ url: where.url, sqliteFile: where.sqliteFile });
+      expect((await migrate(db, { upTo: previous })).version).toBe(previous);
+      await db.run((sql) => sql`INSERT INTO organizations (id, slug, plan, version, created_ms) VALUES ('org_old', 'old', 2, 1, 0)`);
+      await db.run((sql) => sql`INSERT INTO sending_domains (org_id, name, verified, created_ms) VALUES ('org_old', 'old.example', 0, 0)`);
+      await db.close();
+      // The daemon's start: open applies what is pending.
+      const records = await Records.open({ databaseUrl: where.url, sqliteFile: where.sqliteFile });
+      expect(await records.directory.getOrganization("old")).toEqual({ id: "org_old", slug: "old", plan: Plan.PREMIUM, domains: [{ name: "old.example", verified: false }] });
+      // A domain added before the console got a verification value of its own.
+      expect((await records.directory.listDomains("org_old"))[0]!.verifyValue).toMatch(/^[0-9a-f]{32}$/);
+      await records.history.write([message({ orgId: "org_old" })]);
+      const versions = await records.db.run((sql) => sql`SELECT version FROM schema_migrations ORDER BY version`);
+      expect(versions.map((r: { version: unknown }) => Number(r.version))).toEqual(MIGRATIONS.map((m) => m.version));
+      await records.close();
+    });
+
+    test("migrations: a database that has a later version but misses an earlier one gets the missing one", async () => {
+      const where = await fresh();
+      const db = await Db.open({ url: where.url, sqliteFile: where.sqliteFile });
+      const missing = 3; // the audience, released after version 4 had been applied in places
+      await migrate(db, { migrations: MIGRATIONS.filter((m) => m.version !== missing) });
+      await db.run((sql) => sql`INSERT INTO organizations (id, slug, plan, version, created_ms) VALUES ('org_gap', 'gap', 1, 1, 0)`);
+      await db.close();
+      const records = await Records.open({ databaseUrl: where.url, sqliteFile: where.sqliteFile });
+      const versions = await records.db.run((sql) => sql`SELECT version FROM schema_migrations ORDER BY version`);
+      expect(versions.map((r: { version: unknown }) => Number(r.version))).toEqual(MIGRATIONS.map((m) => m.version));
+      expect((await records.audience.upsert("org_gap", { email: "a@gap.example", triggerWorkflows: true }, T0)).result).toBe("created");
+      await records.close();
+    });
+
+    test("migrations: several processes migrating at once (admin migrate) migrate once", async () => {
+      const where = await fresh();
+      const env: Record<string, string> = where.url ? { DATABASE_URL: where.url } : { DATA_DIR: tempDir("mailcore-migrate-") };
+      const runs = await Promise.all([1, 2, 3].map(() => runToEnd("cmd/admin/index.ts", ["migrate"], env)));
+      expect(runs.map((r) => r.code)).toEqual([0, 0, 0]);
+      const latest = MIGRATIONS.at(-1)!.version;
+      const lines = runs.map((r) => r.stdout.trim()).sort();
+      expect(lines).toEqual([
+        `applied ${MIGRATIONS.map((m) => m.version).join(", ")}: records at version ${latest}`,
+        `records at version ${latest}: nothing to apply`,
+        `records at version ${latest}: nothing to apply`,
+      ]);
+    });
+
+    test("organizations: create, plan changes raise the version, domains, errors", async () => {
+      const r = await open();
+      const p = await r.directory.createOrganization("acme", Plan.FREE, T0);
+      expect(p).toMatchObject({ slug: "acme", plan: Plan.FREE, version: 1, verifiedDomains: [] });
+      expect(p.id).toMatch(/^org_[0-9a-f]{16}$/);
+      await expect(r.directory.createOrganization("acme", Plan.PREMIUM, T0)).rejects.toMatchObject({ kind: "already_exists" });
+      const upgraded = await r.directory.setPlan("acme", Plan.ENTERPRISE);
+      expect(upgraded).toEqual({ id: p.id, slug: "acme", plan: Plan.ENTERPRISE, version: 2, verifiedDomains: [] });
+      const { organization, projection } = await r.directory.addDomain("acme", "b.example", true, T0);
+      expect(organization.domains).toEqual([{ name: "b.example", verified: true }]);
+      expect(projection).toMatchObject({ version: 3, verifiedDomains: ["b.example"] });
+      await r.directory.addDomain("acme", "a.example", false, T0);
+      const again = await r.directory.addDomain("acme", "b.example", false, T0);
+      expect(again.organization.domains).toEqual([
+        { name: "a.example", verified: false },
+        { name: "b.example", verified: false },
+      ]);
+      expect(again.projection).toMatchObject({ version: 5, verifiedDomains: [] });
+      expect(await r.directory.orgProjection(p.id)).toEqual(again.projection);
+      expect(await r.directory.orgProjection("org_none")).toBeUndefined();
+      for (const op of [() => r.directory.getOrganization("none"), () => r.directory.setPlan("none", Plan.FREE), () => r.directory.addDomain("none", "x.example", true, T0)]) {
+        await expect(op()).rejects.toMatchObject({ kind: "not_found" });
+      }
+      expect(await r.audience.tagCounts([p.id])).toEqual(new Map([[p.id, []]]));
+      await r.close();
+    });
+
+    test("tokens: hashes only, owners, revocation (twice is fine), coarse last use", async () => {
+      const r = await open();
+      const org = await r.directory.createOrganization("tok", Plan.PREMIUM, T0);
+      const made = await r.directory.createToken("tok", "hash-1", "ci deploys", T0);
+      expect(made.orgId).toBe(org.id);
+      expect(made.tokenId).toMatch(/^tok_[0-9a-f]{16}$/);
+      await r.directory.createToken("tok", "hash-2", "default", T0 + 1);
+      await expect(r.directory.createToken("none", "hash-3", "x", T0)).rejects.toMatchObject({ kind: "not_found" });
+      expect(await r.directory.tokenOwners(["hash-1", "hash-2", "hash-x"])).toEqual(
+        new Map([
+          ["hash-1", org.id],
+          ["hash-2", org.id],
+        ]),
+      );
+      expect(await r.directory.revokeToken("hash-1", T0 + 10)).toBe(org.id);
+      expect(await r.directory.revokeToken("hash-1", T0 + 20)).toBe(org.id);
+      await expect(r.directory.revokeToken("hash-x", T0)).rejects.toMatchObject({ kind: "not_found" });
+      expect((await r.directory.tokenOwners(["hash-1"])).get("hash-1")).toBeNull();
+
+      await r.directory.touchTokens(["hash-2"], T0 + 60_000, 60_000);
+      await r.directory.touchTokens(["hash-2"], T0 + 90_000, 60_000); // within the resolution: unchanged
+      const tokens = await r.directory.listTokens(org.id);
+      expect(tokens.map((t) => [t.name, t.createdMs, t.lastUsedMs, t.revokedMs])).toEqual([
+        ["ci deploys", T0, null, T0 + 10],
+        ["default", T0 + 1, T0 + 60_000, null],
+      ]);
+      await r.directory.touchTokens(["hash-2"], T0 + 120_000, 60_000);
+      expect((await r.directory.listTokens(org.id))[1]!.lastUsedMs).toBe(T0 + 120_000);
+      await r.close();
+    });
+
+    test("tokens by id: revoked within their organization only", async () => {
+      const r = await open();
+      const a = await r.directory.createOrganization("tid-a", Plan.FREE, T0);
+      await r.directory.createOrganization("tid-b", Plan.FREE, T0);
+      const { tokenId } = await r.directory.createToken("tid-a", "hash-a", "a", T0);
+      await expect(r.directory.revokeTokenById((await r.directory.getOrganization("tid-b")).id, tokenId, T0)).rejects.toMatchObject({ kind: "not_found" });
+      expect((await r.directory.tokenOwners(["hash-a"])).get("hash-a")).toBe(a.id);
+      expect(await r.directory.revokeTokenById(a.id, tokenId, T0 + 5)).toBe("hash-a");
+      expect(await r.directory.revokeTokenById(a.id, tokenId, T0 + 9)).toBe("hash-a");
+      expect((await r.directory.listTokens(a.id))[0]!.revokedMs).toBe(T0 + 5);
+      await r.close();
+    });
+
+    test("sending domains: verification values, added once, verified raises the projection's version", async () => {
+      const r = await open();
+      const org = await r.directory.createOrganization("dom", Plan.FREE, T0);
+      const other = await r.directory.createOrganization("dom-other", Plan.FREE, T0);
+      const added = await r.directory.addUnverifiedDomain(org.id, "mail.dom.example", T0);
+      expect(added).toEqual({ name: "mail.dom.example", verified: false, verifyValue: expect.stringMatching(/^[0-9a-f]{32}$/) });
+      await expect(r.directory.addUnverifiedDomain(org.id, "mail.dom.example", T0)).rejects.toMatchObject({ kind: "already_exists" });
+      // Another organization may claim the same name: it gets a value of its own.
+      const theirs = await r.directory.addUnverifiedDomain(other.id, "mail.dom.example", T0);
+      expect(theirs.verifyValue).not.toBe(added.verifyValue);
+      await r.directory.addDomain("dom", "cli.dom.example", true, T0);
+      const listed = await r.directory.listDomains(org.id);
+      expect(listed.map((d) => [d.name, d.verified])).toEqual([
+        ["cli.dom.example", true],
+        ["mail.dom.example", false],
+      ]);
+      expect(listed[0]!.verifyValue).toMatch(/^[0-9a-f]{32}$/);
+      const before = (await r.directory.orgProjection(org.id))!.version;
+      const p = await r.directory.markDomainVerified(org.id, "mail.dom.example");
+      expect(p).toMatchObject({ version: before + 1, verifiedDomains: ["cli.dom.example", "mail.dom.example"] });
+      expect((await r.directory.listDomains(other.id))[0]!.verified).toBe(false);
+      await expect(r.directory.markDomainVerified(other.id, "none.example")).rejects.toMatchObject({ kind: "not_found" });
+      await r.close();
+    });
+
+    test("console: users, sessions (expiry, per organization), sign-in failures", async () => {
+      const r = await open();
+      const org = await r.directory.createOrganization("con", Plan.PREMIUM, T0);
+      const made = await r.console.createUser("con", "ann@con.example", "$argon2id$hash", T0);
+      expect(made).toEqual({ userId: expect.stringMatching(/^usr_[0-9a-f]{16}$/), orgId: org.id });
+      await expect(r.console.createUser("con", "ann@con.example", "x", T0)).rejects.toMatchObject({ kind: "already_exists" });
+      await expect(r.console.createUser("none", "bob@con.example", "x", T0)).rejects.toMatchObject({ kind: "not_found" });
+      expect(await r.console.userByEmail("ann@con.example")).toEqual({ id: made.userId, orgId: org.id, email: "ann@con.example", passwordHash: "$argon2id$hash" });
+      expect(await r.console.userByEmail("nobody@con.example")).toBeUndefined();
+
+      await r.console.createSession("s-old", made.userId, "csrf-old", T0, T0 + 1_000);
+      await r.console.createSession("s-1", made.userId, "csrf-1", T0 + 500, T0 + 10_000);
+      expect(await r.console.session("s-1", T0 + 600)).toEqual({
+        userId: made.userId,
+        email: "ann@con.example",
+        orgId: org.id,
+        orgSlug: "con",
+        plan: Plan.PREMIUM,
+        csrf: "csrf-1",
+        expiresMs: T0 + 10_000,
+      });
+      expect(await r.console.session("s-1", T0 + 10_000)).toBeUndefined();
+      expect(await r.console.session("s-old", T0 + 1_000)).toBeUndefined();
+      // A new session drops the expired ones.
+      await r.console.createSession("s-2", made.userId, "csrf-2", T0 + 2_000, T0 + 20_000);
+      const [{ n }] = await r.db.run((sql) => sql`SELECT COUNT(*) AS n FROM console_sessions`);
+      expect(Number(n)).toBe(2);
+      await r.console.deleteSession("s-2");
+      expect(await r.console.session("s-2", T0 + 2_001)).toBeUndefined();
+
+      await r.console.recordFailure(["ip:10.0.0.1", "acct:ann@con.example"], T0, T0 - 60_000);
+      await r.console.recordFailure(["ip:10.0.0.1", "acct:bob@con.example"], T0 + 10, T0 - 60_000);
+      expect(await r.console.failuresSince(["ip:10.0.0.1", "acct:ann@con.example", "acct:eve@con.example"], T0 - 1)).toEqual(
+        new Map([
+          ["ip:10.0.0.1", { count: 2, oldestMs: T0 }],
+          ["acct:ann@con.example", { count: 1, oldestMs: T0 }],
+          ["acct:eve@con.example", { count: 0, oldestMs: 0 }],
+        ]),
+      );
+      expect((await r.console.failuresSince(["ip:10.0.0.1"], T0)).get("ip:10.0.0.1")).toEqual({ count: 1, oldestMs: T0 + 10 });
+      await r.console.clearFailures("acct:ann@con.example");
+      expect((await r.console.failuresSince(["acct:ann@con.example"], 0)).get("acct:ann@con.example")!.count).toBe(0);
+      // A later failure forgets what is older than the window.
+      await r.console.recordFailure(["acct:bob@con.example"], T0 + 120_000, T0 + 60_000);
+      expect((await r.console.failuresSince(["ip:10.0.0.1", "acct:bob@con.example"], 0)).get("ip:10.0.0.1")!.count).toBe(0);
+      await r.close();
+    });
+
+    test("message history: write, read back, never overwritten by an older copy, events once", async () => {
+      const r = await open();
+      const m = message();
+      await r.history.write([m]);
+      expect(await r.history.get("org_a", m.id)).toEqual(m);
+      expect(await r.history.get("org_b", m.id)).toBeNull();
+      const delivered: MessageHistory = {
+        ...m,
+        status: MessageStatus.DELIVERED,
+        attempts: 1,
+        updatedMs: T0 + 5,
+        version: 4,
+        events: [
+          ...m.events,
+          { status: MessageStatus.QUEUED, atMs: T0 + 1, detail: "released" },
+          { status: MessageStatus.SENDING, atMs: T0 + 2, detail: "attempt 1" },
+          { status: MessageStatus.DELIVERED, atMs: T0 + 5, detail: "250 ok | queued" },
+        ],
+      };
+      await r.history.write([delivered]);
+      await r.history.write([m]); // an older copy, written late by a second writer
+      await r.history.write([delivered]); // the same again
+      expect(await r.history.get("org_a", m.id)).toEqual(delivered);
+      await r.close();
+    });
+
+    test("message history: many at once, and expired finished messages deleted in batches", async () => {
+      const r = await open();
+      const finished = Array.from({ length: 1_200 }, (_, i) =>
+        message({ status: MessageStatus.DELIVERED, updatedMs: T0 + i, events: [{ status: MessageStatus.DELIVERED, atMs: T0 + i, detail: `d${i}` }] }),
+      );
+      const waiting = message({ updatedMs: T0 });
+      const recent = message({ status: MessageStatus.BOUNCED, updatedMs: T0 + 10_000 });
+      await r.history.write([...finished, waiting, recent]);
+      expect(await r.history.deleteFinishedBefore(T0 + 5_000, 1_000)).toBe(1_000);
+      expect(await r.history.deleteFinishedBefore(T0 + 5_000, 1_000)).toBe(200);
+      expect(await r.history.deleteFinishedBefore(T0 + 5_000, 1_000)).toBe(0);
+      expect(await r.history.get("org_a", finished[1_199]!.id)).toBeNull();
+      expect(await r.history.get("org_a", waiting.id)).not.toBeNull();
+      expect(await r.history.get("org_a", recent.id)).not.toBeNull();
+      const [{ n }] = await r.db.run((sql) => sql`SELECT COUNT(*) AS n FROM message_events`);
+      expect(Number(n)).toBe(2);
+      await r.close();
+    });
+  });
+}

@@ -1,0 +1,324 @@
+import { randomBytes } from "node:crypto";
+import { type Db, num, numOrNull, type Sql } from "./db";
+
+// Webhook endpoints, their deliveries and every attempt. The deliveries are also the queue the
+// workers are fed from: a pending delivery is due at due_ms, a claim moves due_ms to the end of
+// its lease and stamps a lease token, and only the holder of the current token may report.
+
+export const DeliveryState = { PENDING: 0, DELIVERED: 1, FAILED: 2 } as const;
+export type DeliveryState = (typeof DeliveryState)[keyof typeof DeliveryState];
+
+export interface WebhookEndpoint {
+  id: string;
+  orgId: string;
+  url: string;
+  events: string[];
+  createdMs: number;
+  disabledMs: number | null;
+  disabledReason: string | null;
+}
+
+/** One event to announce to an organization's endpoints that subscribed to its type. */
+export interface WebhookEventInput {
+  orgId: string;
+  type: string;
+  atMs: number;
+  data: Record<string, unknown>;
+}
+
+export interface WebhookAttempt {
+  attempt: number;
+  atMs: number;
+  durationMs: number;
+  /** The receiver's HTTP status; null when there was no answer. */
+  statusCode: number | null;
+  error: string;
+}
+
+export interface WebhookDelivery {
+  id: string;
+  eventType: string;
+  state: DeliveryState;
+  attempts: WebhookAttempt[];
+  /** When the next attempt is due (pending deliveries only). */
+  nextAttemptMs: number | null;
+  createdMs: number;
+}
+
+/** A delivery handed to a worker, with what it needs to sign and send it. */
+export interface ClaimedDelivery {
+  id: string;
+  endpointId: string;
+  leaseToken: string;
+  url: string;
+  secret: string;
+  payload: string;
+  attempt: number;
+}
+
+export interface AttemptReport {
+  deliveryId: string;
+  leaseToken: string;
+  atMs: number;
+  durationMs: number;
+  statusCode: number | null;
+  error: string;
+}
+
+export interface ClaimLimits {
+  /** At most this many of one endpoint under way at the caller, counting inFlight (0 or unset: no limit). */
+  perEndpoint?: number;
+  /** The caller's attempts under way, by endpoint id. */
+  inFlight?: ReadonlyMap<string, number>;
+}
+
+/** A claim reads this many due candidates per slot asked for, to fill slots past endpoints at their limit. */
+const CLAIM_WINDOW = 4;
+
+export type ReportResult = "delivered" | "retrying" | "failed" | "disabled" | "stale";
+
+export interface RetryPolicy {
+  /** The wait after `failed` failed attempts; undefined: give up. */
+  retryDelayMs(failed: number): number | undefined;
+  disableAfterMs: number;
+}
+
+export interface Page<T> {
+  data: T[];
+  next: string | null;
+}
+
+/** Keyset cursors over (created_ms, id), newest first: rows added during a walk are not met. */
+function encodeCursor(createdMs: number, id: string): string {
+  return Buffer.from(`${createdMs}.${id}`).toString("base64url");
+}
+
+function decodeCursor(cursor: string | undefined): { ms: number; id: string } | undefined {
+  if (!cursor) return undefined;
+  const m = /^(\d{1,16})\.([\w]{1,64})$/.exec(Buffer.from(cursor, "base64url").toString());
+  return m ? { ms: Number(m[1]), id: m[2]! } : { ms: -1, id: "" };
+}
+
+function page<T extends { id: string; createdMs: number }>(rows: T[], limit: number): Page<T> {
+  const data = rows.slice(0, limit);
+  const last = data.at(-1);
+  return { data, next: rows.length > limit && last ? encodeCursor(last.createdMs, last.id) : null };
+}
+
+const newId = (prefix: string) => `${prefix}_${randomBytes(12).toString("hex")}`;
+
+function endpointOf(r: Record<string, unknown>): WebhookEndpoint {
+  return {
+    id: r.id as string,
+    orgId: r.org_id as string,
+    url: r.url as string,
+    events: JSON.parse(r.events as string),
+    createdMs: num(r.created_ms),
+    disabledMs: numOrNull(r.disabled_ms),
+    disabledReason: (r.disabled_reason as string | null) ?? null,
+  };
+}
+
+export class WebhookRecords {
+  constructor(private readonly db: Db) {}
+
+  async create(o: { orgId: string; url: string; events: string[]; secret: string; nowMs: number }): Promise<WebhookEndpoint> {
+    const row = { id: newId("wh"), org_id: o.orgId, url: o.url, events: JSON.stringify(o.events), secret: o.secret, created_ms: o.nowMs };
+    await this.db.run((sql) => sql`INSERT INTO webhook_endpoints ${sql(row)}`);
+    return endpointOf({ ...row, disabled_ms: null, disabled_reason: null });
+  }
+
+  async list(orgId: string, limit: number, cursor?: string): Promise<Page<WebhookEndpoint>> {
+    const after = decodeCursor(cursor);
+    const rows = await this.db.run((sql) =>
+      after
+        ? sql`SELECT * FROM webhook_endpoints WHERE org_id = ${orgId} AND (created_ms < ${after.ms} OR (created_ms = ${after.ms} AND id < ${after.id}))
+              ORDER BY created_ms DESC, id DESC LIMIT ${limit + 1}`
+        : sql`SELECT * FROM webhook_endpoints WHERE org_id = ${orgId} ORDER BY created_ms DESC, id DESC LIMIT ${limit + 1}`,
+    );
+    return page(rows.map(endpointOf), limit);
+  }
+
+  /** Deletes the endpoint with its deliveries; false when the organization has no such endpoint. */
+  async delete(orgId: string, id: string): Promise<boolean> {
+    const gone = await this.db.run((sql) => sql`DELETE FROM webhook_endpoints WHERE id = ${id} AND org_id = ${orgId} RETURNING id`);
+    return gone.length > 0;
+  }
+
+  /** The endpoint's deliveries, newest first, with their attempts; undefined when the organization has no such endpoint. */
+  async deliveries(orgId: string, endpointId: string, limit: number, cursor?: string): Promise<Page<WebhookDelivery> | undefined> {
+    const after = decodeCursor(cursor);
+    return this.db.run(async (sql) => {
+      const [owner] = await sql`SELECT id FROM webhook_endpoints WHERE id = ${endpointId} AND org_id = ${orgId}`;
+      if (!owner) return undefined;
+      const rows = after
+        ? await sql`SELECT * FROM webhook_deliveries WHERE endpoint_id = ${endpointId} AND (created_ms < ${after.ms} OR (created_ms = ${after.ms} AND id < ${after.id}))
+                    ORDER BY created_ms DESC, id DESC LIMIT ${limit + 1}`
+        : await sql`SELECT * FROM webhook_deliveries WHERE endpoint_id = ${endpointId} ORDER BY created_ms DESC, id DESC LIMIT ${limit + 1}`;
+      const ids = rows.map((r: { id: string }) => r.id);
+      const attempts = ids.length === 0 ? [] : await sql`SELECT * FROM webhook_attempts WHERE delivery_id IN ${sql(ids)} ORDER BY attempt`;
+      const byDelivery = Map.groupBy(attempts as Record<string, unknown>[], (a) => a.delivery_id as string);
+      const deliveries = rows.map((r: Record<string, unknown>) => {
+        const state = num(r.state) as DeliveryState;
+        return {
+          id: r.id as string,
+          eventType: r.event_type as string,
+          state,
+          attempts: (byDelivery.get(r.id as string) ?? []).map((a) => ({
+            attempt: num(a.attempt),
+            atMs: num(a.at_ms),
+            durationMs: num(a.duration_ms),
+            statusCode: numOrNull(a.status_code),
+            error: a.error as string,
+          })),
+          nextAttemptMs: state === DeliveryState.PENDING ? num(r.due_ms) : null,
+          createdMs: num(r.created_ms),
+        };
+      });
+      return page(deliveries, limit);
+    });
+  }
+
+  /**
+   * Announces one event of any type to the organization's endpoints that subscribed to it: the
+   * seam for events raised outside a message flush (subscriber.*). Returns the deliveries made.
+   */
+  enqueue(event: WebhookEventInput, nowMs: number): Promise<number> {
+    return this.db.tx((sql) => this.enqueueIn(sql, [event], nowMs));
+  }
+
+  /** enqueue inside the caller's transaction (the message history flush), for many events. */
+  async enqueueIn(sql: Sql, events: WebhookEventInput[], nowMs: number): Promise<number> {
+    if (events.length === 0) return 0;
+    const orgs = [...new Set(events.map((e) => e.orgId))];
+    const endpoints: { id: string; orgId: string; events: string[] }[] = (await sql`SELECT id, org_id, events FROM webhook_endpoints WHERE org_id IN ${sql(orgs)} AND disabled_ms IS NULL`).map(
+      (ep: Record<string, string>) => ({ id: ep.id!, orgId: ep.org_id!, events: JSON.parse(ep.events!) as string[] }),
+    );
+    if (endpoints.length === 0) return 0;
+    const rows = events.flatMap((e) => {
+      const payload = JSON.stringify({ type: e.type, timestamp: new Date(e.atMs).toISOString(), data: e.data });
+      return endpoints
+        .filter((ep) => ep.orgId === e.orgId && ep.events.includes(e.type))
+        .map((ep) => ({
+          id: newId("whd"),
+          endpoint_id: ep.id,
+          event_type: e.type,
+          payload,
+          state: DeliveryState.PENDING,
+          attempts: 0,
+          due_ms: nowMs,
+          created_ms: nowMs,
+          updated_ms: nowMs,
+        }));
+    });
+    // Rows per INSERT well under both dialects' limits on bound parameters.
+    for (let i = 0; i < rows.length; i += 500) await sql`INSERT INTO webhook_deliveries ${sql(rows.slice(i, i + 500))}`;
+    return rows.length;
+  }
+
+  /**
+   * Leases up to max due deliveries until nowMs + leaseMs, oldest due first, at most
+   * perEndpoint of one endpoint counting those the caller has under way (inFlight), so that one
+   * endpoint's backlog cannot take every slot. Candidates are read first (a bounded window of
+   * the due index), then taken by an UPDATE that re-checks each row's due time: two daemons
+   * claiming at once (PostgreSQL) never take the same delivery.
+   */
+  async claim(nowMs: number, max: number, leaseMs: number, limits: ClaimLimits = {}): Promise<ClaimedDelivery[]> {
+    const token = randomBytes(8).toString("hex");
+    const perEndpoint = limits.perEndpoint || Number.POSITIVE_INFINITY;
+    const busy = [...(limits.inFlight ?? new Map<string, number>())].filter(([, n]) => n >= perEndpoint).map(([id]) => id);
+    return this.db.run(async (sql) => {
+      const window = max * CLAIM_WINDOW;
+      const candidates =
+        busy.length > 0
+          ? await sql`SELECT id, endpoint_id FROM webhook_deliveries WHERE state = 0 AND due_ms <= ${nowMs} AND endpoint_id NOT IN ${sql(busy)} ORDER BY due_ms LIMIT ${window}`
+          : await sql`SELECT id, endpoint_id FROM webhook_deliveries WHERE state = 0 AND due_ms <= ${nowMs} ORDER BY due_ms LIMIT ${window}`;
+      const taken = new Map(limits.inFlight ?? []);
+      const ids: string[] = [];
+      for (const c of candidates as { id: string; endpoint_id: string }[]) {
+        if (ids.length === max) break;
+        const n = taken.get(c.endpoint_id) ?? 0;
+        if (n >= perEndpoint) continue;
+        taken.set(c.endpoint_id, n + 1);
+        ids.push(c.id);
+      }
+      if (ids.length === 0) return [];
+      const claimed = await sql`UPDATE webhook_deliveries SET due_ms = ${nowMs + leaseMs}, lease_token = ${token}
+        WHERE id IN ${sql(ids)} AND state = 0 AND due_ms <= ${nowMs}
+        RETURNING id, endpoint_id, payload, attempts`;
+      if (claimed.length === 0) return [];
+      const endpointIds = [...new Set(claimed.map((c: { endpoint_id: string }) => c.endpoint_id))];
+      const endpoints = new Map<string, Record<string, string>>(
+        (await sql`SELECT id, url, secret FROM webhook_endpoints WHERE id IN ${sql(endpointIds)}`).map((e: Record<string, string>) => [e.id, e]),
+      );
+      return claimed.flatMap((c: Record<string, unknown>) => {
+        const ep = endpoints.get(c.endpoint_id as string);
+        return ep
+          ? [{ id: c.id as string, endpointId: c.endpoint_id as string, leaseToken: token, url: ep.url!, secret: ep.secret!, payload: c.payload as string, attempt: num(c.attempts) + 1 }]
+          : [];
+      });
+    });
+  }
+
+  /**
+   * Records attempts of lease holders, in one transaction, and decides for each what follows:
+   * delivered; due again after the schedule's wait; failed when the schedule is used up; and
+   * the endpoint disabled (its pending deliveries failed) when it has failed for
+   * policy.disableAfterMs. A report whose lease was lost (it expired and the delivery was
+   * claimed again) changes nothing.
+   */
+  report(reports: AttemptReport[], policy: RetryPolicy): Promise<ReportResult[]> {
+    return this.db.tx(async (sql) => {
+      const results: ReportResult[] = [];
+      for (const r of reports) results.push(await this.reportIn(sql, r, policy));
+      return results;
+    });
+  }
+
+  private async reportIn(sql: Sql, r: AttemptReport, policy: RetryPolicy): Promise<ReportResult> {
+    const ok = r.statusCode !== null && r.statusCode >= 200 && r.statusCode < 300 && r.error === "";
+    const state = ok ? DeliveryState.DELIVERED : DeliveryState.PENDING;
+    const [d] = await sql`UPDATE webhook_deliveries SET attempts = attempts + 1, lease_token = NULL, updated_ms = ${r.atMs}, state = ${state}
+      WHERE id = ${r.deliveryId} AND lease_token = ${r.leaseToken} AND state = 0 RETURNING attempts, endpoint_id`;
+    if (!d) return "stale";
+    const attempts = num(d.attempts);
+    await sql`INSERT INTO webhook_attempts ${sql({
+      delivery_id: r.deliveryId,
+      attempt: attempts,
+      at_ms: r.atMs,
+      duration_ms: r.durationMs,
+      status_code: r.statusCode,
+      error: r.error,
+    })}`;
+    if (ok) {
+      await sql`UPDATE webhook_endpoints SET failing_since_ms = NULL WHERE id = ${d.endpoint_id} AND failing_since_ms IS NOT NULL`;
+      return "delivered";
+    }
+    // The endpoint's row is written (locked) on its first failure only: concurrent batches of
+    // reports from several workers then seldom wait for each other (or deadlock, on PostgreSQL).
+    await sql`UPDATE webhook_endpoints SET failing_since_ms = ${r.atMs} WHERE id = ${d.endpoint_id} AND failing_since_ms IS NULL`;
+    const [ep] = await sql`SELECT failing_since_ms FROM webhook_endpoints WHERE id = ${d.endpoint_id}`;
+    if (ep && r.atMs - num(ep.failing_since_ms) >= policy.disableAfterMs) {
+      const days = Math.round(policy.disableAfterMs / 86_400_000);
+      await sql`UPDATE webhook_endpoints SET disabled_ms = ${r.atMs}, disabled_reason = ${`every attempt failed for ${days} days`} WHERE id = ${d.endpoint_id}`;
+      await sql`UPDATE webhook_deliveries SET state = ${DeliveryState.FAILED}, updated_ms = ${r.atMs} WHERE endpoint_id = ${d.endpoint_id} AND state = 0`;
+      return "disabled";
+    }
+    const wait = policy.retryDelayMs(attempts);
+    if (wait === undefined) {
+      await sql`UPDATE webhook_deliveries SET state = ${DeliveryState.FAILED} WHERE id = ${r.deliveryId}`;
+      return "failed";
+    }
+    await sql`UPDATE webhook_deliveries SET due_ms = ${r.atMs + wait} WHERE id = ${r.deliveryId}`;
+    return "retrying";
+  }
+
+  /** Deletes up to limit finished deliveries last changed before beforeMs (with their attempts); returns how many. */
+  async deleteFinishedBefore(beforeMs: number, limit: number): Promise<number> {
+    const gone = await this.db.run(
+      (sql) => sql`DELETE FROM webhook_deliveries WHERE id IN
+        (SELECT id FROM webhook_deliveries WHERE state <> 0 AND updated_ms < ${beforeMs} ORDER BY updated_ms LIMIT ${limit}) RETURNING id`,
+    );
+    return gone.length;
+  }
+}

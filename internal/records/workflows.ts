@@ -1,0 +1,252 @@
+import { randomBytes } from "node:crypto";
+import { encodeCursor, type Page } from "./audience";
+import { eventRow, type EventRow } from "./audience_changes";
+import { chunks, type Db, num, type Sql } from "./db";
+
+// Workflows: steps run for a subscriber when a trigger happens to it (it is created, or a tag
+// is added), once per run. A run is a row: the step it is at, when that step is due (a wait is
+// a due time, not a timer), its state. Runs start in the transaction of the audience change
+// that triggers them (startWorkflowRuns), so a change retried, which records nothing, starts
+// nothing, and a change made with triggerWorkflows false starts nothing.
+
+export type TriggerType = "subscriber.created" | "tag.added";
+
+export interface Trigger {
+  type: TriggerType;
+  /** The tag of tag.added. */
+  tag?: string;
+}
+
+export type Step =
+  | { type: "wait"; seconds: number }
+  | { type: "email"; from: string; fromAddress: string; subject: string; html: string; text: string }
+  | { type: "add_tag"; tag: string }
+  | { type: "remove_tag"; tag: string }
+  | { type: "webhook"; url: string };
+
+export interface Workflow {
+  id: string;
+  orgId: string;
+  name: string;
+  trigger: Trigger;
+  steps: Step[];
+  active: boolean;
+  createdMs: number;
+  updatedMs: number;
+}
+
+export type NewWorkflow = Pick<Workflow, "name" | "trigger" | "steps" | "active">;
+
+export type RunState = "active" | "completed" | "failed";
+
+export interface WorkflowRun {
+  id: string;
+  workflowId: string;
+  orgId: string;
+  subscriberId: string;
+  /** The index of the next step to run; steps.length when every step ran. */
+  step: number;
+  state: RunState;
+  /** When the next step may run. */
+  dueMs: number;
+  /** Tries of the current step that failed and are retried. */
+  attempts: number;
+  detail: string;
+  createdMs: number;
+  updatedMs: number;
+}
+
+interface WorkflowRow {
+  seq: unknown;
+  id: string;
+  org_id: string;
+  name: string;
+  trigger_type: string;
+  trigger_tag: string;
+  steps: string;
+  active: unknown;
+  created_ms: unknown;
+  updated_ms: unknown;
+}
+
+interface RunRow {
+  seq: unknown;
+  id: string;
+  workflow_id: string;
+  org_id: string;
+  subscriber_id: string;
+  step: unknown;
+  state: string;
+  due_ms: unknown;
+  attempts: unknown;
+  detail: string;
+  created_ms: unknown;
+  updated_ms: unknown;
+}
+
+function fromRow(r: WorkflowRow): Workflow {
+  const type = r.trigger_type as TriggerType;
+  return {
+    id: r.id,
+    orgId: r.org_id,
+    name: r.name,
+    trigger: type === "tag.added" ? { type, tag: r.trigger_tag } : { type },
+    steps: JSON.parse(r.steps) as Step[],
+    active: num(r.active) === 1,
+    createdMs: num(r.created_ms),
+    updatedMs: num(r.updated_ms),
+  };
+}
+
+function fromRunRow(r: RunRow): WorkflowRun {
+  return {
+    id: r.id,
+    workflowId: r.workflow_id,
+    orgId: r.org_id,
+    subscriberId: r.subscriber_id,
+    step: num(r.step),
+    state: r.state as RunState,
+    dueMs: num(r.due_ms),
+    attempts: num(r.attempts),
+    detail: r.detail,
+    createdMs: num(r.created_ms),
+    updatedMs: num(r.updated_ms),
+  };
+}
+
+/** Ids made together sort together (see newSubscriberId). */
+function newId(prefix: string): string {
+  return `${prefix}_${Date.now().toString(16).padStart(12, "0")}${randomBytes(6).toString("hex")}`;
+}
+
+const TRIGGERS = new Set<string>(["subscriber.created", "tag.added"]);
+
+/**
+ * Starts the runs an audience change triggers, in its transaction: one per event that may
+ * start workflows (recorded with triggerWorkflows true) and active workflow of the
+ * organization whose trigger it matches, each with its workflow.started event.
+ */
+export async function startWorkflowRuns(sql: Sql, orgId: string, events: EventRow[], nowMs: number): Promise<void> {
+  const triggering = events.filter((e) => e.trigger_workflows === 1 && TRIGGERS.has(e.type));
+  if (triggering.length === 0) return;
+  const workflows = ((await sql`SELECT * FROM workflows WHERE org_id = ${orgId} AND active = 1`) as WorkflowRow[]).map(fromRow);
+  if (workflows.length === 0) return;
+  const runs: Record<string, unknown>[] = [];
+  const started: EventRow[] = [];
+  for (const e of triggering) {
+    const tag = e.type === "tag.added" ? (JSON.parse(e.data) as { tag: string }).tag : undefined;
+    for (const w of workflows) {
+      if (w.trigger.type !== e.type || (tag !== undefined && w.trigger.tag !== tag)) continue;
+      const id = newId("run");
+      runs.push({ id, workflow_id: w.id, org_id: orgId, subscriber_id: e.subscriber_id, step: 0, state: "active", due_ms: nowMs, attempts: 0, detail: "", created_ms: nowMs, updated_ms: nowMs });
+      started.push(eventRow(e.subscriber_id, "workflow.started", nowMs, { workflowId: w.id, runId: id }, false));
+    }
+  }
+  for (const part of chunks(runs)) await sql`INSERT INTO workflow_runs ${sql(part)}`;
+  for (const part of chunks(started)) await sql`INSERT INTO subscriber_events ${sql(part)}`;
+}
+
+export class WorkflowRecords {
+  constructor(private readonly db: Db) {}
+
+  async create(orgId: string, input: NewWorkflow, nowMs: number): Promise<Workflow> {
+    const [row] = (await this.db.run(
+      (sql) => sql`INSERT INTO workflows ${sql({
+        id: newId("wf"),
+        org_id: orgId,
+        name: input.name,
+        trigger_type: input.trigger.type,
+        trigger_tag: input.trigger.tag ?? "",
+        steps: JSON.stringify(input.steps),
+        active: input.active ? 1 : 0,
+        created_ms: nowMs,
+        updated_ms: nowMs,
+      })} RETURNING *`,
+    )) as WorkflowRow[];
+    return fromRow(row!);
+  }
+
+  async get(orgId: string, id: string): Promise<Workflow | undefined> {
+    const [row] = (await this.db.run((sql) => sql`SELECT * FROM workflows WHERE org_id = ${orgId} AND id = ${id}`)) as WorkflowRow[];
+    return row ? fromRow(row) : undefined;
+  }
+
+  /** Newest first; before is the seq a cursor names. */
+  list(orgId: string, limit: number, before = Number.MAX_SAFE_INTEGER): Promise<Page<Workflow>> {
+    return this.db.run(async (sql) => {
+      const rows = (await sql`SELECT * FROM workflows WHERE org_id = ${orgId} AND seq < ${before} ORDER BY seq DESC LIMIT ${limit + 1}`) as WorkflowRow[];
+      const page = rows.slice(0, limit);
+      return { data: page.map(fromRow), nextCursor: rows.length > limit ? encodeCursor(num(page.at(-1)!.seq)) : null };
+    });
+  }
+
+  /** Changes what is given; runs under way go on with the steps as they are then. */
+  update(orgId: string, id: string, change: Partial<NewWorkflow>, nowMs: number): Promise<Workflow | undefined> {
+    return this.db.tx(async (sql) => {
+      const [row] = (await sql`UPDATE workflows SET updated_ms = ${nowMs} WHERE org_id = ${orgId} AND id = ${id} RETURNING *`) as WorkflowRow[];
+      if (!row) return undefined;
+      const next = { ...fromRow(row), ...change };
+      const [done] = (await sql`UPDATE workflows SET name = ${next.name}, trigger_type = ${next.trigger.type}, trigger_tag = ${next.trigger.tag ?? ""},
+          steps = ${JSON.stringify(next.steps)}, active = ${next.active ? 1 : 0} WHERE id = ${id} RETURNING *`) as WorkflowRow[];
+      return fromRow(done!);
+    });
+  }
+
+  /** Deletes a workflow and its runs (those under way stop); false when there is none. */
+  delete(orgId: string, id: string): Promise<boolean> {
+    return this.db.tx(async (sql) => {
+      const rows = await sql`DELETE FROM workflows WHERE org_id = ${orgId} AND id = ${id} RETURNING id`;
+      if (rows.length === 0) return false;
+      await sql`DELETE FROM workflow_runs WHERE workflow_id = ${id}`;
+      return true;
+    });
+  }
+
+  /** The workflow's runs, newest first; undefined when there is no such workflow. */
+  runs(orgId: string, workflowId: string, limit: number, before = Number.MAX_SAFE_INTEGER): Promise<Page<WorkflowRun> | undefined> {
+    return this.db.run(async (sql) => {
+      const [w] = await sql`SELECT id FROM workflows WHERE org_id = ${orgId} AND id = ${workflowId}`;
+      if (!w) return undefined;
+      const rows = (await sql`SELECT * FROM workflow_runs WHERE workflow_id = ${workflowId} AND seq < ${before} ORDER BY seq DESC LIMIT ${limit + 1}`) as RunRow[];
+      const page = rows.slice(0, limit);
+      return { data: page.map(fromRunRow), nextCursor: rows.length > limit ? encodeCursor(num(page.at(-1)!.seq)) : null };
+    });
+  }
+
+  /** Active runs whose next step is due, the earliest first. */
+  async dueRuns(nowMs: number, limit: number): Promise<WorkflowRun[]> {
+    const rows = (await this.db.run((sql) => sql`SELECT * FROM workflow_runs WHERE state = 'active' AND due_ms <= ${nowMs} ORDER BY due_ms LIMIT ${limit}`)) as RunRow[];
+    return rows.map(fromRunRow);
+  }
+
+  /**
+   * Records that the run's current step ran: the run moves to step + 1, due at dueMs. The step
+   * is the key: false when the run is no longer at that step (it ran elsewhere), so a step is
+   * recorded once.
+   */
+  async stepDone(run: WorkflowRun, dueMs: number, nowMs: number): Promise<boolean> {
+    const rows = await this.db.run(
+      (sql) => sql`UPDATE workflow_runs SET step = ${run.step + 1}, due_ms = ${dueMs}, attempts = 0, detail = '', updated_ms = ${nowMs}
+        WHERE id = ${run.id} AND step = ${run.step} AND state = 'active' RETURNING id`,
+    );
+    return rows.length === 1;
+  }
+
+  /** The current step failed for now: it is tried again at dueMs. */
+  async retry(run: WorkflowRun, dueMs: number, detail: string, nowMs: number): Promise<void> {
+    await this.db.run(
+      (sql) => sql`UPDATE workflow_runs SET attempts = attempts + 1, due_ms = ${dueMs}, detail = ${detail}, updated_ms = ${nowMs}
+        WHERE id = ${run.id} AND step = ${run.step} AND state = 'active'`,
+    );
+  }
+
+  /** Ends the run; a completed run records workflow.completed on its subscriber. */
+  finish(run: WorkflowRun, state: "completed" | "failed", detail: string, nowMs: number): Promise<void> {
+    return this.db.tx(async (sql) => {
+      const rows = await sql`UPDATE workflow_runs SET state = ${state}, detail = ${detail}, updated_ms = ${nowMs} WHERE id = ${run.id} AND step = ${run.step} AND state = 'active' RETURNING id`;
+      if (rows.length === 1 && state === "completed") {
+        await sql`INSERT INTO subscriber_events ${sql(eventRow(run.subscriberId, "workflow.completed", nowMs, { workflowId: run.workflowId, runId: run.id }, false))}`;
+      }
+    });
+  }
+}

@@ -1,0 +1,90 @@
+// The workflow records, one suite on a SQLite file and on a PostgreSQL server this file starts.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
+import { recordDatabases } from "../testkit/recorddbs";
+import { decodeCursor } from "./audience";
+import { Records } from "./records";
+import type { NewWorkflow } from "./workflows";
+
+const databases = recordDatabases("workflows");
+
+const T0 = Date.UTC(2026, 10, 1);
+const onTag = (tag: string, over: Partial<NewWorkflow> = {}): NewWorkflow => ({
+  name: `on ${tag}`,
+  trigger: { type: "tag.added", tag },
+  steps: [{ type: "wait", seconds: 60 }, { type: "add_tag", tag: "welcomed" }],
+  active: true,
+  ...over,
+});
+
+for (const [name, fresh] of databases) {
+  describe(`workflow records: ${name}`, () => {
+    let r: Records;
+    let org: string;
+    let other: string;
+    beforeAll(async () => {
+      const where = await fresh();
+      r = await Records.open({ databaseUrl: where.url, sqliteFile: where.sqliteFile });
+      org = (await r.directory.createOrganization("wf", Plan.ENTERPRISE, T0)).id;
+      other = (await r.directory.createOrganization("wf-other", Plan.FREE, T0)).id;
+    });
+    afterAll(async () => {
+      await r?.close();
+    });
+    const runsOf = async (id: string) => (await r.workflows.runs(org, id, 100))!.data;
+    const types = async (email: string) => (await r.audience.events(org, email, 100))!.data.map((e) => e.type);
+
+    test("create, read, list newest first, update, delete; another organization's is nobody's", async () => {
+      const a = await r.workflows.create(org, onTag("x", { name: "a" }), T0);
+      const b = await r.workflows.create(org, { name: "b", trigger: { type: "subscriber.created" }, steps: [], active: false }, T0 + 1);
+      expect(a.id).toMatch(/^wf_[0-9a-f]{24}$/);
+      expect(a).toMatchObject({ trigger: { type: "tag.added", tag: "x" }, active: true });
+      expect(b.trigger).toEqual({ type: "subscriber.created" });
+      expect(await r.workflows.get(org, a.id)).toEqual(a);
+      expect(await r.workflows.get(other, a.id)).toBeUndefined();
+      const first = await r.workflows.list(org, 1);
+      expect(first.data.map((w) => w.name)).toEqual(["b"]);
+      expect((await r.workflows.list(org, 1, decodeCursor(first.nextCursor!))).data.map((w) => w.name)).toEqual(["a"]);
+      expect(await r.workflows.update(org, b.id, { name: "b2", active: true }, T0 + 2)).toMatchObject({ name: "b2", active: true, steps: [] });
+      expect(await r.workflows.update(other, b.id, { name: "no" }, T0 + 2)).toBeUndefined();
+      expect(await r.workflows.delete(org, a.id)).toBe(true);
+      expect(await r.workflows.delete(org, a.id)).toBe(false);
+      expect(await r.workflows.delete(org, b.id)).toBe(true);
+    });
+
+    test("a tag added with triggerWorkflows starts one run (with workflow.started); the same change again, or one without the switch, starts none", async () => {
+      const w = await r.workflows.create(org, onTag("trial"), T0);
+      await r.workflows.create(org, onTag("trial", { active: false }), T0);
+      await r.audience.upsert(org, { email: "ann@example.com", tags: ["trial"], triggerWorkflows: true }, T0 + 10);
+      await r.audience.upsert(org, { email: "ann@example.com", tags: ["trial"], triggerWorkflows: true }, T0 + 20);
+      await r.audience.upsert(org, { email: "bob@example.com", tags: ["trial"], triggerWorkflows: false }, T0 + 30);
+      await r.audience.upsert(org, { email: "cy@example.com", tags: ["other"], triggerWorkflows: true }, T0 + 30);
+      const runs = await runsOf(w.id);
+      const ann = (await r.audience.get(org, "ann@example.com"))!;
+      expect(runs).toEqual([{ id: expect.stringMatching(/^run_/), workflowId: w.id, orgId: org, subscriberId: ann.id, step: 0, state: "active", dueMs: T0 + 10, attempts: 0, detail: "", createdMs: T0 + 10, updatedMs: T0 + 10 }]);
+      expect(await types("ann@example.com")).toContain("workflow.started");
+      expect(await types("bob@example.com")).not.toContain("workflow.started");
+      await r.workflows.delete(org, w.id);
+    });
+
+    test("a run steps once per step: due runs, the step as the key, retries, completion with workflow.completed", async () => {
+      const w = await r.workflows.create(org, { name: "welcome", trigger: { type: "subscriber.created" }, steps: [{ type: "wait", seconds: 60 }], active: true }, T0);
+      await r.audience.upsert(org, { email: "dee@example.com", triggerWorkflows: true }, T0 + 100);
+      const [run] = await runsOf(w.id);
+      expect((await r.workflows.dueRuns(T0 + 99, 10)).map((x) => x.id)).not.toContain(run!.id);
+      expect((await r.workflows.dueRuns(T0 + 100, 10)).map((x) => x.id)).toContain(run!.id);
+      expect(await r.workflows.stepDone(run!, T0 + 60_100, T0 + 100)).toBe(true);
+      expect(await r.workflows.stepDone(run!, T0 + 60_100, T0 + 100)).toBe(false); // the step ran already
+      const [waiting] = await runsOf(w.id);
+      expect(waiting).toMatchObject({ step: 1, dueMs: T0 + 60_100 });
+      expect((await r.workflows.dueRuns(T0 + 60_099, 10)).map((x) => x.id)).not.toContain(run!.id);
+      await r.workflows.retry(waiting!, T0 + 61_000, "receiver said 500", T0 + 60_100);
+      expect((await runsOf(w.id))[0]).toMatchObject({ attempts: 1, dueMs: T0 + 61_000, detail: "receiver said 500" });
+      await r.workflows.finish(waiting!, "completed", "", T0 + 61_000);
+      await r.workflows.finish(waiting!, "completed", "", T0 + 61_000);
+      expect((await runsOf(w.id))[0]).toMatchObject({ state: "completed" });
+      expect((await types("dee@example.com")).filter((t) => t === "workflow.completed")).toHaveLength(1);
+      expect((await r.workflows.dueRuns(T0 + 999_999, 100)).map((x) => x.id)).not.toContain(run!.id);
+    });
+  });
+}

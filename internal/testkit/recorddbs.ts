@@ -1,0 +1,25 @@
+// The two databases every records suite runs on: a SQLite file, and a PostgreSQL server of the
+// test file's own (started before its tests, stopped after them).
+import { afterAll, beforeAll } from "bun:test";
+import { join } from "node:path";
+import { type PostgresServer, startPostgres } from "./postgres";
+import { tempDir } from "./testkit";
+
+/** A fresh, empty database of one kind: its connection options. */
+export type FreshDatabase = () => Promise<{ url?: string; sqliteFile: string }>;
+
+export function recordDatabases(name: string): [string, FreshDatabase][] {
+  let pg: PostgresServer | undefined;
+  const dir = tempDir(`mailcore-${name}-`);
+  let files = 0;
+  beforeAll(async () => {
+    pg = await startPostgres();
+  }, 30_000); // initdb on a busy machine
+  afterAll(async () => {
+    await pg?.stop();
+  });
+  return [
+    ["sqlite", async () => ({ sqliteFile: join(dir, `${name}-${++files}.db`) })],
+    ["postgres", async () => ({ url: await pg!.newDatabase(), sqliteFile: "" })],
+  ];
+}

@@ -1,0 +1,31 @@
+import { MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
+
+// The webhook event types of DESIGN.md ("Automation"): what an endpoint may subscribe to.
+
+export const WEBHOOK_EVENTS = [
+  "email.queued",
+  "email.delivered",
+  "email.deferred",
+  "email.bounced",
+  "email.failed",
+  "email.complained",
+  "subscriber.created",
+  "subscriber.updated",
+  "subscriber.unsubscribed",
+  "subscriber.deleted",
+] as const;
+
+export type WebhookEventType = (typeof WEBHOOK_EVENTS)[number];
+
+export function isWebhookEvent(v: unknown): v is WebhookEventType {
+  return (WEBHOOK_EVENTS as readonly unknown[]).includes(v);
+}
+
+/** The event a message status change is announced as; none for SENDING (a lease, not news). */
+export const EMAIL_EVENT_OF_STATUS: Partial<Record<MessageStatus, WebhookEventType>> = {
+  [MessageStatus.QUEUED]: "email.queued",
+  [MessageStatus.DELIVERED]: "email.delivered",
+  [MessageStatus.DEFERRED]: "email.deferred",
+  [MessageStatus.BOUNCED]: "email.bounced",
+  [MessageStatus.FAILED]: "email.failed",
+};

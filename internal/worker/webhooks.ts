@@ -1,0 +1,185 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { MicroBatcher } from "../batch/batcher";
+import { type WebhookAttemptReport, WebhookAttemptResult, type WebhookTask } from "../gen/mailcore/limiter/v1/webhooks_pb";
+import type { LimiterClients } from "../limiterclient/client";
+import { FailureEpisode } from "../log/episodes";
+import type { Logger } from "../log/log";
+import type { WorkerMetrics } from "../metrics/metrics";
+import { ATTEMPT_TIMEOUT_MS } from "../webhooks/schedule";
+import { refusedTarget } from "../webhooks/target";
+
+/** How long an idle deliverer waits before asking for due deliveries again. */
+const IDLE_POLL_MS = 250;
+const CALL_TIMEOUT_MS = 2_000;
+/** A report is retried this long at most; then the lease runs out and the delivery is tried again. */
+const REPORT_GIVE_UP_MS = 10_000;
+/** One endpoint may hold at most this share of a worker's slots: one that hangs leaves the rest to the others. */
+const ENDPOINT_SHARE = 0.25;
+/** Reports per call: the attempts that end while one report call is under way go in the next. */
+const MAX_REPORT_BATCH = 256;
+const PERMANENT = new Set([Code.InvalidArgument, Code.NotFound, Code.FailedPrecondition, Code.PermissionDenied, Code.Unimplemented]);
+
+export interface WebhookDelivererOptions {
+  workerId: string;
+  /** Attempts under way at once. */
+  concurrency: number;
+  /** Whether URLs on loopback and private networks may be called (development, tests). */
+  allowPrivateUrls: boolean;
+  log: Logger;
+  metrics?: WorkerMetrics;
+}
+
+/** What one attempt came to: the receiver's status, or why there was none. */
+export interface AttemptOutcome {
+  statusCode: number;
+  error: string;
+  durationMs: number;
+}
+
+/**
+ * POSTs one signed webhook. Redirects are not followed (a 3xx is a failure, like any non-2xx);
+ * the answer's body is not read. A host on a private network is refused unless allowed (the
+ * name is resolved again by fetch: a name that changes its answer in between is not caught).
+ */
+export async function attemptWebhook(task: WebhookTask, allowPrivateUrls: boolean): Promise<AttemptOutcome> {
+  const started = performance.now();
+  const took = () => Math.round(performance.now() - started);
+  try {
+    const refused = allowPrivateUrls ? undefined : await refusedTarget(task.url);
+    if (refused) return { statusCode: 0, error: refused, durationMs: took() };
+    const res = await fetch(task.url, {
+      method: "POST",
+      redirect: "manual",
+      headers: {
+        "Content-Type": "application/json",
+        "User-Agent": "mailcore-webhooks",
+        "webhook-id": task.webhookId,
+        "webhook-timestamp": String(task.webhookTimestamp),
+        "webhook-signature": task.webhookSignature,
+      },
+      body: task.body,
+      signal: AbortSignal.timeout(ATTEMPT_TIMEOUT_MS),
+    });
+    await res.body?.cancel().catch(() => {});
+    return { statusCode: res.status, error: "", durationMs: took() };
+  } catch (err) {
+    const e = err as Error;
+    const error = e.name === "TimeoutError" ? `no answer within ${ATTEMPT_TIMEOUT_MS / 1_000} s` : e.message;
+    return { statusCode: 0, error, durationMs: took() };
+  }
+}
+
+function resultLabel(o: AttemptOutcome): string {
+  return o.statusCode === 0 ? "error" : `${Math.floor(o.statusCode / 100)}xx`;
+}
+
+/**
+ * Drains the daemon's queue of due webhook deliveries, apart from the mail: its own claims, its
+ * own concurrency, so a receiver that hangs holds a webhook slot for 15 s at most and never a
+ * mail delivery, and at most a quarter of the slots, so the other endpoints keep theirs. Each claim is a lease: a worker that dies mid-attempt leaves the delivery due
+ * again when the lease ends (at-least-once, the same webhook-id).
+ */
+export class WebhookDeliverer {
+  private readonly abort = new AbortController();
+  private readonly inFlight = new Set<Promise<void>>();
+  /** Attempts under way by endpoint id. */
+  private readonly byEndpoint = new Map<string, number>();
+  private readonly claimFailing: FailureEpisode;
+  private readonly reportFailing: FailureEpisode;
+  private readonly reports: MicroBatcher<Omit<WebhookAttemptReport, "$typeName">, WebhookAttemptResult>;
+
+  constructor(
+    private readonly clients: LimiterClients,
+    private readonly o: WebhookDelivererOptions,
+  ) {
+    this.claimFailing = new FailureEpisode(o.log, "webhook claim");
+    this.reportFailing = new FailureEpisode(o.log, "webhook report");
+    this.reports = new MicroBatcher(
+      async (reports) => (await clients.webhookDelivery.reportWebhookAttempts({ reports }, { timeoutMs: CALL_TIMEOUT_MS })).results,
+      MAX_REPORT_BATCH,
+    );
+  }
+
+  async run(): Promise<void> {
+    const signal = this.abort.signal;
+    while (!signal.aborted) {
+      if (this.inFlight.size >= this.o.concurrency) {
+        await Promise.race(this.inFlight);
+        continue;
+      }
+      let tasks: WebhookTask[] = [];
+      try {
+        const res = await this.clients.webhookDelivery.claimWebhookDeliveries(
+          {
+            workerId: this.o.workerId,
+            max: this.o.concurrency - this.inFlight.size,
+            maxPerEndpoint: Math.max(1, Math.floor(this.o.concurrency * ENDPOINT_SHARE)),
+            inFlight: Object.fromEntries(this.byEndpoint),
+          },
+          { timeoutMs: CALL_TIMEOUT_MS, signal },
+        );
+        tasks = res.tasks;
+        this.claimFailing.succeeded();
+      } catch (err) {
+        if (signal.aborted) break;
+        this.claimFailing.failed(err as Error);
+      }
+      for (const task of tasks) this.track(this.deliver(task));
+      if (tasks.length === 0) await Bun.sleep(IDLE_POLL_MS);
+    }
+  }
+
+  /** Stops claiming and waits up to graceMs for the attempts under way; one left unreported is tried again when its lease ends. */
+  async stop(graceMs = 5_000): Promise<void> {
+    this.abort.abort();
+    await Promise.race([Promise.all(this.inFlight), Bun.sleep(graceMs)]);
+  }
+
+  private countEndpoint(id: string, by: number): void {
+    const n = (this.byEndpoint.get(id) ?? 0) + by;
+    if (n > 0) this.byEndpoint.set(id, n);
+    else this.byEndpoint.delete(id);
+  }
+
+  private track(job: Promise<void>): void {
+    const tracked = job.finally(() => this.inFlight.delete(tracked));
+    this.inFlight.add(tracked);
+  }
+
+  private async deliver(task: WebhookTask): Promise<void> {
+    this.countEndpoint(task.endpointId, 1);
+    const outcome = await attemptWebhook(task, this.o.allowPrivateUrls); // never throws: a failure is an outcome
+    this.countEndpoint(task.endpointId, -1);
+    this.o.metrics?.webhookAttempts.inc({ result: resultLabel(outcome) });
+    const result = await this.report(task, outcome);
+    // Successes are counted, not logged (the deliveries list has them); anything else is logged.
+    if (result === WebhookAttemptResult.DELIVERED) return;
+    this.o.log.info("webhook attempt", {
+      delivery: task.deliveryId,
+      attempt: task.attempt,
+      status: outcome.statusCode,
+      error: outcome.error || undefined,
+      ms: outcome.durationMs,
+      result: result === undefined ? "unreported" : WebhookAttemptResult[result].toLowerCase(),
+    });
+  }
+
+  /** Reports an attempt until the daemon takes it; undefined when it never did (the lease then runs out). */
+  private async report(task: WebhookTask, o: AttemptOutcome): Promise<WebhookAttemptResult | undefined> {
+    const giveUpAt = performance.now() + REPORT_GIVE_UP_MS;
+    let waitMs = 100;
+    for (;;) {
+      try {
+        const result = await this.reports.submit({ deliveryId: task.deliveryId, leaseToken: task.leaseToken, statusCode: o.statusCode, error: o.error, durationMs: o.durationMs });
+        this.reportFailing.succeeded();
+        return result;
+      } catch (err) {
+        if (err instanceof ConnectError && PERMANENT.has(err.code)) return undefined;
+        this.reportFailing.failed(err as Error);
+        if (performance.now() + waitMs > giveUpAt) return undefined;
+        await Bun.sleep(waitMs);
+        waitMs = Math.min(waitMs * 2, 1_000);
+      }
+    }
+  }
+}
