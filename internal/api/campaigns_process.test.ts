@@ -9,6 +9,7 @@ import { loadavg } from "node:os";
 import { join } from "node:path";
 import { Lane, type Release } from "../gen/mailcore/limiter/v1/mail_pb";
 import { type LimiterClients, limiterClients } from "../limiterclient/client";
+import { pacing } from "../testkit/pacing";
 import { sendEmail, type Stack, startStack, waitFor } from "../testkit/testkit";
 
 const PUBLIC_URL = "https://mail.example.test";
@@ -144,14 +145,6 @@ test("one-click unsubscribe: the POST flips the subscriber (idempotent); the nex
   expect(again.stats).toEqual({ recipients: 4, queued: 2, delivered: 2, bounced: 0, failed: 0, skipped: 2 });
 }, 60_000);
 
-/** Per whole second from the first release. */
-function perSecond(rs: Release[]): number[] {
-  const times = rs.map((r) => Number(r.releasedAtMs)).sort((a, b) => a - b);
-  const out: number[] = [];
-  for (const t of times) out[Math.floor((t - times[0]!) / 1_000)] = (out[Math.floor((t - times[0]!) / 1_000)] ?? 0) + 1;
-  return Array.from(out, (n) => n ?? 0);
-}
-
 async function importAudience(token: string, n: number): Promise<void> {
   for (let b = 0; b < n / 1_000; b++) {
     const subscribers = Array.from({ length: 1_000 }, (_, i) => ({ email: `reader${b * 1_000 + i}@list.example`, name: `Reader ${b * 1_000 + i}` }));
@@ -202,19 +195,25 @@ test(`a campaign to ${AUDIENCE} subscribers leaves at 40/s in the bulk lane, a f
   }
   const seconds = (Date.now() - started) / 1_000;
   const rs = (await daemon.lanes.listReleases({ lane: Lane.BULK, sinceMs: BigInt(started) })).releases;
-  const counts = perSecond(rs);
+  const p = pacing(rs);
+  const counts = p.perSecond;
   const sorted = [...delays].sort((a, b) => a - b);
   console.log(
-    `campaign to ${AUDIENCE}: ${rs.length} bulk releases in ${seconds.toFixed(1)} s; per second ${JSON.stringify(counts)}; ` +
+    `campaign to ${AUDIENCE}: ${rs.length} bulk releases in ${seconds.toFixed(1)} s; per second ${JSON.stringify(counts)}, most in any sliding second ${p.maxSliding}, first to last ${(p.spanMs / 1_000).toFixed(2)} s; ` +
       `most in the bulk lane at once ${maxDepth}, samples with the lane empty while queueing ${emptyWhileSending}; load ${loadavg().map((l) => l.toFixed(1)).join(" ")}; transactional release delay during it (n=${delays.length}) p50 ${sorted[Math.floor(sorted.length / 2)]} ms max ${sorted.at(-1)} ms`,
   );
   expect(last).toMatchObject({ status: "sent", stats: { recipients: AUDIENCE, queued: AUDIENCE, delivered: AUDIENCE, skipped: 0 } });
   expect(new Set(rs.map((r) => r.messageId)).size).toBe(AUDIENCE);
-  // Every whole second but the first and the last (partial) holds 40 +/- 1.
+  // Never above the rate: no sliding second holds more than 40 (41 with the timestamps' 1 ms
+  // rounding). The scheduler never catches up a stall with a burst, so a stall of the daemon's
+  // event loop costs its slots: a whole second may hold a few less (36 is a 100 ms stall), and
+  // the whole campaign may take at most one second more than 5,000 slots.
+  expect(p.maxSliding).toBeLessThanOrEqual(41);
   for (const n of counts.slice(1, -1)) {
-    expect(n).toBeGreaterThanOrEqual(39);
+    expect(n).toBeGreaterThanOrEqual(36);
     expect(n).toBeLessThanOrEqual(41);
   }
+  expect(p.spanMs).toBeLessThanOrEqual(((AUDIENCE - 1) / 40) * 1_000 + 1_000);
   expect(maxDepth).toBeLessThanOrEqual(3 * PAGE);
   expect(emptyWhileSending).toBe(0);
   expect(delays.length).toBeGreaterThanOrEqual(20);

@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Lane, type Release } from "../gen/mailcore/limiter/v1/mail_pb";
 import { limiterClients } from "../limiterclient/client";
+import { pacing } from "../testkit/pacing";
 import { type PostgresServer, startPostgres } from "../testkit/postgres";
 import { freePort, pool, type RedisClusterServer, type RedisServer, runBun, sendEmail, type Stack, startRedis, startRedisCluster, startStack, waitFor } from "../testkit/testkit";
 
@@ -12,22 +13,6 @@ const PROXY = { TRUST_PROXY: "127.0.0.1" };
 async function releases(limiterUrls: string[], lane: Lane, sinceMs: number): Promise<Release[]> {
   const all = await Promise.all(limiterUrls.map(async (url) => (await limiterClients(url).lanes.listReleases({ lane, sinceMs: BigInt(sinceMs) })).releases));
   return all.flat().sort((a, b) => Number(a.releasedAtMs - b.releasedAtMs));
-}
-
-/** Counts per whole second from the first release, and the most in any sliding second. */
-function pacing(rs: Release[]) {
-  const times = rs.map((r) => Number(r.releasedAtMs));
-  const first = times[0]!;
-  const perSecond: number[] = [];
-  for (const t of times) perSecond[Math.floor((t - first) / 1_000)] = (perSecond[Math.floor((t - first) / 1_000)] ?? 0) + 1;
-  let maxSliding = 0;
-  for (let i = 0, j = 0; i < times.length; i++) {
-    while (times[j]! < times[i]! - 999) j++;
-    maxSliding = Math.max(maxSliding, i - j + 1);
-  }
-  const jitter = rs.map((r) => Number(r.releasedAtMs - r.slotAtMs)).sort((a, b) => a - b);
-  const q = (p: number) => jitter[Math.min(jitter.length - 1, Math.floor(p * jitter.length))]!;
-  return { perSecond: Array.from(perSecond, (n) => n ?? 0), maxSliding, jitter: { p50: q(0.5), p99: q(0.99), max: jitter.at(-1)! } };
 }
 
 async function backlog(stack: Stack, token: string, n: number, body: (i: number) => Record<string, unknown>) {
