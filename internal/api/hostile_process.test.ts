@@ -108,4 +108,25 @@ describe("hostile input to the API", () => {
     const answer = await sendEmail(api, token, mail({ to: "ok@example.org", text: "x", headers }));
     expect(answer.status).toBe(202);
   });
+
+  test("a flood of unsubscribe requests from one address meets the API's IP limit (429, Retry-After) before anything else", async () => {
+    const link = `${api}/u/AAAAAAAAAAAAAAAAAAAAAA`;
+    await Bun.sleep(1_100); // a full IP bucket
+    const started = performance.now();
+    const statuses = await Promise.all(Array.from({ length: 1_000 }, async () => {
+      const res = await fetch(link); // the confirm page: quick, so the flood outruns the refill
+      return { status: res.status, retryAfter: res.headers.get("Retry-After") };
+    }));
+    const elapsedMs = performance.now() - started;
+    const shown = statuses.filter((a) => a.status === 200).length;
+    const limited = statuses.filter((a) => a.status === 429);
+    // 500 pages at once, plus one every 2 ms while the flood ran.
+    expect(shown).toBeGreaterThanOrEqual(500);
+    expect(shown).toBeLessThanOrEqual(500 + Math.floor(elapsedMs / 2));
+    expect(shown + limited.length).toBe(1_000);
+    expect(limited.length).toBeGreaterThan(0);
+    for (const a of limited) expect(a.retryAfter).toBe("1");
+    await Bun.sleep(1_100);
+    expect((await fetch(link, { method: "POST" })).status).toBe(404);
+  });
 });

@@ -1,15 +1,30 @@
 import { type ConsoleOptions, consoleHandler } from "../console/handler";
+import { Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
+import type { Admission, AdmitCall } from "../limiterclient/client";
 import { assetHandler } from "../web/assets";
 import { referenceHandler } from "./reference";
 import type { AutomationCalls } from "./campaigns";
 import type { SiteHandler } from "./server";
+import { clientIp } from "./clientip";
 import { unsubscribePages } from "./unsubscribe";
 
-/** What the API process serves to browsers beside the API: the console, the API reference, their assets, the unsubscribe pages. */
-export function apiSite(console: ConsoleOptions, automation: AutomationCalls): SiteHandler {
+/**
+ * What the API process serves to browsers beside the API: the console, the API reference, their
+ * assets, the unsubscribe pages. `admit` is the API's admission: the unsubscribe pages, which
+ * anyone may call, count against the client IP's limit through it (an admission without a token).
+ */
+export function apiSite(console: ConsoleOptions, automation: AutomationCalls, admit: (call: AdmitCall) => Promise<Admission>): SiteHandler {
   const assets = assetHandler();
   const reference = referenceHandler();
   const pages = consoleHandler(console);
-  const unsubscribe = unsubscribePages(automation, console.timeoutMs, console.log);
-  return (req, url, peerIp) => assets(url.pathname) ?? reference(req, url) ?? unsubscribe(req, url) ?? pages(req, url, peerIp);
+  const gate = async (ip: string) => {
+    const a = await admit({ token: "", clientIp: ip, withTags: false });
+    return a.verdict === Verdict.IP_LIMITED ? a.retryAfterSeconds : undefined;
+  };
+  const unsubscribe = unsubscribePages(automation, gate, console.timeoutMs, console.log);
+  return (req, url, peerIp) =>
+    assets(url.pathname) ??
+    reference(req, url) ??
+    unsubscribe(req, url, clientIp(peerIp, req.headers.get("x-forwarded-for"), console.trustProxy)) ??
+    pages(req, url, peerIp);
 }

@@ -71,6 +71,9 @@ export function limiterService(deps: ServiceDeps): {
 } {
   const { hot, records, projection, writer, refusals, clock, metrics } = deps;
   const { directory } = records;
+  // The counter of each verdict, resolved once: label lookup by object costs more than the increment.
+  const counted = new Map(Object.entries(VERDICT_LABELS).map(([verdict, label]) => [Number(verdict), metrics?.admissions.labels(label)]));
+  const otherVerdict = metrics?.admissions.labels("unknown");
 
   /** Admits against the hot store; a projection miss is rebuilt from the records and admitted again. */
   const admitAll = async (inputs: AdmitInput[]): Promise<AdmitResult[]> => {
@@ -92,7 +95,7 @@ export function limiterService(deps: ServiceDeps): {
       else if (r.org && (r.verdict === Verdict.ORG_LIMITED || r.verdict === Verdict.IP_LIMITED)) {
         refusals.count(r.org.id, r.verdict === Verdict.ORG_LIMITED ? "quota" : "ip");
       }
-      metrics?.admissions.inc({ verdict: VERDICT_LABELS[r.verdict] ?? "unknown" });
+      (counted.get(r.verdict) ?? otherVerdict)?.inc();
     });
     return results;
   };

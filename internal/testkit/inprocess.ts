@@ -33,8 +33,9 @@ export async function startInProcess(hot: HotStore, clock: Clock, policy: Delive
   const clients = limiterClients(`http://127.0.0.1:${rpc.port}`);
   const validation = offloadedValidation({ workers: 1, timeoutMs: 2_000 });
   const log = logger("api");
-  const api = serveApi(daemonDeps(clients, { timeoutMs: 2_000, audienceTimeoutMs: 10_000, trustProxy: [], docsUrl: undefined, log, validation }), "127.0.0.1", 0, {
-    site: apiSite({ daemon: clients.console, timeoutMs: 2_000, trustProxy: [], log }, clients.automation),
+  const deps = daemonDeps(clients, { timeoutMs: 2_000, audienceTimeoutMs: 10_000, trustProxy: [], docsUrl: undefined, log, validation });
+  const api = serveApi(deps, "127.0.0.1", 0, {
+    site: apiSite({ daemon: clients.console, timeoutMs: 2_000, trustProxy: [], log }, clients.automation, deps.admit),
   });
   return {
     apiUrl: `http://127.0.0.1:${api.port}`,

@@ -12,15 +12,16 @@ function table(name: string): Map<string, string> {
   return entries;
 }
 
-const templates = table("K");
+/** Each key template (K.<name>) split at its %s holes, once: a key is built on every admission. */
+const templates = new Map([...table("K")].map(([name, template]) => [name, template.split("%s")]));
 
 /** Fills a prelude key template (K.<name>) with its parts, as the Lua key() does. */
 function key(name: string, ...parts: (string | number)[]): string {
-  const template = templates.get(name);
-  if (template === undefined) throw new Error(`prelude.lua defines no key ${name}`);
-  let i = 0;
-  const out = template.replace(/%s/g, () => String(parts[i++]));
-  if (i !== parts.length) throw new Error(`key ${name} takes ${i} parts, not ${parts.length}`);
+  const pieces = templates.get(name);
+  if (pieces === undefined) throw new Error(`prelude.lua defines no key ${name}`);
+  if (pieces.length !== parts.length + 1) throw new Error(`key ${name} takes ${pieces.length - 1} parts, not ${parts.length}`);
+  let out = pieces[0]!;
+  for (let i = 0; i < parts.length; i++) out += parts[i]! + pieces[i + 1]!;
   return out;
 }
 
