@@ -243,7 +243,7 @@ describe("redis hot store: the admission script on the wire", () => {
     await store.close();
   });
 
-  test("writes the two bucket hashes with TTLs until full, and nothing when refused", async () => {
+  test("writes the two buckets ('level:ms') with TTLs until full, and nothing when refused", async () => {
     const now = 1_800_000_000_000;
     await store.projectOrg({ id: "wire-org", slug: "wire", plan: Plan.FREE, version: 1, verifiedDomains: ["wire.example"] });
     await store.projectToken("wire-hash", "wire-org", "write");
@@ -251,19 +251,19 @@ describe("redis hot store: the admission script on the wire", () => {
     expect(await redis.get(keys.token("wire-hash"))).toBe("wire-org");
     const [r] = await store.admit([{ tokenHash: "wire-hash", ip: "192.0.2.7" }], now);
     expect(r).toMatchObject({ verdict: Verdict.ALLOWED, remaining: 99, resetMs: 600 });
-    expect(await redis.hgetall(keys.orgBucket("wire-org"))).toEqual({ l: String(99 * 60_000), t: String(now) });
-    expect(await redis.hgetall(keys.ipBucket("192.0.2.7"))).toEqual({ l: String(499 * 1_000), t: String(now) });
+    expect(await redis.get(keys.orgBucket("wire-org"))).toBe(`${99 * 60_000}:${now}`);
+    expect(await redis.get(keys.ipBucket("192.0.2.7"))).toBe(`${499 * 1_000}:${now}`);
     const orgTtl = await redis.pttl(keys.orgBucket("wire-org"));
     expect(orgTtl).toBeGreaterThan(1_500);
     expect(orgTtl).toBeLessThanOrEqual(1_600);
     expect(await redis.pttl(keys.ipBucket("192.0.2.7"))).toBeLessThanOrEqual(1_002);
 
     // A refusal by the IP bucket writes nothing.
-    await redis.hset(keys.ipBucket("192.0.2.8"), { l: 999, t: now });
+    await redis.set(keys.ipBucket("192.0.2.8"), `999:${now}`);
     const [limited] = await store.admit([{ tokenHash: "wire-hash", ip: "192.0.2.8" }], now);
     expect(limited).toMatchObject({ verdict: Verdict.IP_LIMITED, retryAfterMs: 1 });
-    expect(await redis.hgetall(keys.orgBucket("wire-org"))).toEqual({ l: String(99 * 60_000), t: String(now) });
-    expect(await redis.hget(keys.ipBucket("192.0.2.8"), "l")).toBe("999");
+    expect(await redis.get(keys.orgBucket("wire-org"))).toBe(`${99 * 60_000}:${now}`);
+    expect(await redis.get(keys.ipBucket("192.0.2.8"))).toBe(`999:${now}`);
   });
 
   test("a token known not to be valid is remembered for a minute only", async () => {
