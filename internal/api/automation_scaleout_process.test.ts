@@ -1,5 +1,7 @@
 // Campaigns and workflows with two daemons on Redis + PostgreSQL: the fan-out and the runner
 // each run in one daemon at a time (their leases), so every subscriber gets each message once.
+// And the tags each daemon serves from memory: a change made through one daemon is seen at once
+// through the other.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -11,6 +13,8 @@ let pg: PostgresServer;
 let redis: RedisServer;
 let stack: Stack;
 let second: Proc;
+let secondApi: Proc;
+let secondApiUrl: string;
 let token: string;
 beforeAll(async () => {
   [pg, redis] = await Promise.all([startPostgres(), startRedis()]);
@@ -19,9 +23,14 @@ beforeAll(async () => {
   const url = `http://127.0.0.1:${port}`;
   second = runBun("cmd/limiterd/index.ts", [], { ...stack.env, LIMITER_PORT: String(port) });
   await waitFor("the second daemon", async () => (await limiterClients(url).lanes.getLanes({})).lanes.length === 2, 15_000);
+  const apiPort = await freePort();
+  secondApiUrl = `http://127.0.0.1:${apiPort}`;
+  secondApi = runBun("cmd/api/index.ts", [], { ...stack.env, LIMITER_URL: url, API_PORT: String(apiPort) });
+  await waitFor("the second daemon's API", async () => (await fetch(`${secondApiUrl}/readyz`)).ok, 15_000);
   token = await stack.org("pair", "enterprise");
 }, 60_000);
 afterAll(async () => {
+  await secondApi?.stop("SIGKILL");
   await second?.stop("SIGKILL");
   await stack?.stop();
   await Promise.all([redis?.stop(), pg?.stop()]);
@@ -29,8 +38,8 @@ afterAll(async () => {
 
 type Json = Record<string, any>;
 
-async function api(method: string, path: string, body?: unknown): Promise<Json> {
-  const res = await fetch(`${stack.apiUrls[0]}${path}`, {
+async function api(method: string, path: string, body?: unknown, base = stack.apiUrls[0]): Promise<Json> {
+  const res = await fetch(`${base}${path}`, {
     method,
     headers: { Authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "Content-Type": "application/json" }) },
     body: body === undefined ? undefined : JSON.stringify(body),
@@ -73,3 +82,27 @@ test("a campaign to 400 and a workflow for 20 new subscribers: each message once
   const welcome = recipients("Welcome").sort();
   expect(welcome).toEqual(Array.from({ length: 20 }, (_, i) => `new${i}@list.example`).sort());
 }, 120_000);
+
+test("GET /api/v1/tags through the other daemon sees every change of tags and counts at once", async () => {
+  const tagsThere = async () => {
+    const first = (await api("GET", "/api/v1/tags", undefined, secondApiUrl)).data as Json[];
+    expect((await api("GET", "/api/v1/tags", undefined, secondApiUrl)).data).toEqual(first); // again: from its memory
+    return Object.fromEntries(first.map((t) => [t.name, t.subscribers]));
+  };
+  const before = await tagsThere();
+  expect(before.vip).toBeUndefined();
+  await api("POST", "/api/v1/tags", { name: "vip" });
+  expect((await tagsThere()).vip).toBe(0);
+  await api("POST", "/api/v1/subscribers", { email: "ann@vip.example", tags: ["vip"] });
+  expect((await tagsThere()).vip).toBe(1);
+  await api("POST", "/api/v1/subscribers/batch", { subscribers: [{ email: "bob@vip.example", tags: ["vip"] }, { email: "cy@vip.example", tags: ["vip", "gold"] }] });
+  expect(await tagsThere()).toMatchObject({ vip: 3, gold: 1 });
+  await api("DELETE", "/api/v1/subscribers/bob@vip.example/tags", { tags: ["vip"] });
+  expect((await tagsThere()).vip).toBe(2);
+  await fetch(`${stack.apiUrls[0]}/api/v1/subscribers/ann@vip.example`, { method: "DELETE", headers: { Authorization: `Bearer ${token}` } });
+  expect((await tagsThere()).vip).toBe(1);
+  await fetch(`${stack.apiUrls[0]}/api/v1/tags/vip`, { method: "DELETE", headers: { Authorization: `Bearer ${token}` } });
+  const after = await tagsThere();
+  expect(after.vip).toBeUndefined();
+  expect(after.gold).toBe(1);
+}, 60_000);

@@ -66,7 +66,7 @@ for (const [name, open] of adapters) {
         expect(refused.remaining).toBe(0);
         expect(refused.retryAfterMs).toBe(Math.ceil(60_000 / q));
         expect(refused.resetMs).toBe(60_000);
-        expect(refused.org).toEqual({ id: o.id, slug: o.slug, plan });
+        expect(refused.org).toEqual({ id: o.id, slug: o.slug, plan, audienceStamp: expect.any(String) });
       });
 
       test(`plan ${Plan[plan]}: refills at q per 60 s`, async () => {
@@ -169,9 +169,25 @@ for (const [name, open] of adapters) {
       expect((await burst(1, { tokenHash: o.tokenHash, ip: addr }))[0]!.verdict).toBe(Verdict.ALLOWED);
     });
 
+    test("the audience stamp: the same on every admission until touchAudience or a new projection, then another", async () => {
+      const o = await org(Plan.PREMIUM);
+      const stamp = async () => (await burst(1, { tokenHash: o.tokenHash, ip: ip() }))[0]!.org!.audienceStamp;
+      const first = await stamp();
+      expect(first).toMatch(/^[A-Za-z0-9_-]{12}$/);
+      expect(await stamp()).toBe(first);
+      await store.touchAudience(o.id);
+      const touched = await stamp();
+      expect(touched).not.toBe(first);
+      expect(await stamp()).toBe(touched);
+      await store.projectOrg({ id: o.id, slug: o.slug, plan: Plan.PREMIUM, version: 5, verifiedDomains: [] });
+      expect(await stamp()).not.toBe(touched);
+      // An organization that is not projected: nothing to touch, and the next admission rebuilds it.
+      await store.touchAudience("not-projected");
+    });
+
     test("a revoked token is refused on the next request", async () => {
       const o = await org(Plan.PREMIUM);
-      expect(await store.lookupToken(o.tokenHash)).toEqual({ kind: "valid", org: { id: o.id, slug: o.slug, plan: Plan.PREMIUM } });
+      expect(await store.lookupToken(o.tokenHash)).toMatchObject({ kind: "valid", org: { id: o.id, slug: o.slug, plan: Plan.PREMIUM } });
       const addr = ip();
       expect((await burst(1, { tokenHash: o.tokenHash, ip: addr }))[0]!.verdict).toBe(Verdict.ALLOWED);
       await store.projectToken(o.tokenHash, null, "write");
@@ -247,7 +263,7 @@ describe("redis hot store: the admission script on the wire", () => {
     const now = 1_800_000_000_000;
     await store.projectOrg({ id: "wire-org", slug: "wire", plan: Plan.FREE, version: 1, verifiedDomains: ["wire.example"] });
     await store.projectToken("wire-hash", "wire-org", "write");
-    expect(await redis.hgetall(keys.org("wire-org"))).toEqual({ v: "1", slug: "wire", plan: "1", "d:wire.example": "1" });
+    expect(await redis.hgetall(keys.org("wire-org"))).toEqual({ v: "1", slug: "wire", plan: "1", a: expect.any(String), "d:wire.example": "1" });
     expect(await redis.get(keys.token("wire-hash"))).toBe("wire-org");
     const [r] = await store.admit([{ tokenHash: "wire-hash", ip: "192.0.2.7" }], now);
     expect(r).toMatchObject({ verdict: Verdict.ALLOWED, remaining: 99, resetMs: 600 });

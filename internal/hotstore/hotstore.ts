@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import type { Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { DeliveryOutcome, Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { GuardLimits } from "../mail/policy";
@@ -51,10 +52,19 @@ export interface AdmitInput {
   ip: string;
 }
 
+/** A new audience stamp (OrgRef.audienceStamp): random, so no stamp from before a restart comes back. */
+export const newAudienceStamp = (): string => randomBytes(9).toString("base64url");
+
 export interface OrgRef {
   id: string;
   slug: string;
   plan: Plan;
+  /**
+   * A random stamp that changes whenever the organization's tags or their subscriber counts
+   * change (touchAudience) and whenever its projection is rewritten: the daemons' caches of the
+   * tags are kept by it. Absent when the store has none.
+   */
+  audienceStamp?: string;
 }
 
 export interface AdmitResult {
@@ -179,6 +189,8 @@ export interface HotStore {
 
   /** Writes an organization's projection, unless the one there has a newer version. */
   projectOrg(p: OrgProjection): Promise<void>;
+  /** Gives the organization a new audience stamp: its tags or their counts changed in the records. */
+  touchAudience(orgId: string): Promise<void>;
   /**
    * Sets what a token hash resolves to: an organization, or null for "not a valid token"
    * (remembered INVALID_TOKEN_TTL_MS). "write" replaces what is there (a change); "fill" only

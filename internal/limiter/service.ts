@@ -4,7 +4,8 @@ import { isIP } from "node:net";
 import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb";
 import { DirectoryService, LimiterService, type Organization as OrganizationMsg, OrganizationSchema, type Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { Clock } from "../clock/clock";
-import type { AdmitInput, AdmitResult, HotStore } from "../hotstore/hotstore";
+import type { AdmitInput, AdmitResult, HotStore, OrgRef } from "../hotstore/hotstore";
+import type { TagCount } from "../records/audience";
 import { ADMIT_BATCH_PATH } from "../limiterclient/admit";
 import { MAX_ADMIT_BATCH } from "../limiterclient/client";
 import { MINIMUM_PLAN, PLANS, planQuota } from "../plans/plans";
@@ -22,6 +23,10 @@ import type { RawUnary } from "./server";
 const SLUG_PATTERN = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 const DOMAIN_PATTERN = /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,62}$/;
 const TOKEN_NAME_MAX = 100;
+/** How long a daemon serves an organization's tags from memory at most without reading them again. */
+const TAG_CACHE_MAX_AGE_MS = 10_000;
+/** Organizations whose tags a daemon keeps at most (past it, the cache starts over). */
+const TAG_CACHE_MAX_ORGS = 100_000;
 
 export interface ServiceDeps {
   hot: HotStore;
@@ -100,15 +105,41 @@ export function limiterService(deps: ServiceDeps): {
     return results;
   };
 
+  // The tags that ride along with an admission (GET /api/v1/tags in one round trip), from memory
+  // while the organization's audience stamp, read by the admission itself, is the one they were
+  // read under: every change of tags or counts gives a new stamp after its commit, so a reader
+  // that comes after a change never sees the tags from before it, on any daemon. The age cap
+  // bounds what a lost stamp write (the hot store down just then) can leave stale.
+  const tagCache = new Map<string, { stamp: string; readMs: number; tags: TagCount[] }>();
+  records.audience.tagsChanged = (orgId) => hot.touchAudience(orgId);
+  const tagsOf = async (orgs: OrgRef[]): Promise<Map<string, TagCount[]>> => {
+    const nowMs = performance.now();
+    const out = new Map<string, TagCount[]>();
+    const stale = new Map<string, string>();
+    for (const org of orgs) {
+      const hit = tagCache.get(org.id);
+      if (hit && org.audienceStamp && hit.stamp === org.audienceStamp && nowMs - hit.readMs < TAG_CACHE_MAX_AGE_MS) out.set(org.id, hit.tags);
+      else stale.set(org.id, org.audienceStamp ?? "");
+    }
+    if (stale.size === 0) return out;
+    const read = await guard(() => records.audience.tagCounts([...stale.keys()]));
+    if (tagCache.size + stale.size > TAG_CACHE_MAX_ORGS) tagCache.clear();
+    for (const [orgId, stamp] of stale) {
+      const tags = read.get(orgId)!;
+      out.set(orgId, tags);
+      if (stamp) tagCache.set(orgId, { stamp, readMs: nowMs, tags });
+    }
+    return out;
+  };
+
   const admit = async (calls: readonly AdmitCall[]): Promise<Admission[]> => {
     const inputs = calls.map(toAdmitInput);
     const results = await guard(() => admitAll(inputs));
     const responses = results.map(toAdmission);
-    // The reads that ride along with an admission (GET /api/v1/tags in one round trip), one query per batch.
-    const withTags = responses.filter((res, i) => calls[i]!.withTags && res.verdict === Verdict.ALLOWED);
+    const withTags = results.flatMap((r, i) => (calls[i]!.withTags && r.verdict === Verdict.ALLOWED && r.org ? [i] : []));
     if (withTags.length > 0) {
-      const tags = await guard(() => records.audience.tagCounts(withTags.map((res) => res.orgId)));
-      for (const res of withTags) res.tags = tags.get(res.orgId)!;
+      const tags = await tagsOf(withTags.map((i) => results[i]!.org!));
+      for (const i of withTags) responses[i]!.tags = tags.get(results[i]!.org!.id)!;
     }
     return responses;
   };

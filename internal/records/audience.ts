@@ -135,12 +135,25 @@ function fromRow(r: SubscriberRow, tags: string[]): Subscriber {
   };
 }
 
+/** Told, after the commit, that an organization's tags or their subscriber counts may have changed. */
+export type TagsChanged = (orgId: string) => Promise<void>;
+
 export class AudienceRecords {
+  /** Set by the daemon: its tag cache is invalidated through the hot store (service.ts). */
+  tagsChanged: TagsChanged = async () => {};
+
   constructor(
     private readonly db: Db,
     /** Hands the subscriber.* webhook events of a change to the webhooks, in its transaction. */
     private readonly announce: Announce,
   ) {}
+
+  /** Runs a write, then tells tagsChanged when `changed` says the committed result changed anything. */
+  private async thenTell<T>(orgId: string, write: Promise<T>, changed: (result: T) => boolean): Promise<T> {
+    const result = await write;
+    if (changed(result)) await this.tagsChanged(orgId);
+    return result;
+  }
 
   /** Creates or updates the subscriber with input's email. */
   async upsert(orgId: string, input: UpsertInput, nowMs: number): Promise<UpsertResult> {
@@ -153,6 +166,10 @@ export class AudienceRecords {
    * concurrent upserts of one email make one subscriber and never lose a change.
    */
   upsertMany(orgId: string, inputs: UpsertInput[], nowMs: number): Promise<UpsertResult[]> {
+    return this.thenTell(orgId, this.upsertManyTx(orgId, inputs, nowMs), (rs) => rs.some((r) => r.result !== "unchanged"));
+  }
+
+  private upsertManyTx(orgId: string, inputs: UpsertInput[], nowMs: number): Promise<UpsertResult[]> {
     return this.db.tx(async (sql) => {
       const changes = new Changes(orgId);
       const { ids, created } = await createOrLock(sql, orgId, inputs, nowMs, changes);
@@ -181,7 +198,7 @@ export class AudienceRecords {
 
   /** A partial update of the subscriber ref names (an id, or an email); undefined when there is none. */
   update(orgId: string, ref: string, change: SubscriberChange, nowMs: number): Promise<UpsertResult | undefined> {
-    return this.db.tx(async (sql) => {
+    const write = this.db.tx(async (sql): Promise<UpsertResult | undefined> => {
       const found = await find(sql, orgId, ref, { lock: true });
       if (!found) return undefined;
       const current = found.subscriber;
@@ -193,6 +210,7 @@ export class AudienceRecords {
       await changes.write(sql, nowMs, this.announce);
       return { result: "updated", subscriber: d.next };
     });
+    return this.thenTell(orgId, write, (r) => r !== undefined && r.result !== "unchanged");
   }
 
   get(orgId: string, ref: string): Promise<Subscriber | undefined> {
@@ -201,7 +219,7 @@ export class AudienceRecords {
 
   /** Deletes a subscriber with its tags and events; false when there is none. */
   delete(orgId: string, ref: string, nowMs: number): Promise<boolean> {
-    return this.db.tx(async (sql) => {
+    const write = this.db.tx(async (sql) => {
       const current = (await find(sql, orgId, ref, { lock: true }))?.subscriber;
       if (!current) return false;
       await sql`DELETE FROM subscriber_tags WHERE subscriber_id = ${current.id}`;
@@ -211,6 +229,7 @@ export class AudienceRecords {
       await this.announce(sql, [{ orgId, type: "subscriber.deleted", atMs: nowMs, data: { id: current.id, email: current.email } }], nowMs);
       return true;
     });
+    return this.thenTell(orgId, write, (deleted) => deleted);
   }
 
   /** Newest first; a walk by cursor neither skips nor repeats a row while rows are added. */
@@ -263,17 +282,18 @@ export class AudienceRecords {
 
   /** Creates a tag; false when the organization has it already. */
   async createTag(orgId: string, name: string, nowMs: number): Promise<boolean> {
-    const rows = await this.db.run((sql) => sql`INSERT INTO tags (org_id, name, created_ms) VALUES (${orgId}, ${name}, ${nowMs}) ON CONFLICT (org_id, name) DO NOTHING RETURNING name`);
-    return rows.length === 1;
+    const write = this.db.run((sql) => sql`INSERT INTO tags (org_id, name, created_ms) VALUES (${orgId}, ${name}, ${nowMs}) ON CONFLICT (org_id, name) DO NOTHING RETURNING name`);
+    return this.thenTell(orgId, write.then((rows) => rows.length === 1), (created) => created);
   }
 
   /** Deletes a tag and takes it off every subscriber; false when there is no such tag. */
   deleteTag(orgId: string, name: string): Promise<boolean> {
-    return this.db.tx(async (sql) => {
+    const write = this.db.tx(async (sql) => {
       const rows = await sql`DELETE FROM tags WHERE org_id = ${orgId} AND name = ${name} RETURNING name`;
       await sql`DELETE FROM subscriber_tags WHERE org_id = ${orgId} AND tag = ${name}`;
       return rows.length === 1;
     });
+    return this.thenTell(orgId, write, (deleted) => deleted);
   }
 
   /** The tags of several organizations with their subscriber counts, in one query (admissions that carry GET /api/v1/tags). */

@@ -14,6 +14,7 @@ import {
   type EnqueueInput,
   type HotStore,
   INVALID_TOKEN_TTL_MS,
+  newAudienceStamp,
   type OrgRef,
   type OrgUsage,
   type RefusalCount,
@@ -137,7 +138,7 @@ export class EmbeddedHot implements HotStore {
     if (!t || t.expiresMs <= this.clock()) return { kind: "miss" };
     if (t.orgId === null) return { kind: "invalid" };
     const o = this.orgs.get(t.orgId);
-    return o ? { kind: "valid", org: { id: o.id, slug: o.slug, plan: o.plan } } : { kind: "miss" };
+    return o ? { kind: "valid", org: { id: o.id, slug: o.slug, plan: o.plan, audienceStamp: o.audienceStamp } } : { kind: "miss" };
   }
 
   async lookupToken(tokenHash: string): Promise<TokenLookup> {
@@ -147,7 +148,12 @@ export class EmbeddedHot implements HotStore {
   async projectOrg(p: OrgProjection): Promise<void> {
     const have = this.orgs.get(p.id);
     if (have && have.version > p.version) return;
-    this.orgs.set(p.id, { id: p.id, slug: p.slug, plan: p.plan as Plan, version: p.version, domains: new Set(p.verifiedDomains) });
+    this.orgs.set(p.id, { id: p.id, slug: p.slug, plan: p.plan as Plan, version: p.version, domains: new Set(p.verifiedDomains), audienceStamp: newAudienceStamp() });
+  }
+
+  async touchAudience(orgId: string): Promise<void> {
+    const o = this.orgs.get(orgId);
+    if (o) o.audienceStamp = newAudienceStamp();
   }
 
   async projectToken(tokenHash: string, orgId: string | null, mode: "write" | "fill"): Promise<void> {

@@ -10,7 +10,7 @@
 
 local K = {}
 K.token = 'mc:tok:{%s}'                   -- token hash -> org id, or '' (not a valid token, expires)
-K.org = 'mc:org:{%s}'                     -- projection: slug, plan, v (version), d:<verified domain>
+K.org = 'mc:org:{%s}'                     -- projection: slug, plan, v (version), a (audience stamp), d:<verified domain>
 K.orgBucket = 'mc:org:{%s}:bucket'        -- the organization's request bucket: 'level:ms'
 K.ipBucket = 'mc:ip:{%s}:bucket'          -- a client IP's request bucket: 'level:ms'
 K.lease = 'mc:lease:{%s}'                 -- who runs a singleton: a lane's scheduler, the history writer
@@ -109,15 +109,15 @@ end
 -- The organization's side of an admission: its projection and its bucket. With take, one request
 -- is taken when the bucket has it (ALLOWED) or refused (ORG_LIMITED); without, the bucket is only
 -- reported, under IP_LIMITED. MISS when the organization is not projected. quotas[plan] is each
--- plan's quota. Reply: {verdict, plan, slug, remaining, ms to full, retry-after ms}.
+-- plan's quota. Reply: {verdict, plan, slug, remaining, ms to full, retry-after ms, audience stamp}.
 local function admitOrg(projection, bucket, now, period, quotas, take)
-  local org = redis.call('HMGET', projection, 'plan', 'slug')
+  local org = redis.call('HMGET', projection, 'plan', 'slug', 'a')
   if not org[1] then return {V.MISS, 0, '', 0, 0, 0} end
   local plan = tonumber(org[1])
   local quota = tonumber(quotas[plan])
   local l, at = bucketLevel(bucket, quota, period, now)
   local function reply(verdict, level, retry)
-    return {verdict, plan, org[2], math.floor(level / period), math.ceil((quota * period - level) / quota), retry}
+    return {verdict, plan, org[2], math.floor(level / period), math.ceil((quota * period - level) / quota), retry, org[3] or ''}
   end
   if not take then return reply(V.IP_LIMITED, l, 0) end
   if l < period then return reply(V.ORG_LIMITED, l, math.ceil((period - l) / quota)) end

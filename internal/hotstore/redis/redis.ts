@@ -19,6 +19,7 @@ import {
   INVALID_TOKEN_TTL_MS,
   type LaneCounts,
   type LeasedRecord,
+  newAudienceStamp,
   type OrgUsage,
   RECOVER_BATCH,
   type RefusalCount,
@@ -56,7 +57,7 @@ const SCRIPTS = {
   usage_lanes: 2,
 } as const;
 
-type AdmitReply = [number, number, string, number, number, number];
+type AdmitReply = [number, number, string, number, number, number, string?];
 /** readMessage's shape in prelude.lua. */
 type MessageReply = [string, string, number, string, string, string, string, number, number, number, number, number, [number, number, string][]];
 type Args = (string | number)[];
@@ -160,7 +161,7 @@ export class RedisHot implements HotStore {
         ? { verdict: Verdict.UNAUTHENTICATED, remaining: minimum, resetMs: 0, retryAfterMs: 0 }
         : { verdict: Verdict.IP_LIMITED, remaining: minimum, resetMs: 0, retryAfterMs: ipRetry };
     }
-    const [verdict, plan, slug, remaining, resetMs, retryAfterMs] = (await this.redis.admit_org(
+    const [verdict, plan, slug, remaining, resetMs, retryAfterMs, audienceStamp] = (await this.redis.admit_org(
       keys.org(owner),
       keys.orgBucket(owner),
       nowMs,
@@ -170,7 +171,7 @@ export class RedisHot implements HotStore {
     )) as AdmitReply;
     if (verdict !== Verdict.ALLOWED) await refund();
     if (verdict === MISS) return { verdict: verdict as Verdict, miss: true, remaining: 0, resetMs: 0, retryAfterMs: 0 };
-    return { verdict: verdict as Verdict, org: { id: owner, slug, plan: plan as Plan }, remaining, resetMs, retryAfterMs: taken === 1 ? retryAfterMs : ipRetry };
+    return { verdict: verdict as Verdict, org: { id: owner, slug, plan: plan as Plan, audienceStamp }, remaining, resetMs, retryAfterMs: taken === 1 ? retryAfterMs : ipRetry };
   }
 
   /**
@@ -208,7 +209,7 @@ export class RedisHot implements HotStore {
       ...orgArgs,
     )) as AdmitReply[];
     asked.forEach((i, n) => {
-      const [verdict, plan, slug, remaining, resetMs, retryAfterMs] = replies[n]!;
+      const [verdict, plan, slug, remaining, resetMs, retryAfterMs, audienceStamp] = replies[n]!;
       const { tokenHash } = inputs[i]!;
       const orgId = orgs[i] ?? undefined;
       // A token whose organization changed, or that is no longer valid: asked again next time.
@@ -216,7 +217,7 @@ export class RedisHot implements HotStore {
       results[i] =
         verdict === MISS
           ? { verdict: verdict as Verdict, miss: true, remaining: 0, resetMs: 0, retryAfterMs: 0 }
-          : { verdict: verdict as Verdict, org: plan === 0 || orgId === undefined ? undefined : { id: orgId, slug, plan: plan as Plan }, remaining, resetMs, retryAfterMs };
+          : { verdict: verdict as Verdict, org: plan === 0 || orgId === undefined ? undefined : { id: orgId, slug, plan: plan as Plan, audienceStamp }, remaining, resetMs, retryAfterMs };
     });
     return results;
   }
@@ -247,7 +248,12 @@ export class RedisHot implements HotStore {
   }
 
   async projectOrg(p: OrgProjection): Promise<void> {
-    await this.redis.project_org(keys.org(p.id), p.version, p.slug, p.plan, ...p.verifiedDomains);
+    await this.redis.project_org(keys.org(p.id), p.version, p.slug, p.plan, newAudienceStamp(), ...p.verifiedDomains);
+  }
+
+  async touchAudience(orgId: string): Promise<void> {
+    // On a missing projection this leaves a hash without a plan: admission misses it and rebuilds it, with a new stamp.
+    await this.redis.hset(keys.org(orgId), "a", newAudienceStamp());
   }
 
   async projectToken(tokenHash: string, orgId: string | null, mode: "write" | "fill"): Promise<void> {
