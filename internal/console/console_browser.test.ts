@@ -45,7 +45,9 @@ async function signIn(context: BrowserContext, email: string): Promise<Page> {
   const page = await context.newPage();
   await page.goto(`${base}/console`);
   await page.waitForURL(`${base}/console/sign-in`);
-  // The email field has the focus; Tab to the password; Enter submits.
+  // The email field has the focus (autofocus: waited for, since a loaded machine applies it
+  // after the load event); Tab to the password; Enter submits.
+  await page.waitForFunction(() => document.activeElement?.id === "email");
   await page.keyboard.type(email);
   await page.keyboard.press("Tab");
   await page.keyboard.type(PASSWORD);
