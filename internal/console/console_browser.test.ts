@@ -47,7 +47,7 @@ async function signIn(context: BrowserContext, email: string): Promise<Page> {
   await page.waitForURL(`${base}/console/sign-in`);
   // The email field has the focus (autofocus: waited for, since a loaded machine applies it
   // after the load event); Tab to the password; Enter submits.
-  await page.waitForFunction(() => document.activeElement?.id === "email");
+  await page.waitForFunction("document.activeElement !== null && document.activeElement.id === 'email'");
   await page.keyboard.type(email);
   await page.keyboard.press("Tab");
   await page.keyboard.type(PASSWORD);
