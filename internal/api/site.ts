@@ -17,14 +17,10 @@ export function apiSite(console: ConsoleOptions, automation: AutomationCalls, ad
   const assets = assetHandler();
   const reference = referenceHandler();
   const pages = consoleHandler(console);
-  const gate = async (ip: string) => {
-    const a = await admit({ token: "", clientIp: ip, withTags: false });
+  const gate = async (req: Request, peerIp: string) => {
+    const a = await admit({ token: "", clientIp: clientIp(peerIp, req.headers.get("x-forwarded-for"), console.trustProxy), withTags: false });
     return a.verdict === Verdict.IP_LIMITED ? a.retryAfterSeconds : undefined;
   };
   const unsubscribe = unsubscribePages(automation, gate, console.timeoutMs, console.log);
-  return (req, url, peerIp) =>
-    assets(url.pathname) ??
-    reference(req, url) ??
-    unsubscribe(req, url, clientIp(peerIp, req.headers.get("x-forwarded-for"), console.trustProxy)) ??
-    pages(req, url, peerIp);
+  return (req, url, peerIp) => assets(url.pathname) ?? reference(req, url) ?? unsubscribe(req, url, peerIp) ?? pages(req, url, peerIp);
 }

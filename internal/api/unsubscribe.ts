@@ -20,20 +20,23 @@ function page(status: number, title: string, body: Html): Response {
   return new Response(doc.value, { status, headers: pageHeaders({ "Referrer-Policy": "no-referrer", "Cache-Control": "no-store" }) });
 }
 
-/** Counts a request against its client IP's limit: undefined when allowed, else the seconds to wait; rejects when the limiter cannot be asked. */
-export type IpGate = (clientIp: string) => Promise<number | undefined>;
+/**
+ * Counts a request against its client IP's limit (the IP worked out from the peer): undefined
+ * when allowed, else the seconds to wait; rejects when the limiter cannot be asked.
+ */
+export type IpGate = (req: Request, peerIp: string) => Promise<number | undefined>;
 
 const unknownLink = () => page(404, "Link not found", html`<p>This unsubscribe link is not valid (any more).</p>`);
 
 /** The /u/{token} pages; undefined for every other path. */
 export function unsubscribePages(automation: AutomationCalls, gate: IpGate, timeoutMs: number, log: Logger) {
   const tryAgain = () => page(503, "Try again", html`<p>We could not unsubscribe you just now. Please try again in a moment.</p>`);
-  return (req: Request, url: URL, clientIp: string): Promise<Response> | undefined => {
+  return (req: Request, url: URL, peerIp: string): Promise<Response> | undefined => {
     if (!url.pathname.startsWith("/u/")) return undefined;
     return (async () => {
       let wait: number | undefined;
       try {
-        wait = await gate(clientIp);
+        wait = await gate(req, peerIp);
       } catch (err) {
         log.warn("unsubscribe: the limiter cannot be asked", { error: (err as Error).message });
         return tryAgain();
