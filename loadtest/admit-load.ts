@@ -33,7 +33,7 @@ for (let b = 0; b < RING; b++) {
   const calls: AdmitCall[] = [];
   for (let i = 0; i < BATCH; i++) {
     const n = b * BATCH + i;
-    calls.push({ token: tokens[n % tokens.length]!, clientIp: ip((n * 7) % IPS), withTags: process.env.WITHTAGS === "1" });
+    calls.push({ token: tokens[n % tokens.length]!, clientIp: ip((n * 7) % IPS), withTags: false });
   }
   batches.push(calls);
 }
