@@ -392,8 +392,13 @@ function notOkShare(r: WrkResult): number {
 }
 
 /** CPU microseconds per request of each named process over a run. */
+/** A process's CPU microseconds per request (or admission) over a run. */
+function usPer(cpu: CpuReport, name: string, requests: number): string {
+  return (((cpu.processes[name]?.cpuSeconds ?? Number.NaN) * 1e6) / Math.max(1, requests)).toFixed(1);
+}
+
 function perRequest(cpu: CpuReport, requests: number, names: string[]): string {
-  return names.map((n) => `${n} ${(((cpu.processes[n]?.cpuSeconds ?? Number.NaN) * 1e6) / Math.max(1, requests)).toFixed(1)} us`).join(", ");
+  return names.map((n) => `${n} ${usPer(cpu, n, requests)} us`).join(", ");
 }
 
 interface Goal {
@@ -522,8 +527,8 @@ async function main(): Promise<number> {
     cpuTable("   CPU during the AdmitBatch run", daemon.cpu),
     `   CPU during redis-benchmark: allowed branch — ${rbCpu(rbA, cores)}; production ARGV — ${rbCpu(rbP, cores)}`,
     // The goal's own words: the daemon must cost Redis less per admission than the naive client does.
-    `   Redis CPU per admission: through limiterd ${perRequest(daemon.cpu, daemon.load.admissions, ["redis-server"]).replace("redis-server ", "")}` +
-      `, redis-benchmark allowed branch ${((rbA.cpuSeconds.redisServer * 1e6) / rbA.n).toFixed(1)} us; limiterd itself ${perRequest(daemon.cpu, daemon.load.admissions, ["limiterd"]).replace("limiterd ", "")}`,
+    `   Redis CPU per admission: through limiterd ${usPer(daemon.cpu, "redis-server", daemon.load.admissions)} us` +
+      `, redis-benchmark allowed branch ${((rbA.cpuSeconds.redisServer * 1e6) / rbA.n).toFixed(1)} us; limiterd itself ${usPer(daemon.cpu, "limiterd", daemon.load.admissions)} us`,
     table(
       `4. SMTP — ${s["smtp-clients"]} concurrent nodemailer clients (STARTTLS + AUTH), ${s["smtp-seconds"]} s each after ${s.warmup} s warm-up; ${s["smtp-orgs"]} orgs; limiterd on the embedded store`,
       ["run", "msgs/s", "vs POST", "accepted", "refused", "p50 ms", "p99 ms"],

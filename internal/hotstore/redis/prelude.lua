@@ -89,7 +89,7 @@ end
 -- Token buckets in integer units of 1/period of a token (internal/bucket mirrors this):
 -- the level after refilling up to now, and the time it counts from. A bucket is one string,
 -- 'level:ms', written with its expiry in one SET: an admission's two buckets cost two commands
--- to read and two to write (a hash took three to write).
+-- to read and two to write (as hashes, HSET and PEXPIRE took four to write).
 local function bucketLevel(bucket, quota, period, now)
   local s = redis.call('GET', bucket)
   local capacity = quota * period
