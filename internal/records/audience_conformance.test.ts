@@ -2,10 +2,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
-import { recordDatabases } from "../testkit/recorddbs";
+import { recordDatabases, recordsWithTwoOrgs } from "../testkit/recorddbs";
 import { decodeCursor, type UpsertInput } from "./audience";
 import type { MessageHistory } from "./history";
-import { Records } from "./records";
+import type { Records } from "./records";
 
 const databases = recordDatabases("audience");
 
@@ -18,10 +18,7 @@ for (const [name, fresh] of databases) {
     let org: string;
     let other: string;
     beforeAll(async () => {
-      const where = await fresh();
-      r = await Records.open({ databaseUrl: where.url, sqliteFile: where.sqliteFile });
-      org = (await r.directory.createOrganization("aud", Plan.ENTERPRISE, T0)).id;
-      other = (await r.directory.createOrganization("aud-other", Plan.FREE, T0)).id;
+      ({ r, org, other } = await recordsWithTwoOrgs(fresh, "aud", T0));
     });
     afterAll(async () => {
       await r?.close();

@@ -1,12 +1,11 @@
 // The campaign records, one suite on a SQLite file and on a PostgreSQL server this file starts.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
-import { recordDatabases } from "../testkit/recorddbs";
+import { recordDatabases, recordsWithTwoOrgs } from "../testkit/recorddbs";
 import { decodeCursor } from "./audience";
 import { type NewCampaign, pending } from "./campaigns";
 import type { MessageHistory } from "./history";
-import { Records } from "./records";
+import type { Records } from "./records";
 
 const databases = recordDatabases("campaigns");
 
@@ -32,10 +31,7 @@ for (const [name, fresh] of databases) {
     let org: string;
     let other: string;
     beforeAll(async () => {
-      const where = await fresh();
-      r = await Records.open({ databaseUrl: where.url, sqliteFile: where.sqliteFile });
-      org = (await r.directory.createOrganization("cmp", Plan.ENTERPRISE, T0)).id;
-      other = (await r.directory.createOrganization("cmp-other", Plan.FREE, T0)).id;
+      ({ r, org, other } = await recordsWithTwoOrgs(fresh, "cmp", T0));
       const people = Array.from({ length: 10 }, (_, i) => ({ email: `p${i}@list.example`, name: `P${i}`, tags: i % 2 === 0 ? ["even"] : ["odd"], triggerWorkflows: false }));
       await r.audience.upsertMany(org, people, T0);
       await r.audience.update(org, "p2@list.example", { status: "unsubscribed", triggerWorkflows: false }, T0);

@@ -1,9 +1,8 @@
 // The workflow records, one suite on a SQLite file and on a PostgreSQL server this file starts.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
-import { recordDatabases } from "../testkit/recorddbs";
+import { recordDatabases, recordsWithTwoOrgs } from "../testkit/recorddbs";
 import { decodeCursor } from "./audience";
-import { Records } from "./records";
+import type { Records } from "./records";
 import type { NewWorkflow } from "./workflows";
 
 const databases = recordDatabases("workflows");
@@ -23,10 +22,7 @@ for (const [name, fresh] of databases) {
     let org: string;
     let other: string;
     beforeAll(async () => {
-      const where = await fresh();
-      r = await Records.open({ databaseUrl: where.url, sqliteFile: where.sqliteFile });
-      org = (await r.directory.createOrganization("wf", Plan.ENTERPRISE, T0)).id;
-      other = (await r.directory.createOrganization("wf-other", Plan.FREE, T0)).id;
+      ({ r, org, other } = await recordsWithTwoOrgs(fresh, "wf", T0));
     });
     afterAll(async () => {
       await r?.close();
