@@ -1,18 +1,17 @@
 // The front's AdmitBatch client against the daemon's server code on a real port: answers,
 // gRPC errors, deadlines, and a daemon that is not there.
 import { Code, ConnectError } from "@connectrpc/connect";
-import { Http2SessionManager } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { type RpcServer, serveRpc } from "../limiter/server";
 import { freePort } from "../testkit/testkit";
 import { type Admission, decodeAdmitBatchRequest, encodeAdmitBatchResponse } from "../wire/admit";
-import { ADMIT_BATCH_PATH, admitBatchCaller } from "./admit";
+import { ADMIT_BATCH_PATH, type AdmitBatchCaller, admitBatchCaller } from "./admit";
 
 // The daemon's side is switched per test: how it answers the batch it decoded.
 let answer: (calls: ReturnType<typeof decodeAdmitBatchRequest>) => Promise<Admission[]>;
 let server: RpcServer;
-let session: Http2SessionManager;
+let caller: AdmitBatchCaller;
 
 const admission = (remaining: number): Admission => ({
   verdict: Verdict.ALLOWED,
@@ -32,16 +31,16 @@ beforeAll(async () => {
       [ADMIT_BATCH_PATH]: async (req) => encodeAdmitBatchResponse(await answer(decodeAdmitBatchRequest(req))),
     },
   });
-  session = new Http2SessionManager(`http://127.0.0.1:${server.port}`);
+  caller = admitBatchCaller(`http://127.0.0.1:${server.port}`);
 });
 afterAll(async () => {
-  session.abort();
+  caller.close();
   await server.close();
 });
 
 test("sends the calls and answers the admissions, in order", async () => {
   answer = async (calls) => calls.map((c, i) => ({ ...admission(699 - i), orgSlug: `${c.token}@${c.clientIp}${c.withTags ? "+tags" : ""}` }));
-  const out = await admitBatchCaller(session)(
+  const out = await caller(
     [
       { token: "a", clientIp: "192.0.2.1", withTags: true },
       { token: "b", clientIp: "2001:db8::1", withTags: false },
@@ -59,29 +58,32 @@ test("a gRPC error from the daemon rejects with its code and message", async () 
   answer = async () => {
     throw new ConnectError("client_ip is not an IP address", Code.InvalidArgument);
   };
-  const err = await admitBatchCaller(session)([{ token: "", clientIp: "x", withTags: false }], 1_000).catch((e) => e);
+  const err = await caller([{ token: "", clientIp: "x", withTags: false }], 1_000).catch((e) => e);
   expect(err).toBeInstanceOf(ConnectError);
   expect([err.code, err.rawMessage]).toEqual([Code.InvalidArgument, "client_ip is not an IP address"]);
 });
 
 test("an answer with the wrong number of admissions rejects", async () => {
   answer = async () => [admission(1), admission(0)];
-  const err = await admitBatchCaller(session)([{ token: "", clientIp: "192.0.2.1", withTags: false }], 1_000).catch((e) => e);
+  const err = await caller([{ token: "", clientIp: "192.0.2.1", withTags: false }], 1_000).catch((e) => e);
   expect(err.code).toBe(Code.Internal);
 });
 
 test("no answer within the deadline rejects with DEADLINE_EXCEEDED, on time", async () => {
   answer = () => new Promise(() => {});
   const t0 = performance.now();
-  const err = await admitBatchCaller(session)([{ token: "", clientIp: "192.0.2.1", withTags: false }], 100).catch((e) => e);
+  const err = await caller([{ token: "", clientIp: "192.0.2.1", withTags: false }], 100).catch((e) => e);
   expect(err.code).toBe(Code.DeadlineExceeded);
   expect(performance.now() - t0).toBeLessThan(1_000);
+  // Nothing was read since the call began: the connection is given up, and the next call opens another.
+  answer = async (calls) => calls.map(() => admission(3));
+  expect((await caller([{ token: "", clientIp: "192.0.2.1", withTags: false }], 1_000))[0]!.remaining).toBe(3);
 });
 
 test("a daemon that is not there rejects at once, and the session recovers when it is", async () => {
   const port = await freePort();
-  const missing = new Http2SessionManager(`http://127.0.0.1:${port}`);
-  const err = await admitBatchCaller(missing)([{ token: "", clientIp: "192.0.2.1", withTags: false }], 1_000).catch((e) => e);
+  const missing = admitBatchCaller(`http://127.0.0.1:${port}`);
+  const err = await missing([{ token: "", clientIp: "192.0.2.1", withTags: false }], 1_000).catch((e) => e);
   expect(err).toBeInstanceOf(ConnectError);
   expect(err.code).not.toBe(Code.DeadlineExceeded);
   const late = await serveRpc(() => {}, "127.0.0.1", port, {
@@ -90,9 +92,9 @@ test("a daemon that is not there rejects at once, and the session recovers when 
     },
   });
   try {
-    expect((await admitBatchCaller(missing)([{ token: "", clientIp: "192.0.2.1", withTags: false }], 1_000))[0]!.remaining).toBe(5);
+    expect((await missing([{ token: "", clientIp: "192.0.2.1", withTags: false }], 1_000))[0]!.remaining).toBe(5);
   } finally {
-    missing.abort();
+    missing.close();
     await late.close();
   }
 });

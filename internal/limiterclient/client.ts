@@ -39,7 +39,7 @@ export function limiterClients(baseUrl: string): LimiterClients {
   const session = new Http2SessionManager(baseUrl, { pingIntervalMs: 5_000, pingTimeoutMs: 2_000 });
   const transport = createGrpcTransport({ baseUrl, sessionManager: session, acceptCompression: [] });
   return {
-    admitBatch: admitBatchCaller(session),
+    admitBatch: admitBatchCaller(baseUrl),
     limiter: createClient(LimiterService, transport),
     directory: createClient(DirectoryService, transport),
     health: createClient(Health, transport),
