@@ -212,7 +212,7 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler) {
       admissionFailing.failed(err as Error); // every request is refused (503) meanwhile
       return unavailable();
     }
-    const headers = rateLimitHeaders(admission);
+    const headers: Headers_ = { ...rateLimitHeaders(admission), "X-Request-Id": requestId };
 
     switch (admission.verdict) {
       case Verdict.ALLOWED:

@@ -2,11 +2,14 @@ import { type ConsoleOptions, consoleHandler } from "../console/handler";
 import { Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { Admission, AdmitCall } from "../limiterclient/client";
 import { assetHandler } from "../web/assets";
+import { OPENAPI_PATH } from "./openapi/service";
 import { referenceHandler } from "./reference";
 import type { AutomationCalls } from "./campaigns";
 import type { SiteHandler } from "./server";
 import { clientIp } from "./clientip";
 import { unsubscribePages } from "./unsubscribe";
+
+const API_PREFIX = "/api/";
 
 /**
  * What the API process serves to browsers beside the API: the console, the API reference, their
@@ -22,5 +25,10 @@ export function apiSite(console: ConsoleOptions, automation: AutomationCalls, ad
     return a.verdict === Verdict.IP_LIMITED ? a.retryAfterSeconds : undefined;
   };
   const unsubscribe = unsubscribePages(automation, gate, console.timeoutMs, console.log);
-  return (req, url, peerIp) => assets(url.pathname) ?? reference(req, url) ?? unsubscribe(req, url, peerIp) ?? pages(req, url, peerIp);
+  return (req, url, peerIp) => {
+    const path = url.pathname;
+    // The API's own paths are not pages: answered without asking each page handler (the hot path).
+    if (path.startsWith(API_PREFIX) && path !== OPENAPI_PATH) return undefined;
+    return assets(path) ?? reference(req, url) ?? unsubscribe(req, url, peerIp) ?? pages(req, url, peerIp);
+  };
 }
