@@ -16,7 +16,7 @@ export type { Admission, AdmitCall };
 export const MAX_ADMIT_BATCH = 1_000;
 
 export interface LimiterClients {
-  /** LimiterService.AdmitBatch on the hot path, without Connect's client (see admit.ts). */
+  /** LimiterService.AdmitBatch on the hot path, without Connect's client, on a connection of its own (see admit.ts). */
   admitBatch(calls: readonly AdmitCall[], timeoutMs: number): Promise<Admission[]>;
   limiter: Client<typeof LimiterService>;
   directory: Client<typeof DirectoryService>;
@@ -32,8 +32,9 @@ export interface LimiterClients {
 }
 
 /**
- * gRPC clients of the daemon over one HTTP/2 connection. The connection is pinged while
- * idle and re-established by the session manager after the daemon restarts.
+ * gRPC clients of the daemon over one HTTP/2 connection, pinged while idle and re-established
+ * by the session manager after the daemon restarts; AdmitBatch, the hot path, over a second
+ * connection of its own (admit.ts).
  */
 export function limiterClients(baseUrl: string): LimiterClients {
   const session = new Http2SessionManager(baseUrl, { pingIntervalMs: 5_000, pingTimeoutMs: 2_000 });
