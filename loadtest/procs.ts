@@ -103,15 +103,41 @@ export function has(cmd: string): boolean {
 
 const CLK_TCK = Number(spawnSync(["getconf", "CLK_TCK"]).stdout.toString().trim()) || 100;
 
-/** utime+stime of a process (all its threads), in seconds; undefined once it is gone. */
-export function cpuSeconds(pid: number): number | undefined {
+/** utime+stime from a /proc stat file (a process's, all its threads, or one thread's), in seconds; undefined once it is gone. */
+function statSeconds(path: string): number | undefined {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const stat = readFileSync(path, "utf8");
     const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     return (Number(f[11]) + Number(f[12])) / CLK_TCK;
   } catch {
     return undefined;
   }
+}
+
+/** utime+stime of a process (all its threads), in seconds; undefined once it is gone. */
+export function cpuSeconds(pid: number): number | undefined {
+  return statSeconds(`/proc/${pid}/stat`);
+}
+
+/**
+ * utime+stime of a Bun process's JIT compiler threads (JavaScriptCore's "JITWorker"), in
+ * seconds: what is still being compiled shows whether a run measured a warmed-up process.
+ */
+function jitSeconds(pid: number): number {
+  let sum = 0;
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      const task = `/proc/${pid}/task/${tid}`;
+      try {
+        if (readFileSync(`${task}/comm`, "utf8").startsWith("JITWorker")) sum += statSeconds(`${task}/stat`) ?? 0;
+      } catch {
+        // the thread ended
+      }
+    }
+  } catch {
+    // the process ended
+  }
+  return sum;
 }
 
 /** Busy and total jiffies of the whole machine (all cores). */
@@ -130,6 +156,8 @@ export interface CpuShare {
   pctOfCore: number;
   /** Percent of the whole machine (all cores). */
   pctOfMachine: number;
+  /** Of cpuSeconds, what its JIT compiler threads used (processes watched by pid). */
+  jitSeconds?: number;
 }
 
 export interface CpuReport {
@@ -148,15 +176,18 @@ export function cpuWindow(pids: Record<string, number>, cores: number): (measure
   const t0 = performance.now();
   const m0 = machineTicks();
   const start = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuSeconds(pid) ?? 0]));
+  const jitStart = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, jitSeconds(pid)]));
   return (measured = {}) => {
     const wall = (performance.now() - t0) / 1000;
     const m1 = machineTicks();
     const used: Record<string, number> = {};
     for (const [k, pid] of Object.entries(pids)) used[k] = (cpuSeconds(pid) ?? start[k]!) - start[k]!;
+    const jit = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, Math.max(0, jitSeconds(pid) - jitStart[k]!)]));
     Object.assign(used, measured);
     const processes: Record<string, CpuShare> = {};
     for (const [k, s] of Object.entries(used)) {
       processes[k] = { cpuSeconds: round(s, 2), pctOfCore: round((100 * s) / wall, 1), pctOfMachine: round((100 * s) / wall / cores, 1) };
+      if (k in jit && !(k in measured)) processes[k].jitSeconds = round(jit[k]!, 2);
     }
     const busyPct = m1.total > m0.total ? (100 * (m1.busy - m0.busy)) / (m1.total - m0.total) : 0;
     return { wallSeconds: round(wall, 2), cores, processes, machineBusyPct: round(busyPct, 1) };
