@@ -7,6 +7,7 @@
 // organization gets 5 tags, written straight into the records, so both builds read the same.
 import { SQL, spawn } from "bun";
 import { join, resolve } from "node:path";
+import { withAllocatorEnv } from "../internal/config/allocator";
 import { limiterClients } from "../internal/limiterclient/client";
 import { Plan } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
 import { startPostgres } from "../internal/testkit/postgres";
@@ -31,7 +32,7 @@ const LOGS = tempDir("mailcore-audience-bench-logs-");
 
 /** `bun run <entry>` from ROOT; its log lines go to a file under LOGS. */
 function start(name: string, entry: string, env: Record<string, string>) {
-  const p = spawn([process.execPath, "run", entry], { cwd: ROOT, env: { ...process.env, ...env }, stdout: "ignore", stderr: Bun.file(join(LOGS, `${name}-${Date.now()}.log`)) });
+  const p = spawn([process.execPath, "run", entry], { cwd: ROOT, env: withAllocatorEnv({ ...process.env, ...env }), stdout: "ignore", stderr: Bun.file(join(LOGS, `${name}-${Date.now()}.log`)) });
   onExit(name, () => p.kill("SIGKILL"));
   return p;
 }

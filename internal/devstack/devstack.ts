@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb";
 import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { LimiterClients } from "../limiterclient/client";
+import { withAllocatorEnv } from "../config/allocator";
 
 // The one-command dev stack: each process of the service as a child process with its
 // output prefixed, started in order, stopped together.
@@ -41,7 +42,7 @@ export class DevStack {
     const prefix = `${color}${child.name.padEnd(9)}|${color ? "\x1b[0m" : ""} `;
     const proc = spawn([process.execPath, "run", join(this.repoRoot, child.entry)], {
       cwd: this.repoRoot,
-      env: this.env,
+      env: withAllocatorEnv(this.env),
       stdin: "ignore",
       stdout: "pipe",
       stderr: "pipe",

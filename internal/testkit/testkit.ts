@@ -5,6 +5,7 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { withAllocatorEnv } from "../config/allocator";
 
 export const REPO_ROOT = resolve(import.meta.dir, "../..");
 
@@ -95,7 +96,8 @@ export interface Proc {
 export function runBun(entry: string, args: string[], env: Record<string, string>, input?: string): Proc {
   const proc = spawn([process.execPath, "run", entry, ...args], {
     cwd: REPO_ROOT,
-    env: { ...process.env, ...env },
+    // The allocator settings the service's processes run with (npm start sets them too).
+    env: withAllocatorEnv({ ...process.env, ...env }),
     stdin: input === undefined ? "ignore" : new Blob([input]),
     stdout: "pipe",
     stderr: "pipe",
