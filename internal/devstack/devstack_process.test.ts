@@ -2,7 +2,7 @@
 import { spawn } from "bun";
 import { expect, test } from "bun:test";
 import { connect } from "node:net";
-import { freePort, runBun, tempDir, waitFor } from "../testkit/testkit";
+import { freePort, type Proc, runBun, tempDir, waitFor } from "../testkit/testkit";
 
 const refuses = (port: number) =>
   new Promise<boolean>((done) => {
@@ -25,6 +25,7 @@ test("cmd/dev starts limiterd, the API and the SMTP front, creates the demo orga
     ...Object.fromEntries(Object.entries(metrics).map(([k, v]) => [k, String(v)])),
   };
   const dev = runBun("cmd/dev/index.ts", [], env);
+  const stacks: Proc[] = [dev];
   try {
     await waitFor("the ready banner", async () => dev.stdout().includes("Ctrl-C stops it"), 20_000);
     const curl = /curl -i (\S+) -H "Authorization: Bearer (mc_[\w-]{43})"/.exec(dev.stdout());
@@ -70,6 +71,7 @@ test("cmd/dev starts limiterd, the API and the SMTP front, creates the demo orga
 
     // A second start keeps the data and does not create the organization again.
     const again = runBun("cmd/dev/index.ts", [], env);
+    stacks.push(again);
     await waitFor("the second banner", async () => again.stdout().includes("Ctrl-C stops it"), 20_000);
     expect(again.stdout()).toContain('Organization "demo" exists');
     const stillValid = await fetch(curl![1]!, { headers: { Authorization: `Bearer ${curl![2]}` } });
@@ -77,6 +79,7 @@ test("cmd/dev starts limiterd, the API and the SMTP front, creates the demo orga
     again.proc.kill("SIGTERM");
     expect(await again.proc.exited).toBe(0);
   } finally {
-    await dev.stop("SIGKILL");
+    // As Ctrl-C, so that a test that failed half way leaves no children behind (SIGKILL would orphan them).
+    for (const stack of stacks) await Promise.race([stack.stop("SIGINT"), Bun.sleep(5_000)]).then(() => stack.stop("SIGKILL"));
   }
 });
