@@ -16,7 +16,9 @@ import { cleanupAll, cpuSeconds, installSignalHandlers, onExit } from "./procs";
 import { fmt, table } from "./report";
 import { ensureWrk, runWrk } from "./wrk";
 
-const flags: Record<string, string> = Object.fromEntries(process.argv.slice(2).flatMap((a, i, all) => (a.startsWith("--") ? [[a.slice(2), all[i + 1] ?? ""]] : [])));
+const flags: Record<string, string> = Object.fromEntries(
+  process.argv.slice(2).flatMap((a, i, all) => (a.startsWith("--") ? [[a.slice(2), all[i + 1] ?? ""]] : [])),
+);
 const ROOT = resolve(flags.root || REPO_ROOT);
 const SECONDS = Number(flags.seconds || 10);
 const TAGS_ONLY = Boolean(flags["tags-only"]);
@@ -32,7 +34,12 @@ const LOGS = tempDir("mailcore-audience-bench-logs-");
 
 /** `bun run <entry>` from ROOT; its log lines go to a file under LOGS. */
 function start(name: string, entry: string, env: Record<string, string>) {
-  const p = spawn([process.execPath, "run", entry], { cwd: ROOT, env: withAllocatorEnv({ ...process.env, ...env }), stdout: "ignore", stderr: Bun.file(join(LOGS, `${name}-${Date.now()}.log`)) });
+  const p = spawn([process.execPath, "run", entry], {
+    cwd: ROOT,
+    env: withAllocatorEnv({ ...process.env, ...env }),
+    stdout: "ignore",
+    stderr: Bun.file(join(LOGS, `${name}-${Date.now()}.log`)),
+  });
   onExit(name, () => p.kill("SIGKILL"));
   return p;
 }
@@ -79,9 +86,18 @@ async function measure(backend: Backend) {
   const apiPort = await freePort();
   const limiterUrl = `http://127.0.0.1:${limiterPort}`;
   const api = `http://127.0.0.1:${apiPort}`;
-  const limiterd = start("limiterd", "cmd/limiterd/index.ts", { ...backend.env, LIMITER_PORT: String(limiterPort), LIMITER_URL: limiterUrl });
+  const limiterd = start("limiterd", "cmd/limiterd/index.ts", {
+    ...backend.env,
+    LIMITER_PORT: String(limiterPort),
+    LIMITER_URL: limiterUrl,
+  });
   // wrk's requests name their client IPs in X-Forwarded-For (4,096 of them), so the IP limit does not cap the run.
-  const apiProc = start("api", "cmd/api/index.ts", { ...backend.env, API_PORT: String(apiPort), LIMITER_URL: limiterUrl, TRUST_PROXY: "127.0.0.1" });
+  const apiProc = start("api", "cmd/api/index.ts", {
+    ...backend.env,
+    API_PORT: String(apiPort),
+    LIMITER_URL: limiterUrl,
+    TRUST_PROXY: "127.0.0.1",
+  });
   await waitFor("the API", async () => (await fetch(`${api}/readyz`)).ok, 30_000);
   const clients = limiterClients(limiterUrl);
   const orgs = await pool(ORGS, 8, async (i) => {
@@ -89,7 +105,11 @@ async function measure(backend: Backend) {
     const { organization } = await clients.directory.createOrganization({ slug, plan: Plan.ENTERPRISE });
     return { id: organization!.id, token: (await clients.directory.createToken({ slug })).token };
   });
-  await backend.seedTags(orgs.flatMap((o) => Array.from({ length: TAGS_PER_ORG }, (_, t) => ({ org_id: o.id, name: `tag ${t}`, created_ms: 0 }))));
+  await backend.seedTags(
+    orgs.flatMap((o) =>
+      Array.from({ length: TAGS_PER_ORG }, (_, t) => ({ org_id: o.id, name: `tag ${t}`, created_ms: 0 })),
+    ),
+  );
   // Each request from another client IP (198.18.0.0/15), so the IP limit (500/s) does not cap the run.
   let requests = 0;
   const post = (token: string, path: string, body: unknown) => {
@@ -110,7 +130,12 @@ async function measure(backend: Backend) {
     log(`${backend.name}: ${SINGLE} single upserts, ${CONCURRENCY} at a time`);
     let started = performance.now();
     const statuses = await pool(SINGLE, CONCURRENCY, (i) =>
-      post(orgs[i % ORGS]!.token, "/api/v1/subscribers", { email: `single${i}@bench.example`, name: `S ${i}`, fields: { i }, tags: ["single"] }).then((r) => r.status),
+      post(orgs[i % ORGS]!.token, "/api/v1/subscribers", {
+        email: `single${i}@bench.example`,
+        name: `S ${i}`,
+        fields: { i },
+        tags: ["single"],
+      }).then((r) => r.status),
     );
     row.single = `${fmt(SINGLE / ((performance.now() - started) / 1_000))}/s (${statuses.filter((s) => s === 201).length} of ${SINGLE} created)`;
     log(`${backend.name}: ${BATCHES} batches of 1,000, 2 at a time`);
@@ -118,7 +143,12 @@ async function measure(backend: Backend) {
     const batches = await pool(BATCHES, 2, (b) =>
       post(orgs[b % ORGS]!.token, "/api/v1/subscribers/batch", {
         triggerWorkflows: false,
-        subscribers: Array.from({ length: 1_000 }, (_, i) => ({ email: `batch${b * 1_000 + i}@bench.example`, name: `B ${i}`, fields: { i }, tags: ["batch"] })),
+        subscribers: Array.from({ length: 1_000 }, (_, i) => ({
+          email: `batch${b * 1_000 + i}@bench.example`,
+          name: `B ${i}`,
+          fields: { i },
+          tags: ["batch"],
+        })),
       }).then((r) => r.status),
     );
     row.batched = `${fmt((BATCHES * 1_000) / ((performance.now() - started) / 1_000))}/s (${batches.filter((s) => s === 200).length} of ${BATCHES} answered 200)`;
@@ -134,7 +164,9 @@ async function measure(backend: Backend) {
   const tags = await runWrk({ ...wrk, seconds: SECONDS });
   const [apiUs, limiterdUs] = cpu().map((c, i) => Math.round(((c - cpuBefore[i]!) / tags.requests) * 1e6));
   row.tags = `${fmt(tags.okPerSecond)}/s (p50 ${tags.latencyMs.p50} ms, p99 ${tags.latencyMs.p99} ms; ${tags.notOk} not 200; CPU per request: api ${apiUs} us, limiterd ${limiterdUs} us)`;
-  const sample = await (await fetch(`${api}/api/v1/tags`, { headers: { Authorization: `Bearer ${orgs[1]!.token}` } })).text();
+  const sample = await (
+    await fetch(`${api}/api/v1/tags`, { headers: { Authorization: `Bearer ${orgs[1]!.token}` } })
+  ).text();
   row.body = sample.slice(0, 80);
   apiProc.kill("SIGKILL");
   limiterd.kill("SIGKILL");
@@ -152,7 +184,13 @@ async function main() {
   console.log(
     table(
       `build ${ROOT}; load average ${load} before, ${after} after`,
-      ["backend", "upserts, 1 a request (32 in flight)", "upserts, 1,000 a request (2 in flight)", "GET /api/v1/tags", "a GET /api/v1/tags body"],
+      [
+        "backend",
+        "upserts, 1 a request (32 in flight)",
+        "upserts, 1,000 a request (2 in flight)",
+        "GET /api/v1/tags",
+        "a GET /api/v1/tags body",
+      ],
       rows.map((r) => [r.backend!, r.single!, r.batched!, r.tags!, r.body!]),
     ),
   );

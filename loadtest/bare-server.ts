@@ -24,7 +24,8 @@ const server = Bun.serve({
     const query = url.indexOf("?", start);
     const path = url.slice(start, query < 0 ? undefined : query);
     if (path === "/api/v1/tags" && req.method === "GET") return new Response(BODY, { headers: HEADERS });
-    if (path === "/healthz") return new Response('{"status":"ok"}', { headers: { "Content-Type": "application/json" } });
+    if (path === "/healthz")
+      return new Response('{"status":"ok"}', { headers: { "Content-Type": "application/json" } });
     return new Response('{"code":"NOT_FOUND"}', { status: 404, headers: { "Content-Type": "application/json" } });
   },
 });

@@ -28,8 +28,29 @@ import { freePort, pool, REPO_ROOT, runBun, runToEnd, startRedis, tempDir, waitF
 import { hashToken } from "../internal/token/token";
 import { ensureK6, k6Version } from "./k6tool";
 import { type LatencyResult, runLatency } from "./latency";
-import { addShare, cleanupAll, type CpuReport, cpuWindow, installSignalHandlers, type Memory, memory, onExit, procDiagnostics, round, trackDir, trackProc } from "./procs";
-import { admitArgs, loadAdmitScript, type RedisBenchResult, redisBenchmarkVersion, redisCli, redisPid, runRedisBenchmark } from "./redisbench";
+import {
+  addShare,
+  cleanupAll,
+  type CpuReport,
+  cpuWindow,
+  installSignalHandlers,
+  type Memory,
+  memory,
+  onExit,
+  procDiagnostics,
+  round,
+  trackDir,
+  trackProc,
+} from "./procs";
+import {
+  admitArgs,
+  loadAdmitScript,
+  type RedisBenchResult,
+  redisBenchmarkVersion,
+  redisCli,
+  redisPid,
+  runRedisBenchmark,
+} from "./redisbench";
 import { cpuColumns, cpuTable, fmt, table } from "./report";
 import { type SmtpRun, smtpBench } from "./smtp-bench";
 import { ensureWrk, runWrk, type WrkResult, wrkVersion } from "./wrk";
@@ -58,7 +79,15 @@ const DEFAULTS = {
 };
 type Settings = typeof DEFAULTS;
 // --quick: shorter runs and fewer organizations to create first (more are added if needed).
-const QUICK: Partial<Settings> = { duration: 5, warmup: 5, orgs: 100, "latency-seconds": 5, "rb-seconds": 3, "smtp-seconds": 4, "smtp-samples": 50 };
+const QUICK: Partial<Settings> = {
+  duration: 5,
+  warmup: 5,
+  orgs: 100,
+  "latency-seconds": 5,
+  "rb-seconds": 3,
+  "smtp-seconds": 4,
+  "smtp-samples": 50,
+};
 /** Load levels of the latency runs, as shares of the full path's wrk maximum. */
 const LOADS = [0.5, 0.9];
 const ENTERPRISE_QUOTA = 2000; // per minute, burst as large
@@ -71,7 +100,11 @@ function parseFlags(argv: string[]): Settings {
     const name = argv[i]!.replace(/^--/, "") as keyof Settings;
     const value = Number(argv[i + 1]);
     if (!(name in s) || !argv[i]!.startsWith("--") || !Number.isFinite(value) || value <= 0) {
-      throw new Error(`usage: bun run loadtest/bench.ts [--quick] [${Object.keys(DEFAULTS).map((k) => `--${k} N`).join("] [")}]`);
+      throw new Error(
+        `usage: bun run loadtest/bench.ts [--quick] [${Object.keys(DEFAULTS)
+          .map((k) => `--${k} N`)
+          .join("] [")}]`,
+      );
     }
     s[name] = value;
     i++;
@@ -83,7 +116,8 @@ const log = (msg: string) => console.log(`[${new Date().toISOString().slice(11, 
 
 function machineInfo() {
   const nproc = spawnSync(["nproc"]).stdout.toString().trim();
-  const model = /model name\s*:\s*(.*)/.exec(readFileSync("/proc/cpuinfo", "utf8"))?.[1] ?? cpus()[0]?.model ?? "unknown";
+  const model =
+    /model name\s*:\s*(.*)/.exec(readFileSync("/proc/cpuinfo", "utf8"))?.[1] ?? cpus()[0]?.model ?? "unknown";
   return { nproc: Number(nproc), cpuModel: model.trim(), kernel: release(), memoryGiB: round(totalmem() / 2 ** 30, 1) };
 }
 
@@ -95,7 +129,11 @@ function versions() {
     redisBenchmark: redisBenchmarkVersion(),
     wrk: wrkVersion(),
     k6: k6Version(),
-    rateLimiterFlexible: (JSON.parse(readFileSync(join(REPO_ROOT, "node_modules/rate-limiter-flexible/package.json"), "utf8")) as { version: string }).version,
+    rateLimiterFlexible: (
+      JSON.parse(readFileSync(join(REPO_ROOT, "node_modules/rate-limiter-flexible/package.json"), "utf8")) as {
+        version: string;
+      }
+    ).version,
   };
 }
 
@@ -107,9 +145,17 @@ async function startDaemon(label: string) {
   const limiterPort = await freePort();
   const limiterUrl = `http://127.0.0.1:${limiterPort}`;
   const env = { DATA_DIR: dataDir, LIMITER_URL: limiterUrl, REDIS_URL: redis.url };
-  const limiterd = trackProc(`limiterd (${label})`, runBun("cmd/limiterd/index.ts", [], { ...env, LIMITER_PORT: String(limiterPort) }));
+  const limiterd = trackProc(
+    `limiterd (${label})`,
+    runBun("cmd/limiterd/index.ts", [], { ...env, LIMITER_PORT: String(limiterPort) }),
+  );
   const clients = limiterClients(limiterUrl);
-  await waitFor("limiterd", async () => (await clients.health.check({}, { timeoutMs: 1_000 })).status === HealthCheckResponse_ServingStatus.SERVING, 20_000).catch((err) => {
+  await waitFor(
+    "limiterd",
+    async () =>
+      (await clients.health.check({}, { timeoutMs: 1_000 })).status === HealthCheckResponse_ServingStatus.SERVING,
+    20_000,
+  ).catch((err) => {
     throw new Error(`${(err as Error).message}\nlimiterd stderr:\n${limiterd.stderr()}`);
   });
   return { redis, redisPid: await redisPid(redis.port), limiterd, limiterUrl, clients, env, dataDir };
@@ -119,7 +165,9 @@ async function startDaemon(label: string) {
 
 /** The body and the names of the rate-limit headers of one answer, to compare targets. */
 async function shape(url: string, token: string) {
-  const res = await fetch(`${url}/api/v1/tags`, { headers: { Authorization: `Bearer ${token}`, "X-Forwarded-For": "198.18.0.1" } });
+  const res = await fetch(`${url}/api/v1/tags`, {
+    headers: { Authorization: `Bearer ${token}`, "X-Forwarded-For": "198.18.0.1" },
+  });
   const body = await res.text();
   const headers = [...res.headers.keys()].filter((h) => /ratelimit|content-type/i.test(h)).sort();
   return { status: res.status, body, headers, key: `${body} ${headers}`, all: Object.fromEntries(res.headers) };
@@ -130,7 +178,10 @@ async function httpPart(s: Settings, cores: number, k6: string) {
   const d = await startDaemon("http");
   const apiPort = await freePort();
   const apiUrl = `http://127.0.0.1:${apiPort}`;
-  const api = trackProc("api", runBun("cmd/api/index.ts", [], { ...d.env, API_PORT: String(apiPort), TRUST_PROXY: "127.0.0.1" }));
+  const api = trackProc(
+    "api",
+    runBun("cmd/api/index.ts", [], { ...d.env, API_PORT: String(apiPort), TRUST_PROXY: "127.0.0.1" }),
+  );
   await waitFor("api /readyz", async () => (await fetch(`${apiUrl}/readyz`)).ok, 20_000);
 
   const tokens: string[] = [];
@@ -146,7 +197,8 @@ async function httpPart(s: Settings, cores: number, k6: string) {
       for (let attempt = 0; ; attempt++) {
         const slug = `bench-${first + i}${attempt ? `-r${attempt}` : ""}`;
         const created = await runToEnd("cmd/admin/index.ts", ["org", "create", slug, "--plan", "enterprise"], d.env);
-        const token = created.code === 0 ? await runToEnd("cmd/admin/index.ts", ["token", "create", slug], d.env) : created;
+        const token =
+          created.code === 0 ? await runToEnd("cmd/admin/index.ts", ["token", "create", slug], d.env) : created;
         if (token.code === 0) return { slug, token: token.stdout.trim() };
         cliFailures.push(`${slug}: ${token.stderr.trim()}`);
         if (attempt >= 2) throw new Error(`admin CLI, organization ${slug}: ${token.stderr}`);
@@ -159,7 +211,9 @@ async function httpPart(s: Settings, cores: number, k6: string) {
     writeFileSync(tokensFile, `${tokens.join("\n")}\n`);
     writeFileSync(peerTokensFile, JSON.stringify(orgOf));
     const secs = (performance.now() - t0) / 1000;
-    log(`HTTP: ${count} enterprise organizations created with the admin CLI in ${secs.toFixed(1)} s (${tokens.length} in all)`);
+    log(
+      `HTTP: ${count} enterprise organizations created with the admin CLI in ${secs.toFixed(1)} s (${tokens.length} in all)`,
+    );
     return secs;
   };
   const orgSeconds = await addOrgs(s.orgs);
@@ -186,13 +240,19 @@ async function httpPart(s: Settings, cores: number, k6: string) {
     });
     const got = await shape(url, tokens[0]!);
     sameShape[name] = got.status === 200 && got.key === probe.key;
-    if (!sameShape[name]) log(`HTTP: warning: the ${name} answer differs from the API's (${got.status} ${got.key} vs ${probe.key})`);
+    if (!sameShape[name])
+      log(`HTTP: warning: the ${name} answer differs from the API's (${got.status} ${got.key} vs ${probe.key})`);
     return { p, url };
   };
 
   const wrkOpts = { threads: s.threads, connections: s.connections, tokensFile, ips: s.ips };
   /** wrk warm-up, then the measured run; CPU of `busy` and `idle` over the run, memory of `busy` at its end. */
-  const measure = async (url: string, busy: Record<string, number>, idle: Record<string, number>, afterWarmup?: (warm: WrkResult) => Promise<void>) => {
+  const measure = async (
+    url: string,
+    busy: Record<string, number>,
+    idle: Record<string, number>,
+    afterWarmup?: (warm: WrkResult) => Promise<void>,
+  ) => {
     const warm = await runWrk({ ...wrkOpts, url: `${url}/api/v1/tags`, seconds: s.warmup });
     await afterWarmup?.(warm);
     let close: ((m?: Record<string, number>) => CpuReport) | undefined;
@@ -211,20 +271,35 @@ async function httpPart(s: Settings, cores: number, k6: string) {
   const bare = await startTarget("bare-server", "loadtest/bare-server.ts", "BARE_PORT");
   log(`HTTP: bare — wrk ${s.warmup} s warm-up, then ${s.duration} s`);
   // The full path's processes stay up, idle, during the other runs: their idle cost shows too.
-  const bareRes = await measure(bare.url, { "bare-server": bare.p.proc.pid }, { "api (idle)": api.proc.pid, "limiterd (idle)": d.limiterd.proc.pid, "redis-server (idle)": d.redisPid });
+  const bareRes = await measure(
+    bare.url,
+    { "bare-server": bare.p.proc.pid },
+    { "api (idle)": api.proc.pid, "limiterd (idle)": d.limiterd.proc.pid, "redis-server (idle)": d.redisPid },
+  );
 
   log("HTTP: peer (Bun.serve + rate-limiter-flexible on the same redis-server)");
-  const peer = await startTarget("peer-server", "loadtest/peer-server.ts", "PEER_PORT", { REDIS_URL: d.redis.url, PEER_TOKENS: peerTokensFile });
-  log(`HTTP: peer — wrk ${s.warmup} s warm-up, then ${s.duration} s`);
-  const peerRes = await measure(peer.url, { "peer-server": peer.p.proc.pid, "redis-server": d.redisPid }, { "api (idle)": api.proc.pid, "limiterd (idle)": d.limiterd.proc.pid }, async (warm) => {
-    // The peer's organization limiter is a fixed window of 2000 per 60 s, and one window
-    // spans the whole run: no refill to count on (50% margin).
-    const needed = Math.ceil((1.5 * (warm.requests / warm.seconds) * (s.warmup + s.duration + 2)) / ENTERPRISE_QUOTA);
-    if (await topUp(needed, warm)) {
-      peer.p.proc.kill("SIGHUP");
-      await waitFor("the peer to read the new tokens", async () => (await shape(peer.url, tokens.at(-1)!)).status === 200);
-    }
+  const peer = await startTarget("peer-server", "loadtest/peer-server.ts", "PEER_PORT", {
+    REDIS_URL: d.redis.url,
+    PEER_TOKENS: peerTokensFile,
   });
+  log(`HTTP: peer — wrk ${s.warmup} s warm-up, then ${s.duration} s`);
+  const peerRes = await measure(
+    peer.url,
+    { "peer-server": peer.p.proc.pid, "redis-server": d.redisPid },
+    { "api (idle)": api.proc.pid, "limiterd (idle)": d.limiterd.proc.pid },
+    async (warm) => {
+      // The peer's organization limiter is a fixed window of 2000 per 60 s, and one window
+      // spans the whole run: no refill to count on (50% margin).
+      const needed = Math.ceil((1.5 * (warm.requests / warm.seconds) * (s.warmup + s.duration + 2)) / ENTERPRISE_QUOTA);
+      if (await topUp(needed, warm)) {
+        peer.p.proc.kill("SIGHUP");
+        await waitFor(
+          "the peer to read the new tokens",
+          async () => (await shape(peer.url, tokens.at(-1)!)).status === 200,
+        );
+      }
+    },
+  );
   await peer.p.stop("SIGKILL");
 
   log(`HTTP: full path — wrk ${s.warmup} s warm-up, then ${s.duration} s`);
@@ -234,7 +309,9 @@ async function httpPart(s: Settings, cores: number, k6: string) {
     // load): each has its burst plus what refills; top up (with 50% margin) from the rate
     // seen in the warm-up.
     const window = s.warmup + s.duration + LOADS.length * (s["latency-seconds"] + 3);
-    const requests = (warm.requests / warm.seconds) * (s.warmup + s.duration + LOADS.reduce((a, l) => a + l, 0) * s["latency-seconds"]);
+    const requests =
+      (warm.requests / warm.seconds) *
+      (s.warmup + s.duration + LOADS.reduce((a, l) => a + l, 0) * s["latency-seconds"]);
     const perOrg = ENTERPRISE_QUOTA + (ENTERPRISE_QUOTA * window) / 60;
     await topUp(Math.ceil((1.5 * requests) / perOrg), warm);
   });
@@ -247,15 +324,32 @@ async function httpPart(s: Settings, cores: number, k6: string) {
   ] as const) {
     for (const load of LOADS) {
       const rate = Math.max(1, Math.round(load * fullRes.run.okPerSecond));
-      log(`HTTP: latency, ${target} — k6 at ${fmt(rate)} req/s (${load * 100}% of the full path's maximum) for ${s["latency-seconds"]} s`);
+      log(
+        `HTTP: latency, ${target} — k6 at ${fmt(rate)} req/s (${load * 100}% of the full path's maximum) for ${s["latency-seconds"]} s`,
+      );
       const summary = join(d.dataDir, `k6-${latency.length}.json`);
-      const opts = { url, rate, seconds: s["latency-seconds"], tokensFile, ips: s.ips, summary, pids: { ...pids, "bench.ts (harness)": process.pid }, cores };
+      const opts = {
+        url,
+        rate,
+        seconds: s["latency-seconds"],
+        tokensFile,
+        ips: s.ips,
+        summary,
+        pids: { ...pids, "bench.ts (harness)": process.pid },
+        cores,
+      };
       latency.push({ target, load, result: await runLatency(opts, k6) });
     }
   }
   await bare.p.stop("SIGKILL");
-  const apiWarnings = api.stderr().split("\n").filter((l) => /"level":"(warn|error)"/.test(l));
-  const limiterdWarnings = d.limiterd.stderr().split("\n").filter((l) => /"level":"(warn|error)"/.test(l));
+  const apiWarnings = api
+    .stderr()
+    .split("\n")
+    .filter((l) => /"level":"(warn|error)"/.test(l));
+  const limiterdWarnings = d.limiterd
+    .stderr()
+    .split("\n")
+    .filter((l) => /"level":"(warn|error)"/.test(l));
 
   return {
     orgs: tokens.length,
@@ -299,7 +393,9 @@ async function daemonPart(s: Settings, cores: number) {
   });
   const tokensFile = join(d.dataDir, "tokens.txt");
   writeFileSync(tokensFile, `${tokens.join("\n")}\n`);
-  log(`daemon: ${tokens.length} enterprise organizations created over the Directory RPC in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  log(
+    `daemon: ${tokens.length} enterprise organizations created over the Directory RPC in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+  );
 
   log(`daemon: AdmitBatch x${s.batch}, ${s.inflight} in flight — ${s.warmup} s warm-up, then ${s.duration} s`);
   const gen = trackProc(
@@ -317,12 +413,18 @@ async function daemonPart(s: Settings, cores: number) {
       throw new Error(`${(err as Error).message}\nadmit-load stdout:\n${gen.stdout()}\nstderr:\n${gen.stderr()}`);
     });
   await marker("MEASURE_START", (s.warmup + 30) * 1000);
-  const close = cpuWindow({ limiterd: d.limiterd.proc.pid, "redis-server": d.redisPid, "bench.ts (harness)": process.pid }, cores);
+  const close = cpuWindow(
+    { limiterd: d.limiterd.proc.pid, "redis-server": d.redisPid, "bench.ts (harness)": process.pid },
+    cores,
+  );
   await marker("MEASURE_END", (s.duration + 30) * 1000);
   const cpu = close();
   const code = await gen.proc.exited;
   await gen.drained;
-  const line = gen.stdout().split("\n").find((l) => l.startsWith("BENCH_JSON "));
+  const line = gen
+    .stdout()
+    .split("\n")
+    .find((l) => l.startsWith("BENCH_JSON "));
   if (code !== 0 || !line) throw new Error(`admit-load exited ${code}: ${gen.stderr()}`);
   const load = JSON.parse(line.slice("BENCH_JSON ".length)) as AdmitLoad;
   addShare(cpu, "admit-load (the API's client)", load.cpuSeconds);
@@ -349,7 +451,10 @@ async function daemonPart(s: Settings, cores: number) {
   const rbOpts = { pipeline: s["rb-pipeline"], clients: s["rb-clients"], serverPid: d.redisPid };
   await reset();
   const calib = await runRedisBenchmark(d.redis.port, ["EVALSHA", sha, ...allowedArgs], { ...rbOpts, n: 20_000 });
-  const n = Math.min(5_000_000, Math.max(50_000, Math.round((calib.requestsPerSecond * s["rb-seconds"]) / 10_000) * 10_000));
+  const n = Math.min(
+    5_000_000,
+    Math.max(50_000, Math.round((calib.requestsPerSecond * s["rb-seconds"]) / 10_000) * 10_000),
+  );
   log(`redis-benchmark: allowed branch, -n ${n}`);
   await reset();
   const allowed = await runRedisBenchmark(d.redis.port, ["EVALSHA", sha, ...allowedArgs], { ...rbOpts, n });
@@ -359,7 +464,10 @@ async function daemonPart(s: Settings, cores: number) {
   const prod = await runRedisBenchmark(d.redis.port, ["EVALSHA", sha, ...prodArgs], { ...rbOpts, n });
   const prodAfter = await evalOnce(prodArgs);
 
-  const limiterdWarnings = d.limiterd.stderr().split("\n").filter((l) => /"level":"(warn|error)"/.test(l));
+  const limiterdWarnings = d.limiterd
+    .stderr()
+    .split("\n")
+    .filter((l) => /"level":"(warn|error)"/.test(l));
   return {
     orgs: tokens.length,
     pids: { limiterd: d.limiterd.proc.pid, "redis-server": d.redisPid, "admit-load": gen.proc.pid },
@@ -386,7 +494,17 @@ function wrkRow(name: string, r: WrkResult, bare: WrkResult): (string | number)[
     .filter(([k]) => k !== "200" && k !== "429")
     .reduce((a, [, v]) => a + v, 0);
   const sock = r.errors.connect + r.errors.read + r.errors.write + r.errors.timeout;
-  return [name, fmt(r.okPerSecond), (r.okPerSecond / bare.okPerSecond).toFixed(3), fmt(r.ok), fmt(r.statuses["429"] ?? 0), fmt(other), fmt(sock), r.latencyMs.p50.toFixed(2), r.latencyMs.p99.toFixed(2)];
+  return [
+    name,
+    fmt(r.okPerSecond),
+    (r.okPerSecond / bare.okPerSecond).toFixed(3),
+    fmt(r.ok),
+    fmt(r.statuses["429"] ?? 0),
+    fmt(other),
+    fmt(sock),
+    r.latencyMs.p50.toFixed(2),
+    r.latencyMs.p99.toFixed(2),
+  ];
 }
 
 function notOkShare(r: WrkResult): number {
@@ -406,7 +524,12 @@ function perRequest(cpu: CpuReport, requests: number, names: string[]): string {
 
 /** Of each named Bun process's CPU in a run, the share its JIT compiler threads took: near 0 when it was warm. */
 function jitShares(cpu: CpuReport, names: string[]): string {
-  return names.map((n) => `${n} ${((100 * (cpu.processes[n]?.jitSeconds ?? Number.NaN)) / (cpu.processes[n]?.cpuSeconds || Number.NaN)).toFixed(1)}%`).join(", ");
+  return names
+    .map(
+      (n) =>
+        `${n} ${((100 * (cpu.processes[n]?.jitSeconds ?? Number.NaN)) / (cpu.processes[n]?.cpuSeconds || Number.NaN)).toFixed(1)}%`,
+    )
+    .join(", ");
 }
 
 interface Goal {
@@ -418,13 +541,32 @@ interface Goal {
 }
 
 /** Issue 11's goals, from one run's figures. */
-function goals(m: { fullToBare: number; fullToPeer: number; daemonToRedisBenchmark: number; fullP99: number; bareP99: number }): Goal[] {
-  const judge = (x: number, target: number, stretch?: number): Goal["verdict"] => (stretch !== undefined && x >= stretch ? "met, stretch too" : x >= target ? "met" : "missed");
+function goals(m: {
+  fullToBare: number;
+  fullToPeer: number;
+  daemonToRedisBenchmark: number;
+  fullP99: number;
+  bareP99: number;
+}): Goal[] {
+  const judge = (x: number, target: number, stretch?: number): Goal["verdict"] =>
+    stretch !== undefined && x >= stretch ? "met, stretch too" : x >= target ? "met" : "missed";
   const { fullP99, bareP99 } = m;
   const p99Ratio = fullP99 / bareP99;
   return [
-    { goal: "full path / bare Bun.serve (req/s)", target: ">= 0.45", stretch: ">= 0.6", measured: m.fullToBare.toFixed(3), verdict: judge(m.fullToBare, 0.45, 0.6) },
-    { goal: "full path / peer (req/s)", target: ">= 1.2", stretch: ">= 1.5", measured: m.fullToPeer.toFixed(3), verdict: judge(m.fullToPeer, 1.2, 1.5) },
+    {
+      goal: "full path / bare Bun.serve (req/s)",
+      target: ">= 0.45",
+      stretch: ">= 0.6",
+      measured: m.fullToBare.toFixed(3),
+      verdict: judge(m.fullToBare, 0.45, 0.6),
+    },
+    {
+      goal: "full path / peer (req/s)",
+      target: ">= 1.2",
+      stretch: ">= 1.5",
+      measured: m.fullToPeer.toFixed(3),
+      verdict: judge(m.fullToPeer, 1.2, 1.5),
+    },
     {
       goal: "limiterd admissions / redis-benchmark admit.lua, allowed branch",
       target: ">= 1.0",
@@ -437,7 +579,12 @@ function goals(m: { fullToBare: number; fullToPeer: number; daemonToRedisBenchma
       measured: `${p99Ratio.toFixed(2)} (${fullP99.toFixed(1)} / ${bareP99.toFixed(1)} ms)`,
       verdict: p99Ratio <= 3 ? "met" : "missed",
     },
-    { goal: "exactness: no over-admission, headers' r and t exact", target: "k6 thresholds", measured: "npm run loadtest", verdict: "not measured here" },
+    {
+      goal: "exactness: no over-admission, headers' r and t exact",
+      target: "k6 thresholds",
+      measured: "npm run loadtest",
+      verdict: "not measured here",
+    },
   ];
 }
 
@@ -450,13 +597,21 @@ async function main(): Promise<number> {
   const machine = machineInfo();
   const vers = versions();
   const cores = machine.nproc || cpus().length;
-  log(`mailcore bench — ${machine.nproc} cores, ${machine.cpuModel}; ${vers.bun ? `bun ${vers.bun}` : ""}, ${vers.redisServer}`);
+  log(
+    `mailcore bench — ${machine.nproc} cores, ${machine.cpuModel}; ${vers.bun ? `bun ${vers.bun}` : ""}, ${vers.redisServer}`,
+  );
 
   const http = await httpPart(s, cores, k6);
   await cleanupAll(); // the HTTP stack is done: free the machine for the next part
   const daemon = await daemonPart(s, cores);
   await cleanupAll();
-  const smtpSettings = { duration: s["smtp-seconds"], concurrency: s["smtp-clients"], samples: s["smtp-samples"], orgs: s["smtp-orgs"], warmup: s.warmup };
+  const smtpSettings = {
+    duration: s["smtp-seconds"],
+    concurrency: s["smtp-clients"],
+    samples: s["smtp-samples"],
+    orgs: s["smtp-orgs"],
+    warmup: s.warmup,
+  };
   const smtp = await smtpBench(smtpSettings, log, (stop) => onExit("smtp-bench stack", stop));
 
   const bare = http.bare.run;
@@ -464,10 +619,16 @@ async function main(): Promise<number> {
   const full = http.full.run;
   const shares = { full: notOkShare(full), bare: notOkShare(bare), peer: notOkShare(peer) };
   const latencyShares = http.latency.map((l) => l.result.notOkShare);
-  const smtpRuns = { "SMTP, one message per session": smtp.runs.session, "SMTP, pooled sessions": smtp.runs.pooled, "ceiling: direct POST /api/v1/emails": smtp.runs.post };
+  const smtpRuns = {
+    "SMTP, one message per session": smtp.runs.session,
+    "SMTP, pooled sessions": smtp.runs.pooled,
+    "ceiling: direct POST /api/v1/emails": smtp.runs.post,
+  };
   const refusedShare = (r: SmtpRun) => Object.values(r.refused).reduce((a, n) => a + n, 0) / Math.max(1, r.ok);
   // Over 1% refused anywhere means quota (not capacity) bound a run: the figures do not hold.
-  const valid = [...Object.values(shares), ...latencyShares, ...Object.values(smtpRuns).map(refusedShare)].every((x) => x <= MAX_NOT_OK);
+  const valid = [...Object.values(shares), ...latencyShares, ...Object.values(smtpRuns).map(refusedShare)].every(
+    (x) => x <= MAX_NOT_OK,
+  );
   const rbA = daemon.redisBenchmark.allowed;
   const rbP = daemon.redisBenchmark.production;
   const ratio = (a: number, b: number) => (a / b).toFixed(3);
@@ -476,10 +637,15 @@ async function main(): Promise<number> {
     ...Object.entries(http.bare.memory).map(([p, m]) => ({ process: p, during: "bare wrk run", m })),
     ...Object.entries(http.peer.memory).map(([p, m]) => ({ process: p, during: "peer wrk run", m })),
     ...Object.entries(http.full.memory).map(([p, m]) => ({ process: p, during: "full-path wrk run", m })),
-    ...Object.entries(smtp.memory).map(([p, m]) => ({ process: p === "smtp" ? p : `${p} (SMTP stack, embedded store)`, during: "pooled SMTP run", m })),
+    ...Object.entries(smtp.memory).map(([p, m]) => ({
+      process: p === "smtp" ? p : `${p} (SMTP stack, embedded store)`,
+      during: "pooled SMTP run",
+      m,
+    })),
   ];
 
-  const p99AtHalf = (target: string) => http.latency.find((l) => l.target === target && l.load === 0.5)!.result.latencyMs.p99;
+  const p99AtHalf = (target: string) =>
+    http.latency.find((l) => l.target === target && l.load === 0.5)!.result.latencyMs.p99;
   const goalRows = goals({
     fullToBare: full.okPerSecond / bare.okPerSecond,
     fullToPeer: full.okPerSecond / peer.okPerSecond,
@@ -492,11 +658,17 @@ async function main(): Promise<number> {
     table(
       `1. HTTP GET /api/v1/tags — wrk -t${s.threads} -c${s.connections}, ${s.duration} s each after ${s.warmup} s warm-up; ${http.orgs} orgs, ${s.ips} client IPs`,
       ["target", "200/s", "vs bare", "200s", "429s", "other", "sock err", "p50 ms", "p99 ms"],
-      [wrkRow("bare Bun.serve (ceiling)", bare, bare), wrkRow("peer: Bun.serve + rate-limiter-flexible", peer, bare), wrkRow("full path (api+limiterd+redis)", full, bare)],
+      [
+        wrkRow("bare Bun.serve (ceiling)", bare, bare),
+        wrkRow("peer: Bun.serve + rate-limiter-flexible", peer, bare),
+        wrkRow("full path (api+limiterd+redis)", full, bare),
+      ],
     ),
     `   ratio full/bare: ${ratio(full.okPerSecond, bare.okPerSecond)}   full/peer: ${ratio(full.okPerSecond, peer.okPerSecond)}   peer/bare: ${ratio(peer.okPerSecond, bare.okPerSecond)}` +
       `   not-200 share: full ${pct(shares.full)}, peer ${pct(shares.peer)}, bare ${pct(shares.bare)}${valid ? "" : "   ** INVALID: over 1% refused somewhere — rerun with more --orgs **"}`,
-    `   same body and rate-limit header names as the API: ${Object.entries(http.sameShape).map(([k, v]) => `${k} ${v ? "yes" : "NO"}`).join(", ")}`,
+    `   same body and rate-limit header names as the API: ${Object.entries(http.sameShape)
+      .map(([k, v]) => `${k} ${v ? "yes" : "NO"}`)
+      .join(", ")}`,
     cpuTable("   CPU during the bare run", http.bare.cpu),
     cpuTable("   CPU during the peer run", http.peer.cpu),
     cpuTable("   CPU during the full-path run", http.full.cpu),
@@ -518,15 +690,42 @@ async function main(): Promise<number> {
         r.latencyMs.max.toFixed(2),
       ]),
     ),
-    cpuColumns("   CPU during the k6 runs", Object.fromEntries(http.latency.map((l) => [`${l.target} ${l.load * 100}%`, l.result.cpu]))),
+    cpuColumns(
+      "   CPU during the k6 runs",
+      Object.fromEntries(http.latency.map((l) => [`${l.target} ${l.load * 100}%`, l.result.cpu])),
+    ),
     table(
       `3. Admissions: limiterd AdmitBatch (x${s.batch}, ${s.inflight} in flight, ${daemon.orgs} orgs) vs redis-benchmark EVALSHA admit.lua (-P ${s["rb-pipeline"]} -c ${s["rb-clients"]})`,
       ["measure", "per second", "count", "p50 ms", "p99 ms"],
       [
-        ["limiterd admissions (all verdicts)", fmt(daemon.load.admissionsPerSecond), fmt(daemon.load.admissions), daemon.load.callLatencyMs.p50.toFixed(2), daemon.load.callLatencyMs.p99.toFixed(2)],
-        ["limiterd admissions ALLOWED", fmt(daemon.load.allowedPerSecond), fmt(daemon.load.verdicts.ALLOWED ?? 0), "(per call)", ""],
-        ["redis-benchmark, allowed branch", fmt(rbA.requestsPerSecond), fmt(rbA.n), rbA.latencyMs.p50.toFixed(2), rbA.latencyMs.p99.toFixed(2)],
-        ["redis-benchmark, production ARGV", fmt(rbP.requestsPerSecond), fmt(rbP.n), rbP.latencyMs.p50.toFixed(2), rbP.latencyMs.p99.toFixed(2)],
+        [
+          "limiterd admissions (all verdicts)",
+          fmt(daemon.load.admissionsPerSecond),
+          fmt(daemon.load.admissions),
+          daemon.load.callLatencyMs.p50.toFixed(2),
+          daemon.load.callLatencyMs.p99.toFixed(2),
+        ],
+        [
+          "limiterd admissions ALLOWED",
+          fmt(daemon.load.allowedPerSecond),
+          fmt(daemon.load.verdicts.ALLOWED ?? 0),
+          "(per call)",
+          "",
+        ],
+        [
+          "redis-benchmark, allowed branch",
+          fmt(rbA.requestsPerSecond),
+          fmt(rbA.n),
+          rbA.latencyMs.p50.toFixed(2),
+          rbA.latencyMs.p99.toFixed(2),
+        ],
+        [
+          "redis-benchmark, production ARGV",
+          fmt(rbP.requestsPerSecond),
+          fmt(rbP.n),
+          rbP.latencyMs.p50.toFixed(2),
+          rbP.latencyMs.p99.toFixed(2),
+        ],
       ],
     ),
     `   ratio limiterd / redis-benchmark (allowed branch): ${ratio(daemon.load.admissionsPerSecond, rbA.requestsPerSecond)}` +
@@ -561,7 +760,11 @@ async function main(): Promise<number> {
         "added by SMTP (session - POST)": smtp.latency.added,
       }).map(([name, l]) => [name, l.p50.toFixed(1), l.p99.toFixed(1)]),
     ),
-    cpuColumns("   CPU during the SMTP runs", { "per session": smtp.runs.session.cpu, pooled: smtp.runs.pooled.cpu, "direct POST": smtp.runs.post.cpu }),
+    cpuColumns("   CPU during the SMTP runs", {
+      "per session": smtp.runs.session.cpu,
+      pooled: smtp.runs.pooled.cpu,
+      "direct POST": smtp.runs.post.cpu,
+    }),
     table(
       "5. Memory — each process at the end of its load run",
       ["process", "sampled after", "RSS MiB", "peak (VmHWM) MiB"],
@@ -575,9 +778,14 @@ async function main(): Promise<number> {
     `\nmachine: ${machine.nproc} cores, ${machine.cpuModel}, ${machine.memoryGiB} GiB, Linux ${machine.kernel}`,
     `versions: bun ${vers.bun}; ${vers.redisServer}; ${vers.redisBenchmark}; ${vers.wrk}; ${vers.k6}; rate-limiter-flexible ${vers.rateLimiterFlexible}`,
   );
-  if (http.adminCliFailures.length) out.push(`admin CLI failures while creating organizations (retried): ${http.adminCliFailures.length}, e.g. ${http.adminCliFailures[0]}`);
+  if (http.adminCliFailures.length)
+    out.push(
+      `admin CLI failures while creating organizations (retried): ${http.adminCliFailures.length}, e.g. ${http.adminCliFailures[0]}`,
+    );
   if (http.apiWarnings.count || http.limiterdWarnings.count || daemon.limiterdWarnings.count) {
-    out.push(`log warnings: api ${http.apiWarnings.count}, limiterd (http) ${http.limiterdWarnings.count}, limiterd (daemon) ${daemon.limiterdWarnings.count}`);
+    out.push(
+      `log warnings: api ${http.apiWarnings.count}, limiterd (http) ${http.limiterdWarnings.count}, limiterd (daemon) ${daemon.limiterdWarnings.count}`,
+    );
   }
 
   const dir = join(REPO_ROOT, "loadtest", "results");

@@ -10,7 +10,8 @@ test("tallies add counts and keep the outer time bounds", () => {
 test("the collector sums what VUs post", async () => {
   const c = startCollector();
   try {
-    for (const n of [1, 2, 3]) await fetch(`${c.url}/tally/q`, { method: "POST", body: JSON.stringify({ "200": n, lastStart: n }) });
+    for (const n of [1, 2, 3])
+      await fetch(`${c.url}/tally/q`, { method: "POST", body: JSON.stringify({ "200": n, lastStart: n }) });
     expect(await (await fetch(`${c.url}/tally/q`)).json()).toEqual({ "200": 6, lastStart: 3 });
     expect(await (await fetch(`${c.url}/tally/none`)).json()).toEqual({});
   } finally {

@@ -12,7 +12,18 @@ import { join } from "node:path";
 import { createTransport } from "nodemailer";
 import { startPostgres } from "../internal/testkit/postgres";
 import { startRelay } from "../internal/testkit/relay";
-import { freePort, type Proc, REPO_ROOT, runBun, runToEnd, sendEmail, startRedis, startRedisCluster, tempDir, waitFor } from "../internal/testkit/testkit";
+import {
+  freePort,
+  type Proc,
+  REPO_ROOT,
+  runBun,
+  runToEnd,
+  sendEmail,
+  startRedis,
+  startRedisCluster,
+  tempDir,
+  waitFor,
+} from "../internal/testkit/testkit";
 import { cleanupAll, installSignalHandlers, onExit, trackDir, trackProc } from "./procs";
 
 const TARGETS = ["limiterd", "api", "smtp", "worker", "redis", "postgres"] as const;
@@ -31,7 +42,9 @@ interface Attempt {
 }
 
 installSignalHandlers();
-const only = process.argv.includes("--only") ? (process.argv[process.argv.indexOf("--only") + 1] ?? "").split(",") : [...TARGETS];
+const only = process.argv.includes("--only")
+  ? (process.argv[process.argv.indexOf("--only") + 1] ?? "").split(",")
+  : [...TARGETS];
 const targets = TARGETS.filter((t) => only.includes(t));
 
 // Every key of the service shares one hash slot (DESIGN.md "State"); this key is in it.
@@ -48,7 +61,9 @@ const dataDir = trackDir(tempDir("mailcore-faults-"));
 const [limiterPort, apiPort, smtpPort] = [await freePort(), await freePort(), await freePort()];
 const env: Record<string, string> = {
   DATA_DIR: dataDir,
-  ...(cluster ? { REDIS_CLUSTER_NODES: cluster.ports.map((p) => `127.0.0.1:${p}`).join(",") } : { REDIS_URL: redis!.url }),
+  ...(cluster
+    ? { REDIS_CLUSTER_NODES: cluster.ports.map((p) => `127.0.0.1:${p}`).join(",") }
+    : { REDIS_URL: redis!.url }),
   DATABASE_URL: postgres.url,
   LIMITER_PORT: String(limiterPort),
   LIMITER_URL: `http://127.0.0.1:${limiterPort}`,
@@ -60,7 +75,12 @@ const env: Record<string, string> = {
   RETRY_BASE_MS: "1000",
   LANE_RATE: "200",
 };
-const ENTRIES: Record<Exclude<Target, Store>, string> = { limiterd: "cmd/limiterd/index.ts", api: "cmd/api/index.ts", smtp: "cmd/smtp/index.ts", worker: "cmd/worker/index.ts" };
+const ENTRIES: Record<Exclude<Target, Store>, string> = {
+  limiterd: "cmd/limiterd/index.ts",
+  api: "cmd/api/index.ts",
+  smtp: "cmd/smtp/index.ts",
+  worker: "cmd/worker/index.ts",
+};
 const procs: Partial<Record<Target, Proc>> = {};
 const start = (name: Exclude<Target, Store>) => (procs[name] = trackProc(name, runBun(ENTRIES[name], [], env)));
 const ready: Record<Target, () => Promise<boolean>> = {
@@ -68,7 +88,8 @@ const ready: Record<Target, () => Promise<boolean>> = {
   api: async () => (await fetch(`${env.API_URL}/readyz`)).ok,
   smtp: async () => procs.smtp!.stderr().includes('"msg":"listening"'),
   worker: async () => procs.worker!.stderr().includes('"msg":"started"'),
-  redis: async () => (cluster ? await cluster.healthy(SERVICE_SLOT_KEY) : true) && (await fetch(`${env.API_URL}/readyz`)).ok,
+  redis: async () =>
+    (cluster ? await cluster.healthy(SERVICE_SLOT_KEY) : true) && (await fetch(`${env.API_URL}/readyz`)).ok,
   // Sends do not wait for the records (the history is written behind them): back when it answers.
   postgres: async () => {
     const sql = new SQL(postgres.url);
@@ -101,14 +122,32 @@ const attempts: Attempt[] = [];
 let n = 0;
 let loading = true;
 /** Which 503: refused before admission, refused by limiterd past its deadline, or not confirmed. */
-const why503 = (message: string) => (message.includes("nothing was queued") ? "send refused, nothing queued" : message.includes("may or may not") ? "send not confirmed" : "not admitted");
+const why503 = (message: string) =>
+  message.includes("nothing was queued")
+    ? "send refused, nothing queued"
+    : message.includes("may or may not")
+      ? "send not confirmed"
+      : "not admitted";
 const httpLoop = async () => {
   while (loading) {
     const to = `h${n++}@dest.example`;
     const at = performance.now();
     try {
-      const a = await sendEmail(env.API_URL!, token, { from: "no-reply@acme.example", to, subject: "Fault table", text: "x" });
-      attempts.push({ via: "http", at, saw: a.status === 202 ? "202" : `${a.status} ${a.body.code ?? ""}${a.status === 503 ? ` (${why503(String(a.body.message))})` : ""}`.trim(), id: a.status === 202 ? (a.body.id as string) : undefined });
+      const a = await sendEmail(env.API_URL!, token, {
+        from: "no-reply@acme.example",
+        to,
+        subject: "Fault table",
+        text: "x",
+      });
+      attempts.push({
+        via: "http",
+        at,
+        saw:
+          a.status === 202
+            ? "202"
+            : `${a.status} ${a.body.code ?? ""}${a.status === 503 ? ` (${why503(String(a.body.message))})` : ""}`.trim(),
+        id: a.status === 202 ? (a.body.id as string) : undefined,
+      });
     } catch (err) {
       attempts.push({ via: "http", at, saw: (err as Error & { code?: string }).code ?? (err as Error).message });
     }
@@ -119,13 +158,36 @@ const smtpLoop = async (loop: number) => {
   while (loading) {
     const to = `s${n++}@dest.example`;
     const at = performance.now();
-    const transport = createTransport({ host: "127.0.0.1", port: smtpPort, secure: false, requireTLS: true, tls: { rejectUnauthorized: false }, auth: { user: "acme", pass: token }, localAddress: `127.0.2.${loop + 1}`, connectionTimeout: 5_000, greetingTimeout: 5_000, socketTimeout: 15_000 });
+    const transport = createTransport({
+      host: "127.0.0.1",
+      port: smtpPort,
+      secure: false,
+      requireTLS: true,
+      tls: { rejectUnauthorized: false },
+      auth: { user: "acme", pass: token },
+      localAddress: `127.0.2.${loop + 1}`,
+      connectionTimeout: 5_000,
+      greetingTimeout: 5_000,
+      socketTimeout: 15_000,
+    });
     try {
-      const info = await transport.sendMail({ envelope: { from: "b@acme.example", to: [to] }, from: "no-reply@acme.example", to, subject: "Fault table", text: "x" });
+      const info = await transport.sendMail({
+        envelope: { from: "b@acme.example", to: [to] },
+        from: "no-reply@acme.example",
+        to,
+        subject: "Fault table",
+        text: "x",
+      });
       attempts.push({ via: "smtp", at, saw: "250", id: /\b(msg_[0-9a-f]{24})\b/.exec(info.response)?.[1] });
     } catch (err) {
       const e = err as Error & { responseCode?: number; response?: string; code?: string };
-      attempts.push({ via: "smtp", at, saw: e.responseCode ? `${e.responseCode} ${/^\d{3} (\d\.\d+\.\d+)/.exec(e.response ?? "")?.[1] ?? ""}`.trim() : (e.code ?? e.message) });
+      attempts.push({
+        via: "smtp",
+        at,
+        saw: e.responseCode
+          ? `${e.responseCode} ${/^\d{3} (\d\.\d+\.\d+)/.exec(e.response ?? "")?.[1] ?? ""}`.trim()
+          : (e.code ?? e.message),
+      });
     } finally {
       transport.close();
     }
@@ -148,8 +210,14 @@ for (const target of targets) {
     // node timeout); started again, it rejoins as a replica of the new primary.
     const primary = await cluster.primaryOf(SERVICE_SLOT_KEY);
     await cluster.kill(primary);
-    await waitFor("the replica to take over", async () => (await cluster.primaryOf(SERVICE_SLOT_KEY)) !== primary, 30_000);
-    console.log(`faults: the slot of ${SERVICE_SLOT_KEY} moved from ${primary} to ${await cluster.primaryOf(SERVICE_SLOT_KEY)} ${Math.round(performance.now() - killedAt)} ms after the kill`);
+    await waitFor(
+      "the replica to take over",
+      async () => (await cluster.primaryOf(SERVICE_SLOT_KEY)) !== primary,
+      30_000,
+    );
+    console.log(
+      `faults: the slot of ${SERVICE_SLOT_KEY} moved from ${primary} to ${await cluster.primaryOf(SERVICE_SLOT_KEY)} ${Math.round(performance.now() - killedAt)} ms after the kill`,
+    );
     await cluster.restart(primary);
   } else if (target === "redis") {
     await redis!.restart(); // kill -9, then the same port and append-only file
@@ -168,7 +236,9 @@ for (const target of targets) {
   // A fault must stay with its process: any other that died is reported (and started again).
   for (const [name, p] of Object.entries(procs) as [Exclude<Target, Store>, Proc][]) {
     if (p.proc.exitCode === null && p.proc.signalCode === null) continue;
-    console.log(`faults: ${name} died during kill -9 ${target} (exit ${p.proc.exitCode ?? p.proc.signalCode}):\n${p.stderr().split("\n").slice(-8).join("\n")}`);
+    console.log(
+      `faults: ${name} died during kill -9 ${target} (exit ${p.proc.exitCode ?? p.proc.signalCode}):\n${p.stderr().split("\n").slice(-8).join("\n")}`,
+    );
     start(name);
     await waitFor(`${name} to be back`, ready[name], 30_000);
   }
@@ -187,7 +257,11 @@ const deliveries = () => {
   }
   return count;
 };
-await waitFor("every accepted message to be delivered", async () => accepted.every((a) => deliveries().has(a.id!)), VISIBILITY_MS * 3).catch(() => {});
+await waitFor(
+  "every accepted message to be delivered",
+  async () => accepted.every((a) => deliveries().has(a.id!)),
+  VISIBILITY_MS * 3,
+).catch(() => {});
 await Bun.sleep(VISIBILITY_MS + 2_000); // a lease lost with a worker is released again after this
 const delivered = deliveries();
 
@@ -202,7 +276,8 @@ const rows = phases.map((p) => {
     attempts: during.length,
     failed: failed.length,
     clientsSaw: [...kinds].map(([k, c]) => `${k} x${c}`).join(", ") || "nothing",
-    failingForMs: failed.length > 0 ? Math.round(Math.max(...failed.map((f) => f.at)) - Math.min(...failed.map((f) => f.at))) : 0,
+    failingForMs:
+      failed.length > 0 ? Math.round(Math.max(...failed.map((f) => f.at)) - Math.min(...failed.map((f) => f.at))) : 0,
     firstFailureAfterKillMs: failed.length > 0 ? Math.round(Math.min(...failed.map((f) => f.at)) - p.killedAt) : null,
     accepted: acceptedHere.length,
     lost: acceptedHere.filter((a) => !delivered.has(a.id!)).length,
@@ -218,10 +293,16 @@ const total = {
 const outDir = join(REPO_ROOT, "loadtest", "results");
 mkdirSync(outDir, { recursive: true });
 const file = join(outDir, `faults-${new Date().toISOString().replace(/[:.]/g, "-")}.json`);
-writeFileSync(file, JSON.stringify({ rows, total, restartAfterMs: RESTART_AFTER_MS, visibilityMs: VISIBILITY_MS }, null, 2));
+writeFileSync(
+  file,
+  JSON.stringify({ rows, total, restartAfterMs: RESTART_AFTER_MS, visibilityMs: VISIBILITY_MS }, null, 2),
+);
 console.log("| fault | attempts | failed | what the clients saw | failing for | accepted | lost | delivered twice |");
 console.log("|---|---|---|---|---|---|---|---|");
-for (const r of rows) console.log(`| ${r.fault} | ${r.attempts} | ${r.failed} | ${r.clientsSaw} | ${(r.failingForMs / 1000).toFixed(1)} s | ${r.accepted} | ${r.lost} | ${r.deliveredTwice} |`);
+for (const r of rows)
+  console.log(
+    `| ${r.fault} | ${r.attempts} | ${r.failed} | ${r.clientsSaw} | ${(r.failingForMs / 1000).toFixed(1)} s | ${r.accepted} | ${r.lost} | ${r.deliveredTwice} |`,
+  );
 console.log(`total: ${JSON.stringify(total)}; ${file}`);
 await cleanupAll();
 process.exit(total.lost > 0 ? 1 : 0);

@@ -29,12 +29,21 @@ export function ensureK6(log: (line: string) => void): string {
   const have = k6Version();
   if (have?.includes(K6_MODULE.split("@")[1]!)) return K6;
   const go = goBinary();
-  if (!go) throw new Error(`k6 is not built and there is no Go to build it: install Go, then: GOBIN=${TOOLS_DIR} go install ${K6_MODULE}`);
+  if (!go)
+    throw new Error(
+      `k6 is not built and there is no Go to build it: install Go, then: GOBIN=${TOOLS_DIR} go install ${K6_MODULE}`,
+    );
   log(`building k6 (${K6_MODULE}) into ${TOOLS_DIR}; the first build takes a few minutes`);
   const started = Date.now();
-  const build = spawnSync([go, "install", K6_MODULE], { env: { ...process.env, GOBIN: TOOLS_DIR, GOFLAGS: "-mod=mod" }, stdout: "pipe", stderr: "pipe" });
+  const build = spawnSync([go, "install", K6_MODULE], {
+    env: { ...process.env, GOBIN: TOOLS_DIR, GOFLAGS: "-mod=mod" },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   if (build.exitCode !== 0 || !k6Version()) {
-    throw new Error(`could not build k6 with: GOBIN=${TOOLS_DIR} ${go} install ${K6_MODULE}\n${build.stderr.toString().trim()}`);
+    throw new Error(
+      `could not build k6 with: GOBIN=${TOOLS_DIR} ${go} install ${K6_MODULE}\n${build.stderr.toString().trim()}`,
+    );
   }
   log(`built ${k6Version()} in ${Math.round((Date.now() - started) / 1000)} s`);
   return K6;
@@ -44,7 +53,13 @@ export function ensureK6(log: (line: string) => void): string {
  * Starts `k6 run` of a script in loadtest/k6, offline (K6_ENV, --no-usage-report), with -e
  * variables, its end-of-test summary exported as JSON to `summary`.
  */
-export function spawnK6(k6: string, script: string, vars: Record<string, string>, summary: string, flags: string[] = []) {
+export function spawnK6(
+  k6: string,
+  script: string,
+  vars: Record<string, string>,
+  summary: string,
+  flags: string[] = [],
+) {
   const args = [k6, "run", "--no-usage-report", "--summary-export", summary, ...flags];
   for (const [k, v] of Object.entries(vars)) args.push("-e", `${k}=${v}`);
   args.push(join(REPO_ROOT, "loadtest", "k6", script));

@@ -33,7 +33,13 @@ export interface LatencyResult {
 type Summary = { metrics: Record<string, Record<string, number> | undefined> };
 
 export async function runLatency(o: LatencyOptions, k6: string): Promise<LatencyResult> {
-  const vars = { API: o.url, RATE: String(o.rate), SECONDS: String(o.seconds), TOKENS_FILE: o.tokensFile, IPS: String(o.ips) };
+  const vars = {
+    API: o.url,
+    RATE: String(o.rate),
+    SECONDS: String(o.seconds),
+    TOKENS_FILE: o.tokensFile,
+    IPS: String(o.ips),
+  };
   const close = cpuWindow(o.pids, o.cores);
   // Only the status tag on samples: k6 shares the machine with the target, so it should
   // spend as little as it can on metrics.

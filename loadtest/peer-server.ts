@@ -14,7 +14,8 @@ import { Plan } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
 import { IP_QUOTA, planQuota } from "../internal/plans/plans";
 
 const port = Number(process.env.PEER_PORT ?? "0");
-const loadTokens = () => new Map(Object.entries(JSON.parse(readFileSync(process.env.PEER_TOKENS!, "utf8")) as Record<string, string>));
+const loadTokens = () =>
+  new Map(Object.entries(JSON.parse(readFileSync(process.env.PEER_TOKENS!, "utf8")) as Record<string, string>));
 let orgs = loadTokens();
 // The harness may add organizations after a warm-up; it rewrites the file and says so.
 process.on("SIGHUP", () => {
@@ -45,7 +46,10 @@ async function consume(limiter: RateLimiterRedis, key: string): Promise<{ ok: bo
 const seconds = (res: RateLimiterRes) => Math.ceil(res.msBeforeNext / 1000);
 
 function tooMany(res: RateLimiterRes, headers: Record<string, string>): Response {
-  return new Response('{"message":"Too many requests"}', { status: 429, headers: { ...headers, ...JSON_TYPE, "Retry-After": String(seconds(res)) } });
+  return new Response('{"message":"Too many requests"}', {
+    status: 429,
+    headers: { ...headers, ...JSON_TYPE, "Retry-After": String(seconds(res)) },
+  });
 }
 
 async function tags(req: Request): Promise<Response> {
@@ -59,7 +63,12 @@ async function tags(req: Request): Promise<Response> {
   if (!byIp.ok) return tooMany(byIp.res, {});
   const byOrg = await consume(orgLimiter, org);
   // The same 8 headers as the API (its formatting function), from this limiter's numbers.
-  const headers = rateLimitHeaders({ plan: Plan.ENTERPRISE, limit: QUOTA, remaining: byOrg.res.remainingPoints, resetSeconds: seconds(byOrg.res) });
+  const headers = rateLimitHeaders({
+    plan: Plan.ENTERPRISE,
+    limit: QUOTA,
+    remaining: byOrg.res.remainingPoints,
+    resetSeconds: seconds(byOrg.res),
+  });
   return byOrg.ok ? new Response(BODY, { headers: { ...headers, ...JSON_TYPE } }) : tooMany(byOrg.res, headers);
 }
 
@@ -71,7 +80,8 @@ const server = Bun.serve({
     "/healthz": new Response('{"status":"ok"}', { headers: JSON_TYPE }),
   },
   fetch: () => new Response('{"code":"NOT_FOUND"}', { status: 404, headers: JSON_TYPE }),
-  error: (err) => new Response(JSON.stringify({ code: "UNAVAILABLE", message: err.message }), { status: 503, headers: JSON_TYPE }),
+  error: (err) =>
+    new Response(JSON.stringify({ code: "UNAVAILABLE", message: err.message }), { status: 503, headers: JSON_TYPE }),
 });
 console.log(`peer-server listening on http://127.0.0.1:${server.port} (${orgs.size} tokens)`);
 

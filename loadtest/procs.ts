@@ -25,7 +25,10 @@ export function trackProc(what: string, p: Proc): Proc {
 export function procDiagnostics(lines = 15): string {
   return tracked
     .map(({ what, p }) => {
-      const state = p.proc.exitCode !== null || p.proc.signalCode !== null ? `exited ${p.proc.exitCode ?? p.proc.signalCode}` : "running";
+      const state =
+        p.proc.exitCode !== null || p.proc.signalCode !== null
+          ? `exited ${p.proc.exitCode ?? p.proc.signalCode}`
+          : "running";
       const tail = p.stderr().trimEnd().split("\n").slice(-lines).join("\n  ");
       return `--- ${what} (pid ${p.proc.pid}, ${state}) stderr:\n  ${tail}`;
     })
@@ -90,7 +93,11 @@ export function installSignalHandlers(): void {
 export async function sh(cmd: string[], timeoutMs = 60_000): Promise<{ code: number; stdout: string; stderr: string }> {
   const p = spawn(cmd, { stdout: "pipe", stderr: "pipe", stdin: "ignore" });
   const timer = setTimeout(() => p.kill("SIGKILL"), timeoutMs);
-  const [stdout, stderr, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(p.stdout).text(),
+    new Response(p.stderr).text(),
+    p.exited,
+  ]);
   clearTimeout(timer);
   return { code, stdout, stderr };
 }
@@ -172,7 +179,10 @@ export interface CpuReport {
  * Starts a CPU window over named pids; the returned function closes it. `measured` adds
  * CPU seconds taken elsewhere (a process that ran exactly the window and has exited).
  */
-export function cpuWindow(pids: Record<string, number>, cores: number): (measured?: Record<string, number>) => CpuReport {
+export function cpuWindow(
+  pids: Record<string, number>,
+  cores: number,
+): (measured?: Record<string, number>) => CpuReport {
   const t0 = performance.now();
   const m0 = machineTicks();
   const start = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuSeconds(pid) ?? 0]));
@@ -182,11 +192,17 @@ export function cpuWindow(pids: Record<string, number>, cores: number): (measure
     const m1 = machineTicks();
     const used: Record<string, number> = {};
     for (const [k, pid] of Object.entries(pids)) used[k] = (cpuSeconds(pid) ?? start[k]!) - start[k]!;
-    const jit = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, Math.max(0, jitSeconds(pid) - jitStart[k]!)]));
+    const jit = Object.fromEntries(
+      Object.entries(pids).map(([k, pid]) => [k, Math.max(0, jitSeconds(pid) - jitStart[k]!)]),
+    );
     Object.assign(used, measured);
     const processes: Record<string, CpuShare> = {};
     for (const [k, s] of Object.entries(used)) {
-      processes[k] = { cpuSeconds: round(s, 2), pctOfCore: round((100 * s) / wall, 1), pctOfMachine: round((100 * s) / wall / cores, 1) };
+      processes[k] = {
+        cpuSeconds: round(s, 2),
+        pctOfCore: round((100 * s) / wall, 1),
+        pctOfMachine: round((100 * s) / wall / cores, 1),
+      };
       if (k in jit && !(k in measured)) processes[k].jitSeconds = round(jit[k]!, 2);
     }
     const busyPct = m1.total > m0.total ? (100 * (m1.busy - m0.busy)) / (m1.total - m0.total) : 0;

@@ -74,7 +74,21 @@ export async function runRedisBenchmark(
   command: string[],
   o: { n: number; pipeline: number; clients: number; serverPid: number },
 ): Promise<RedisBenchResult> {
-  const cmd = ["redis-benchmark", "-h", "127.0.0.1", "-p", String(port), "-P", String(o.pipeline), "-c", String(o.clients), "-n", String(o.n), "--csv", ...command];
+  const cmd = [
+    "redis-benchmark",
+    "-h",
+    "127.0.0.1",
+    "-p",
+    String(port),
+    "-P",
+    String(o.pipeline),
+    "-c",
+    String(o.clients),
+    "-n",
+    String(o.n),
+    "--csv",
+    ...command,
+  ];
   const server0 = cpuSeconds(o.serverPid) ?? 0;
   const t0 = performance.now();
   const p = spawn(cmd, { stdout: "pipe", stderr: "pipe", stdin: "ignore" });
@@ -86,7 +100,8 @@ export async function runRedisBenchmark(
   const serverCpu = (cpuSeconds(o.serverPid) ?? server0) - server0;
   const row = out.trim().split("\n").pop() ?? "";
   const cells = row.replace(/^"|"$/g, "").split('","');
-  if (code !== 0 || cells.length < 8 || !Number.isFinite(Number(cells[1]))) throw new Error(`redis-benchmark exited ${code}: ${out}\n${err}`);
+  if (code !== 0 || cells.length < 8 || !Number.isFinite(Number(cells[1])))
+    throw new Error(`redis-benchmark exited ${code}: ${out}\n${err}`);
   const [, rps, avg, , p50, p95, p99, max] = cells.map(Number);
   return {
     n: o.n,

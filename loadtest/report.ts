@@ -24,7 +24,11 @@ export function cpuTable(title: string, r: CpuReport): string {
     ["(anything else on the machine)", "", "", `${Math.max(0, r.machineBusyPct - listed).toFixed(1)}%`],
     ["(machine busy, every process)", "", "", `${r.machineBusyPct.toFixed(1)}%`],
   );
-  return table(`${title} — ${r.wallSeconds.toFixed(1)} s wall, ${r.cores} cores`, ["process", "cpu s", "% of a core", "% of machine"], rows);
+  return table(
+    `${title} — ${r.wallSeconds.toFixed(1)} s wall, ${r.cores} cores`,
+    ["process", "cpu s", "% of a core", "% of machine"],
+    rows,
+  );
 }
 
 /** CPU of several runs side by side: a row per process, a column per run, in % of the machine. */
@@ -35,10 +39,14 @@ export function cpuColumns(title: string, runs: Record<string, CpuReport>): stri
   const rows = names.map((n) => [n, ...cols.map((c) => pct(runs[c]!.processes[n]?.pctOfMachine))]);
   const listed = (r: CpuReport) => Object.values(r.processes).reduce((a, p) => a + p.pctOfMachine, 0);
   rows.push(
-    ["(anything else on the machine)", ...cols.map((c) => pct(Math.max(0, runs[c]!.machineBusyPct - listed(runs[c]!))))],
+    [
+      "(anything else on the machine)",
+      ...cols.map((c) => pct(Math.max(0, runs[c]!.machineBusyPct - listed(runs[c]!)))),
+    ],
     ["(machine busy, every process)", ...cols.map((c) => pct(runs[c]!.machineBusyPct))],
   );
   return table(`${title} — % of the machine`, ["process", ...cols], rows);
 }
 
-export const fmt = (x: number, digits = 0) => x.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+export const fmt = (x: number, digits = 0) =>
+  x.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });

@@ -35,7 +35,10 @@ function parseArgs(argv: string[]): { profile: Profile; only: Set<string> | unde
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === "--profile" && (argv[i + 1] === "full" || argv[i + 1] === "short")) profile = argv[++i] as Profile;
     else if (argv[i] === "--only" && argv[i + 1]) only = new Set(argv[++i]!.split(","));
-    else throw new Error("usage: bun run loadtest/run.ts [--profile full|short] [--only quotas-free,quotas-premium,quotas-enterprise,ip-limit,guards,lanes,smtp]");
+    else
+      throw new Error(
+        "usage: bun run loadtest/run.ts [--profile full|short] [--only quotas-free,quotas-premium,quotas-enterprise,ip-limit,guards,lanes,smtp]",
+      );
   }
   return { profile, only };
 }
@@ -52,18 +55,37 @@ async function withService<T>(env: Record<string, string>, fn: (stack: Stack) =>
   }
 }
 
-async function k6(k6Path: string, name: string, script: string, env: Record<string, string>, outDir: string): Promise<RunResult> {
+async function k6(
+  k6Path: string,
+  name: string,
+  script: string,
+  env: Record<string, string>,
+  outDir: string,
+): Promise<RunResult> {
   const started = Date.now();
   const collector = startCollector();
   const summary = join(outDir, `${name}.summary.json`);
-  const proc = spawnK6(k6Path, script, { ...env, COLLECTOR: collector.url, PROTO_DIR: join(REPO_ROOT, "proto") }, summary);
-  const [out, err, exitCode] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const proc = spawnK6(
+    k6Path,
+    script,
+    { ...env, COLLECTOR: collector.url, PROTO_DIR: join(REPO_ROOT, "proto") },
+    summary,
+  );
+  const [out, err, exitCode] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   collector.stop();
   writeFileSync(join(outDir, `${name}.log`), `${out}\n${err}`);
-  const details = [...`${out}\n${err}`.matchAll(/level=info msg="(\{.*?\})" source=console/g)].map((m) => JSON.parse(m[1]!.replace(/\\"/g, '"')));
+  const details = [...`${out}\n${err}`.matchAll(/level=info msg="(\{.*?\})" source=console/g)].map((m) =>
+    JSON.parse(m[1]!.replace(/\\"/g, '"')),
+  );
   let thresholds: Record<string, boolean> = {};
   try {
-    const s = JSON.parse(await Bun.file(summary).text()) as { metrics: Record<string, Record<string, unknown> & { thresholds?: Record<string, boolean> }> };
+    const s = JSON.parse(await Bun.file(summary).text()) as {
+      metrics: Record<string, Record<string, unknown> & { thresholds?: Record<string, boolean> }>;
+    };
     for (const [metric, m] of Object.entries(s.metrics)) {
       // In k6's summary export a threshold's value is true when it was crossed (failed).
       for (const [expr, crossed] of Object.entries(m.thresholds ?? {})) thresholds[`${metric}: ${expr}`] = !crossed;
@@ -101,18 +123,40 @@ async function main() {
     record(
       await withService({}, async (stack) => {
         const token = await stack.org(`k6-${planName(plan)}`, planName(plan));
-        return k6(k6Path, name, "quotas.js", { API: stack.apiUrls[0]!, PLAN: planName(plan), QUOTA: String(planQuota(plan)), TOKEN: token, SUSTAINED_S: profile === "full" ? "120" : "15" }, outDir);
+        return k6(
+          k6Path,
+          name,
+          "quotas.js",
+          {
+            API: stack.apiUrls[0]!,
+            PLAN: planName(plan),
+            QUOTA: String(planQuota(plan)),
+            TOKEN: token,
+            SUSTAINED_S: profile === "full" ? "120" : "15",
+          },
+          outDir,
+        );
       }),
     );
   }
   if (wanted("ip-limit")) {
-    record(await withService({}, async (stack) => k6(k6Path, "ip-limit", "ip-limit.js", { API: stack.apiUrls[0]!, SECONDS: "3" }, outDir)));
+    record(
+      await withService({}, async (stack) =>
+        k6(k6Path, "ip-limit", "ip-limit.js", { API: stack.apiUrls[0]!, SECONDS: "3" }, outDir),
+      ),
+    );
   }
   if (wanted("guards")) {
     record(
       await withService({}, async (stack) => {
         const token = await stack.org("k6-guards", "enterprise");
-        return k6(k6Path, "guards", "guards.js", { API: stack.apiUrls[0]!, TOKEN: token, DOMAIN: "k6-guards.example" }, outDir);
+        return k6(
+          k6Path,
+          "guards",
+          "guards.js",
+          { API: stack.apiUrls[0]!, TOKEN: token, DOMAIN: "k6-guards.example" },
+          outDir,
+        );
       }),
     );
   }
@@ -120,8 +164,15 @@ async function main() {
     record(
       await withService({}, async (stack) => {
         const tokens = [];
-        for (let i = 0; i < 3; i++) tokens.push({ token: await stack.org(`k6-lanes-${i}`, "enterprise"), domain: `k6-lanes-${i}.example` });
-        return k6(k6Path, "lanes", "lanes.js", { API: stack.apiUrls[0]!, LIMITER: new URL(stack.limiterUrl).host, TOKENS: JSON.stringify(tokens) }, outDir);
+        for (let i = 0; i < 3; i++)
+          tokens.push({ token: await stack.org(`k6-lanes-${i}`, "enterprise"), domain: `k6-lanes-${i}.example` });
+        return k6(
+          k6Path,
+          "lanes",
+          "lanes.js",
+          { API: stack.apiUrls[0]!, LIMITER: new URL(stack.limiterUrl).host, TOKENS: JSON.stringify(tokens) },
+          outDir,
+        );
       }),
     );
   }
@@ -129,16 +180,43 @@ async function main() {
     const started = Date.now();
     try {
       const r = await smtpLoad(log);
-      results.push({ name: "smtp", passed: r.passed, exitCode: r.passed ? 0 : 99, seconds: (Date.now() - started) / 1000, details: [r], thresholds: r.thresholds });
+      results.push({
+        name: "smtp",
+        passed: r.passed,
+        exitCode: r.passed ? 0 : 99,
+        seconds: (Date.now() - started) / 1000,
+        details: [r],
+        thresholds: r.thresholds,
+      });
       log(`${r.passed ? "PASS" : "FAIL"} smtp: ${JSON.stringify(r)}`);
     } catch (err) {
-      record({ name: "smtp", passed: false, exitCode: 1, seconds: (Date.now() - started) / 1000, details: [], thresholds: {}, error: (err as Error).message });
+      record({
+        name: "smtp",
+        passed: false,
+        exitCode: 1,
+        seconds: (Date.now() - started) / 1000,
+        details: [],
+        thresholds: {},
+        error: (err as Error).message,
+      });
     }
   }
 
-  const report = { profile, k6: k6Version(), machine: { cores: cpus().length, cpu: cpus()[0]?.model }, at: new Date().toISOString(), results };
+  const report = {
+    profile,
+    k6: k6Version(),
+    machine: { cores: cpus().length, cpu: cpus()[0]?.model },
+    at: new Date().toISOString(),
+    results,
+  };
   writeFileSync(join(outDir, "loadtest.json"), `${JSON.stringify(report, null, 2)}\n`);
-  const lines = [`k6 load suite (${profile}), ${report.k6}, ${report.machine.cores} cores`, ...results.map((r) => `${r.passed ? "PASS" : "FAIL"}  ${r.name.padEnd(18)} ${r.seconds.toFixed(0).padStart(4)} s  ${r.details.map((d) => JSON.stringify(d)).join(" ")}`)];
+  const lines = [
+    `k6 load suite (${profile}), ${report.k6}, ${report.machine.cores} cores`,
+    ...results.map(
+      (r) =>
+        `${r.passed ? "PASS" : "FAIL"}  ${r.name.padEnd(18)} ${r.seconds.toFixed(0).padStart(4)} s  ${r.details.map((d) => JSON.stringify(d)).join(" ")}`,
+    ),
+  ];
   writeFileSync(join(outDir, "loadtest.txt"), `${lines.join("\n")}\n`);
   console.log(`\n${lines.join("\n")}\nresults: ${outDir}`);
   const failed = results.filter((r) => !r.passed).length;
@@ -151,4 +229,3 @@ await main().catch((err) => {
   console.log("loadtest: 0 passed, 1 failed");
   process.exit(1);
 });
-

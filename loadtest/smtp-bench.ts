@@ -27,7 +27,11 @@ function parseFlags(argv: string[]): SmtpSettings {
     const name = argv[i]!.replace(/^--/, "") as keyof SmtpSettings;
     const value = Number(argv[i + 1]);
     if (!(name in s) || !argv[i]!.startsWith("--") || !Number.isFinite(value) || value <= 0 || value > 10_000) {
-      throw new Error(`usage: bun run loadtest/smtp-bench.ts [${Object.keys(SMTP_DEFAULTS).map((k) => `--${k} N`).join("] [")}]`);
+      throw new Error(
+        `usage: bun run loadtest/smtp-bench.ts [${Object.keys(SMTP_DEFAULTS)
+          .map((k) => `--${k} N`)
+          .join("] [")}]`,
+      );
     }
     s[name] = value;
   }
@@ -38,7 +42,12 @@ function parseFlags(argv: string[]): SmtpSettings {
 let seq = 0;
 const message = (org: Org) => {
   const n = ++seq;
-  return { from: `Bench <no-reply@${org.slug}.example>`, to: `delivered+${n}@fixtures.test`, subject: `Your code ${n}`, text: `Your code is **${100000 + (n % 900000)}**.` };
+  return {
+    from: `Bench <no-reply@${org.slug}.example>`,
+    to: `delivered+${n}@fixtures.test`,
+    subject: `Your code ${n}`,
+    text: `Your code is **${100000 + (n % 900000)}**.`,
+  };
 };
 
 const pct = (sorted: number[], p: number) => percentile(sorted, p) ?? Number.NaN;
@@ -90,14 +99,23 @@ async function closedLoop(
       while (performance.now() < deadline) {
         const org = orgs[pinned ? loop % orgs.length : (loop + i++ * s.concurrency) % orgs.length]!;
         const t0 = performance.now();
-        const refusal = await one(org, loop).catch((err: Error & { response?: string }) => (err.response ?? err.message).slice(0, 40));
+        const refusal = await one(org, loop).catch((err: Error & { response?: string }) =>
+          (err.response ?? err.message).slice(0, 40),
+        );
         if (refusal === undefined) latencies.push(performance.now() - t0);
         else refused[refusal] = (refused[refusal] ?? 0) + 1;
       }
     }),
   );
   const elapsed = (performance.now() - started) / 1000;
-  return { ok: latencies.length, seconds: elapsed, perSecond: latencies.length / elapsed, refused, latencyMs: p50p99(latencies), cpu: close() };
+  return {
+    ok: latencies.length,
+    seconds: elapsed,
+    perSecond: latencies.length / elapsed,
+    refused,
+    latencyMs: p50p99(latencies),
+    cpu: close(),
+  };
 }
 
 /** Milliseconds from TCP connect to the server's 220 greeting. */
@@ -114,7 +132,11 @@ function timeToGreeting(port: number): Promise<number> {
 }
 
 /** The whole benchmark; `onStop` receives the function that stops what it started (for signal handlers). */
-export async function smtpBench(s: SmtpSettings, log: (line: string) => void, onStop: (stop: () => Promise<void>) => void): Promise<SmtpBenchResult> {
+export async function smtpBench(
+  s: SmtpSettings,
+  log: (line: string) => void,
+  onStop: (stop: () => Promise<void>) => void,
+): Promise<SmtpBenchResult> {
   // TRUST_PROXY: the API believes X-Forwarded-For from 127.0.0.1, where both the SMTP front
   // and the ceiling's POSTs (each with a client IP of its own) come from.
   const stack: Stack = await startStack({ env: { TRUST_PROXY: "127.0.0.1" } });
@@ -125,13 +147,29 @@ export async function smtpBench(s: SmtpSettings, log: (line: string) => void, on
   };
   onStop(stop);
   try {
-    const orgs = await pool(s.orgs, 4, async (i): Promise<Org> => ({ slug: `bench${i}`, token: await stack.org(`bench${i}`, "enterprise") }));
+    const orgs = await pool(
+      s.orgs,
+      4,
+      async (i): Promise<Org> => ({ slug: `bench${i}`, token: await stack.org(`bench${i}`, "enterprise") }),
+    );
     const port = await freePort();
-    smtp = runBun("cmd/smtp/index.ts", [], { DATA_DIR: stack.dataDir, LIMITER_URL: stack.limiterUrl, API_URL: stack.apiUrls[0]!, SMTP_PORT: String(port), SMTP_MAX_CLIENTS: String(s.concurrency * 2 + 10), SMTP_MAX_CLIENTS_PER_IP: String(s.concurrency * 2 + 10) });
+    smtp = runBun("cmd/smtp/index.ts", [], {
+      DATA_DIR: stack.dataDir,
+      LIMITER_URL: stack.limiterUrl,
+      API_URL: stack.apiUrls[0]!,
+      SMTP_PORT: String(port),
+      SMTP_MAX_CLIENTS: String(s.concurrency * 2 + 10),
+      SMTP_MAX_CLIENTS_PER_IP: String(s.concurrency * 2 + 10),
+    });
     await waitFor("the smtp front", async () => smtp!.stderr().includes('"msg":"listening"'), 15_000);
     const api = stack.apiUrls[0]!;
     // The nodemailer clients and the POSTs run in this process.
-    const pids = { smtp: smtp.proc.pid, api: stack.apis[0]!.proc.pid, limiterd: stack.limiterd.proc.pid, "clients (this process)": process.pid };
+    const pids = {
+      smtp: smtp.proc.pid,
+      api: stack.apis[0]!.proc.pid,
+      limiterd: stack.limiterd.proc.pid,
+      "clients (this process)": process.pid,
+    };
 
     const viaSession = async (org: Org, loop = 0) => {
       const tr = smtpTransport(port, org, false, loop);
@@ -154,7 +192,9 @@ export async function smtpBench(s: SmtpSettings, log: (line: string) => void, on
       return info.response.startsWith("250") ? undefined : info.response.slice(0, 40);
     };
 
-    log(`SMTP: ${s.concurrency} concurrent clients, ${s.duration} s per run (warm-up ${s.warmup} s), ${s.orgs} enterprise organizations, embedded store`);
+    log(
+      `SMTP: ${s.concurrency} concurrent clients, ${s.duration} s per run (warm-up ${s.warmup} s), ${s.orgs} enterprise organizations, embedded store`,
+    );
     await closedLoop(s, orgs, s.warmup, pids, viaSession);
     const session = await closedLoop(s, orgs, s.duration, pids, viaSession);
     const pooled = await closedLoop(s, orgs, s.duration, pids, viaPool, true);
@@ -185,7 +225,12 @@ export async function smtpBench(s: SmtpSettings, log: (line: string) => void, on
     return {
       settings: s,
       runs: { session, pooled, post },
-      latency: { smtp: smtpP, post: postP, greeting: p50p99(greetLat), added: { p50: smtpP.p50 - postP.p50, p99: smtpP.p99 - postP.p99 } },
+      latency: {
+        smtp: smtpP,
+        post: postP,
+        greeting: p50p99(greetLat),
+        added: { p50: smtpP.p50 - postP.p50, p99: smtpP.p99 - postP.p99 },
+      },
       memory: mem,
     };
   } finally {
@@ -204,8 +249,13 @@ async function main() {
     ["SMTP, pooled sessions", r.runs.pooled],
     ["ceiling: direct POST /api/v1/emails", r.runs.post],
   ] as const) {
-    const refused = Object.entries(run.refused).map(([k, v]) => `${v}x ${k}`).join("; ") || "none";
-    console.log(`  ${name.padEnd(38)} ${run.perSecond.toFixed(1).padStart(7)}/s  (${run.ok} in ${run.seconds.toFixed(1)} s; p50 ${ms(run.latencyMs.p50)}, p99 ${ms(run.latencyMs.p99)}; refused: ${refused})`);
+    const refused =
+      Object.entries(run.refused)
+        .map(([k, v]) => `${v}x ${k}`)
+        .join("; ") || "none";
+    console.log(
+      `  ${name.padEnd(38)} ${run.perSecond.toFixed(1).padStart(7)}/s  (${run.ok} in ${run.seconds.toFixed(1)} s; p50 ${ms(run.latencyMs.p50)}, p99 ${ms(run.latencyMs.p99)}; refused: ${refused})`,
+    );
   }
   console.log(`\nlatency, ${s.samples} messages one at a time (SMTP: a new session each, connect to 250)`);
   console.log(`  ${"".padEnd(26)} ${"p50".padStart(9)} ${"p99".padStart(9)}`);

@@ -30,11 +30,18 @@ export async function smtpLoad(log: (line: string) => void): Promise<SmtpLoadRes
   const redis = await startRedis();
   const stack = await startStack({ redisUrl: redis.url, workers: 1, env: { TRUST_PROXY: "127.0.0.1" } });
   const port = await freePort();
-  const smtp = runBun("cmd/smtp/index.ts", [], { ...stack.env, API_URL: stack.apiUrls[0]!, SMTP_PORT: String(port), SMTP_MAX_CLIENTS: String(CLIENTS * 2), SMTP_MAX_CLIENTS_PER_IP: String(CLIENTS * 2) });
+  const smtp = runBun("cmd/smtp/index.ts", [], {
+    ...stack.env,
+    API_URL: stack.apiUrls[0]!,
+    SMTP_PORT: String(port),
+    SMTP_MAX_CLIENTS: String(CLIENTS * 2),
+    SMTP_MAX_CLIENTS_PER_IP: String(CLIENTS * 2),
+  });
   try {
     await waitFor("the smtp front", async () => smtp.stderr().includes('"msg":"listening"'), 15_000);
     const orgs: Org[] = [];
-    for (let i = 0; i < ORGS; i++) orgs.push({ slug: `smtp-load-${i}`, token: await stack.org(`smtp-load-${i}`, "enterprise") });
+    for (let i = 0; i < ORGS; i++)
+      orgs.push({ slug: `smtp-load-${i}`, token: await stack.org(`smtp-load-${i}`, "enterprise") });
     log(`smtp: ${MESSAGES} messages over ${CLIENTS} pooled sessions`);
 
     const ids: string[] = [];
@@ -51,7 +58,12 @@ export async function smtpLoad(log: (line: string) => void): Promise<SmtpLoadRes
             const n = next++;
             const t0 = performance.now();
             try {
-              const info = await tr.sendMail({ from: `Load <no-reply@${org.slug}.example>`, to: `user${n}@dest.example`, subject: `Load ${n}`, html: `<p>message ${n}</p>` });
+              const info = await tr.sendMail({
+                from: `Load <no-reply@${org.slug}.example>`,
+                to: `user${n}@dest.example`,
+                subject: `Load ${n}`,
+                html: `<p>message ${n}</p>`,
+              });
               latencies.push(performance.now() - t0);
               const id = /msg_[0-9a-f]{24}/.exec(info.response)?.[0];
               if (id) ids.push(id);
@@ -71,9 +83,15 @@ export async function smtpLoad(log: (line: string) => void): Promise<SmtpLoadRes
     // Delivery goes through the transactional lane at 40 per second.
     const sink = join(stack.dataDir, "sink");
     const files = () => readdirSync(sink).filter((f) => f.endsWith(".eml"));
-    await waitFor("delivery of every accepted message", async () => files().length >= ids.length, (ids.length / 40) * 1_000 + 20_000).catch(() => {});
+    await waitFor(
+      "delivery of every accepted message",
+      async () => files().length >= ids.length,
+      (ids.length / 40) * 1_000 + 20_000,
+    ).catch(() => {});
     const delivered = files();
-    const messageIds = delivered.map((f) => /^Message-ID: <(msg_[0-9a-f]{24})@/m.exec(readFileSync(join(sink, f), "utf8"))?.[1]);
+    const messageIds = delivered.map(
+      (f) => /^Message-ID: <(msg_[0-9a-f]{24})@/m.exec(readFileSync(join(sink, f), "utf8"))?.[1],
+    );
     const duplicated = messageIds.length - new Set(messageIds).size;
     const missing = ids.filter((id) => !messageIds.includes(id)).length;
 

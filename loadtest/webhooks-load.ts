@@ -24,7 +24,12 @@ const pg = redisPg ? await startPostgres() : undefined;
 const stack = await startStack({
   workers: 0,
   redisUrl: redis?.url,
-  env: { WEBHOOK_CONCURRENCY: String(CONCURRENCY), WEBHOOK_ALLOW_PRIVATE_URLS: "1", LOG_FORMAT: "json", ...(pg ? { DATABASE_URL: await pg.newDatabase() } : {}) },
+  env: {
+    WEBHOOK_CONCURRENCY: String(CONCURRENCY),
+    WEBHOOK_ALLOW_PRIVATE_URLS: "1",
+    LOG_FORMAT: "json",
+    ...(pg ? { DATABASE_URL: await pg.newDatabase() } : {}),
+  },
 });
 try {
   const api = stack.apiUrls[0]!;
@@ -38,13 +43,24 @@ try {
     });
     ids.push(((await res.json()) as { id: string }).id);
   }
-  await pool(SENDS, 8, (i) => sendEmail(api, token, { from: `L <l@hooks.example>`, to: `delivered+${i}@fixtures.test`, subject: `n${i}`, text: "x", lane: "bulk" }));
+  await pool(SENDS, 8, (i) =>
+    sendEmail(api, token, {
+      from: `L <l@hooks.example>`,
+      to: `delivered+${i}@fixtures.test`,
+      subject: `n${i}`,
+      text: "x",
+      lane: "bulk",
+    }),
+  );
   // Every send's email.queued written to the records (the history flush runs every 200 ms).
   const queued = async (id: string) => {
     let n = 0;
     let cursor = "";
     do {
-      const page = await getJson(`${api}/api/v1/webhooks/${id}/deliveries?limit=100${cursor ? `&cursor=${cursor}` : ""}`, token);
+      const page = await getJson(
+        `${api}/api/v1/webhooks/${id}/deliveries?limit=100${cursor ? `&cursor=${cursor}` : ""}`,
+        token,
+      );
       n += (page.body.data as unknown[]).length;
       cursor = (page.body.nextCursor as string | null) ?? "";
     } while (cursor);
@@ -59,7 +75,12 @@ try {
     const out: number[] = [];
     while (out.length < n && busy()) {
       const t0 = performance.now();
-      await sendEmail(api, probe, { from: `L <l@probe.example>`, to: `delivered+t${sent++}@fixtures.test`, subject: "t", text: "x" });
+      await sendEmail(api, probe, {
+        from: `L <l@probe.example>`,
+        to: `delivered+t${sent++}@fixtures.test`,
+        subject: "t",
+        text: "x",
+      });
       out.push(performance.now() - t0);
       await Bun.sleep(50);
     }
@@ -73,11 +94,15 @@ try {
   const draining = sendLatencies(200, () => receiver.received.length < TOTAL * 0.9);
   await waitFor(`${TOTAL} deliveries`, async () => receiver.received.length >= TOTAL, 300_000);
   const busy = await draining;
-  const cpu = { limiterd: (cpuSeconds(stack.limiterd.proc.pid) ?? 0) - daemonCpu0, worker: cpuSeconds(worker.proc.pid) ?? 0 };
+  const cpu = {
+    limiterd: (cpuSeconds(stack.limiterd.proc.pid) ?? 0) - daemonCpu0,
+    worker: cpuSeconds(worker.proc.pid) ?? 0,
+  };
   const first = Math.min(...receiver.received.map((r) => r.atMs));
   const last = Math.max(...receiver.received.map((r) => r.atMs));
   const perSecond: number[] = [];
-  for (const r of receiver.received) perSecond[Math.floor((r.atMs - first) / 1_000)] = (perSecond[Math.floor((r.atMs - first) / 1_000)] ?? 0) + 1;
+  for (const r of receiver.received)
+    perSecond[Math.floor((r.atMs - first) / 1_000)] = (perSecond[Math.floor((r.atMs - first) / 1_000)] ?? 0) + 1;
   const distinct = new Set(receiver.received.map((r) => r.headers["webhook-id"])).size;
   const result = {
     store: redisPg ? "redis + postgresql" : "embedded (sqlite)",
@@ -91,15 +116,27 @@ try {
     perSecond,
     sendAcceptMs: {
       idle: { p50: Math.round(percentile(idle, 50) ?? 0), p99: Math.round(percentile(idle, 99) ?? 0), n: idle.length },
-      whileDraining: { p50: Math.round(percentile(busy, 50) ?? 0), p99: Math.round(percentile(busy, 99) ?? 0), n: busy.length },
+      whileDraining: {
+        p50: Math.round(percentile(busy, 50) ?? 0),
+        p99: Math.round(percentile(busy, 99) ?? 0),
+        n: busy.length,
+      },
     },
   };
 
   // The ceiling: the same receiver, plain fetch, the same concurrency, no service in between.
   receiver.received.length = 0;
-  const body = JSON.stringify({ type: "email.queued", timestamp: new Date().toISOString(), data: { emailId: "msg_x", to: "x@example.org" } });
+  const body = JSON.stringify({
+    type: "email.queued",
+    timestamp: new Date().toISOString(),
+    data: { emailId: "msg_x", to: "x@example.org" },
+  });
   const t0 = performance.now();
-  await pool(TOTAL, CONCURRENCY, () => fetch(`${receiver.url}/ceiling`, { method: "POST", body, headers: { "Content-Type": "application/json" } }).then((r) => r.arrayBuffer()));
+  await pool(TOTAL, CONCURRENCY, () =>
+    fetch(`${receiver.url}/ceiling`, { method: "POST", body, headers: { "Content-Type": "application/json" } }).then(
+      (r) => r.arrayBuffer(),
+    ),
+  );
   const ceilingPerSecond = Math.round(TOTAL / ((performance.now() - t0) / 1_000));
   console.log(JSON.stringify({ ...result, ceilingPerSecond }, null, 2));
 } finally {

@@ -12,13 +12,15 @@ export function ensureWrk(): void {
   if (process.getuid?.() === 0 && has("apt-get")) {
     console.log(`wrk is missing; installing it: ${WRK_INSTALL}`);
     const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
-    const install = () => spawnSync(["apt-get", "install", "-y", "-qq", "wrk"], { stdout: "inherit", stderr: "inherit", env }).exitCode;
+    const install = () =>
+      spawnSync(["apt-get", "install", "-y", "-qq", "wrk"], { stdout: "inherit", stderr: "inherit", env }).exitCode;
     if (install() !== 0) {
       spawnSync(["apt-get", "update", "-qq"], { stdout: "inherit", stderr: "inherit", env });
       install();
     }
   }
-  if (!has("wrk")) throw new Error(`the benchmark needs wrk, which is not installed. Install it with:\n  sudo ${WRK_INSTALL}`);
+  if (!has("wrk"))
+    throw new Error(`the benchmark needs wrk, which is not installed. Install it with:\n  sudo ${WRK_INSTALL}`);
 }
 
 export function wrkVersion(): string {
@@ -53,7 +55,18 @@ export interface WrkResult {
 }
 
 export async function runWrk(o: WrkOptions): Promise<WrkResult> {
-  const cmd = ["wrk", "-t", String(o.threads), "-c", String(o.connections), "-d", `${o.seconds}s`, "--timeout", "5s", "--latency"];
+  const cmd = [
+    "wrk",
+    "-t",
+    String(o.threads),
+    "-c",
+    String(o.connections),
+    "-d",
+    `${o.seconds}s`,
+    "--timeout",
+    "5s",
+    "--latency",
+  ];
   cmd.push("-s", SCRIPT, o.url, "--", o.tokensFile, String(o.ips));
   const p = spawn(cmd, { stdout: "pipe", stderr: "pipe", stdin: "ignore" });
   onExit("wrk", () => p.kill("SIGKILL"));
@@ -81,7 +94,13 @@ export async function runWrk(o: WrkOptions): Promise<WrkResult> {
     ok,
     notOk: j.requests - ok,
     okPerSecond: ok / seconds,
-    latencyMs: { mean: ms(j.latency_us.mean), p50: ms(j.latency_us.p50), p90: ms(j.latency_us.p90), p99: ms(j.latency_us.p99), max: ms(j.latency_us.max) },
+    latencyMs: {
+      mean: ms(j.latency_us.mean),
+      p50: ms(j.latency_us.p50),
+      p90: ms(j.latency_us.p90),
+      p99: ms(j.latency_us.p99),
+      max: ms(j.latency_us.max),
+    },
     cpuSeconds: exitedCpuSeconds(p),
     text: text.replace(/^BENCH_JSON .*\n?/m, ""),
   };

@@ -15,8 +15,19 @@ const cfg = loadOrExit("api", () => apiConfig(process.env));
 setLogFormat(cfg.logFormat);
 const clients = limiterClients(cfg.limiterUrl);
 const validation = offloadedValidation({ workers: cfg.validationWorkers, timeoutMs: cfg.validationTimeoutMs });
-const deps = daemonDeps(clients, { timeoutMs: cfg.limiterTimeoutMs, audienceTimeoutMs: cfg.audienceTimeoutMs, trustProxy: cfg.trustProxy, docsUrl: cfg.docsUrl, log, validation });
-const site = apiSite({ daemon: clients.console, timeoutMs: cfg.limiterTimeoutMs, trustProxy: cfg.trustProxy, log }, clients.automation, deps.admit);
+const deps = daemonDeps(clients, {
+  timeoutMs: cfg.limiterTimeoutMs,
+  audienceTimeoutMs: cfg.audienceTimeoutMs,
+  trustProxy: cfg.trustProxy,
+  docsUrl: cfg.docsUrl,
+  log,
+  validation,
+});
+const site = apiSite(
+  { daemon: clients.console, timeoutMs: cfg.limiterTimeoutMs, trustProxy: cfg.trustProxy, log },
+  clients.automation,
+  deps.admit,
+);
 const registry = newRegistry("api");
 const server = serveApi(deps, cfg.host, cfg.port, { metrics: apiMetrics(registry), site });
 const metricsServer = serveMetrics(registry, cfg.metricsHost, cfg.metricsPort, log);

@@ -12,12 +12,26 @@ const api = loadOrExit("dev", () => apiConfig(process.env));
 const limiterUrl = `http://${daemon.host === "0.0.0.0" ? "127.0.0.1" : daemon.host}:${daemon.port}`;
 const base = `http://${api.host === "0.0.0.0" ? "127.0.0.1" : api.host}:${api.port}`;
 // In development the submission port is a high one (587 needs privileges).
-const smtp = loadOrExit("dev", () => smtpConfig({ ...process.env, SMTP_PORT: process.env.SMTP_PORT?.trim() || "2587", API_URL: base, LIMITER_URL: limiterUrl }));
+const smtp = loadOrExit("dev", () =>
+  smtpConfig({
+    ...process.env,
+    SMTP_PORT: process.env.SMTP_PORT?.trim() || "2587",
+    API_URL: base,
+    LIMITER_URL: limiterUrl,
+  }),
+);
 const smtpHost = smtp.host === "0.0.0.0" ? "127.0.0.1" : smtp.host;
 // For people: readable log lines unless LOG_FORMAT says otherwise.
 // Each process serves its metrics in development unless its port is set (0: off).
-const METRICS_PORTS = { LIMITER_METRICS_PORT: "9101", API_METRICS_PORT: "9102", SMTP_METRICS_PORT: "9103", WORKER_METRICS_PORT: "9104" };
-const metricsPorts = Object.fromEntries(Object.entries(METRICS_PORTS).map(([name, port]) => [name, process.env[name]?.trim() || port]));
+const METRICS_PORTS = {
+  LIMITER_METRICS_PORT: "9101",
+  API_METRICS_PORT: "9102",
+  SMTP_METRICS_PORT: "9103",
+  WORKER_METRICS_PORT: "9104",
+};
+const metricsPorts = Object.fromEntries(
+  Object.entries(METRICS_PORTS).map(([name, port]) => [name, process.env[name]?.trim() || port]),
+);
 const env = {
   ...process.env,
   ...metricsPorts,

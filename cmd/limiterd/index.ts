@@ -28,10 +28,17 @@ let hot: HotStore;
 try {
   records = await Records.open({ databaseUrl: cfg.databaseUrl, sqliteFile: sqliteRecordsFile(cfg.dataDir) });
 } catch (err) {
-  log.error("cannot open the records", { where: cfg.databaseUrl ? "DATABASE_URL" : sqliteRecordsFile(cfg.dataDir), error: (err as Error).message });
+  log.error("cannot open the records", {
+    where: cfg.databaseUrl ? "DATABASE_URL" : sqliteRecordsFile(cfg.dataDir),
+    error: (err as Error).message,
+  });
   process.exit(1);
 }
-const hotKind = cfg.redisClusterNodes ? "redis cluster" : cfg.redisUrl ? "redis" : `embedded (${embeddedHotFile(cfg.dataDir)})`;
+const hotKind = cfg.redisClusterNodes
+  ? "redis cluster"
+  : cfg.redisUrl
+    ? "redis"
+    : `embedded (${embeddedHotFile(cfg.dataDir)})`;
 try {
   if (cfg.redisClusterNodes) hot = new RedisHot(await connectRedisCluster(cfg.redisClusterNodes));
   else if (cfg.redisUrl) hot = new RedisHot(await connectRedis(cfg.redisUrl));
@@ -41,18 +48,27 @@ try {
   process.exit(1);
 }
 if (existsSync(join(cfg.dataDir, "mailcore.db"))) {
-  log.warn("DATA_DIR holds mailcore.db of mailcore 0.1, which this version does not read (records are in records.db, hot state in hot.db)");
+  log.warn(
+    "DATA_DIR holds mailcore.db of mailcore 0.1, which this version does not read (records are in records.db, hot state in hot.db)",
+  );
 }
 if ((cfg.redisUrl || cfg.redisClusterNodes) && !cfg.databaseUrl) {
-  log.warn("records in the SQLite file under DATA_DIR: run one daemon only; set DATABASE_URL (PostgreSQL) to run several", { records: records.db.where });
+  log.warn(
+    "records in the SQLite file under DATA_DIR: run one daemon only; set DATABASE_URL (PostgreSQL) to run several",
+    { records: records.db.where },
+  );
 }
 
 if (cfg.webhookScheduleDivisor !== 1) {
-  log.warn("WEBHOOK_SCHEDULE_DIVISOR shortens the webhook retry schedule and disable window: for tests only", { divisor: cfg.webhookScheduleDivisor });
+  log.warn("WEBHOOK_SCHEDULE_DIVISOR shortens the webhook retry schedule and disable window: for tests only", {
+    divisor: cfg.webhookScheduleDivisor,
+  });
 }
 
 const registry = newRegistry("limiterd");
-const metrics = limiterMetrics(registry, async () => (await hot.laneCounts(systemClock.nowMs())).map((c) => ({ lane: laneName(c.lane), depth: c.depth })));
+const metrics = limiterMetrics(registry, async () =>
+  (await hot.laneCounts(systemClock.nowMs())).map((c) => ({ lane: laneName(c.lane), depth: c.depth })),
+);
 const daemon = limiterDaemon({
   hot,
   records,
@@ -68,10 +84,18 @@ const daemon = limiterDaemon({
   log,
   metrics,
 });
-const server = await serveRpc((router) => daemon.routes(router), cfg.host, cfg.port, { interceptors: daemonInterceptors({ log }), raw: daemon.raw });
+const server = await serveRpc((router) => daemon.routes(router), cfg.host, cfg.port, {
+  interceptors: daemonInterceptors({ log }),
+  raw: daemon.raw,
+});
 daemon.start();
 const metricsServer = serveMetrics(registry, cfg.metricsHost, cfg.metricsPort, log);
-log.info("listening", { addr: `${cfg.host}:${server.port}`, hot: hotKind, records: records.db.where, laneRate: cfg.laneRate });
+log.info("listening", {
+  addr: `${cfg.host}:${server.port}`,
+  hot: hotKind,
+  records: records.db.where,
+  laneRate: cfg.laneRate,
+});
 
 // Stop releasing, end the lease streams (the leases stay with their workers), let the calls
 // under way finish, write what is left to the records, then close the stores.

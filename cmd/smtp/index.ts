@@ -23,7 +23,9 @@ const files =
       );
 const tls = loadOrExit("smtp", () => readTls(files));
 if (files.source === "self-signed") {
-  log.warn("using a self-signed development certificate; set SMTP_TLS_CERT and SMTP_TLS_KEY in production", { cert: files.cert });
+  log.warn("using a self-signed development certificate; set SMTP_TLS_CERT and SMTP_TLS_KEY in production", {
+    cert: files.cert,
+  });
 }
 
 const { directory } = limiterClients(cfg.limiterUrl);
@@ -42,11 +44,25 @@ const server = submissionServer(
     log,
     metrics: smtpMetrics(registry),
   },
-  { tls, maxClients: cfg.maxClients, maxClientsPerIp: cfg.maxClientsPerIp, authTimeoutMs: cfg.authTimeoutMs, authFailuresPerIp: cfg.authFailuresPerIp, socketTimeoutMs: cfg.socketTimeoutMs, sessionTimeoutMs: cfg.sessionTimeoutMs },
+  {
+    tls,
+    maxClients: cfg.maxClients,
+    maxClientsPerIp: cfg.maxClientsPerIp,
+    authTimeoutMs: cfg.authTimeoutMs,
+    authFailuresPerIp: cfg.authFailuresPerIp,
+    socketTimeoutMs: cfg.socketTimeoutMs,
+    sessionTimeoutMs: cfg.sessionTimeoutMs,
+  },
 );
 
 server.listen(cfg.port, cfg.host, () => {
-  log.info("listening", { url: `smtp://${cfg.host}:${cfg.port}`, tls: files.source, api: cfg.apiUrl, limiter: cfg.limiterUrl, maxClients: cfg.maxClients });
+  log.info("listening", {
+    url: `smtp://${cfg.host}:${cfg.port}`,
+    tls: files.source,
+    api: cfg.apiUrl,
+    limiter: cfg.limiterUrl,
+    maxClients: cfg.maxClients,
+  });
 });
 server.server.on("error", (err: Error) => {
   log.error("cannot listen", { error: err.message });

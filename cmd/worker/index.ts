@@ -27,9 +27,20 @@ const worker = new Worker(clients, transport, {
   acks: new AckJournal(join(cfg.dataDir, "acks")),
   metrics,
 });
-const webhooks = new WebhookDeliverer(clients, { workerId, concurrency: cfg.webhookConcurrency, allowPrivateUrls: cfg.webhookAllowPrivateUrls, log, metrics });
+const webhooks = new WebhookDeliverer(clients, {
+  workerId,
+  concurrency: cfg.webhookConcurrency,
+  allowPrivateUrls: cfg.webhookAllowPrivateUrls,
+  log,
+  metrics,
+});
 const metricsServer = serveMetrics(registry, cfg.metricsHost, cfg.metricsPort, log);
-log.info("started", { transport: transport.name, limiter: cfg.limiterUrl, concurrency: cfg.maxInFlight, webhookConcurrency: cfg.webhookConcurrency });
+log.info("started", {
+  transport: transport.name,
+  limiter: cfg.limiterUrl,
+  concurrency: cfg.maxInFlight,
+  webhookConcurrency: cfg.webhookConcurrency,
+});
 void worker.run();
 void webhooks.run();
 

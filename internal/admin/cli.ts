@@ -24,13 +24,15 @@ export interface Output {
 
 function plan(name: string | undefined) {
   const p = name === undefined ? undefined : parsePlan(name);
-  if (p === undefined) throw new UsageError(`plan must be free, premium or enterprise, not ${JSON.stringify(name ?? "")}`);
+  if (p === undefined)
+    throw new UsageError(`plan must be free, premium or enterprise, not ${JSON.stringify(name ?? "")}`);
   return p;
 }
 
 function describe(org: Organization | undefined): string {
   if (!org) return "";
-  const domains = org.domains.map((d) => `${d.name}${d.verified ? " (verified)" : " (unverified)"}`).join(", ") || "none";
+  const domains =
+    org.domains.map((d) => `${d.name}${d.verified ? " (verified)" : " (unverified)"}`).join(", ") || "none";
   return `${org.slug} id=${org.id} plan=${planName(org.plan)} domains=${domains}`;
 }
 
@@ -69,7 +71,11 @@ export async function runAdmin(argv: string[], deps: AdminDeps, io: Output): Pro
   if (args[0] === "migrate") {
     need(1);
     const { applied, version } = await deps.migrate();
-    io.out(applied.length === 0 ? `records at version ${version}: nothing to apply` : `applied ${applied.join(", ")}: records at version ${version}`);
+    io.out(
+      applied.length === 0
+        ? `records at version ${version}: nothing to apply`
+        : `applied ${applied.join(", ")}: records at version ${version}`,
+    );
     return;
   }
 

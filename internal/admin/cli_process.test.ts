@@ -25,7 +25,9 @@ describe("cmd/admin", () => {
     expect(domain.stdout).toContain("domains=mail.acme.com (verified)");
     expect((await admin("domain", "add", "acme", "news.acme.com")).stdout).toContain("news.acme.com (unverified)");
     expect((await admin("org", "set-plan", "acme", "enterprise")).stdout).toContain("plan=enterprise");
-    expect((await admin("org", "show", "acme")).stdout).toMatch(/^acme id=org_[0-9a-f]{16} plan=enterprise domains=mail\.acme\.com \(verified\), news\.acme\.com \(unverified\)\n$/);
+    expect((await admin("org", "show", "acme")).stdout).toMatch(
+      /^acme id=org_[0-9a-f]{16} plan=enterprise domains=mail\.acme\.com \(verified\), news\.acme\.com \(unverified\)\n$/,
+    );
     expect((await admin("token", "revoke", token.stdout.trim())).stdout).toBe("revoked\n");
     // Revoking again changes nothing and succeeds (a revocation can always be repeated).
     expect((await admin("token", "revoke", token.stdout.trim())).stdout).toBe("revoked\n");
@@ -38,18 +40,38 @@ describe("cmd/admin", () => {
   });
 
   test("user create reads the password from stdin and refuses an empty, short or taken one", async () => {
-    const made = await runToEnd("cmd/admin/index.ts", ["user", "create", "acme", "Ann@Acme.example"], env, "correct horse battery staple\n");
+    const made = await runToEnd(
+      "cmd/admin/index.ts",
+      ["user", "create", "acme", "Ann@Acme.example"],
+      env,
+      "correct horse battery staple\n",
+    );
     expect(made.code).toBe(0);
     expect(made.stdout).toMatch(/^created console user Ann@Acme\.example \(usr_[0-9a-f]{16}\) in acme\n$/);
-    const again = await runToEnd("cmd/admin/index.ts", ["user", "create", "acme", "ann@acme.example"], env, "another long password");
+    const again = await runToEnd(
+      "cmd/admin/index.ts",
+      ["user", "create", "acme", "ann@acme.example"],
+      env,
+      "another long password",
+    );
     expect([again.code, again.stderr]).toEqual([1, expect.stringContaining("already exists")]);
     const empty = await runToEnd("cmd/admin/index.ts", ["user", "create", "acme", "bob@acme.example"], env, "\n");
     expect([empty.code, empty.stderr]).toEqual([2, expect.stringContaining("give the new user's password on stdin")]);
     const short = await runToEnd("cmd/admin/index.ts", ["user", "create", "acme", "bob@acme.example"], env, "short\n");
     expect([short.code, short.stderr]).toEqual([1, expect.stringContaining("a password is 12 to 1024 characters")]);
-    const noOrg = await runToEnd("cmd/admin/index.ts", ["user", "create", "nobody", "bob@acme.example"], env, "correct horse battery staple");
+    const noOrg = await runToEnd(
+      "cmd/admin/index.ts",
+      ["user", "create", "nobody", "bob@acme.example"],
+      env,
+      "correct horse battery staple",
+    );
     expect([noOrg.code, noOrg.stderr]).toEqual([1, expect.stringContaining("no organization nobody")]);
-    const badEmail = await runToEnd("cmd/admin/index.ts", ["user", "create", "acme", "bob"], env, "correct horse battery staple");
+    const badEmail = await runToEnd(
+      "cmd/admin/index.ts",
+      ["user", "create", "acme", "bob"],
+      env,
+      "correct horse battery staple",
+    );
     expect([badEmail.code, badEmail.stderr]).toEqual([1, expect.stringContaining("not an email address")]);
   });
 
@@ -74,8 +96,12 @@ describe("cmd/admin", () => {
 
   test("an unreachable daemon is one clear line and exit 1", async () => {
     const port = await freePort();
-    const r = await runToEnd("cmd/admin/index.ts", ["org", "show", "acme"], { LIMITER_URL: `http://127.0.0.1:${port}` });
+    const r = await runToEnd("cmd/admin/index.ts", ["org", "show", "acme"], {
+      LIMITER_URL: `http://127.0.0.1:${port}`,
+    });
     expect(r.code).toBe(1);
-    expect(r.stderr.trim()).toMatch(new RegExp(`^limiterd at http://127.0.0.1:${port} is unavailable: .*ECONNREFUSED.*$`));
+    expect(r.stderr.trim()).toMatch(
+      new RegExp(`^limiterd at http://127.0.0.1:${port} is unavailable: .*ECONNREFUSED.*$`),
+    );
   });
 });

@@ -2,7 +2,17 @@
 // on a redis-server this file starts or on the embedded store, talked to over real HTTP.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Redis } from "ioredis";
-import { freePort, type RedisServer, runBun, type Stack, startRedis, startStack, tempDir, waitFor, waitHttpOk } from "../testkit/testkit";
+import {
+  freePort,
+  type RedisServer,
+  runBun,
+  type Stack,
+  startRedis,
+  startStack,
+  tempDir,
+  waitFor,
+  waitHttpOk,
+} from "../testkit/testkit";
 
 const TOO_MANY = { message: "Too many requests" };
 
@@ -21,7 +31,9 @@ async function get(url: string, token?: string, headers: Record<string, string> 
 /** Sends n requests at once, spread over the given APIs, and times the whole burst. */
 async function burst(apiUrls: string[], token: string, n: number) {
   const started = performance.now();
-  const answers = await Promise.all(Array.from({ length: n }, (_, i) => get(`${apiUrls[i % apiUrls.length]}/api/v1/tags`, token)));
+  const answers = await Promise.all(
+    Array.from({ length: n }, (_, i) => get(`${apiUrls[i % apiUrls.length]}/api/v1/tags`, token)),
+  );
   return { answers, elapsedMs: performance.now() - started };
 }
 
@@ -43,7 +55,10 @@ function expectFreeBurst({ answers, elapsedMs }: { answers: Answer[]; elapsedMs:
     expect(a.headers.get("RateLimit-Policy")).toBe('"free";q=100;w=60');
   }
   for (const a of limited) {
-    expect(a.body).toEqual({ ...TOO_MANY, docs: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+\/docs\/rate-limits$/) });
+    expect(a.body).toEqual({
+      ...TOO_MANY,
+      docs: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+\/docs\/rate-limits$/),
+    });
     const retry = Number(a.headers.get("Retry-After"));
     expect(retry).toBeGreaterThanOrEqual(1);
     expect(a.headers.get("RateLimit-Remaining")).toBe("0");
@@ -78,7 +93,11 @@ describe("two API processes and one daemon on Redis", () => {
   test("GET /api/v1/tags answers the organization's tags and their subscriber counts, read with the admission", async () => {
     const token = await stack.org("tagged", "premium");
     const post = (path: string, body: unknown) =>
-      fetch(`${stack.apiUrls[0]}${path}`, { method: "POST", headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" }, body: JSON.stringify(body) });
+      fetch(`${stack.apiUrls[0]}${path}`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+        body: JSON.stringify(body),
+      });
     expect((await post("/api/v1/tags", { name: "welcome" })).status).toBe(201);
     expect((await post("/api/v1/subscribers", { email: "ann@tagged.example", tags: ["billing"] })).status).toBe(201);
     const a = await get(`${stack.apiUrls[1]}/api/v1/tags`, token);
@@ -152,7 +171,10 @@ describe("one API process and the embedded store", () => {
     expect(missing.status).toBe(404);
     expect(missing.body.code).toBe("NOT_FOUND");
     expect(missing.headers.get("RateLimit-Policy")).toBe('"enterprise";q=2000;w=60');
-    const wrong = await fetch(`${stack.apiUrls[0]}/api/v1/tags`, { method: "DELETE", headers: { Authorization: `Bearer ${token}` } });
+    const wrong = await fetch(`${stack.apiUrls[0]}/api/v1/tags`, {
+      method: "DELETE",
+      headers: { Authorization: `Bearer ${token}` },
+    });
     expect(wrong.status).toBe(405);
     expect(wrong.headers.get("Allow")).toBe("GET, POST");
     expect(((await wrong.json()) as { code: string }).code).toBe("METHOD_NOT_ALLOWED");
@@ -217,7 +239,12 @@ describe("the daemon is down", () => {
     const dataDir = tempDir();
     const limiterPort = await freePort();
     const apiPort = await freePort();
-    const env = { DATA_DIR: dataDir, LIMITER_URL: `http://127.0.0.1:${limiterPort}`, LIMITER_PORT: String(limiterPort), API_PORT: String(apiPort) };
+    const env = {
+      DATA_DIR: dataDir,
+      LIMITER_URL: `http://127.0.0.1:${limiterPort}`,
+      LIMITER_PORT: String(limiterPort),
+      API_PORT: String(apiPort),
+    };
     const api = runBun("cmd/api/index.ts", [], env);
     let limiterd: ReturnType<typeof runBun> | undefined;
     try {

@@ -1,16 +1,37 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { type Subscriber, SubscriberStatus, UpsertOutcome, type UpsertResult } from "../gen/mailcore/limiter/v1/audience_pb";
+import {
+  type Subscriber,
+  SubscriberStatus,
+  UpsertOutcome,
+  type UpsertResult,
+} from "../gen/mailcore/limiter/v1/audience_pb";
 import type { AudienceCalls } from "./server";
 import { InvalidField } from "./emails";
 import { type Admitted, error, type Headers_, invalid, iso, json, readJson, type Route } from "./respond";
-import { type ChangeInit, parseBatch, parsePatch, parseTagCreate, parseTagsBody, parseUpsert, subscriberStatus, tagName } from "./subscribers";
+import {
+  type ChangeInit,
+  parseBatch,
+  parsePatch,
+  parseTagCreate,
+  parseTagsBody,
+  parseUpsert,
+  subscriberStatus,
+  tagName,
+} from "./subscribers";
 
 // The audience endpoints: subscribers, their tags and events, and the organization's tags
 // (GET /api/v1/tags is answered from the admission, in server.ts). Each validates here and
 // makes one call to the daemon.
 
-const STATUS_NAMES: Record<number, string> = { [SubscriberStatus.SUBSCRIBED]: "subscribed", [SubscriberStatus.UNSUBSCRIBED]: "unsubscribed" };
-const OUTCOME_NAMES: Record<number, string> = { [UpsertOutcome.CREATED]: "created", [UpsertOutcome.UPDATED]: "updated", [UpsertOutcome.UNCHANGED]: "unchanged" };
+const STATUS_NAMES: Record<number, string> = {
+  [SubscriberStatus.SUBSCRIBED]: "subscribed",
+  [SubscriberStatus.UNSUBSCRIBED]: "unsubscribed",
+};
+const OUTCOME_NAMES: Record<number, string> = {
+  [UpsertOutcome.CREATED]: "created",
+  [UpsertOutcome.UPDATED]: "updated",
+  [UpsertOutcome.UNCHANGED]: "unchanged",
+};
 const DEFAULT_LIMIT = 20;
 const MAX_LIMIT = 100;
 
@@ -45,7 +66,8 @@ export function decoded(param: string): string {
 export function paging(url: URL): { limit: number; cursor: string } {
   const raw = url.searchParams.get("limit");
   const limit = raw === null ? DEFAULT_LIMIT : Number(raw);
-  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) throw new InvalidField("limit", `must be a whole number from 1 to ${MAX_LIMIT}`);
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT)
+    throw new InvalidField("limit", `must be a whole number from 1 to ${MAX_LIMIT}`);
   return { limit, cursor: url.searchParams.get("cursor") ?? "" };
 }
 
@@ -75,8 +97,10 @@ export function route(run: (a: Admitted) => Promise<Response>): (a: Admitted) =>
     } catch (err) {
       if (err instanceof Refused) return err.response;
       if (err instanceof InvalidField) return invalid(err.field, err.message, a.headers);
-      if (err instanceof ConnectError && err.code === Code.NotFound) return error(404, "NOT_FOUND", `${err.rawMessage}.`, a.headers);
-      if (err instanceof ConnectError && err.code === Code.InvalidArgument && /cursor/.test(err.rawMessage)) return invalid("cursor", `cursor: ${err.rawMessage}`, a.headers);
+      if (err instanceof ConnectError && err.code === Code.NotFound)
+        return error(404, "NOT_FOUND", `${err.rawMessage}.`, a.headers);
+      if (err instanceof ConnectError && err.code === Code.InvalidArgument && /cursor/.test(err.rawMessage))
+        return invalid("cursor", `cursor: ${err.rawMessage}`, a.headers);
       throw err;
     }
   };
@@ -87,7 +111,10 @@ export function audienceRoutes(audience: AudienceCalls, timeoutMs: number): [str
   const call = { timeoutMs };
   /** A partial update of the path's subscriber: 200 and the subscriber. */
   const update = async (a: Admitted, change: ChangeInit, removeTags: string[] = []) => {
-    const { result } = await audience.updateSubscriber({ orgId: a.admission.orgId, ref: decoded(a.params[0]!), change, removeTags }, call);
+    const { result } = await audience.updateSubscriber(
+      { orgId: a.admission.orgId, ref: decoded(a.params[0]!), change, removeTags },
+      call,
+    );
     return json(200, subscriberJson(result!.subscriber!), a.headers);
   };
   return [
@@ -112,7 +139,10 @@ export function audienceRoutes(audience: AudienceCalls, timeoutMs: number): [str
         }),
         POST: route(async (a) => {
           const change = parseUpsert(await body(a));
-          const { results } = await audience.upsertSubscribers({ orgId: a.admission.orgId, subscribers: [change] }, call);
+          const { results } = await audience.upsertSubscribers(
+            { orgId: a.admission.orgId, subscribers: [change] },
+            call,
+          );
           return resultJson(results[0], a.headers);
         }),
       },
@@ -124,10 +154,19 @@ export function audienceRoutes(audience: AudienceCalls, timeoutMs: number): [str
           const items = parseBatch(await body(a));
           const valid = items.flatMap((item) => (item.ok ? [item.change] : []));
           const { results } =
-            valid.length > 0 ? await audience.upsertSubscribers({ orgId: a.admission.orgId, subscribers: valid, brief: true }, call) : { results: [] as UpsertResult[] };
+            valid.length > 0
+              ? await audience.upsertSubscribers({ orgId: a.admission.orgId, subscribers: valid, brief: true }, call)
+              : { results: [] as UpsertResult[] };
           let next = 0;
           const data = items.map((item) => {
-            if (!item.ok) return { email: item.email, result: "error", id: null, error: item.error.message, field: item.error.field };
+            if (!item.ok)
+              return {
+                email: item.email,
+                result: "error",
+                id: null,
+                error: item.error.message,
+                field: item.error.field,
+              };
             const r = results[next++]!;
             return { email: r.subscriber!.email, result: OUTCOME_NAMES[r.outcome], id: r.subscriber!.id, error: null };
           });
@@ -139,7 +178,10 @@ export function audienceRoutes(audience: AudienceCalls, timeoutMs: number): [str
       "/api/v1/subscribers/{id}",
       {
         GET: route(async ({ admission, headers, params }) => {
-          const { subscriber } = await audience.getSubscriber({ orgId: admission.orgId, ref: decoded(params[0]!) }, call);
+          const { subscriber } = await audience.getSubscriber(
+            { orgId: admission.orgId, ref: decoded(params[0]!) },
+            call,
+          );
           return json(200, subscriberJson(subscriber!), headers);
         }),
         PATCH: route(async (a) => {
@@ -168,8 +210,16 @@ export function audienceRoutes(audience: AudienceCalls, timeoutMs: number): [str
       "/api/v1/subscribers/{id}/events",
       {
         GET: route(async ({ req, admission, headers, params }) => {
-          const res = await audience.listSubscriberEvents({ orgId: admission.orgId, ref: decoded(params[0]!), ...paging(new URL(req.url)) }, call);
-          const data = res.events.map((e) => ({ type: e.type, at: iso(e.atMs), data: JSON.parse(e.dataJson), triggerWorkflows: e.triggerWorkflows }));
+          const res = await audience.listSubscriberEvents(
+            { orgId: admission.orgId, ref: decoded(params[0]!), ...paging(new URL(req.url)) },
+            call,
+          );
+          const data = res.events.map((e) => ({
+            type: e.type,
+            at: iso(e.atMs),
+            data: JSON.parse(e.dataJson),
+            triggerWorkflows: e.triggerWorkflows,
+          }));
           return json(200, { data, nextCursor: res.nextCursor || null }, headers);
         }),
       },

@@ -24,7 +24,10 @@ function client(token: string) {
   const call = async (method: string, path: string, body?: unknown, raw?: string): Promise<Answer> => {
     const res = await fetch(`${stack.apiUrls[0]}${path}`, {
       method,
-      headers: { Authorization: `Bearer ${token}`, ...(body !== undefined || raw !== undefined ? { "Content-Type": "application/json" } : {}) },
+      headers: {
+        Authorization: `Bearer ${token}`,
+        ...(body !== undefined || raw !== undefined ? { "Content-Type": "application/json" } : {}),
+      },
       body: raw ?? (body === undefined ? undefined : JSON.stringify(body)),
     });
     const text = await res.text();
@@ -34,7 +37,10 @@ function client(token: string) {
     call,
     get: (path: string) => call("GET", path),
     post: (path: string, body: unknown) => call("POST", path, body),
-    events: async (ref: string) => ((await call("GET", `/api/v1/subscribers/${encodeURIComponent(ref)}/events?limit=100`)).body.data as Json[]).map((e) => e.type),
+    events: async (ref: string) =>
+      ((await call("GET", `/api/v1/subscribers/${encodeURIComponent(ref)}/events?limit=100`)).body.data as Json[]).map(
+        (e) => e.type,
+      ),
   };
 }
 
@@ -45,7 +51,12 @@ describe("subscribers through the API", () => {
   });
 
   test("upsert: 201 created, 200 updated, an identical upsert changes nothing; read by id, email, percent-encoded email", async () => {
-    const made = await api.post("/api/v1/subscribers", { email: " Kim@Aud.Example ", name: "Kim", fields: { plan: "pro", seats: 2, beta: true, ref: null }, tags: ["vip"] });
+    const made = await api.post("/api/v1/subscribers", {
+      email: " Kim@Aud.Example ",
+      name: "Kim",
+      fields: { plan: "pro", seats: 2, beta: true, ref: null },
+      tags: ["vip"],
+    });
     expect(made.status).toBe(201);
     expect(made.headers.get("RateLimit-Policy")).toBe('"enterprise";q=2000;w=60');
     expect(made.body).toEqual({
@@ -62,10 +73,21 @@ describe("subscribers through the API", () => {
     expect(same.status).toBe(200);
     expect(same.body).toEqual(made.body);
     expect(await api.events("kim@aud.example")).toEqual(["tag.added", "subscriber.created"]);
-    const changed = await api.post("/api/v1/subscribers", { email: "KIM@aud.example", fields: { seats: 3 }, tags: ["new"], replaceTags: true, triggerWorkflows: false });
+    const changed = await api.post("/api/v1/subscribers", {
+      email: "KIM@aud.example",
+      fields: { seats: 3 },
+      tags: ["new"],
+      replaceTags: true,
+      triggerWorkflows: false,
+    });
     expect(changed.status).toBe(200);
     expect(changed.body).toMatchObject({ id: made.body.id, fields: { plan: "pro", seats: 3 }, tags: ["new"] });
-    for (const ref of [made.body.id as string, "kim@aud.example", "KIM%40aud.example", encodeURIComponent("Kim@Aud.example")]) {
+    for (const ref of [
+      made.body.id as string,
+      "kim@aud.example",
+      "KIM%40aud.example",
+      encodeURIComponent("Kim@Aud.example"),
+    ]) {
       const read = await api.get(`/api/v1/subscribers/${ref}`);
       expect({ ref, status: read.status, id: read.body.id }).toEqual({ ref, status: 200, id: made.body.id });
     }
@@ -73,7 +95,12 @@ describe("subscribers through the API", () => {
     expect(events.body.data).toEqual([
       { type: "tag.removed", at: expect.any(String), data: { tag: "vip" }, triggerWorkflows: false },
       { type: "tag.added", at: expect.any(String), data: { tag: "new" }, triggerWorkflows: false },
-      { type: "subscriber.updated", at: expect.any(String), data: { changed: ["fields.seats"] }, triggerWorkflows: false },
+      {
+        type: "subscriber.updated",
+        at: expect.any(String),
+        data: { changed: ["fields.seats"] },
+        triggerWorkflows: false,
+      },
     ]);
     const rest = await api.get(`/api/v1/subscribers/${made.body.id}/events?limit=3&cursor=${events.body.nextCursor}`);
     expect((rest.body.data as Json[]).map((e) => e.type)).toEqual(["tag.added", "subscriber.created"]);
@@ -83,9 +110,16 @@ describe("subscribers through the API", () => {
   test("PATCH, tags added and removed, unsubscribe and resubscribe, DELETE", async () => {
     const { body } = await api.post("/api/v1/subscribers", { email: "pat@aud.example" });
     const path = `/api/v1/subscribers/${body.id}`;
-    expect((await api.call("PATCH", path, { name: "Pat", status: "unsubscribed" })).body).toMatchObject({ name: "Pat", status: "unsubscribed" });
-    expect((await api.post("/api/v1/subscribers", { email: "pat@aud.example", status: "subscribed" })).body).toMatchObject({ status: "unsubscribed" });
-    expect((await api.post("/api/v1/subscribers", { email: "pat@aud.example", resubscribe: true })).body).toMatchObject({ status: "subscribed" });
+    expect((await api.call("PATCH", path, { name: "Pat", status: "unsubscribed" })).body).toMatchObject({
+      name: "Pat",
+      status: "unsubscribed",
+    });
+    expect(
+      (await api.post("/api/v1/subscribers", { email: "pat@aud.example", status: "subscribed" })).body,
+    ).toMatchObject({ status: "unsubscribed" });
+    expect((await api.post("/api/v1/subscribers", { email: "pat@aud.example", resubscribe: true })).body).toMatchObject(
+      { status: "subscribed" },
+    );
     expect((await api.post(`${path}/tags`, { tags: ["a", "b c"] })).body).toMatchObject({ tags: ["a", "b c"] });
     expect((await api.call("DELETE", `${path}/tags`, { tags: ["a"] })).body).toMatchObject({ tags: ["b c"] });
     expect(await api.events(body.id as string)).toEqual([
@@ -97,7 +131,10 @@ describe("subscribers through the API", () => {
       "subscriber.updated",
       "subscriber.created",
     ]);
-    expect((await api.call("PATCH", path, { email: "other@aud.example" })).body).toMatchObject({ code: "VALIDATION_FAILED", field: "email" });
+    expect((await api.call("PATCH", path, { email: "other@aud.example" })).body).toMatchObject({
+      code: "VALIDATION_FAILED",
+      field: "email",
+    });
     expect((await api.call("DELETE", path)).status).toBe(204);
     expect((await api.get(path)).status).toBe(404);
     expect((await api.call("DELETE", path)).status).toBe(404);
@@ -116,11 +153,18 @@ describe("subscribers through the API", () => {
   });
 
   test("list: newest first, filters, pages", async () => {
-    for (let i = 0; i < 5; i++) await api.post("/api/v1/subscribers", { email: `list${i}@list.aud.example`, tags: i % 2 ? ["odd"] : [] });
+    for (let i = 0; i < 5; i++)
+      await api.post("/api/v1/subscribers", { email: `list${i}@list.aud.example`, tags: i % 2 ? ["odd"] : [] });
     const first = await api.get("/api/v1/subscribers?email=list&limit=2");
-    expect((first.body.data as Json[]).map((s) => s.email)).toEqual(["list4@list.aud.example", "list3@list.aud.example"]);
+    expect((first.body.data as Json[]).map((s) => s.email)).toEqual([
+      "list4@list.aud.example",
+      "list3@list.aud.example",
+    ]);
     const second = await api.get(`/api/v1/subscribers?email=list&limit=2&cursor=${first.body.nextCursor}`);
-    expect((second.body.data as Json[]).map((s) => s.email)).toEqual(["list2@list.aud.example", "list1@list.aud.example"]);
+    expect((second.body.data as Json[]).map((s) => s.email)).toEqual([
+      "list2@list.aud.example",
+      "list1@list.aud.example",
+    ]);
     const odd = await api.get("/api/v1/subscribers?tag=odd");
     expect((odd.body.data as Json[]).map((s) => s.email)).toEqual(["list3@list.aud.example", "list1@list.aud.example"]);
     expect(odd.body.nextCursor).toBeNull();
@@ -138,7 +182,12 @@ describe("subscribers through the API", () => {
         ["DELETE", `/api/v1/subscribers/${ref}`],
       ] as [string, string, unknown?][]) {
         const a = await them.call(method, path, b);
-        expect({ method, path, status: a.status, code: a.body.code }).toEqual({ method, path, status: 404, code: "NOT_FOUND" });
+        expect({ method, path, status: a.status, code: a.body.code }).toEqual({
+          method,
+          path,
+          status: 404,
+          code: "NOT_FOUND",
+        });
         expect(JSON.stringify(a.body)).not.toContain("Secret");
       }
     }
@@ -152,8 +201,13 @@ describe("subscribers through the API", () => {
         expect(a.status).toBe(202);
         return a.body.id as string;
       });
-    for (const kind of ["delivered", "bounced", "complained"]) await api.post("/api/v1/subscribers", { email: `${kind}+sub@fixtures.test` });
-    const ids = { delivered: await send("Del <delivered+sub@fixtures.test>"), bounced: await send("bounced+sub@fixtures.test"), complained: await send("complained+sub@fixtures.test") };
+    for (const kind of ["delivered", "bounced", "complained"])
+      await api.post("/api/v1/subscribers", { email: `${kind}+sub@fixtures.test` });
+    const ids = {
+      delivered: await send("Del <delivered+sub@fixtures.test>"),
+      bounced: await send("bounced+sub@fixtures.test"),
+      complained: await send("complained+sub@fixtures.test"),
+    };
     const expected: Record<string, string[]> = {
       delivered: ["email.delivered", "email.queued", "subscriber.created"],
       bounced: ["email.bounced", "email.queued", "subscriber.created"],
@@ -163,7 +217,8 @@ describe("subscribers through the API", () => {
       const ref = `${kind}+sub@fixtures.test`;
       await waitFor(`${kind}: ${types[0]}`, async () => (await api.events(ref)).length === types.length, 20_000);
       expect(await api.events(ref)).toEqual(types);
-      const [last] = (await api.get(`/api/v1/subscribers/${encodeURIComponent(ref)}/events?limit=1`)).body.data as Json[];
+      const [last] = (await api.get(`/api/v1/subscribers/${encodeURIComponent(ref)}/events?limit=1`)).body
+        .data as Json[];
       expect(last!.data).toEqual({ messageId: ids[kind as keyof typeof ids], subject: "Hello" });
     }
   });
@@ -172,7 +227,13 @@ describe("subscribers through the API", () => {
     const before = Number((await api.get("/api/v1/tags")).headers.get("RateLimit-Remaining"));
     const res = await api.post("/api/v1/subscribers/batch", {
       triggerWorkflows: false,
-      subscribers: [{ email: "b1@aud.example", tags: ["batch"] }, { email: "not an email" }, { email: "kim@aud.example", triggerWorkflows: true }, { email: "B1@aud.example", tags: ["batch"] }, "nope"],
+      subscribers: [
+        { email: "b1@aud.example", tags: ["batch"] },
+        { email: "not an email" },
+        { email: "kim@aud.example", triggerWorkflows: true },
+        { email: "B1@aud.example", tags: ["batch"] },
+        "nope",
+      ],
     });
     expect(res.status).toBe(200);
     expect(Number(res.headers.get("RateLimit-Remaining"))).toBeGreaterThanOrEqual(before - 1);
@@ -184,7 +245,11 @@ describe("subscribers through the API", () => {
       ["b1@aud.example", "unchanged"],
       [null, "error"],
     ]);
-    expect(data[1]).toMatchObject({ id: null, field: "subscribers[1].email", error: expect.stringContaining("not an email address") });
+    expect(data[1]).toMatchObject({
+      id: null,
+      field: "subscribers[1].email",
+      error: expect.stringContaining("not an email address"),
+    });
     expect(data[0]!.id).toBe(data[3]!.id);
     const events = (await api.get(`/api/v1/subscribers/${data[0]!.id}/events`)).body.data as Json[];
     expect(events.map((e) => [e.type, e.triggerWorkflows])).toEqual([
@@ -201,7 +266,10 @@ describe("subscribers through the API", () => {
       [{ email: `${"a".repeat(250)}@aud.example` }, "email"],
       [{ email: "f@aud.example", fields: { nested: { a: 1 } } }, "fields.nested"],
       [{ email: "f@aud.example", fields: { list: [1] } }, "fields.list"],
-      [{ email: "f@aud.example", fields: Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, i])) }, "fields"],
+      [
+        { email: "f@aud.example", fields: Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, i])) },
+        "fields",
+      ],
       [{ email: "f@aud.example", fields: "x" }, "fields"],
       [{ email: "f@aud.example", tags: ["a/b"] }, "tags"],
       [{ email: "f@aud.example", tags: [""] }, "tags"],
@@ -214,18 +282,45 @@ describe("subscribers through the API", () => {
     ];
     for (const [body, field] of cases) {
       const a = await api.post("/api/v1/subscribers", body);
-      expect({ body, status: a.status, code: a.body.code, field: a.body.field }).toEqual({ body, status: 422, code: "VALIDATION_FAILED", field });
+      expect({ body, status: a.status, code: a.body.code, field: a.body.field }).toEqual({
+        body,
+        status: 422,
+        code: "VALIDATION_FAILED",
+        field,
+      });
     }
-    expect((await api.post("/api/v1/tags", { name: "no/slash" })).body).toMatchObject({ code: "VALIDATION_FAILED", field: "name" });
-    expect((await api.get("/api/v1/subscribers?limit=101")).body).toMatchObject({ code: "VALIDATION_FAILED", field: "limit" });
-    expect((await api.get("/api/v1/subscribers?cursor=bogus")).body).toMatchObject({ code: "VALIDATION_FAILED", field: "cursor" });
-    expect((await api.get("/api/v1/subscribers?status=maybe")).body).toMatchObject({ code: "VALIDATION_FAILED", field: "status" });
-    expect((await api.post("/api/v1/subscribers", { email: "big@aud.example", name: "x".repeat(1_100_000) })).status).toBe(413);
-    const twoMb = { subscribers: Array.from({ length: 1_000 }, (_, i) => ({ email: `big${i}@aud.example`, fields: { pad: "x".repeat(2_000) } })) };
+    expect((await api.post("/api/v1/tags", { name: "no/slash" })).body).toMatchObject({
+      code: "VALIDATION_FAILED",
+      field: "name",
+    });
+    expect((await api.get("/api/v1/subscribers?limit=101")).body).toMatchObject({
+      code: "VALIDATION_FAILED",
+      field: "limit",
+    });
+    expect((await api.get("/api/v1/subscribers?cursor=bogus")).body).toMatchObject({
+      code: "VALIDATION_FAILED",
+      field: "cursor",
+    });
+    expect((await api.get("/api/v1/subscribers?status=maybe")).body).toMatchObject({
+      code: "VALIDATION_FAILED",
+      field: "status",
+    });
+    expect(
+      (await api.post("/api/v1/subscribers", { email: "big@aud.example", name: "x".repeat(1_100_000) })).status,
+    ).toBe(413);
+    const twoMb = {
+      subscribers: Array.from({ length: 1_000 }, (_, i) => ({
+        email: `big${i}@aud.example`,
+        fields: { pad: "x".repeat(2_000) },
+      })),
+    };
     expect(JSON.stringify(twoMb).length).toBeGreaterThan(2_000_000);
     expect((await api.post("/api/v1/subscribers/batch", twoMb)).status).toBe(413);
     const tooMany = { subscribers: Array.from({ length: 1_001 }, (_, i) => ({ email: `many${i}@aud.example` })) };
-    expect((await api.post("/api/v1/subscribers/batch", tooMany)).body).toMatchObject({ code: "VALIDATION_FAILED", field: "subscribers" });
+    expect((await api.post("/api/v1/subscribers/batch", tooMany)).body).toMatchObject({
+      code: "VALIDATION_FAILED",
+      field: "subscribers",
+    });
     expect((await api.get("/api/v1/subscribers/many0@aud.example")).status).toBe(404);
     expect((await api.call("POST", "/api/v1/subscribers", undefined, "{oops")).status).toBe(400);
   });

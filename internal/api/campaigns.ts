@@ -42,7 +42,14 @@ function campaignJson(c: Campaign) {
     status: STATUS_NAMES[c.status],
     scheduledAt: c.scheduledAtMs > 0n ? iso(c.scheduledAtMs) : null,
     ...(c.detail ? { error: c.detail } : {}),
-    stats: { recipients: Number(s.recipients), queued: Number(s.queued), delivered: Number(s.delivered), bounced: Number(s.bounced), failed: Number(s.failed), skipped: Number(s.skipped) },
+    stats: {
+      recipients: Number(s.recipients),
+      queued: Number(s.queued),
+      delivered: Number(s.delivered),
+      bounced: Number(s.bounced),
+      failed: Number(s.failed),
+      skipped: Number(s.skipped),
+    },
     createdAt: iso(c.createdAtMs),
     updatedAt: iso(c.updatedAtMs),
   };
@@ -54,14 +61,17 @@ export function parseCampaign(b: unknown) {
   const o = b as Record<string, unknown>;
   const unknown = Object.keys(o).find((k) => !FIELDS.has(k));
   if (unknown !== undefined) throw new InvalidField(unknown, "is not a field of this endpoint");
-  if (typeof o.name !== "string" || o.name.trim() === "" || o.name.length > MAX_NAME) throw new InvalidField("name", `is required: a string of at most ${MAX_NAME} characters`);
+  if (typeof o.name !== "string" || o.name.trim() === "" || o.name.length > MAX_NAME)
+    throw new InvalidField("name", `is required: a string of at most ${MAX_NAME} characters`);
   const message = parseMessageTemplate(o);
   const a = o.audience;
-  if (typeof a !== "object" || a === null || Array.isArray(a)) throw new InvalidField("audience", 'is required: {"tags":[...]} or {"all":true}');
+  if (typeof a !== "object" || a === null || Array.isArray(a))
+    throw new InvalidField("audience", 'is required: {"tags":[...]} or {"all":true}');
   const audience = a as Record<string, unknown>;
   let audienceTags: string[];
   if (audience.all === true && audience.tags === undefined) audienceTags = [];
-  else if (audience.all === undefined && Array.isArray(audience.tags) && audience.tags.length > 0) audienceTags = tagList("audience.tags", audience.tags);
+  else if (audience.all === undefined && Array.isArray(audience.tags) && audience.tags.length > 0)
+    audienceTags = tagList("audience.tags", audience.tags);
   else throw new InvalidField("audience", 'must be {"tags":[one or more tags]} or {"all":true}');
   return { name: o.name.trim(), ...message, audienceTags };
 }
@@ -70,9 +80,21 @@ export function parseCampaign(b: unknown) {
  * A message to subscribers (a campaign's, a workflow email step's): from, subject and one of
  * html, text or markdown, checked as a send is; its placeholders are filled for each subscriber.
  */
-export function parseMessageTemplate(o: Record<string, unknown>): { from: string; fromAddress: string; subject: string; html: string; text: string } {
+export function parseMessageTemplate(o: Record<string, unknown>): {
+  from: string;
+  fromAddress: string;
+  subject: string;
+  html: string;
+  text: string;
+} {
   const { email } = parseSendRequest({ from: o.from, to: SOME_RECIPIENT, subject: o.subject, ...bodies(o) });
-  return { from: email.from, fromAddress: email.fromAddress, subject: email.subject, html: email.html, text: email.text };
+  return {
+    from: email.from,
+    fromAddress: email.fromAddress,
+    subject: email.subject,
+    html: email.html,
+    text: email.text,
+  };
 }
 
 /** html and text, with Markdown rendered around the placeholders (and kept as the text part when there is none). */
@@ -97,7 +119,8 @@ function parseSchedule(b: unknown): bigint {
   if (unknown !== undefined) throw new InvalidField(unknown, "is not a field of this endpoint");
   if (o.scheduledAt === undefined || o.scheduledAt === null) return 0n;
   const ms = typeof o.scheduledAt === "string" ? Date.parse(o.scheduledAt) : Number.NaN;
-  if (!Number.isFinite(ms)) throw new InvalidField("scheduledAt", "must be a date and time in ISO 8601 (2026-12-01T09:00:00Z)");
+  if (!Number.isFinite(ms))
+    throw new InvalidField("scheduledAt", "must be a date and time in ISO 8601 (2026-12-01T09:00:00Z)");
   return BigInt(ms);
 }
 
@@ -108,7 +131,8 @@ function campaignRoute(run: (a: Admitted) => Promise<Response>): (a: Admitted) =
     try {
       return await inner(a);
     } catch (err) {
-      if (err instanceof ConnectError && err.code === Code.FailedPrecondition) return error(409, "CAMPAIGN_STATE", `${err.rawMessage}.`, a.headers);
+      if (err instanceof ConnectError && err.code === Code.FailedPrecondition)
+        return error(409, "CAMPAIGN_STATE", `${err.rawMessage}.`, a.headers);
       throw err;
     }
   };
@@ -127,7 +151,10 @@ export function campaignRoutes(automation: AutomationCalls, timeoutMs: number): 
           return json(200, { data: res.campaigns.map(campaignJson), nextCursor: res.nextCursor || null }, headers);
         }),
         POST: campaignRoute(async (a) => {
-          const { campaign } = await automation.createCampaign({ orgId: a.admission.orgId, ...parseCampaign(await body(a)) }, call);
+          const { campaign } = await automation.createCampaign(
+            { orgId: a.admission.orgId, ...parseCampaign(await body(a)) },
+            call,
+          );
           return json(201, campaignJson(campaign!), a.headers);
         }),
       },
@@ -135,7 +162,9 @@ export function campaignRoutes(automation: AutomationCalls, timeoutMs: number): 
     [
       "/api/v1/campaigns/{id}",
       {
-        GET: campaignRoute(async (a) => json(200, campaignJson((await automation.getCampaign(ref(a), call)).campaign!), a.headers)),
+        GET: campaignRoute(async (a) =>
+          json(200, campaignJson((await automation.getCampaign(ref(a), call)).campaign!), a.headers),
+        ),
       },
     ],
     [
@@ -152,7 +181,9 @@ export function campaignRoutes(automation: AutomationCalls, timeoutMs: number): 
     [
       "/api/v1/campaigns/{id}/cancel",
       {
-        POST: campaignRoute(async (a) => json(200, campaignJson((await automation.cancelCampaign(ref(a), call)).campaign!), a.headers)),
+        POST: campaignRoute(async (a) =>
+          json(200, campaignJson((await automation.cancelCampaign(ref(a), call)).campaign!), a.headers),
+        ),
       },
     ],
   ];

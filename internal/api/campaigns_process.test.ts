@@ -28,10 +28,19 @@ afterAll(async () => {
 type Json = Record<string, any>;
 
 /** An API call with the token; each from its own client IP, so only the organization's quota counts. */
-async function api(token: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: Json }> {
+async function api(
+  token: string,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; body: Json }> {
   const res = await fetch(`${stack.apiUrls[0]}${path}`, {
     method,
-    headers: { Authorization: `Bearer ${token}`, "X-Forwarded-For": "10.7.0.1", ...(body === undefined ? {} : { "Content-Type": "application/json" }) },
+    headers: {
+      Authorization: `Bearer ${token}`,
+      "X-Forwarded-For": "10.7.0.1",
+      ...(body === undefined ? {} : { "Content-Type": "application/json" }),
+    },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   return { status: res.status, body: (await res.json()) as Json };
@@ -47,7 +56,11 @@ const campaignBody = (slug: string, audience: Json) => ({
 
 async function finished(token: string, id: string, want: (c: Json) => boolean, timeoutMs = 20_000): Promise<Json> {
   let c: Json = {};
-  await waitFor(`campaign ${id}`, async () => want((c = (await api(token, "GET", `/api/v1/campaigns/${id}`)).body)), timeoutMs);
+  await waitFor(
+    `campaign ${id}`,
+    async () => want((c = (await api(token, "GET", `/api/v1/campaigns/${id}`)).body)),
+    timeoutMs,
+  );
   return c;
 }
 
@@ -64,7 +77,16 @@ function sink(): Map<string, string> {
 
 test("drafts are checked like a send; send, read, list; a second send is 409; a From domain that is not verified fails the campaign", async () => {
   const token = await stack.org("drafts", "enterprise");
-  expect((await api(token, "POST", "/api/v1/campaigns", { ...campaignBody("drafts", { all: true }), from: "x@elsewhere.example", markdown: undefined, text: "t" })).status).toBe(201);
+  expect(
+    (
+      await api(token, "POST", "/api/v1/campaigns", {
+        ...campaignBody("drafts", { all: true }),
+        from: "x@elsewhere.example",
+        markdown: undefined,
+        text: "t",
+      })
+    ).status,
+  ).toBe(201);
   for (const [body, field] of [
     [{ ...campaignBody("drafts", { all: true }), name: "" }, "name"],
     [{ ...campaignBody("drafts", { tags: [] }) }, "audience"],
@@ -79,7 +101,12 @@ test("drafts are checked like a send; send, read, list; a second send is 409; a 
   expect(made.status).toBe(201);
   const id = made.body.id as string;
   expect(id).toMatch(/^cmp_[0-9a-f]{24}$/);
-  expect(made.body).toMatchObject({ status: "draft", audience: { tags: ["news"] }, scheduledAt: null, stats: { recipients: 0, queued: 0 } });
+  expect(made.body).toMatchObject({
+    status: "draft",
+    audience: { tags: ["news"] },
+    scheduledAt: null,
+    stats: { recipients: 0, queued: 0 },
+  });
   expect(made.body.html).toContain("<strong>{{subscriber.name}}</strong>");
   const listed = await api(token, "GET", "/api/v1/campaigns?limit=1");
   expect(listed.body.data.map((c: Json) => c.id)).toEqual([id]);
@@ -95,10 +122,16 @@ test("drafts are checked like a send; send, read, list; a second send is 409; a 
 
   // The From domain of the first draft is not one of the organization's: nothing is queued.
   await api(token, "POST", "/api/v1/subscribers", { email: "someone@example.org", triggerWorkflows: false });
-  const foreign = (await api(token, "GET", "/api/v1/campaigns?limit=100")).body.data.find((c: Json) => c.from === "x@elsewhere.example");
+  const foreign = (await api(token, "GET", "/api/v1/campaigns?limit=100")).body.data.find(
+    (c: Json) => c.from === "x@elsewhere.example",
+  );
   expect((await api(token, "POST", `/api/v1/campaigns/${foreign.id}/send`)).body.status).toBe("sending");
   const failed = await finished(token, foreign.id, (c) => c.status !== "sending");
-  expect(failed).toMatchObject({ status: "failed", error: "elsewhere.example is not a verified sending domain of this organization", stats: { queued: 0 } });
+  expect(failed).toMatchObject({
+    status: "failed",
+    error: "elsewhere.example is not a verified sending domain of this organization",
+    stats: { queued: 0 },
+  });
 }, 60_000);
 
 test("one-click unsubscribe: the POST flips the subscriber (idempotent); the next campaign skips them, and the one a message bounced for", async () => {
@@ -109,7 +142,11 @@ test("one-click unsubscribe: the POST flips the subscriber (idempotent); the nex
     triggerWorkflows: false,
   });
   expect(batch.status).toBe(200);
-  await api(token, "POST", "/api/v1/subscribers", { email: "dee@example.org", tags: ["other"], triggerWorkflows: false });
+  await api(token, "POST", "/api/v1/subscribers", {
+    email: "dee@example.org",
+    tags: ["other"],
+    triggerWorkflows: false,
+  });
 
   const first = (await api(token, "POST", "/api/v1/campaigns", campaignBody("news", { tags: ["news"] }))).body;
   expect((await api(token, "POST", `/api/v1/campaigns/${first.id}/send`)).body).toMatchObject({ status: "sending" });
@@ -130,13 +167,19 @@ test("one-click unsubscribe: the POST flips the subscriber (idempotent); the nex
   expect(await confirm.text()).toMatch(/<form method="post">/);
   expect((await api(token, "GET", "/api/v1/subscribers/ann@example.org")).body.status).toBe("subscribed"); // a GET changes nothing
   for (let i = 0; i < 2; i++) {
-    const click = await fetch(page, { method: "POST", headers: { "Content-Type": "application/x-www-form-urlencoded" }, body: "List-Unsubscribe=One-Click" });
+    const click = await fetch(page, {
+      method: "POST",
+      headers: { "Content-Type": "application/x-www-form-urlencoded" },
+      body: "List-Unsubscribe=One-Click",
+    });
     expect(click.status).toBe(200);
     expect(await click.text()).toContain("ann@example.org will receive no more");
   }
   expect((await fetch(`${stack.apiUrls[0]}/u/AAAAAAAAAAAAAAAAAAAAAA`, { method: "POST" })).status).toBe(404);
   expect((await api(token, "GET", "/api/v1/subscribers/ann@example.org")).body.status).toBe("unsubscribed");
-  const events = (await api(token, "GET", "/api/v1/subscribers/ann@example.org/events")).body.data.map((e: Json) => e.type);
+  const events = (await api(token, "GET", "/api/v1/subscribers/ann@example.org/events")).body.data.map(
+    (e: Json) => e.type,
+  );
   expect(events.filter((t: string) => t === "subscriber.unsubscribed")).toHaveLength(1);
 
   const second = (await api(token, "POST", "/api/v1/campaigns", campaignBody("news", { tags: ["news"] }))).body;
@@ -147,7 +190,10 @@ test("one-click unsubscribe: the POST flips the subscriber (idempotent); the nex
 
 async function importAudience(token: string, n: number): Promise<void> {
   for (let b = 0; b < n / 1_000; b++) {
-    const subscribers = Array.from({ length: 1_000 }, (_, i) => ({ email: `reader${b * 1_000 + i}@list.example`, name: `Reader ${b * 1_000 + i}` }));
+    const subscribers = Array.from({ length: 1_000 }, (_, i) => ({
+      email: `reader${b * 1_000 + i}@list.example`,
+      name: `Reader ${b * 1_000 + i}`,
+    }));
     const res = await api(token, "POST", "/api/v1/subscribers/batch", { subscribers, triggerWorkflows: false });
     expect(res.status).toBe(200);
   }
@@ -155,15 +201,26 @@ async function importAudience(token: string, n: number): Promise<void> {
 
 /** Sends one transactional message and returns how long after its acceptance the transactional lane released it. */
 async function transactionalDelay(token: string, slug: string, i: number): Promise<number> {
-  const sent = await sendEmail(stack.apiUrls[0]!, token, { from: `App <app@${slug}.example>`, to: `code${i}@example.org`, subject: "Your code", text: "123456" }, { "X-Forwarded-For": "10.7.0.2" });
+  const sent = await sendEmail(
+    stack.apiUrls[0]!,
+    token,
+    { from: `App <app@${slug}.example>`, to: `code${i}@example.org`, subject: "Your code", text: "123456" },
+    { "X-Forwarded-For": "10.7.0.2" },
+  );
   expect(sent.status).toBe(202);
   const id = sent.body.id as string;
   const accepted = Date.parse((await api(token, "GET", `/api/v1/emails/${id}`)).body.createdAt);
   let release: Release | undefined;
-  await waitFor("the transactional release", async () => {
-    release = (await daemon.lanes.listReleases({ lane: Lane.TRANSACTIONAL, sinceMs: BigInt(accepted - 1_000) })).releases.find((r) => r.messageId === id);
-    return release !== undefined;
-  }, 5_000);
+  await waitFor(
+    "the transactional release",
+    async () => {
+      release = (
+        await daemon.lanes.listReleases({ lane: Lane.TRANSACTIONAL, sinceMs: BigInt(accepted - 1_000) })
+      ).releases.find((r) => r.messageId === id);
+      return release !== undefined;
+    },
+    5_000,
+  );
   return Number(release!.releasedAtMs) - accepted;
 }
 
@@ -174,7 +231,15 @@ const AUDIENCE = 5_000;
 test(`a campaign to ${AUDIENCE} subscribers leaves at 40/s in the bulk lane, a few pages ahead at most, while transactional sends are released within 50 ms`, async () => {
   const token = await stack.org("big", "enterprise");
   await importAudience(token, AUDIENCE);
-  const c = (await api(token, "POST", "/api/v1/campaigns", { name: "Everyone", from: "News <news@big.example>", subject: "Hi {{subscriber.name}}", text: "Hello", audience: { all: true } })).body;
+  const c = (
+    await api(token, "POST", "/api/v1/campaigns", {
+      name: "Everyone",
+      from: "News <news@big.example>",
+      subject: "Hi {{subscriber.name}}",
+      text: "Hello",
+      audience: { all: true },
+    })
+  ).body;
   const started = Date.now();
   expect((await api(token, "POST", `/api/v1/campaigns/${c.id}/send`)).body.status).toBe("sending");
 
@@ -200,9 +265,16 @@ test(`a campaign to ${AUDIENCE} subscribers leaves at 40/s in the bulk lane, a f
   const sorted = [...delays].sort((a, b) => a - b);
   console.log(
     `campaign to ${AUDIENCE}: ${rs.length} bulk releases in ${seconds.toFixed(1)} s; per second ${JSON.stringify(counts)}, most in any sliding second ${p.maxSliding}, first to last ${(p.spanMs / 1_000).toFixed(2)} s; ` +
-      `most in the bulk lane at once ${maxDepth}, samples with the lane empty while queueing ${emptyWhileSending}; load ${loadavg().map((l) => l.toFixed(1)).join(" ")}; transactional release delay during it (n=${delays.length}) p50 ${sorted[Math.floor(sorted.length / 2)]} ms max ${sorted.at(-1)} ms`,
+      `most in the bulk lane at once ${maxDepth}, samples with the lane empty while queueing ${emptyWhileSending}; load ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(
+          " ",
+        )}; transactional release delay during it (n=${delays.length}) p50 ${sorted[Math.floor(sorted.length / 2)]} ms max ${sorted.at(-1)} ms`,
   );
-  expect(last).toMatchObject({ status: "sent", stats: { recipients: AUDIENCE, queued: AUDIENCE, delivered: AUDIENCE, skipped: 0 } });
+  expect(last).toMatchObject({
+    status: "sent",
+    stats: { recipients: AUDIENCE, queued: AUDIENCE, delivered: AUDIENCE, skipped: 0 },
+  });
   expect(new Set(rs.map((r) => r.messageId)).size).toBe(AUDIENCE);
   // Never above the rate: no sliding second holds more than 40 (41 with the timestamps' 1 ms
   // rounding). The scheduler never catches up a stall with a burst, so a stall of the daemon's
@@ -223,14 +295,24 @@ test(`a campaign to ${AUDIENCE} subscribers leaves at 40/s in the bulk lane, a f
 test("cancel stops the fan-out at once: at most the page under way is queued after it, and the bulk lane drains", async () => {
   const token = await stack.org("stop", "enterprise");
   await importAudience(token, 2_000);
-  const c = (await api(token, "POST", "/api/v1/campaigns", { name: "Oops", from: "News <news@stop.example>", subject: "Hi", text: "Hello", audience: { all: true } })).body;
+  const c = (
+    await api(token, "POST", "/api/v1/campaigns", {
+      name: "Oops",
+      from: "News <news@stop.example>",
+      subject: "Hi",
+      text: "Hello",
+      audience: { all: true },
+    })
+  ).body;
   await api(token, "POST", `/api/v1/campaigns/${c.id}/send`);
   await finished(token, c.id, (x) => x.stats.queued >= 2 * PAGE);
   const cancelled = await api(token, "POST", `/api/v1/campaigns/${c.id}/cancel`);
   expect(cancelled.body.status).toBe("cancelled");
   await waitFor("the bulk lane to drain", async () => (await bulkDepth()) === 0, 20_000);
   const after = (await api(token, "GET", `/api/v1/campaigns/${c.id}`)).body;
-  console.log(`cancel: queued ${cancelled.body.stats.queued} when cancelled, ${after.stats.queued} in the end, of ${after.stats.recipients}`);
+  console.log(
+    `cancel: queued ${cancelled.body.stats.queued} when cancelled, ${after.stats.queued} in the end, of ${after.stats.recipients}`,
+  );
   expect(after.status).toBe("cancelled");
   expect(after.stats.queued).toBeLessThanOrEqual(cancelled.body.stats.queued + PAGE);
   expect(after.stats.queued).toBeLessThan(2_000);
@@ -242,11 +324,25 @@ test("cancel stops the fan-out at once: at most the page under way is queued aft
 test("a scheduled campaign starts at scheduledAt (a due time in the records), not before", async () => {
   const token = await stack.org("later", "enterprise");
   await api(token, "POST", "/api/v1/subscribers", { email: "early@example.org", triggerWorkflows: false });
-  const c = (await api(token, "POST", "/api/v1/campaigns", { name: "Later", from: "News <news@later.example>", subject: "Hi", text: "Hello", audience: { all: true } })).body;
+  const c = (
+    await api(token, "POST", "/api/v1/campaigns", {
+      name: "Later",
+      from: "News <news@later.example>",
+      subject: "Hi",
+      text: "Hello",
+      audience: { all: true },
+    })
+  ).body;
   const at = Date.now() + 2_000;
-  expect((await api(token, "POST", `/api/v1/campaigns/${c.id}/send`, { scheduledAt: new Date(at).toISOString() })).body.status).toBe("scheduled");
+  expect(
+    (await api(token, "POST", `/api/v1/campaigns/${c.id}/send`, { scheduledAt: new Date(at).toISOString() })).body
+      .status,
+  ).toBe("scheduled");
   await Bun.sleep(1_000);
-  expect((await api(token, "GET", `/api/v1/campaigns/${c.id}`)).body).toMatchObject({ status: "scheduled", stats: { queued: 0 } });
+  expect((await api(token, "GET", `/api/v1/campaigns/${c.id}`)).body).toMatchObject({
+    status: "scheduled",
+    stats: { queued: 0 },
+  });
   const sent = await finished(token, c.id, (x) => x.status === "sent" && x.stats.delivered === 1);
   expect(Date.parse(sent.updatedAt)).toBeGreaterThanOrEqual(at);
 }, 30_000);
@@ -254,13 +350,23 @@ test("a scheduled campaign starts at scheduledAt (a due time in the records), no
 test("kill -9 of limiterd in the middle of a campaign: after the restart it goes on where it stopped, and nobody gets the message twice", async () => {
   const token = await stack.org("resume", "enterprise");
   await importAudience(token, 1_000);
-  const c = (await api(token, "POST", "/api/v1/campaigns", { name: "Resume", from: "News <news@resume.example>", subject: "Hi", text: "Hello", audience: { all: true } })).body;
+  const c = (
+    await api(token, "POST", "/api/v1/campaigns", {
+      name: "Resume",
+      from: "News <news@resume.example>",
+      subject: "Hi",
+      text: "Hello",
+      audience: { all: true },
+    })
+  ).body;
   await api(token, "POST", `/api/v1/campaigns/${c.id}/send`);
   await finished(token, c.id, (x) => x.stats.queued >= 3 * PAGE);
   await stack.restartLimiterd();
   const done = await finished(token, c.id, (x) => x.status === "sent" && x.stats.delivered === 1_000, 90_000);
   expect(done.stats).toEqual({ recipients: 1_000, queued: 1_000, delivered: 1_000, bounced: 0, failed: 0, skipped: 0 });
-  const files = readdirSync(join(stack.dataDir, "sink")).filter((n) => n.endsWith(".eml")).map((f) => readFileSync(join(stack.dataDir, "sink", f), "utf8"));
+  const files = readdirSync(join(stack.dataDir, "sink"))
+    .filter((n) => n.endsWith(".eml"))
+    .map((f) => readFileSync(join(stack.dataDir, "sink", f), "utf8"));
   const toResume = files.filter((eml) => /^From: News <news@resume\.example>$/m.test(eml));
   expect(toResume).toHaveLength(1_000);
   expect(new Set(toResume.map((eml) => /^To: (.*)$/m.exec(eml)![1])).size).toBe(1_000);

@@ -23,7 +23,12 @@ describe("limiterd paused with sends in flight", () => {
     const loops = Array.from({ length: 12 }, async () => {
       while (running) {
         const to = `r${n++}@dest.example`;
-        const a = await sendEmail(stack.apiUrls[0]!, token, { from: "no-reply@acme.example", to, subject: "Deadline", text: "x" });
+        const a = await sendEmail(stack.apiUrls[0]!, token, {
+          from: "no-reply@acme.example",
+          to,
+          subject: "Deadline",
+          text: "x",
+        });
         answers.push({ to, status: a.status });
       }
     });

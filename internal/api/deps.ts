@@ -10,27 +10,45 @@ import type { SendValidation } from "./validation";
 /** The API's dependencies, each a call to the daemon with a deadline; admissions are micro-batched. */
 export function daemonDeps(
   clients: LimiterClients,
-  o: { timeoutMs: number; audienceTimeoutMs: number; trustProxy: readonly string[]; docsUrl: string | undefined; log: Logger; validation: SendValidation },
+  o: {
+    timeoutMs: number;
+    audienceTimeoutMs: number;
+    trustProxy: readonly string[];
+    docsUrl: string | undefined;
+    log: Logger;
+    validation: SendValidation;
+  },
 ): ApiDeps {
   const { health, mail, webhooks } = clients;
   const call = { timeoutMs: o.timeoutMs };
-  const admissions = new MicroBatcher<AdmitCall, Admission>((calls) => clients.admitBatch(calls, o.timeoutMs), MAX_ADMIT_BATCH);
+  const admissions = new MicroBatcher<AdmitCall, Admission>(
+    (calls) => clients.admitBatch(calls, o.timeoutMs),
+    MAX_ADMIT_BATCH,
+  );
   return {
     admit: (c) => admissions.submit(c),
     // The daemon refuses a send it reads after the deadline; the front waits a little longer
     // than that for the answer, so an answer that comes is the truth (deadline_process.test.ts).
     send: (req, requestId) =>
       mail
-        .send(req, { timeoutMs: o.timeoutMs + SEND_GRACE_MS, headers: { [DEADLINE_HEADER]: String(Date.now() + o.timeoutMs), [REQUEST_ID_HEADER]: requestId } })
+        .send(req, {
+          timeoutMs: o.timeoutMs + SEND_GRACE_MS,
+          headers: { [DEADLINE_HEADER]: String(Date.now() + o.timeoutMs), [REQUEST_ID_HEADER]: requestId },
+        })
         .catch((err: unknown) => {
-          throw err instanceof ConnectError && err.metadata.get(NOT_QUEUED_HEADER) === "1" ? new NotQueued(err.message) : err;
+          throw err instanceof ConnectError && err.metadata.get(NOT_QUEUED_HEADER) === "1"
+            ? new NotQueued(err.message)
+            : err;
         }),
-    getMessage: async (orgId, messageId) => (await unlessNotFound(mail.getMessage({ orgId, messageId }, call)))?.message,
+    getMessage: async (orgId, messageId) =>
+      (await unlessNotFound(mail.getMessage({ orgId, messageId }, call)))?.message,
     webhooks: {
       create: async (orgId, input) => webhooks.createWebhook({ orgId, ...input }, call),
       list: async (orgId, limit, cursor) => webhooks.listWebhooks({ orgId, limit, cursor }, call),
-      delete: async (orgId, webhookId) => (await unlessNotFound(webhooks.deleteWebhook({ orgId, webhookId }, call))) !== undefined,
-      deliveries: (orgId, webhookId, limit, cursor) => unlessNotFound(webhooks.listWebhookDeliveries({ orgId, webhookId, limit, cursor }, call)),
+      delete: async (orgId, webhookId) =>
+        (await unlessNotFound(webhooks.deleteWebhook({ orgId, webhookId }, call))) !== undefined,
+      deliveries: (orgId, webhookId, limit, cursor) =>
+        unlessNotFound(webhooks.listWebhookDeliveries({ orgId, webhookId, limit, cursor }, call)),
     },
     ready: async () => (await health.check({}, call)).status === HealthCheckResponse_ServingStatus.SERVING,
     validateSend: (orgId, body) => o.validation.validate(orgId, body),

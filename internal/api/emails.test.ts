@@ -8,7 +8,14 @@ describe("parseSendRequest", () => {
   test("a minimal request", () => {
     const { lane, email } = parseSendRequest(base);
     expect(lane).toBe(Lane.TRANSACTIONAL);
-    expect(email).toMatchObject({ from: "Acme <hello@acme.example>", fromAddress: "hello@acme.example", toAddress: "jane@example.org", subject: "Your code", text: "123456", html: "" });
+    expect(email).toMatchObject({
+      from: "Acme <hello@acme.example>",
+      fromAddress: "hello@acme.example",
+      toAddress: "jane@example.org",
+      subject: "Your code",
+      text: "123456",
+      html: "",
+    });
     expect(email.trackOpens || email.trackClicks).toBe(false);
   });
 
@@ -19,8 +26,15 @@ describe("parseSendRequest", () => {
   });
 
   test("Markdown that renders to more than 2 MB of HTML is refused", () => {
-    expect(() => parseSendRequest({ ...base, text: undefined, markdown: "*a".repeat(400_000) })).toThrow(new InvalidField("markdown", `renders to more than ${MAX_RENDERED_HTML} characters of HTML; shorten it or send html`));
-    expect(parseSendRequest({ ...base, text: undefined, markdown: "*a".repeat(1_000) }).email.html.length).toBeGreaterThan(2_000);
+    expect(() => parseSendRequest({ ...base, text: undefined, markdown: "*a".repeat(400_000) })).toThrow(
+      new InvalidField(
+        "markdown",
+        `renders to more than ${MAX_RENDERED_HTML} characters of HTML; shorten it or send html`,
+      ),
+    );
+    expect(
+      parseSendRequest({ ...base, text: undefined, markdown: "*a".repeat(1_000) }).email.html.length,
+    ).toBeGreaterThan(2_000);
   });
 
   test("all fields", () => {
@@ -35,7 +49,13 @@ describe("parseSendRequest", () => {
       lane: "bulk",
     });
     expect(lane).toBe(Lane.BULK);
-    expect(email).toMatchObject({ toAddress: "Jane+news@Example.org", replyTo: "support@acme.example", headers: { "X-Campaign": "spring" }, tags: ["welcome", "v2"], trackOpens: true });
+    expect(email).toMatchObject({
+      toAddress: "Jane+news@Example.org",
+      replyTo: "support@acme.example",
+      headers: { "X-Campaign": "spring" },
+      tags: ["welcome", "v2"],
+      trackOpens: true,
+    });
   });
 
   test("the fingerprint follows the content, not the JSON spelling", () => {

@@ -24,7 +24,19 @@ export class InvalidField extends Error {
   }
 }
 
-const FIELDS = new Set(["from", "to", "subject", "html", "text", "markdown", "replyTo", "headers", "tags", "tracking", "lane"]);
+const FIELDS = new Set([
+  "from",
+  "to",
+  "subject",
+  "html",
+  "text",
+  "markdown",
+  "replyTo",
+  "headers",
+  "tags",
+  "tracking",
+  "lane",
+]);
 const TAG = /^[A-Za-z0-9_-]{1,64}$/;
 const MAX_TAGS = 20;
 const MAX_LINE = MAX_HEADER_VALUE;
@@ -55,9 +67,11 @@ function mailbox(field: string, value: unknown): { header: string; address: stri
   if (typeof value !== "string" || value.trim() === "") throw new InvalidField(field, "must be an email address");
   if (/[\r\n]/.test(value)) throw new InvalidField(field, "must be one line");
   const input = value.trim();
-  if (input.length > MAX_ADDRESS_FIELD) throw new InvalidField(field, `must be at most ${MAX_ADDRESS_FIELD} characters`);
+  if (input.length > MAX_ADDRESS_FIELD)
+    throw new InvalidField(field, `must be at most ${MAX_ADDRESS_FIELD} characters`);
   const parsed = withinStack(field, () => emailAddresses.parseOneAddress({ input, rfc6532: true, rejectTLD: true }));
-  if (!parsed || parsed.type !== "mailbox") throw new InvalidField(field, `${JSON.stringify(value)} is not one email address`);
+  if (!parsed || parsed.type !== "mailbox")
+    throw new InvalidField(field, `${JSON.stringify(value)} is not one email address`);
   return { header: input, address: parsed.address };
 }
 
@@ -82,7 +96,8 @@ export function validateSendRequest(body: unknown): Validated {
 
 /** Validates a parsed JSON body. Throws InvalidField naming the first bad field. */
 export function parseSendRequest(body: unknown): SendInput {
-  if (typeof body !== "object" || body === null || Array.isArray(body)) throw new InvalidField("body", "must be a JSON object");
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    throw new InvalidField("body", "must be a JSON object");
   const b = body as Record<string, unknown>;
   const unknown = Object.keys(b).find((k) => !FIELDS.has(k));
   if (unknown !== undefined) throw new InvalidField(unknown, "is not a field of this endpoint");
@@ -90,7 +105,8 @@ export function parseSendRequest(body: unknown): SendInput {
   const from = mailbox("from", b.from);
   let toValue = b.to;
   if (Array.isArray(toValue)) {
-    if (toValue.length !== 1) throw new InvalidField("to", "must name exactly one recipient (send one message per recipient)");
+    if (toValue.length !== 1)
+      throw new InvalidField("to", "must name exactly one recipient (send one message per recipient)");
     toValue = toValue[0];
   }
   const to = mailbox("to", toValue);
@@ -106,20 +122,28 @@ export function parseSendRequest(body: unknown): SendInput {
   if (markdown !== "") {
     if (html !== "") throw new InvalidField("markdown", "cannot be combined with html");
     html = withinStack("markdown", () => renderMarkdown(markdown));
-    if (html.length > MAX_RENDERED_HTML) throw new InvalidField("markdown", `renders to more than ${MAX_RENDERED_HTML} characters of HTML; shorten it or send html`);
+    if (html.length > MAX_RENDERED_HTML)
+      throw new InvalidField(
+        "markdown",
+        `renders to more than ${MAX_RENDERED_HTML} characters of HTML; shorten it or send html`,
+      );
     if (text === "") text = markdown;
   }
   if (html === "" && text === "") throw new InvalidField("html", "one of html, text or markdown is required");
 
   const headers: Record<string, string> = {};
   if (b.headers !== undefined && b.headers !== null) {
-    if (typeof b.headers !== "object" || Array.isArray(b.headers)) throw new InvalidField("headers", "must be an object of header names to values");
+    if (typeof b.headers !== "object" || Array.isArray(b.headers))
+      throw new InvalidField("headers", "must be an object of header names to values");
     const entries = Object.entries(b.headers as Record<string, unknown>);
     if (entries.length > MAX_HEADERS) throw new InvalidField("headers", `at most ${MAX_HEADERS}`);
     for (const [name, value] of entries) {
       if (!HEADER_NAME.test(name)) throw new InvalidField(`headers.${name}`, "is not a valid header name");
       if (!isAllowedHeader(name)) {
-        throw new InvalidField(`headers.${name}`, `is not accepted: allowed are ${ALLOWED_HEADERS_TEXT}; From, To, Subject, Reply-To and the like come from the request's own fields`);
+        throw new InvalidField(
+          `headers.${name}`,
+          `is not accepted: allowed are ${ALLOWED_HEADERS_TEXT}; From, To, Subject, Reply-To and the like come from the request's own fields`,
+        );
       }
       if (typeof value !== "string" || /[\r\n]/.test(value) || value.length > MAX_LINE) {
         throw new InvalidField(`headers.${name}`, `must be a one-line string of at most ${MAX_LINE} characters`);
@@ -130,8 +154,11 @@ export function parseSendRequest(body: unknown): SendInput {
 
   let tags: string[] = [];
   if (b.tags !== undefined && b.tags !== null) {
-    if (!Array.isArray(b.tags) || b.tags.length > MAX_TAGS) throw new InvalidField("tags", `must be a list of at most ${MAX_TAGS} tags`);
-    for (const t of b.tags) if (typeof t !== "string" || !TAG.test(t)) throw new InvalidField("tags", `${JSON.stringify(t)} is not a tag (letters, digits, _ and -, up to 64)`);
+    if (!Array.isArray(b.tags) || b.tags.length > MAX_TAGS)
+      throw new InvalidField("tags", `must be a list of at most ${MAX_TAGS} tags`);
+    for (const t of b.tags)
+      if (typeof t !== "string" || !TAG.test(t))
+        throw new InvalidField("tags", `${JSON.stringify(t)} is not a tag (letters, digits, _ and -, up to 64)`);
     tags = b.tags as string[];
   }
 
@@ -143,7 +170,8 @@ export function parseSendRequest(body: unknown): SendInput {
       throw new InvalidField("tracking", 'must be {"opens": boolean, "clicks": boolean}');
     }
     for (const k of ["opens", "clicks"] as const) {
-      if (t[k] !== undefined && typeof t[k] !== "boolean") throw new InvalidField(`tracking.${k}`, "must be true or false");
+      if (t[k] !== undefined && typeof t[k] !== "boolean")
+        throw new InvalidField(`tracking.${k}`, "must be true or false");
     }
     trackOpens = t.opens === true;
     trackClicks = t.clicks === true;
@@ -170,7 +198,21 @@ export function parseSendRequest(body: unknown): SendInput {
     trackClicks,
   });
   const fingerprint = createHash("sha256")
-    .update(JSON.stringify([lane, email.from, email.to, subject, html, text, email.replyTo, Object.entries(headers).sort(), tags, trackOpens, trackClicks]))
+    .update(
+      JSON.stringify([
+        lane,
+        email.from,
+        email.to,
+        subject,
+        html,
+        text,
+        email.replyTo,
+        Object.entries(headers).sort(),
+        tags,
+        trackOpens,
+        trackClicks,
+      ]),
+    )
     .digest("hex");
   return { lane, email, fingerprint };
 }

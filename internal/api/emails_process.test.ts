@@ -3,7 +3,13 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type RedisServer, sendEmail, type Stack, startRedis, startStack } from "../testkit/testkit";
 
 const LIMITED = { code: "RECIPIENT_RATE_LIMITED", message: "This recipient is temporarily rate limited." };
-const mail = (to: string, extra: Record<string, unknown> = {}) => ({ from: "Acme <no-reply@acme.example>", to, subject: "Your code", text: "123456", ...extra });
+const mail = (to: string, extra: Record<string, unknown> = {}) => ({
+  from: "Acme <no-reply@acme.example>",
+  to,
+  subject: "Your code",
+  text: "123456",
+  ...extra,
+});
 
 describe("two API processes and one daemon on Redis", () => {
   let redis: RedisServer;
@@ -20,7 +26,11 @@ describe("two API processes and one daemon on Redis", () => {
   });
 
   test("40 parallel sends to one mailbox: exactly 5 accepted", async () => {
-    const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => sendEmail(stack.apiUrls[i % 2]!, token, mail(i % 3 ? "kim@example.org" : "Kim+x@Example.org"))));
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        sendEmail(stack.apiUrls[i % 2]!, token, mail(i % 3 ? "kim@example.org" : "Kim+x@Example.org")),
+      ),
+    );
     const accepted = answers.filter((a) => a.status === 202);
     const refused = answers.filter((a) => a.status === 429);
     expect(accepted).toHaveLength(5);
@@ -31,9 +41,17 @@ describe("two API processes and one daemon on Redis", () => {
     }
     // Each accepted send is queued, readable from either API process.
     for (const [i, a] of accepted.entries()) {
-      const res = await fetch(`${stack.apiUrls[i % 2]}/api/v1/emails/${a.body.id}`, { headers: { Authorization: `Bearer ${token}` } });
+      const res = await fetch(`${stack.apiUrls[i % 2]}/api/v1/emails/${a.body.id}`, {
+        headers: { Authorization: `Bearer ${token}` },
+      });
       expect(res.status).toBe(200);
-      expect(await res.json()).toMatchObject({ id: a.body.id, lane: "transactional", status: "queued", to: expect.stringMatching(/kim/i), attempts: 0 });
+      expect(await res.json()).toMatchObject({
+        id: a.body.id,
+        lane: "transactional",
+        status: "queued",
+        to: expect.stringMatching(/kim/i),
+        attempts: 0,
+      });
     }
   });
 
@@ -48,7 +66,9 @@ describe("two API processes and one daemon on Redis", () => {
     const other = await sendEmail(stack.apiUrls[0]!, token, mail("lee@example.org", { text: "654321" }), key);
     expect(other.status).toBe(409);
     expect(other.body.code).toBe("IDEMPOTENCY_KEY_REUSED");
-    const bad = await sendEmail(stack.apiUrls[0]!, token, mail("lee@example.org"), { "Idempotency-Key": "x".repeat(256) });
+    const bad = await sendEmail(stack.apiUrls[0]!, token, mail("lee@example.org"), {
+      "Idempotency-Key": "x".repeat(256),
+    });
     expect(bad.status).toBe(400);
     expect(bad.body.code).toBe("INVALID_IDEMPOTENCY_KEY");
   });
@@ -69,13 +89,29 @@ describe("bad input (embedded store)", () => {
   });
 
   const post = (body: string | Uint8Array, headers: Record<string, string>) =>
-    fetch(`${stack.apiUrls[0]}/api/v1/emails`, { method: "POST", headers: { Authorization: `Bearer ${token}`, ...headers }, body });
+    fetch(`${stack.apiUrls[0]}/api/v1/emails`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${token}`, ...headers },
+      body,
+    });
 
   test.each([
     ["no JSON content type", "{}", { "Content-Type": "text/plain" }, 415, "UNSUPPORTED_MEDIA_TYPE"],
     ["broken JSON", "{", { "Content-Type": "application/json" }, 400, "INVALID_JSON"],
-    ["non-UTF-8 bytes", new Uint8Array([0x7b, 0xff, 0x7d]), { "Content-Type": "application/json" }, 400, "INVALID_JSON"],
-    ["a field error", JSON.stringify(mail("not-an-address")), { "Content-Type": "application/json" }, 422, "VALIDATION_FAILED"],
+    [
+      "non-UTF-8 bytes",
+      new Uint8Array([0x7b, 0xff, 0x7d]),
+      { "Content-Type": "application/json" },
+      400,
+      "INVALID_JSON",
+    ],
+    [
+      "a field error",
+      JSON.stringify(mail("not-an-address")),
+      { "Content-Type": "application/json" },
+      422,
+      "VALIDATION_FAILED",
+    ],
   ] as const)("%s", async (_, body, headers, status, code) => {
     const res = await post(body as string | Uint8Array, headers);
     expect(res.status).toBe(status);
@@ -103,7 +139,8 @@ describe("bad input (embedded store)", () => {
 
   test("a message is visible to its own organization only", async () => {
     const sent = await sendEmail(stack.apiUrls[0]!, token, mail("b@example.org"));
-    const get = (t: string, id: string) => fetch(`${stack.apiUrls[0]}/api/v1/emails/${id}`, { headers: { Authorization: `Bearer ${t}` } });
+    const get = (t: string, id: string) =>
+      fetch(`${stack.apiUrls[0]}/api/v1/emails/${id}`, { headers: { Authorization: `Bearer ${t}` } });
     expect((await get(token, sent.body.id as string)).status).toBe(200);
     expect((await get(other, sent.body.id as string)).status).toBe(404);
     expect((await get(token, "msg_000000000000000000000000")).status).toBe(404);

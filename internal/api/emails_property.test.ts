@@ -13,7 +13,18 @@ import { InvalidField, parseSendRequest } from "./emails";
 
 const repeat = (unit: string) => fc.integer({ min: 1, max: 400 }).map((n) => unit.repeat(n));
 /** Inputs that broke parsers before: nesting, unclosed emphasis, comments, quotes, control characters. */
-const hostile = fc.oneof(repeat("*a"), repeat(">"), repeat("("), repeat('"'), repeat("["), repeat("\\"), repeat("<"), repeat("\r\n"), repeat("\u0000"), repeat("😀"));
+const hostile = fc.oneof(
+  repeat("*a"),
+  repeat(">"),
+  repeat("("),
+  repeat('"'),
+  repeat("["),
+  repeat("\\"),
+  repeat("<"),
+  repeat("\r\n"),
+  repeat("\u0000"),
+  repeat("😀"),
+);
 const text = fc.oneof(fc.string(), fc.string({ unit: "grapheme" }), hostile);
 const domain = fc.oneof(fc.constant("acme.example"), fc.domain());
 const address = fc.oneof(
@@ -22,7 +33,19 @@ const address = fc.oneof(
   fc.emailAddress(),
   text,
 );
-const headerName = fc.oneof(fc.constantFrom("X-Campaign", "List-Unsubscribe", "In-Reply-To", "Content-ID", "DKIM-Signature", "X-Mailcore-Tags", "Resent-Bcc", "From"), fc.string({ maxLength: 80 }));
+const headerName = fc.oneof(
+  fc.constantFrom(
+    "X-Campaign",
+    "List-Unsubscribe",
+    "In-Reply-To",
+    "Content-ID",
+    "DKIM-Signature",
+    "X-Mailcore-Tags",
+    "Resent-Bcc",
+    "From",
+  ),
+  fc.string({ maxLength: 80 }),
+);
 const anyJson = fc.jsonValue({ maxDepth: 3 });
 const field = <T>(arb: fc.Arbitrary<T>) => fc.oneof({ weight: 4, arbitrary: arb }, { weight: 1, arbitrary: anyJson });
 
@@ -44,11 +67,23 @@ const generatedFields = fc.record(fieldValues, { requiredKeys: [] });
 const mutatedValid = fc
   .tuple(
     fc.stringMatching(/^[a-z0-9]{1,12}$/),
-    fc.subarray(Object.keys(fieldValues), { maxLength: 2 }).chain((keys) => fc.record(Object.fromEntries(keys.map((k) => [k, fieldValues[k]!])))),
+    fc
+      .subarray(Object.keys(fieldValues), { maxLength: 2 })
+      .chain((keys) => fc.record(Object.fromEntries(keys.map((k) => [k, fieldValues[k]!])))),
   )
-  .map(([local, changes]) => ({ from: "Acme <no-reply@acme.example>", to: `${local}@dest.example`, subject: "Hello", text: "Hi", ...changes }));
+  .map(([local, changes]) => ({
+    from: "Acme <no-reply@acme.example>",
+    to: `${local}@dest.example`,
+    subject: "Hello",
+    text: "Hi",
+    ...changes,
+  }));
 /** Bodies shaped like a send (each field plausible, hostile or of the wrong type), or any JSON at all. */
-const sendBody = fc.oneof({ weight: 5, arbitrary: mutatedValid }, { weight: 4, arbitrary: generatedFields }, { weight: 1, arbitrary: anyJson });
+const sendBody = fc.oneof(
+  { weight: 5, arbitrary: mutatedValid },
+  { weight: 4, arbitrary: generatedFields },
+  { weight: 1, arbitrary: anyJson },
+);
 
 test("parseSendRequest: a valid send or an InvalidField, whatever the body", () => {
   const params = fuzzParams(1_000);
@@ -101,24 +136,34 @@ describe("POST /api/v1/emails with generated bodies (API and daemon in process, 
     const params = fuzzParams(150);
     const statuses = new Map<number, number>();
     await fc.assert(
-      fc.asyncProperty(sendBody, fc.option(fc.string({ minLength: 1, maxLength: 40 }), { nil: undefined }), async (body, key) => {
-        clock.advance(60_000); // the organization's quota refills; the rate limit is not under test here
-        const res = await fetch(`${svc.apiUrl}/api/v1/emails`, {
-          method: "POST",
-          headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json", ...(key ? { "Idempotency-Key": key } : {}) },
-          body: JSON.stringify(body),
-        });
-        const answer = (await res.json()) as Record<string, unknown>;
-        statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
-        expect(res.status).toBeLessThan(500);
-        if (res.status === 202) {
-          const read = await fetch(`${svc.apiUrl}/api/v1/emails/${answer.id}`, { headers: { Authorization: `Bearer ${token}` } });
-          expect(read.status).toBe(200);
-          expect(((await read.json()) as { id: string }).id).toBe(answer.id as string);
-        } else {
-          expect(typeof answer.code === "string" || answer.message === "Too many requests").toBe(true);
-        }
-      }),
+      fc.asyncProperty(
+        sendBody,
+        fc.option(fc.string({ minLength: 1, maxLength: 40 }), { nil: undefined }),
+        async (body, key) => {
+          clock.advance(60_000); // the organization's quota refills; the rate limit is not under test here
+          const res = await fetch(`${svc.apiUrl}/api/v1/emails`, {
+            method: "POST",
+            headers: {
+              Authorization: `Bearer ${token}`,
+              "Content-Type": "application/json",
+              ...(key ? { "Idempotency-Key": key } : {}),
+            },
+            body: JSON.stringify(body),
+          });
+          const answer = (await res.json()) as Record<string, unknown>;
+          statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+          expect(res.status).toBeLessThan(500);
+          if (res.status === 202) {
+            const read = await fetch(`${svc.apiUrl}/api/v1/emails/${answer.id}`, {
+              headers: { Authorization: `Bearer ${token}` },
+            });
+            expect(read.status).toBe(200);
+            expect(((await read.json()) as { id: string }).id).toBe(answer.id as string);
+          } else {
+            expect(typeof answer.code === "string" || answer.message === "Too many requests").toBe(true);
+          }
+        },
+      ),
       params,
     );
     reportFuzz(`POST /api/v1/emails (statuses ${JSON.stringify(Object.fromEntries(statuses))})`, params);

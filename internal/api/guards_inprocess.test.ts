@@ -53,7 +53,11 @@ for (const [name, open] of hotStores(servers)) {
       for (let i = 0; i < 5; i++) {
         const ok = await send("jane@example.org");
         expect(ok.status).toBe(202);
-        expect(ok.body).toEqual({ id: expect.stringMatching(/^msg_[0-9a-f]{24}$/), status: "queued", lane: "transactional" });
+        expect(ok.body).toEqual({
+          id: expect.stringMatching(/^msg_[0-9a-f]{24}$/),
+          status: "queued",
+          lane: "transactional",
+        });
         clock.advance(MIN);
       }
       const refused = await send("jane@example.org");
@@ -96,10 +100,18 @@ for (const [name, open] of hotStores(servers)) {
       expect(first.status).toBe(202);
       // Stand in for the lane scheduler, then let a real worker lease, simulate and ack it.
       while (await store.release(Lane.TRANSACTIONAL, clock.nowMs()));
-      const worker = new Worker(svc.clients, new FileSink(tempDir()), { workerId: "test", maxInFlight: 4, log: logger("worker"), acks: new AckJournal(tempDir()) });
+      const worker = new Worker(svc.clients, new FileSink(tempDir()), {
+        workerId: "test",
+        maxInFlight: 4,
+        log: logger("worker"),
+        acks: new AckJournal(tempDir()),
+      });
       const running = worker.run();
       const id = first.body.id as string;
-      const status = async () => (await (await fetch(`${svc.apiUrl}/api/v1/emails/${id}`, { headers: { Authorization: `Bearer ${token}` } })).json()) as { status: string };
+      const status = async () =>
+        (await (
+          await fetch(`${svc.apiUrl}/api/v1/emails/${id}`, { headers: { Authorization: `Bearer ${token}` } })
+        ).json()) as { status: string };
       for (let i = 0; i < 200 && (await status()).status !== "bounced"; i++) await Bun.sleep(10);
       await worker.stop();
       await running;

@@ -7,7 +7,9 @@ const WINDOW_SECONDS = 60;
  * The rate-limit headers of spec 2.1, byte for byte as DESIGN.md writes them, with the
  * legacy X-RateLimit-* copies. Retry-After is added by the caller on a 429.
  */
-export function rateLimitHeaders(a: Pick<AdmitResponse, "plan" | "limit" | "remaining" | "resetSeconds">): Record<string, string> {
+export function rateLimitHeaders(
+  a: Pick<AdmitResponse, "plan" | "limit" | "remaining" | "resetSeconds">,
+): Record<string, string> {
   const policy = `"${planName(a.plan)}"`;
   const limit = String(a.limit);
   const remaining = String(a.remaining);

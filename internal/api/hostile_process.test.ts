@@ -4,7 +4,12 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect } from "node:net";
 import { sendEmail, type Stack, startStack } from "../testkit/testkit";
 
-const mail = (extra: Record<string, unknown>) => ({ from: "Acme <no-reply@acme.example>", to: "jane@example.org", subject: "Hostile", ...extra });
+const mail = (extra: Record<string, unknown>) => ({
+  from: "Acme <no-reply@acme.example>",
+  to: "jane@example.org",
+  subject: "Hostile",
+  ...extra,
+});
 
 /** Sends raw bytes and returns the status line's code (HTTP/1.1, one request). */
 function rawStatus(port: number, request: string): Promise<number> {
@@ -41,7 +46,12 @@ describe("hostile input to the API", () => {
   test("a malformed Host header is a 400, not a 500", async () => {
     const port = Number(new URL(api).port);
     expect(await rawStatus(port, "GET /healthz HTTP/1.1\r\nHost: [::1\r\nConnection: close\r\n\r\n")).toBe(400);
-    expect(await rawStatus(port, `GET /api/v1/tags HTTP/1.1\r\nHost: [::1\r\nAuthorization: Bearer ${token}\r\nConnection: close\r\n\r\n`)).toBe(400);
+    expect(
+      await rawStatus(
+        port,
+        `GET /api/v1/tags HTTP/1.1\r\nHost: [::1\r\nAuthorization: Bearer ${token}\r\nConnection: close\r\n\r\n`,
+      ),
+    ).toBe(400);
     expect((await fetch(`${api}/healthz`)).status).toBe(200);
   });
 
@@ -104,7 +114,15 @@ describe("hostile input to the API", () => {
   });
 
   test("the headers the README lets through are still accepted", async () => {
-    const headers = { "X-Campaign": "spring", "List-Unsubscribe": "<mailto:u@acme.example>", "In-Reply-To": "<a@b>", References: "<a@b>", "Auto-Submitted": "auto-generated", Precedence: "bulk", "Feedback-ID": "a:b:c" };
+    const headers = {
+      "X-Campaign": "spring",
+      "List-Unsubscribe": "<mailto:u@acme.example>",
+      "In-Reply-To": "<a@b>",
+      References: "<a@b>",
+      "Auto-Submitted": "auto-generated",
+      Precedence: "bulk",
+      "Feedback-ID": "a:b:c",
+    };
     const answer = await sendEmail(api, token, mail({ to: "ok@example.org", text: "x", headers }));
     expect(answer.status).toBe(202);
   });
@@ -113,10 +131,12 @@ describe("hostile input to the API", () => {
     const link = `${api}/u/AAAAAAAAAAAAAAAAAAAAAA`;
     await Bun.sleep(1_100); // a full IP bucket
     const started = performance.now();
-    const statuses = await Promise.all(Array.from({ length: 1_000 }, async () => {
-      const res = await fetch(link); // the confirm page: quick, so the flood outruns the refill
-      return { status: res.status, retryAfter: res.headers.get("Retry-After") };
-    }));
+    const statuses = await Promise.all(
+      Array.from({ length: 1_000 }, async () => {
+        const res = await fetch(link); // the confirm page: quick, so the flood outruns the refill
+        return { status: res.status, retryAfter: res.headers.get("Retry-After") };
+      }),
+    );
     const elapsedMs = performance.now() - started;
     const shown = statuses.filter((a) => a.status === 200).length;
     const limited = statuses.filter((a) => a.status === 429);

@@ -11,7 +11,9 @@ let idCounter = 0;
 
 export function requestIdOf(req: Request): string {
   const given = req.headers.get("x-request-id");
-  return given !== null && CLIENT_REQUEST_ID.test(given) ? given : ID_PREFIX + (idCounter++).toString(16).padStart(12, "0");
+  return given !== null && CLIENT_REQUEST_ID.test(given)
+    ? given
+    : ID_PREFIX + (idCounter++).toString(16).padStart(12, "0");
 }
 
 /** The paths the front answers outside its route table that are labelled as themselves. */
@@ -32,7 +34,10 @@ export function routeLabel(path: string, routes: readonly LabelledRoute[]): stri
 type Handle = (req: Request, peerIp: string, requestId: string) => Promise<Response>;
 
 /** Gives every request an id (echoed as X-Request-Id) and counts and times it by route and status. */
-export function observed(handle: Handle & { routes: readonly LabelledRoute[] }, metrics: ApiMetrics | undefined): (req: Request, peerIp: string) => Promise<Response> {
+export function observed(
+  handle: Handle & { routes: readonly LabelledRoute[] },
+  metrics: ApiMetrics | undefined,
+): (req: Request, peerIp: string) => Promise<Response> {
   return async (req, peerIp) => {
     const started = performance.now();
     const requestId = requestIdOf(req);

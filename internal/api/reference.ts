@@ -29,7 +29,8 @@ function prose(text: unknown): Html {
   return html`${text.split("`").map((part, i) => (i % 2 ? html`<code>${part}</code>` : part))}`;
 }
 
-const refName = (node: unknown) => (typeof (node as Obj)?.$ref === "string" ? ((node as Obj).$ref as string).split("/").pop() : undefined);
+const refName = (node: unknown) =>
+  typeof (node as Obj)?.$ref === "string" ? ((node as Obj).$ref as string).split("/").pop() : undefined;
 
 /** A schema in a few words: its type, enum or constant, pattern and limits; a named schema links to its section. */
 function typeOf(doc: Obj, node: unknown): Html {
@@ -37,12 +38,25 @@ function typeOf(doc: Obj, node: unknown): Html {
   const s = resolve(doc, node);
   const joined = (items: unknown[], sep: string) => html`${items.map((v, i) => html`${i ? sep : ""}${v}`)}`;
   if (s.const !== undefined) return html`${JSON.stringify(s.const)}`;
-  if (Array.isArray(s.enum)) return joined(s.enum.map((v) => JSON.stringify(v)), " | ");
-  if (Array.isArray(s.oneOf)) return joined(s.oneOf.map((o) => typeOf(doc, o)), " or ");
+  if (Array.isArray(s.enum))
+    return joined(
+      s.enum.map((v) => JSON.stringify(v)),
+      " | ",
+    );
+  if (Array.isArray(s.oneOf))
+    return joined(
+      s.oneOf.map((o) => typeOf(doc, o)),
+      " or ",
+    );
   if (name && (s.type === "object" || s.allOf)) return html`<a href="#schema-${name}">${name}</a>`;
   if (Array.isArray(s.allOf)) return typeOf(doc, s.allOf[0]);
-  if (s.type === "array") return html`list of ${typeOf(doc, s.items)}${s.maxItems !== undefined ? ` (at most ${s.maxItems})` : ""}`;
-  const limits = [s.format, s.pattern ? `pattern ${s.pattern}` : undefined, s.maxLength !== undefined ? `at most ${s.maxLength} characters` : undefined].filter(Boolean);
+  if (s.type === "array")
+    return html`list of ${typeOf(doc, s.items)}${s.maxItems !== undefined ? ` (at most ${s.maxItems})` : ""}`;
+  const limits = [
+    s.format,
+    s.pattern ? `pattern ${s.pattern}` : undefined,
+    s.maxLength !== undefined ? `at most ${s.maxLength} characters` : undefined,
+  ].filter(Boolean);
   return html`${(s.type as string) ?? "object"}${limits.length ? ` (${limits.join(", ")})` : ""}`;
 }
 
@@ -62,7 +76,9 @@ ${Object.entries(props).map(([name, p]) => {
 }
 
 function jsonSchema(content: unknown): unknown {
-  return (content as Obj | undefined)?.["application/json"] ? ((content as Obj)["application/json"] as Obj).schema : undefined;
+  return (content as Obj | undefined)?.["application/json"]
+    ? ((content as Obj)["application/json"] as Obj).schema
+    : undefined;
 }
 
 function operation(doc: Obj, path: string, method: string, op: Obj): Html {
@@ -99,14 +115,18 @@ function codes(doc: Obj, schema: unknown): Html {
   const s = resolve(doc, schema);
   const code = resolve(doc, (s.properties as Obj | undefined)?.code);
   const list = code.const !== undefined ? [code.const] : (code.enum as unknown[] | undefined);
-  return list ? html`<br><span class="hint">code ${list.map((c, i) => html`${i ? ", " : ""}<code>${String(c)}</code>`)}</span>` : html``;
+  return list
+    ? html`<br><span class="hint">code ${list.map((c, i) => html`${i ? ", " : ""}<code>${String(c)}</code>`)}</span>`
+    : html``;
 }
 
 function page(doc: Obj): string {
   const info = doc.info as Obj;
   const tags = doc.tags as { name: string; description: string }[];
   const paths = doc.paths as Record<string, Obj>;
-  const ops = Object.entries(paths).flatMap(([path, item]) => METHODS.filter((m) => item[m]).map((m) => ({ path, method: m, op: item[m] as Obj })));
+  const ops = Object.entries(paths).flatMap(([path, item]) =>
+    METHODS.filter((m) => item[m]).map((m) => ({ path, method: m, op: item[m] as Obj })),
+  );
   const schemas = (doc.components as Obj).schemas as Obj;
   return html`<!doctype html>
 <html lang="en">
@@ -135,7 +155,8 @@ ${ops.filter(({ op }) => (op.tags as string[]).includes(t.name)).map(({ path, me
 <p>Every answer of an <code>/api/v1</code> endpoint carries the rate-limit headers, 429s and authentication failures included; a 429 adds <code>Retry-After</code>.</p>
 <div class="table-wrap"><table><thead><tr><th scope="col">Header</th><th scope="col">About</th><th scope="col">Example</th></tr></thead><tbody>
 ${Object.entries((doc.components as Obj).headers as Record<string, Obj>).map(
-  ([name, h]) => html`<tr><td><code>${name}</code></td><td>${prose(h.description)}</td><td><code>${String(h.example)}</code></td></tr>`,
+  ([name, h]) =>
+    html`<tr><td><code>${name}</code></td><td>${prose(h.description)}</td><td><code>${String(h.example)}</code></td></tr>`,
 )}
 </tbody></table></div>
 <h2 id="schemas">Schemas</h2>
@@ -152,8 +173,16 @@ export function referenceHandler(): (req: Request, url: URL) => Response | undef
   const json = JSON.stringify(doc, null, 2);
   const htmlPage = page(doc);
   return (_req, url) => {
-    if (url.pathname === OPENAPI_PATH) return new Response(json, { headers: { "Content-Type": "application/json", "Access-Control-Allow-Origin": "*", "X-Content-Type-Options": "nosniff" } });
-    if (url.pathname === REFERENCE_PATH) return new Response(htmlPage, { headers: pageHeaders({ "Cache-Control": "public, max-age=300" }) });
+    if (url.pathname === OPENAPI_PATH)
+      return new Response(json, {
+        headers: {
+          "Content-Type": "application/json",
+          "Access-Control-Allow-Origin": "*",
+          "X-Content-Type-Options": "nosniff",
+        },
+      });
+    if (url.pathname === REFERENCE_PATH)
+      return new Response(htmlPage, { headers: pageHeaders({ "Cache-Control": "public, max-age=300" }) });
     return undefined;
   };
 }

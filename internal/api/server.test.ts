@@ -6,7 +6,15 @@ import { AdmitResponseSchema, Plan, Verdict } from "../gen/mailcore/limiter/v1/l
 import { logger } from "../log/log";
 import { apiHandler, type ApiDeps } from "./server";
 
-const admitted = create(AdmitResponseSchema, { verdict: Verdict.ALLOWED, orgId: "org_1", orgSlug: "acme", plan: Plan.PREMIUM, limit: 700, remaining: 699, resetSeconds: 1 });
+const admitted = create(AdmitResponseSchema, {
+  verdict: Verdict.ALLOWED,
+  orgId: "org_1",
+  orgSlug: "acme",
+  plan: Plan.PREMIUM,
+  limit: 700,
+  remaining: 699,
+  resetSeconds: 1,
+});
 const failing = () => Promise.reject(new Error("daemon gone"));
 
 test("a daemon call that fails after admission is a 503 that still carries the rate-limit headers", async () => {
@@ -27,7 +35,11 @@ test("a daemon call that fails after admission is a 503 that still carries the r
   };
   const handle = apiHandler(deps);
   for (const path of ["/api/v1/emails/msg_000000000000000000000000", "/api/v1/subscribers/ann@example.com"]) {
-    const res = await handle(new Request(`http://api.test${path}`, { headers: { Authorization: `Bearer mc_${"a".repeat(43)}` } }), "127.0.0.1", "req_1");
+    const res = await handle(
+      new Request(`http://api.test${path}`, { headers: { Authorization: `Bearer mc_${"a".repeat(43)}` } }),
+      "127.0.0.1",
+      "req_1",
+    );
     expect(res.status).toBe(503);
     expect(await res.json()).toEqual({ code: "LIMITER_UNAVAILABLE", message: expect.any(String) });
     expect(res.headers.get("Retry-After")).toBe("1");

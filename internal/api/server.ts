@@ -2,7 +2,14 @@ import type { Client } from "@connectrpc/connect";
 import type { Server } from "bun";
 import type { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
 import { Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
-import { type Email, type Lane, type MessageInfo, MessageStatus, SendOutcome, type SendResponse } from "../gen/mailcore/limiter/v1/mail_pb";
+import {
+  type Email,
+  type Lane,
+  type MessageInfo,
+  MessageStatus,
+  SendOutcome,
+  type SendResponse,
+} from "../gen/mailcore/limiter/v1/mail_pb";
 import type { Admission, AdmitCall } from "../limiterclient/client";
 import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
@@ -33,7 +40,10 @@ export type AudienceCalls = Client<typeof AudienceService>;
 export interface ApiDeps {
   admit(call: AdmitCall): Promise<Admission>;
   /** Rejects with NotQueued when the daemon is certain it queued nothing; any other rejection leaves it open. */
-  send(req: { orgId: string; lane: Lane; email: Email; idempotencyKey: string; bodyHash: string }, requestId: string): Promise<SendResponse>;
+  send(
+    req: { orgId: string; lane: Lane; email: Email; idempotencyKey: string; bodyHash: string },
+    requestId: string,
+  ): Promise<SendResponse>;
   /** undefined when the organization has no such message. */
   getMessage(orgId: string, messageId: string): Promise<MessageInfo | undefined>;
   webhooks: WebhookCalls;
@@ -61,7 +71,10 @@ export type SiteHandler = (req: Request, url: URL, peerIp: string) => Promise<Re
 
 /** The daemon could not be asked; with the request's rate-limit headers when it was already admitted. */
 const unavailable = (headers: Headers_ = {}) =>
-  error(503, "LIMITER_UNAVAILABLE", "The rate limiter cannot be reached; the request was not served. Retry shortly.", { ...headers, "Retry-After": "1" });
+  error(503, "LIMITER_UNAVAILABLE", "The rate limiter cannot be reached; the request was not served. Retry shortly.", {
+    ...headers,
+    "Retry-After": "1",
+  });
 
 /**
  * A send the daemon did not confirm. Only a refusal the daemon vouches for says that nothing
@@ -110,7 +123,8 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler) {
     [
       TAGS_PATH,
       {
-        GET: async ({ admission, headers }) => json(200, { data: admission.tags.map((t) => ({ name: t.name, subscribers: t.subscribers })) }, headers),
+        GET: async ({ admission, headers }) =>
+          json(200, { data: admission.tags.map((t) => ({ name: t.name, subscribers: t.subscribers })) }, headers),
         POST: createTagHandler(deps.audience, deps.audienceTimeoutMs),
       },
     ],
@@ -120,7 +134,12 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler) {
         POST: async ({ req, requestId, admission, headers }) => {
           const key = req.headers.get("idempotency-key");
           if (key !== null && !IDEMPOTENCY_KEY.test(key)) {
-            return error(400, "INVALID_IDEMPOTENCY_KEY", "Idempotency-Key must be 1 to 255 printable ASCII characters.", headers);
+            return error(
+              400,
+              "INVALID_IDEMPOTENCY_KEY",
+              "Idempotency-Key must be 1 to 255 printable ASCII characters.",
+              headers,
+            );
           }
           const body = await readJson(req, headers);
           if (body instanceof Response) return body;
@@ -132,10 +151,20 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler) {
             return invalid(err.field, err.message, headers);
           }
           // A client that went away (an SMTP front that gave up) gets nothing queued behind its back.
-          if (req.signal.aborted) return error(499, "CLIENT_CLOSED", "The client closed the request; nothing was queued.", headers);
+          if (req.signal.aborted)
+            return error(499, "CLIENT_CLOSED", "The client closed the request; nothing was queued.", headers);
           let res: SendResponse;
           try {
-            res = await deps.send({ orgId: admission.orgId, lane: input.lane, email: input.email, idempotencyKey: key ?? "", bodyHash: input.fingerprint }, requestId);
+            res = await deps.send(
+              {
+                orgId: admission.orgId,
+                lane: input.lane,
+                email: input.email,
+                idempotencyKey: key ?? "",
+                bodyHash: input.fingerprint,
+              },
+              requestId,
+            );
             sendFailing.succeeded();
           } catch (err) {
             sendFailing.failed(err as Error);
@@ -148,9 +177,19 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler) {
             case SendOutcome.REPLAYED:
               return json(202, accepted, { ...headers, "Idempotent-Replayed": "true" });
             case SendOutcome.IDEMPOTENCY_CONFLICT:
-              return error(409, "IDEMPOTENCY_KEY_REUSED", "This Idempotency-Key was used with a different request body.", headers);
+              return error(
+                409,
+                "IDEMPOTENCY_KEY_REUSED",
+                "This Idempotency-Key was used with a different request body.",
+                headers,
+              );
             case SendOutcome.DOMAIN_NOT_VERIFIED:
-              return error(403, "DOMAIN_NOT_VERIFIED", `${input.email.fromAddress.split("@").pop()} is not a verified sending domain of this organization.`, headers);
+              return error(
+                403,
+                "DOMAIN_NOT_VERIFIED",
+                `${input.email.fromAddress.split("@").pop()} is not a verified sending domain of this organization.`,
+                headers,
+              );
             case SendOutcome.RECIPIENT_LIMITED:
               return json(
                 429,
@@ -167,7 +206,9 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler) {
       "/api/v1/emails/{id}",
       {
         GET: async ({ admission, headers, params }) => {
-          const message = /^msg_[0-9a-f]{24}$/.test(params[0]!) ? await deps.getMessage(admission.orgId, params[0]!) : undefined;
+          const message = /^msg_[0-9a-f]{24}$/.test(params[0]!)
+            ? await deps.getMessage(admission.orgId, params[0]!)
+            : undefined;
           if (!message) return error(404, "NOT_FOUND", `No email ${params[0]} in this organization.`, headers);
           return json(200, messageJson(message), headers);
         },
@@ -226,8 +267,10 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler) {
         );
       case Verdict.UNAUTHENTICATED: {
         const challenge = { ...headers, "WWW-Authenticate": 'Bearer realm="api"' };
-        if (authorization === null) return error(401, "MISSING_TOKEN", "Send your API token as Authorization: Bearer <token>.", challenge);
-        if (bearer === null) return error(401, "INVALID_AUTHORIZATION", "The Authorization header must be: Bearer <token>.", challenge);
+        if (authorization === null)
+          return error(401, "MISSING_TOKEN", "Send your API token as Authorization: Bearer <token>.", challenge);
+        if (bearer === null)
+          return error(401, "INVALID_AUTHORIZATION", "The Authorization header must be: Bearer <token>.", challenge);
         return error(401, "INVALID_TOKEN", "The API token is not valid: it is unknown or was revoked.", challenge);
       }
       default:
@@ -240,7 +283,10 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler) {
     const { route, params } = found;
     const handler = route[req.method];
     if (!handler) {
-      return error(405, "METHOD_NOT_ALLOWED", `${path} does not accept ${req.method}.`, { ...headers, Allow: Object.keys(route).join(", ") });
+      return error(405, "METHOD_NOT_ALLOWED", `${path} does not accept ${req.method}.`, {
+        ...headers,
+        Allow: Object.keys(route).join(", "),
+      });
     }
     try {
       return await handler({ req, requestId, admission, headers, params });
@@ -250,7 +296,9 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler) {
     }
   }
   // The admitted routes: for the test that holds them and the OpenAPI document to each other, and the metrics' route labels.
-  return Object.assign(handle, { routes: table.map(([template, route], i) => ({ template, pattern: routes[i]![0], methods: Object.keys(route) })) });
+  return Object.assign(handle, {
+    routes: table.map(([template, route], i) => ({ template, pattern: routes[i]![0], methods: Object.keys(route) })),
+  });
 }
 
 /** What a serving API process adds to the handler: its metrics, and the pages beside the API. */

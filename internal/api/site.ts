@@ -16,12 +16,20 @@ const API_PREFIX = "/api/";
  * assets, the unsubscribe pages. `admit` is the API's admission: the unsubscribe pages, which
  * anyone may call, count against the client IP's limit through it (an admission without a token).
  */
-export function apiSite(console: ConsoleOptions, automation: AutomationCalls, admit: (call: AdmitCall) => Promise<Admission>): SiteHandler {
+export function apiSite(
+  console: ConsoleOptions,
+  automation: AutomationCalls,
+  admit: (call: AdmitCall) => Promise<Admission>,
+): SiteHandler {
   const assets = assetHandler();
   const reference = referenceHandler();
   const pages = consoleHandler(console);
   const gate = async (req: Request, peerIp: string) => {
-    const a = await admit({ token: "", clientIp: clientIp(peerIp, req.headers.get("x-forwarded-for"), console.trustProxy), withTags: false });
+    const a = await admit({
+      token: "",
+      clientIp: clientIp(peerIp, req.headers.get("x-forwarded-for"), console.trustProxy),
+      withTags: false,
+    });
     return a.verdict === Verdict.IP_LIMITED ? a.retryAfterSeconds : undefined;
   };
   const unsubscribe = unsubscribePages(automation, gate, console.timeoutMs, console.log);

@@ -30,10 +30,14 @@ const ADDRESS = new RegExp(`^(?=[^@]{1,64}@)${ATEXT}(?:\\.${ATEXT})*@${LABEL}(?:
 const CHANGE_FIELDS = ["name", "fields", "tags", "status", "replaceTags", "resubscribe", "triggerWorkflows"];
 const UPSERT_FIELDS = new Set(["email", ...CHANGE_FIELDS]);
 const PATCH_FIELDS = new Set(CHANGE_FIELDS);
-const STATUSES: Partial<Record<string, SubscriberStatus>> = { subscribed: SubscriberStatus.SUBSCRIBED, unsubscribed: SubscriberStatus.UNSUBSCRIBED };
+const STATUSES: Partial<Record<string, SubscriberStatus>> = {
+  subscribed: SubscriberStatus.SUBSCRIBED,
+  unsubscribed: SubscriberStatus.UNSUBSCRIBED,
+};
 
 function object(field: string, value: unknown): Record<string, unknown> {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) throw new InvalidField(field, "must be a JSON object");
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    throw new InvalidField(field, "must be a JSON object");
   return value as Record<string, unknown>;
 }
 
@@ -53,7 +57,11 @@ export function subscriberEmail(field: string, value: unknown): string {
   if (typeof value !== "string" || value.trim() === "") throw new InvalidField(field, "is required: an email address");
   const email = value.trim();
   if (email.length > MAX_EMAIL) throw new InvalidField(field, `must be at most ${MAX_EMAIL} characters`);
-  if (!ADDRESS.test(email)) throw new InvalidField(field, `${JSON.stringify(value)} is not an email address (one bare address: local@host.example)`);
+  if (!ADDRESS.test(email))
+    throw new InvalidField(
+      field,
+      `${JSON.stringify(value)} is not an email address (one bare address: local@host.example)`,
+    );
   return email;
 }
 
@@ -64,12 +72,17 @@ export function subscriberStatus(field: string, value: unknown): SubscriberStatu
 }
 
 export function tagName(field: string, value: unknown): string {
-  if (typeof value !== "string" || !TAG_NAME.test(value)) throw new InvalidField(field, `${JSON.stringify(value)} is not a tag name (1 to 64 letters, digits, spaces, _ and -)`);
+  if (typeof value !== "string" || !TAG_NAME.test(value))
+    throw new InvalidField(
+      field,
+      `${JSON.stringify(value)} is not a tag name (1 to 64 letters, digits, spaces, _ and -)`,
+    );
   return value;
 }
 
 export function tagList(field: string, value: unknown): string[] {
-  if (!Array.isArray(value) || value.length > MAX_TAGS) throw new InvalidField(field, `must be a list of at most ${MAX_TAGS} tag names`);
+  if (!Array.isArray(value) || value.length > MAX_TAGS)
+    throw new InvalidField(field, `must be a list of at most ${MAX_TAGS} tag names`);
   return value.map((t) => tagName(field, t));
 }
 
@@ -79,19 +92,35 @@ function fieldsJson(prefix: string, value: unknown): string {
   const entries = Object.entries(fields);
   if (entries.length > MAX_FIELDS) throw new InvalidField(`${prefix}fields`, `at most ${MAX_FIELDS} fields`);
   for (const [key, v] of entries) {
-    if (!FIELD_KEY.test(key)) throw new InvalidField(`${prefix}fields.${key}`, "is not a field name (1 to 64 letters, digits, _ and -)");
-    const scalar = v === null || typeof v === "boolean" || (typeof v === "number" && Number.isFinite(v)) || (typeof v === "string" && v.length <= MAX_FIELD_STRING);
-    if (!scalar) throw new InvalidField(`${prefix}fields.${key}`, `must be a string (up to ${MAX_FIELD_STRING} characters), a number, true, false or null`);
+    if (!FIELD_KEY.test(key))
+      throw new InvalidField(`${prefix}fields.${key}`, "is not a field name (1 to 64 letters, digits, _ and -)");
+    const scalar =
+      v === null ||
+      typeof v === "boolean" ||
+      (typeof v === "number" && Number.isFinite(v)) ||
+      (typeof v === "string" && v.length <= MAX_FIELD_STRING);
+    if (!scalar)
+      throw new InvalidField(
+        `${prefix}fields.${key}`,
+        `must be a string (up to ${MAX_FIELD_STRING} characters), a number, true, false or null`,
+      );
   }
   return JSON.stringify(fields);
 }
 
 /** The switches and parts shared by an upsert and a partial update. */
 function change(b: Record<string, unknown>, prefix: string, triggerDefault: boolean): ChangeInit {
-  if (b.name !== undefined && b.name !== null && (typeof b.name !== "string" || b.name.length > MAX_NAME || /[\r\n]/.test(b.name))) {
+  if (
+    b.name !== undefined &&
+    b.name !== null &&
+    (typeof b.name !== "string" || b.name.length > MAX_NAME || /[\r\n]/.test(b.name))
+  ) {
     throw new InvalidField(`${prefix}name`, `must be one line of at most ${MAX_NAME} characters`);
   }
-  const status = b.status === undefined || b.status === null ? SubscriberStatus.UNSPECIFIED : subscriberStatus(`${prefix}status`, b.status);
+  const status =
+    b.status === undefined || b.status === null
+      ? SubscriberStatus.UNSPECIFIED
+      : subscriberStatus(`${prefix}status`, b.status);
   const tags = b.tags === undefined || b.tags === null ? undefined : tagList(`${prefix}tags`, b.tags);
   return {
     name: typeof b.name === "string" ? b.name : undefined,
@@ -146,7 +175,10 @@ export function parseTagsBody(body: unknown): { tags: string[]; triggerWorkflows
   const b = object("body", body);
   only(b, new Set(["tags", "triggerWorkflows"]));
   if (b.tags === undefined) throw new InvalidField("tags", "is required: a list of tag names");
-  return { tags: tagList("tags", b.tags), triggerWorkflows: optionalBool("triggerWorkflows", b.triggerWorkflows) ?? true };
+  return {
+    tags: tagList("tags", b.tags),
+    triggerWorkflows: optionalBool("triggerWorkflows", b.triggerWorkflows) ?? true,
+  };
 }
 
 /** The body of POST /api/v1/tags: the tag's name. */

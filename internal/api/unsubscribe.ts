@@ -17,7 +17,10 @@ function page(status: number, title: string, body: Html): Response {
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${title}</title><link rel="stylesheet" href="/assets/site.css"></head>
 <body><main><h1>${title}</h1>${body}</main></body></html>`;
   // The token is in the URL: no Referer carries it elsewhere, no cache keeps the page.
-  return new Response(doc.value, { status, headers: pageHeaders({ "Referrer-Policy": "no-referrer", "Cache-Control": "no-store" }) });
+  return new Response(doc.value, {
+    status,
+    headers: pageHeaders({ "Referrer-Policy": "no-referrer", "Cache-Control": "no-store" }),
+  });
 }
 
 /**
@@ -30,7 +33,8 @@ const unknownLink = () => page(404, "Link not found", html`<p>This unsubscribe l
 
 /** The /u/{token} pages; undefined for every other path. */
 export function unsubscribePages(automation: AutomationCalls, gate: IpGate, timeoutMs: number, log: Logger) {
-  const tryAgain = () => page(503, "Try again", html`<p>We could not unsubscribe you just now. Please try again in a moment.</p>`);
+  const tryAgain = () =>
+    page(503, "Try again", html`<p>We could not unsubscribe you just now. Please try again in a moment.</p>`);
   return (req: Request, url: URL, peerIp: string): Promise<Response> | undefined => {
     if (!url.pathname.startsWith("/u/")) return undefined;
     return (async () => {
@@ -42,14 +46,22 @@ export function unsubscribePages(automation: AutomationCalls, gate: IpGate, time
         return tryAgain();
       }
       if (wait !== undefined) {
-        const limited = page(429, "Too many requests", html`<p>Too many requests from your address. Please try again in a moment.</p>`);
+        const limited = page(
+          429,
+          "Too many requests",
+          html`<p>Too many requests from your address. Please try again in a moment.</p>`,
+        );
         limited.headers.set("Retry-After", String(wait));
         return limited;
       }
       const token = PATH.exec(url.pathname)?.[1];
       if (token === undefined) return unknownLink();
       if (req.method === "GET" || req.method === "HEAD") {
-        return page(200, "Unsubscribe", html`<p>Stop receiving these emails?</p><form method="post"><button type="submit">Unsubscribe</button></form>`);
+        return page(
+          200,
+          "Unsubscribe",
+          html`<p>Stop receiving these emails?</p><form method="post"><button type="submit">Unsubscribe</button></form>`,
+        );
       }
       if (req.method !== "POST") return new Response(null, { status: 405, headers: { Allow: "GET, HEAD, POST" } });
       try {

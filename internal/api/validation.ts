@@ -13,7 +13,11 @@ export interface SendValidation {
  * never touches the event loop, and a body that needs more than the cap is refused (422).
  */
 export function offloadedValidation(o: { workers: number; timeoutMs: number }): SendValidation {
-  const pool = new WorkerPool<unknown, Validated>({ script: new URL("./validation_worker.ts", import.meta.url).href, size: o.workers, timeoutMs: o.timeoutMs });
+  const pool = new WorkerPool<unknown, Validated>({
+    script: new URL("./validation_worker.ts", import.meta.url).href,
+    size: o.workers,
+    timeoutMs: o.timeoutMs,
+  });
   return {
     async validate(key, body) {
       let v: Validated;
@@ -22,7 +26,10 @@ export function offloadedValidation(o: { workers: number; timeoutMs: number }): 
       } catch (err) {
         if (!(err instanceof JobTimeout)) throw err;
         const field = typeof (body as { markdown?: unknown }).markdown === "string" ? "markdown" : "body";
-        throw new InvalidField(field, `took longer than ${o.timeoutMs} ms to validate${field === "markdown" ? " and render" : ""}; simplify it${field === "markdown" ? " or send html" : ""}`);
+        throw new InvalidField(
+          field,
+          `took longer than ${o.timeoutMs} ms to validate${field === "markdown" ? " and render" : ""}; simplify it${field === "markdown" ? " or send html" : ""}`,
+        );
       }
       if (!v.ok) throw new InvalidField(v.field, v.reason);
       return v.input;

@@ -16,7 +16,12 @@ export interface WebhookCalls {
   create(orgId: string, input: EndpointInput): Promise<CreateWebhookResponse>;
   list(orgId: string, limit: number, cursor: string): Promise<ListWebhooksResponse>;
   delete(orgId: string, id: string): Promise<boolean>;
-  deliveries(orgId: string, id: string, limit: number, cursor: string): Promise<ListWebhookDeliveriesResponse | undefined>;
+  deliveries(
+    orgId: string,
+    id: string,
+    limit: number,
+    cursor: string,
+  ): Promise<ListWebhookDeliveriesResponse | undefined>;
 }
 
 const WEBHOOK_ID = /^wh_[0-9a-f]{24}$/;
@@ -32,7 +37,15 @@ const STATES: Record<number, string> = {
 const iso = (ms: bigint) => (ms === 0n ? null : new Date(Number(ms)).toISOString());
 
 function endpointJson(e: WebhookEndpoint) {
-  return { id: e.id, url: e.url, events: e.events, createdAt: iso(e.createdAtMs), disabled: e.disabledAtMs !== 0n, disabledAt: iso(e.disabledAtMs), disabledReason: e.disabledReason || null };
+  return {
+    id: e.id,
+    url: e.url,
+    events: e.events,
+    createdAt: iso(e.createdAtMs),
+    disabled: e.disabledAtMs !== 0n,
+    disabledAt: iso(e.disabledAtMs),
+    disabledReason: e.disabledReason || null,
+  };
 }
 
 function deliveryJson(d: WebhookDelivery) {
@@ -42,7 +55,13 @@ function deliveryJson(d: WebhookDelivery) {
     state: STATES[d.state],
     createdAt: iso(d.createdAtMs),
     nextAttemptAt: iso(d.nextAttemptAtMs),
-    attempts: d.attempts.map((a) => ({ attempt: a.attempt, at: iso(a.atMs), durationMs: a.durationMs, statusCode: a.statusCode || null, error: a.error || null })),
+    attempts: d.attempts.map((a) => ({
+      attempt: a.attempt,
+      at: iso(a.atMs),
+      durationMs: a.durationMs,
+      statusCode: a.statusCode || null,
+      error: a.error || null,
+    })),
   };
 }
 
@@ -51,8 +70,10 @@ function pageParams(req: Request, headers: Headers_): { limit: number; cursor: s
   const q = new URL(req.url).searchParams;
   const limit = q.get("limit") ?? String(DEFAULT_LIMIT);
   const cursor = q.get("cursor") ?? "";
-  if (!/^\d{1,3}$/.test(limit) || Number(limit) < 1 || Number(limit) > 100) return invalid("limit", "limit must be a whole number from 1 to 100.", headers);
-  if (cursor !== "" && !CURSOR.test(cursor)) return invalid("cursor", "cursor must be the nextCursor of a previous page.", headers);
+  if (!/^\d{1,3}$/.test(limit) || Number(limit) < 1 || Number(limit) > 100)
+    return invalid("limit", "limit must be a whole number from 1 to 100.", headers);
+  if (cursor !== "" && !CURSOR.test(cursor))
+    return invalid("cursor", "cursor must be the nextCursor of a previous page.", headers);
   return { limit: Number(limit), cursor };
 }
 
@@ -60,7 +81,8 @@ function invalid(field: string, message: string, headers: Headers_): Response {
   return json(422, { code: "VALIDATION_FAILED", message, field }, headers);
 }
 
-const noWebhook = (id: string, headers: Headers_) => error(404, "NOT_FOUND", `No webhook ${id} in this organization.`, headers);
+const noWebhook = (id: string, headers: Headers_) =>
+  error(404, "NOT_FOUND", `No webhook ${id} in this organization.`, headers);
 
 export function webhookRoutes(calls: WebhookCalls): [string, Route][] {
   return [
@@ -98,7 +120,9 @@ export function webhookRoutes(calls: WebhookCalls): [string, Route][] {
         GET: async ({ req, admission, headers, params: [id] }) => {
           const page = pageParams(req, headers);
           if (page instanceof Response) return page;
-          const res = WEBHOOK_ID.test(id!) ? await calls.deliveries(admission.orgId, id!, page.limit, page.cursor) : undefined;
+          const res = WEBHOOK_ID.test(id!)
+            ? await calls.deliveries(admission.orgId, id!, page.limit, page.cursor)
+            : undefined;
           if (!res) return noWebhook(id!, headers);
           return json(200, { data: res.deliveries.map(deliveryJson), nextCursor: res.nextCursor || null }, headers);
         },

@@ -53,7 +53,8 @@ function runJson(r: WorkflowRun) {
 }
 
 function object(field: string, value: unknown): Record<string, unknown> {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) throw new InvalidField(field, "must be a JSON object");
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    throw new InvalidField(field, "must be a JSON object");
   return value as Record<string, unknown>;
 }
 
@@ -73,7 +74,8 @@ function step(value: unknown, i: number): Record<string, unknown> {
   if (unknown !== undefined) throw new InvalidField(`${field}.${unknown}`, "is not a field of this step");
   switch (s.type) {
     case "wait":
-      if (!Number.isInteger(s.seconds) || (s.seconds as number) < 1 || (s.seconds as number) > MAX_WAIT_S) throw new InvalidField(`${field}.seconds`, `must be a whole number from 1 to ${MAX_WAIT_S}`);
+      if (!Number.isInteger(s.seconds) || (s.seconds as number) < 1 || (s.seconds as number) > MAX_WAIT_S)
+        throw new InvalidField(`${field}.seconds`, `must be a whole number from 1 to ${MAX_WAIT_S}`);
       return { type: "wait", seconds: s.seconds };
     case "email":
       try {
@@ -87,7 +89,8 @@ function step(value: unknown, i: number): Record<string, unknown> {
       try {
         url = new URL(String(s.url));
       } catch {}
-      if (typeof s.url !== "string" || !url || (url.protocol !== "http:" && url.protocol !== "https:")) throw new InvalidField(`${field}.url`, "must be an http:// or https:// URL");
+      if (typeof s.url !== "string" || !url || (url.protocol !== "http:" && url.protocol !== "https:"))
+        throw new InvalidField(`${field}.url`, "must be an http:// or https:// URL");
       return { type: "webhook", url: s.url };
     }
     default:
@@ -96,12 +99,14 @@ function step(value: unknown, i: number): Record<string, unknown> {
 }
 
 function steps(value: unknown): string {
-  if (!Array.isArray(value) || value.length > MAX_STEPS) throw new InvalidField("steps", `must be a list of at most ${MAX_STEPS} steps`);
+  if (!Array.isArray(value) || value.length > MAX_STEPS)
+    throw new InvalidField("steps", `must be a list of at most ${MAX_STEPS} steps`);
   return JSON.stringify(value.map(step));
 }
 
 function name(value: unknown): string {
-  if (typeof value !== "string" || value.trim() === "" || value.length > MAX_NAME) throw new InvalidField("name", `must be a string of 1 to ${MAX_NAME} characters`);
+  if (typeof value !== "string" || value.trim() === "" || value.length > MAX_NAME)
+    throw new InvalidField("name", `must be a string of 1 to ${MAX_NAME} characters`);
   return value.trim();
 }
 
@@ -115,7 +120,12 @@ export function parseWorkflow(b: unknown): WorkflowInit {
   const o = object("body", b);
   const unknown = Object.keys(o).find((k) => !FIELDS.has(k));
   if (unknown !== undefined) throw new InvalidField(unknown, "is not a field of this endpoint");
-  return { name: name(o.name), ...trigger(o.trigger), stepsJson: steps(o.steps), active: o.active === undefined ? false : active(o.active) };
+  return {
+    name: name(o.name),
+    ...trigger(o.trigger),
+    stepsJson: steps(o.steps),
+    active: o.active === undefined ? false : active(o.active),
+  };
 }
 
 /** The body of PATCH /api/v1/workflows/{id}: what is given changes. Throws InvalidField. */
@@ -144,7 +154,10 @@ export function workflowRoutes(automation: AutomationCalls, timeoutMs: number): 
           return json(200, { data: res.workflows.map(workflowJson), nextCursor: res.nextCursor || null }, headers);
         }),
         POST: route(async (a) => {
-          const { workflow } = await automation.createWorkflow({ orgId: a.admission.orgId, workflow: parseWorkflow(await body(a)) }, call);
+          const { workflow } = await automation.createWorkflow(
+            { orgId: a.admission.orgId, workflow: parseWorkflow(await body(a)) },
+            call,
+          );
           return json(201, workflowJson(workflow!), a.headers);
         }),
       },
@@ -152,8 +165,18 @@ export function workflowRoutes(automation: AutomationCalls, timeoutMs: number): 
     [
       "/api/v1/workflows/{id}",
       {
-        GET: route(async (a) => json(200, workflowJson((await automation.getWorkflow(ref(a), call)).workflow!), a.headers)),
-        PATCH: route(async (a) => json(200, workflowJson((await automation.updateWorkflow({ ...ref(a), ...parseWorkflowPatch(await body(a)) }, call)).workflow!), a.headers)),
+        GET: route(async (a) =>
+          json(200, workflowJson((await automation.getWorkflow(ref(a), call)).workflow!), a.headers),
+        ),
+        PATCH: route(async (a) =>
+          json(
+            200,
+            workflowJson(
+              (await automation.updateWorkflow({ ...ref(a), ...parseWorkflowPatch(await body(a)) }, call)).workflow!,
+            ),
+            a.headers,
+          ),
+        ),
         DELETE: route(async (a) => {
           await automation.deleteWorkflow(ref(a), call);
           return new Response(null, { status: 204, headers: a.headers });

@@ -15,7 +15,9 @@ let svc: InProcess;
 let token: string;
 
 beforeAll(async () => {
-  svc = await startInProcess(hot, clock, { maxAttempts: 3, retryBaseMs: 1_000, bounceCooldownMs: DAY }, 60_000, { running: true });
+  svc = await startInProcess(hot, clock, { maxAttempts: 3, retryBaseMs: 1_000, bounceCooldownMs: DAY }, 60_000, {
+    running: true,
+  });
   await svc.clients.directory.createOrganization({ slug: "flows", plan: Plan.ENTERPRISE });
   await svc.clients.directory.addDomain({ slug: "flows", domain: "flows.example", verified: true });
   token = (await svc.clients.directory.createToken({ slug: "flows" })).token;
@@ -26,11 +28,19 @@ afterAll(async () => {
 });
 
 async function api(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${svc.apiUrl}${path}`, { method, headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(`${svc.apiUrl}${path}`, {
+    method,
+    headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   return { status: res.status, body: (await res.json()) as Record<string, any> };
 }
-const runsOf = async (id: string) => (await api("GET", `/api/v1/workflows/${id}/runs`)).body.data as { step: number; state: string }[];
-const queuedTo = async (email: string) => ((await api("GET", `/api/v1/subscribers/${encodeURIComponent(email)}/events`)).body.data as { type: string }[]).filter((e) => e.type === "email.queued");
+const runsOf = async (id: string) =>
+  (await api("GET", `/api/v1/workflows/${id}/runs`)).body.data as { step: number; state: string }[];
+const queuedTo = async (email: string) =>
+  (
+    (await api("GET", `/api/v1/subscribers/${encodeURIComponent(email)}/events`)).body.data as { type: string }[]
+  ).filter((e) => e.type === "email.queued");
 
 test("a tag added with triggerWorkflows true queues the email when the moved clock passes a three-day wait, not before; false and a retried upsert start nothing more", async () => {
   const wf = (
@@ -39,7 +49,12 @@ test("a tag added with triggerWorkflows true queues the email when the moved clo
       trigger: { type: "tag.added", tag: "trial" },
       steps: [
         { type: "wait", seconds: 3 * 86_400 },
-        { type: "email", from: "Team <team@flows.example>", subject: "Three days in", text: "Hello {{subscriber.name}}" },
+        {
+          type: "email",
+          from: "Team <team@flows.example>",
+          subject: "Three days in",
+          text: "Hello {{subscriber.name}}",
+        },
       ],
       active: true,
     })
@@ -47,7 +62,10 @@ test("a tag added with triggerWorkflows true queues the email when the moved clo
   const upsert = { email: "dee@example.org", name: "Dee", tags: ["trial"] };
   expect((await api("POST", "/api/v1/subscribers", upsert)).status).toBe(201);
   expect((await api("POST", "/api/v1/subscribers", upsert)).status).toBe(200); // retried: unchanged
-  expect((await api("POST", "/api/v1/subscribers", { email: "eve@example.org", tags: ["trial"], triggerWorkflows: false })).status).toBe(201);
+  expect(
+    (await api("POST", "/api/v1/subscribers", { email: "eve@example.org", tags: ["trial"], triggerWorkflows: false }))
+      .status,
+  ).toBe(201);
   await waitFor("the run to wait", async () => (await runsOf(wf.id))[0]?.step === 1);
 
   // Two days and 23 hours: still waiting, however long the runner looks.

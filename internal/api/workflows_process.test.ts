@@ -33,7 +33,10 @@ type Json = Record<string, any>;
 async function api(method: string, path: string, body?: unknown): Promise<{ status: number; body: Json }> {
   const res = await fetch(`${stack.apiUrls[0]}${path}`, {
     method,
-    headers: { Authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "Content-Type": "application/json" }) },
+    headers: {
+      Authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { "Content-Type": "application/json" }),
+    },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   return { status: res.status, body: res.status === 204 ? {} : ((await res.json()) as Json) };
@@ -50,26 +53,49 @@ function mailTo(address: string): { eml: string; mtimeMs: number }[] {
 }
 
 const runsOf = async (id: string) => (await api("GET", `/api/v1/workflows/${id}/runs`)).body.data as Json[];
-const events = async (email: string) => ((await api("GET", `/api/v1/subscribers/${email}/events?limit=100`)).body.data as Json[]).map((e) => e.type);
+const events = async (email: string) =>
+  ((await api("GET", `/api/v1/subscribers/${email}/events?limit=100`)).body.data as Json[]).map((e) => e.type);
 
 test("a workflow's endpoints: create, read, list, change, delete; its refusals", async () => {
   for (const [body, field] of [
     [{ name: "x", trigger: { type: "tag.removed", tag: "a" }, steps: [] }, "trigger"],
     [{ name: "x", trigger: { type: "tag.added" }, steps: [] }, "trigger.tag"],
     [{ name: "x", trigger: { type: "subscriber.created" }, steps: [{ type: "wait", seconds: 0 }] }, "steps[0].seconds"],
-    [{ name: "x", trigger: { type: "subscriber.created" }, steps: [{ type: "email", from: "a@flows.example", subject: "s" }] }, "steps[0].html"],
-    [{ name: "x", trigger: { type: "subscriber.created" }, steps: [{ type: "webhook", url: "ftp://x" }] }, "steps[0].url"],
+    [
+      {
+        name: "x",
+        trigger: { type: "subscriber.created" },
+        steps: [{ type: "email", from: "a@flows.example", subject: "s" }],
+      },
+      "steps[0].html",
+    ],
+    [
+      { name: "x", trigger: { type: "subscriber.created" }, steps: [{ type: "webhook", url: "ftp://x" }] },
+      "steps[0].url",
+    ],
     [{ name: "x", trigger: { type: "subscriber.created" }, steps: [{ type: "sms" }] }, "steps[0].type"],
   ] as const) {
     const res = await api("POST", "/api/v1/workflows", body);
     expect({ status: res.status, field: res.body.field }).toEqual({ status: 422, field });
   }
-  const made = await api("POST", "/api/v1/workflows", { name: "draft", trigger: { type: "subscriber.created" }, steps: [{ type: "add_tag", tag: "new" }] });
+  const made = await api("POST", "/api/v1/workflows", {
+    name: "draft",
+    trigger: { type: "subscriber.created" },
+    steps: [{ type: "add_tag", tag: "new" }],
+  });
   expect(made.status).toBe(201);
   const id = made.body.id as string;
-  expect(made.body).toMatchObject({ name: "draft", trigger: { type: "subscriber.created" }, steps: [{ type: "add_tag", tag: "new" }], active: false });
+  expect(made.body).toMatchObject({
+    name: "draft",
+    trigger: { type: "subscriber.created" },
+    steps: [{ type: "add_tag", tag: "new" }],
+    active: false,
+  });
   expect((await api("GET", `/api/v1/workflows/${id}`)).body.name).toBe("draft");
-  expect((await api("PATCH", `/api/v1/workflows/${id}`, { name: "renamed", active: true })).body).toMatchObject({ name: "renamed", active: true });
+  expect((await api("PATCH", `/api/v1/workflows/${id}`, { name: "renamed", active: true })).body).toMatchObject({
+    name: "renamed",
+    active: true,
+  });
   expect((await api("GET", "/api/v1/workflows")).body.data.map((w: Json) => w.id)).toContain(id);
   expect((await api("DELETE", `/api/v1/workflows/${id}`)).status).toBe(204);
   expect((await api("GET", `/api/v1/workflows/${id}`)).status).toBe(404);
@@ -83,7 +109,12 @@ test("a tag added with triggerWorkflows true sends the email after the wait, the
       trigger: { type: "tag.added", tag: "trial" },
       steps: [
         { type: "wait", seconds: 2 },
-        { type: "email", from: "Team <team@flows.example>", subject: "Welcome {{subscriber.name}}", markdown: "Your plan: {{subscriber.fields.plan}}. [Stop]({{unsubscribeUrl}})" },
+        {
+          type: "email",
+          from: "Team <team@flows.example>",
+          subject: "Welcome {{subscriber.name}}",
+          markdown: "Your plan: {{subscriber.fields.plan}}. [Stop]({{unsubscribeUrl}})",
+        },
         { type: "add_tag", tag: "welcomed" },
         { type: "webhook", url: `http://127.0.0.1:${receiver.port}/hook` },
       ],
@@ -94,7 +125,10 @@ test("a tag added with triggerWorkflows true sends the email after the wait, the
   const tagged = Date.now();
   expect((await api("POST", "/api/v1/subscribers", upsert)).status).toBe(201);
   expect((await api("POST", "/api/v1/subscribers", upsert)).status).toBe(200); // the retry: unchanged
-  expect((await api("POST", "/api/v1/subscribers", { email: "bob@example.org", tags: ["trial"], triggerWorkflows: false })).status).toBe(201);
+  expect(
+    (await api("POST", "/api/v1/subscribers", { email: "bob@example.org", tags: ["trial"], triggerWorkflows: false }))
+      .status,
+  ).toBe(201);
 
   // The receiver fails first: the step is retried, then the run completes.
   await waitFor("the webhook's first try", async () => hooks.length >= 1, 15_000);
@@ -111,7 +145,10 @@ test("a tag added with triggerWorkflows true sends the email after the wait, the
   expect(mail[0]!.eml).toMatch(/^List-Unsubscribe: <https:\/\/mail\.example\.test\/u\/[A-Za-z0-9_-]{22}>$/m);
   expect(mail[0]!.eml).toContain("Your plan: pro.");
   expect((await api("GET", "/api/v1/subscribers/ann@example.org")).body.tags).toEqual(["trial", "welcomed"]);
-  expect(hooks.at(-1)!.body).toMatchObject({ type: "workflow.step", data: { workflowId: wf.id, runId: runs[0]!.id, subscriber: { email: "ann@example.org" } } });
+  expect(hooks.at(-1)!.body).toMatchObject({
+    type: "workflow.step",
+    data: { workflowId: wf.id, runId: runs[0]!.id, subscriber: { email: "ann@example.org" } },
+  });
   const types = await events("ann@example.org");
   expect(types.filter((t) => t === "workflow.started")).toHaveLength(1);
   expect(types.filter((t) => t === "workflow.completed")).toHaveLength(1);
@@ -135,7 +172,11 @@ test("kill -9 of limiterd during a run's wait: after the restart the run complet
   await api("POST", "/api/v1/subscribers", { email: "cy@example.org" });
   await waitFor("the run to wait", async () => (await runsOf(wf.id))[0]?.step === 1, 10_000);
   await stack.restartLimiterd();
-  await waitFor("the run to complete after the restart", async () => (await runsOf(wf.id))[0]?.state === "completed", 30_000);
+  await waitFor(
+    "the run to complete after the restart",
+    async () => (await runsOf(wf.id))[0]?.state === "completed",
+    30_000,
+  );
   await waitFor("the email", async () => mailTo("cy@example.org").length > 0, 30_000);
   await Bun.sleep(1_000);
   expect(mailTo("cy@example.org")).toHaveLength(1);
@@ -147,7 +188,10 @@ test("an email step sends nothing to an unsubscribed subscriber; the run goes on
     await api("POST", "/api/v1/workflows", {
       name: "news",
       trigger: { type: "tag.added", tag: "news" },
-      steps: [{ type: "email", from: "Team <team@flows.example>", subject: "News", text: "Hi" }, { type: "add_tag", tag: "done" }],
+      steps: [
+        { type: "email", from: "Team <team@flows.example>", subject: "News", text: "Hi" },
+        { type: "add_tag", tag: "done" },
+      ],
       active: true,
     })
   ).body;

@@ -11,7 +11,8 @@ export interface TemplateValues {
   unsubscribeUrl: string;
 }
 
-const PLACEHOLDER = /\{\{\s*(subscriber\.name|subscriber\.email|subscriber\.fields\.[A-Za-z0-9_-]{1,64}|unsubscribeUrl)\s*\}\}/g;
+const PLACEHOLDER =
+  /\{\{\s*(subscriber\.name|subscriber\.email|subscriber\.fields\.[A-Za-z0-9_-]{1,64}|unsubscribeUrl)\s*\}\}/g;
 
 function valueOf(name: string, v: TemplateValues): string {
   if (name === "unsubscribeUrl") return v.unsubscribeUrl;

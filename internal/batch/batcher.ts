@@ -42,12 +42,10 @@ export class MicroBatcher<I, O> {
       const batch = this.pending.splice(0, this.maxBatch);
       this.inFlight++;
       this.send(batch.map((p) => p.item))
-        .then(
-          (out) => {
-            if (out.length !== batch.length) throw new Error(`batch of ${batch.length} answered with ${out.length}`);
-            batch.forEach((p, i) => p.resolve(out[i]!));
-          },
-        )
+        .then((out) => {
+          if (out.length !== batch.length) throw new Error(`batch of ${batch.length} answered with ${out.length}`);
+          batch.forEach((p, i) => p.resolve(out[i]!));
+        })
         .catch((err) => {
           for (const p of batch) p.reject(err);
         })

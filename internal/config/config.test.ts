@@ -7,15 +7,23 @@ import { apiConfig, ConfigError, limiterdConfig, smtpConfig, workerConfig } from
 
 describe("configuration", () => {
   test("defaults", () => {
-    expect(apiConfig({})).toMatchObject({ host: "127.0.0.1", port: 8080, limiterUrl: "http://127.0.0.1:7070", limiterTimeoutMs: 1_000, audienceTimeoutMs: 10_000, trustProxy: [], docsUrl: undefined });
+    expect(apiConfig({})).toMatchObject({
+      host: "127.0.0.1",
+      port: 8080,
+      limiterUrl: "http://127.0.0.1:7070",
+      limiterTimeoutMs: 1_000,
+      audienceTimeoutMs: 10_000,
+      trustProxy: [],
+      docsUrl: undefined,
+    });
     expect(limiterdConfig({})).toMatchObject({ port: 7070, redisUrl: undefined, host: "127.0.0.1" });
   });
 
   test.each([
-    [{ API_PORT: "abc" }, "API_PORT=\"abc\" is not a whole number from 1 to 65535"],
+    [{ API_PORT: "abc" }, 'API_PORT="abc" is not a whole number from 1 to 65535'],
     [{ API_PORT: "70000" }, "API_PORT"],
-    [{ LIMITER_URL: "grpc://x" }, "LIMITER_URL=\"grpc://x\" must use http://"],
-    [{ TRUST_PROXY: "10.0.0.1, proxy.local" }, "TRUST_PROXY holds \"proxy.local\""],
+    [{ LIMITER_URL: "grpc://x" }, 'LIMITER_URL="grpc://x" must use http://'],
+    [{ TRUST_PROXY: "10.0.0.1, proxy.local" }, 'TRUST_PROXY holds "proxy.local"'],
     [{ DOCS_URL: "not a url" }, "DOCS_URL"],
     [{ LIMITER_TIMEOUT_MS: "0" }, "LIMITER_TIMEOUT_MS"],
     [{ AUDIENCE_TIMEOUT_MS: "200000" }, "AUDIENCE_TIMEOUT_MS"],
@@ -27,26 +35,33 @@ describe("configuration", () => {
 
   test("DNS_SERVER: an IP address, optionally with a port", () => {
     expect(limiterdConfig({}).dnsServer).toBeUndefined();
-    for (const ok of ["127.0.0.1", "127.0.0.1:5353", "::1", "[::1]:5353"]) expect(limiterdConfig({ DNS_SERVER: ok }).dnsServer).toBe(ok);
+    for (const ok of ["127.0.0.1", "127.0.0.1:5353", "::1", "[::1]:5353"])
+      expect(limiterdConfig({ DNS_SERVER: ok }).dnsServer).toBe(ok);
     for (const bad of ["dns.example", "127.0.0.1:0", "127.0.0.1:99999", "[::1]", "1.2.3.4:x"]) {
-      expect(() => limiterdConfig({ DNS_SERVER: bad })).toThrow(`DNS_SERVER=${JSON.stringify(bad)} is not a DNS server address`);
+      expect(() => limiterdConfig({ DNS_SERVER: bad })).toThrow(
+        `DNS_SERVER=${JSON.stringify(bad)} is not a DNS server address`,
+      );
     }
   });
 
   test("PUBLIC_URL: where links in mail point; http or https", () => {
     expect(limiterdConfig({}).publicUrl).toBe("http://127.0.0.1:8080");
     expect(limiterdConfig({ PUBLIC_URL: "https://mail.example.com" }).publicUrl).toBe("https://mail.example.com");
-    expect(() => limiterdConfig({ PUBLIC_URL: "mail.example.com" })).toThrow('PUBLIC_URL="mail.example.com" is not a URL');
+    expect(() => limiterdConfig({ PUBLIC_URL: "mail.example.com" })).toThrow(
+      'PUBLIC_URL="mail.example.com" is not a URL',
+    );
     expect(() => limiterdConfig({ PUBLIC_URL: "ftp://mail.example.com" })).toThrow("must use http:// or https://");
   });
 
   test("limiterd rejects a non-Redis REDIS_URL", () => {
-    expect(() => limiterdConfig({ REDIS_URL: "http://localhost:6379" })).toThrow("REDIS_URL=\"http://localhost:6379\" must use redis:// or rediss://");
+    expect(() => limiterdConfig({ REDIS_URL: "http://localhost:6379" })).toThrow(
+      'REDIS_URL="http://localhost:6379" must use redis:// or rediss://',
+    );
   });
 
   test.each([
-    [{ DATABASE_URL: "mysql://db/mail" }, "DATABASE_URL=\"mysql://db/mail\" must use postgres:// or postgresql://"],
-    [{ REDIS_CLUSTER_NODES: "10.0.0.1:7000,10.0.0.2" }, "REDIS_CLUSTER_NODES holds \"10.0.0.2\", which is not host:port"],
+    [{ DATABASE_URL: "mysql://db/mail" }, 'DATABASE_URL="mysql://db/mail" must use postgres:// or postgresql://'],
+    [{ REDIS_CLUSTER_NODES: "10.0.0.1:7000,10.0.0.2" }, 'REDIS_CLUSTER_NODES holds "10.0.0.2", which is not host:port'],
     [{ REDIS_CLUSTER_NODES: "a:7000", REDIS_URL: "redis://b:6379" }, "not both"],
     [{ MESSAGE_RETENTION_DAYS: "0" }, "MESSAGE_RETENTION_DAYS"],
   ])("limiterd rejects %p", (env, message) => {
@@ -65,8 +80,14 @@ describe("configuration", () => {
   });
 
   test("limiterd: the stores", () => {
-    expect(limiterdConfig({})).toMatchObject({ databaseUrl: undefined, redisClusterNodes: undefined, retentionMs: 30 * 86_400_000 });
-    expect(limiterdConfig({ DATABASE_URL: "postgresql://u@db:5432/mail", REDIS_CLUSTER_NODES: "r1:7000, r2:7001" })).toMatchObject({
+    expect(limiterdConfig({})).toMatchObject({
+      databaseUrl: undefined,
+      redisClusterNodes: undefined,
+      retentionMs: 30 * 86_400_000,
+    });
+    expect(
+      limiterdConfig({ DATABASE_URL: "postgresql://u@db:5432/mail", REDIS_CLUSTER_NODES: "r1:7000, r2:7001" }),
+    ).toMatchObject({
       databaseUrl: "postgresql://u@db:5432/mail",
       redisClusterNodes: ["r1:7000", "r2:7001"],
     });
@@ -79,7 +100,11 @@ describe("configuration", () => {
     ["cmd/admin/index.ts", { LIMITER_URL: "nope" }, "admin: configuration error: LIMITER_URL"],
     ["cmd/dev/index.ts", { API_PORT: "0" }, "dev: configuration error: API_PORT"],
     ["cmd/smtp/index.ts", { SMTP_PORT: "smtp" }, "smtp: configuration error: SMTP_PORT"],
-    ["cmd/smtp/index.ts", { SMTP_TLS_CERT: "/nonexistent/cert.pem", SMTP_TLS_KEY: "/nonexistent/key.pem" }, "smtp: configuration error: SMTP_TLS_CERT"],
+    [
+      "cmd/smtp/index.ts",
+      { SMTP_TLS_CERT: "/nonexistent/cert.pem", SMTP_TLS_KEY: "/nonexistent/key.pem" },
+      "smtp: configuration error: SMTP_TLS_CERT",
+    ],
   ])("%s stops with one line and exit code 2", async (entry, env, line) => {
     const r = await runToEnd(entry, [], env);
     expect(r.code).toBe(2);
@@ -133,7 +158,9 @@ describe("configuration", () => {
       const r = await runToEnd("cmd/smtp/index.ts", [], { SMTP_TLS_CERT: cert, SMTP_TLS_KEY: key, SMTP_PORT: "1" });
       expect(r.code).toBe(2);
       expect(r.stderr.trim().split("\n")).toHaveLength(1);
-      expect(r.stderr).toStartWith(`smtp: configuration error: the TLS certificate ${cert} and key ${key} cannot be used`);
+      expect(r.stderr).toStartWith(
+        `smtp: configuration error: the TLS certificate ${cert} and key ${key} cannot be used`,
+      );
     });
   });
 });

@@ -44,7 +44,8 @@ export function urlVar(env: Env, name: string, def: string | undefined, schemes:
 
 export function hostVar(env: Env, name: string, def: string): string {
   const v = raw(env, name) ?? def;
-  if (isIP(v) === 0 && v !== "localhost") throw new ConfigError(`${name}=${JSON.stringify(v)} is not an IP address to listen on`);
+  if (isIP(v) === 0 && v !== "localhost")
+    throw new ConfigError(`${name}=${JSON.stringify(v)} is not an IP address to listen on`);
   return v;
 }
 
@@ -53,7 +54,10 @@ export function ipListVar(env: Env, name: string): string[] {
   if (v === undefined) return [];
   const ips = v.split(",").map((s) => s.trim());
   const bad = ips.find((ip) => isIP(ip) === 0);
-  if (bad !== undefined) throw new ConfigError(`${name} holds ${JSON.stringify(bad)}, which is not an IP address (give a comma-separated list of proxy IPs)`);
+  if (bad !== undefined)
+    throw new ConfigError(
+      `${name} holds ${JSON.stringify(bad)}, which is not an IP address (give a comma-separated list of proxy IPs)`,
+    );
   return ips;
 }
 
@@ -66,7 +70,8 @@ export function hostPortListVar(env: Env, name: string): string[] | undefined {
     const m = /^(.+):(\d{1,5})$/.exec(item);
     return !m || Number(m[2]) < 1 || Number(m[2]) > 65_535 || /[\s/]/.test(m[1]!);
   });
-  if (bad !== undefined) throw new ConfigError(`${name} holds ${JSON.stringify(bad)}, which is not host:port (give a comma-separated list)`);
+  if (bad !== undefined)
+    throw new ConfigError(`${name} holds ${JSON.stringify(bad)}, which is not host:port (give a comma-separated list)`);
   return items;
 }
 
@@ -122,7 +127,8 @@ export interface LimiterdConfig {
 export function limiterdConfig(env: Env): LimiterdConfig {
   const redisUrl = urlVar(env, "REDIS_URL", undefined, ["redis", "rediss"]);
   const redisClusterNodes = hostPortListVar(env, "REDIS_CLUSTER_NODES");
-  if (redisUrl && redisClusterNodes) throw new ConfigError("set REDIS_URL (one Redis primary) or REDIS_CLUSTER_NODES (a Redis Cluster), not both");
+  if (redisUrl && redisClusterNodes)
+    throw new ConfigError("set REDIS_URL (one Redis primary) or REDIS_CLUSTER_NODES (a Redis Cluster), not both");
   return {
     dataDir: dirVar(env, "DATA_DIR", "data"),
     redisUrl,
@@ -152,7 +158,9 @@ export function dnsServerVar(env: Env, name: string): string | undefined {
   const m = /^\[([^\]]+)\]:(\d+)$/.exec(v) ?? /^([^:]+):(\d+)$/.exec(v) ?? ([v, v, "53"] as const);
   const [, host, port] = m;
   if (isIP(host!) === 0 || Number(port) < 1 || Number(port) > 65_535) {
-    throw new ConfigError(`${name}=${JSON.stringify(v)} is not a DNS server address (an IP, optionally with a port: 192.0.2.53:53 or [2001:db8::53]:53)`);
+    throw new ConfigError(
+      `${name}=${JSON.stringify(v)} is not a DNS server address (an IP, optionally with a port: 192.0.2.53:53 or [2001:db8::53]:53)`,
+    );
   }
   return v;
 }
@@ -276,7 +284,9 @@ export function smtpConfig(env: Env): SmtpConfig {
   const tlsCert = existingFile(env, "SMTP_TLS_CERT");
   const tlsKey = existingFile(env, "SMTP_TLS_KEY");
   if ((tlsCert === undefined) !== (tlsKey === undefined)) {
-    throw new ConfigError("SMTP_TLS_CERT and SMTP_TLS_KEY go together: set both (PEM files) or neither (a self-signed development certificate)");
+    throw new ConfigError(
+      "SMTP_TLS_CERT and SMTP_TLS_KEY go together: set both (PEM files) or neither (a self-signed development certificate)",
+    );
   }
   return {
     host: hostVar(env, "SMTP_HOST", "127.0.0.1"),

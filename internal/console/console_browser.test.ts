@@ -6,7 +6,17 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { CONTENT_SECURITY_POLICY } from "../web/headers";
 import { launchChromium, screenshot } from "../testkit/browser";
 import { type DnsServer, startDnsServer } from "../testkit/dns";
-import { getJson, pool, type RedisServer, runToEnd, sendEmail, type Stack, startRedis, startStack, waitFor } from "../testkit/testkit";
+import {
+  getJson,
+  pool,
+  type RedisServer,
+  runToEnd,
+  sendEmail,
+  type Stack,
+  startRedis,
+  startStack,
+  waitFor,
+} from "../testkit/testkit";
 
 const PASSWORD = "correct horse battery staple";
 const ACME = { slug: "acme", email: "ann@acme.example" };
@@ -19,7 +29,12 @@ let browser: Browser;
 let base: string;
 
 async function createUser(slug: string, email: string) {
-  const r = await runToEnd("cmd/admin/index.ts", ["user", "create", slug, email], { LIMITER_URL: stack.limiterUrl }, `${PASSWORD}\n`);
+  const r = await runToEnd(
+    "cmd/admin/index.ts",
+    ["user", "create", slug, email],
+    { LIMITER_URL: stack.limiterUrl },
+    `${PASSWORD}\n`,
+  );
   if (r.code !== 0) throw new Error(`user create: ${r.stderr}`);
 }
 
@@ -78,7 +93,10 @@ describe("the console in Chromium", () => {
     await screenshot(page, "01-sign-in");
     await page.getByLabel("Email").fill(ACME.email);
     await page.getByLabel("Password").fill("not the password at all");
-    const [refused] = await Promise.all([page.waitForResponse((r) => r.url().endsWith("/console/sign-in") && r.request().method() === "POST"), page.getByRole("button", { name: "Sign in" }).click()]);
+    const [refused] = await Promise.all([
+      page.waitForResponse((r) => r.url().endsWith("/console/sign-in") && r.request().method() === "POST"),
+      page.getByRole("button", { name: "Sign in" }).click(),
+    ]);
     expect(refused.status()).toBe(401);
     expect(await page.getByRole("alert").innerText()).toBe("The email or the password is wrong.");
     await screenshot(page, "01b-sign-in-refused");
@@ -94,7 +112,10 @@ describe("the console in Chromium", () => {
 
   test("create a token, copy it, call the API with it; revoke it and the API refuses it", async () => {
     await page.getByLabel(/^Name/).fill("ci deploys");
-    const [created] = await Promise.all([page.waitForResponse((r) => r.url() === `${base}/console/tokens` && r.request().method() === "POST"), page.getByRole("button", { name: "Create token" }).click()]);
+    const [created] = await Promise.all([
+      page.waitForResponse((r) => r.url() === `${base}/console/tokens` && r.request().method() === "POST"),
+      page.getByRole("button", { name: "Create token" }).click(),
+    ]);
     expect(created.status()).toBe(201);
     const token = await page.getByLabel("The new API token").inputValue();
     expect(token).toMatch(/^mc_[A-Za-z0-9_-]{43}$/);
@@ -121,7 +142,10 @@ describe("the console in Chromium", () => {
     kept.id = (await page.getByRole("row", { name: /kept/ }).locator("td.mono").textContent())!;
     expect(kept.id).toMatch(/^tok_[0-9a-f]{16}$/);
 
-    await page.getByRole("row", { name: /ci deploys/ }).getByRole("button", { name: /^Revoke/ }).click();
+    await page
+      .getByRole("row", { name: /ci deploys/ })
+      .getByRole("button", { name: /^Revoke/ })
+      .click();
     await page.waitForURL(`${base}/console/tokens?done=revoked`);
     expect(await page.getByRole("status").first().innerText()).toContain("The token was revoked");
     expect(await page.getByRole("row", { name: /ci deploys/ }).count()).toBe(0);
@@ -134,7 +158,14 @@ describe("the console in Chromium", () => {
 
   test("add a domain; Verify fails until its TXT record is in DNS; then sends from it are accepted", async () => {
     const domain = "mail.acme.example";
-    const send = () => sendEmail(base, kept.token, { from: `Acme <hello@${domain}>`, to: "delivered@fixtures.test", subject: "Hi", text: "Hello" }, {}, true);
+    const send = () =>
+      sendEmail(
+        base,
+        kept.token,
+        { from: `Acme <hello@${domain}>`, to: "delivered@fixtures.test", subject: "Hi", text: "Hello" },
+        {},
+        true,
+      );
     await page.goto(`${base}/console/domains`);
     await page.getByLabel(/^Domain/).fill("Mail.Acme.Example");
     await page.getByRole("button", { name: "Add domain" }).click();
@@ -178,7 +209,15 @@ describe("the console in Chromium", () => {
     // Six sends to one real mailbox: the sixth meets the recipient guard.
     const sends = [];
     for (let i = 0; i < 6; i++) {
-      sends.push(await sendEmail(base, kept.token, { from: "hello@mail.acme.example", to: "someone@example.org", subject: `n${i}`, text: "x" }, {}, true));
+      sends.push(
+        await sendEmail(
+          base,
+          kept.token,
+          { from: "hello@mail.acme.example", to: "someone@example.org", subject: `n${i}`, text: "x" },
+          {},
+          true,
+        ),
+      );
     }
     expect(sends.map((s) => s.status)).toEqual([202, 202, 202, 202, 202, 429]);
     expect(sends[5]!.body.code).toBe("RECIPIENT_RATE_LIMITED");
@@ -245,7 +284,10 @@ describe("the console in Chromium", () => {
     }
     const revoke = await page.request.post(`${base}/console/tokens/${kept.id}/revoke`, { form: {} });
     expect(revoke.status()).toBe(403);
-    const crossSite = await page.request.post(`${base}/console/tokens`, { form: { name: "cross-site", csrf }, headers: { Origin: "http://evil.example" } });
+    const crossSite = await page.request.post(`${base}/console/tokens`, {
+      form: { name: "cross-site", csrf },
+      headers: { Origin: "http://evil.example" },
+    });
     expect(crossSite.status()).toBe(403);
     await page.reload();
     expect(await page.getByRole("row").count()).toBe(count);
@@ -254,7 +296,12 @@ describe("the console in Chromium", () => {
   });
 
   test("readable on a phone: no sideways scrolling on any page", async () => {
-    const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
+    const phone = await browser.newContext({
+      viewport: { width: 390, height: 844 },
+      deviceScaleFactor: 2,
+      isMobile: true,
+      hasTouch: true,
+    });
     await phone.addCookies((await acme.cookies()).filter((c) => c.name === "mc_session"));
     const p = await phone.newPage();
     for (const [path, name] of [
@@ -275,7 +322,10 @@ describe("the console in Chromium", () => {
     await page.getByRole("button", { name: "Sign out" }).click();
     await page.waitForURL(`${base}/console/sign-in?done=signed-out`);
     expect(await page.getByRole("status").innerText()).toBe("You are signed out.");
-    const stale = await fetch(`${base}/console/tokens`, { headers: { Cookie: `mc_session=${cookie.value}` }, redirect: "manual" });
+    const stale = await fetch(`${base}/console/tokens`, {
+      headers: { Cookie: `mc_session=${cookie.value}` },
+      redirect: "manual",
+    });
     expect(stale.status).toBe(303);
     expect(stale.headers.get("location")).toBe("/console/sign-in?done=expired");
   });
@@ -301,7 +351,9 @@ test("/docs renders the API reference from /api/v1/openapi.json, under the same 
 
 test("under TLS (a trusted proxy that says so) the cookies are Secure; without, they are not", async () => {
   const form = (headers: Record<string, string>) => fetch(`${base}/console/sign-in`, { headers });
-  expect((await form({ "X-Forwarded-Proto": "https" })).headers.get("set-cookie")).toMatch(/^mc_signin=[\w-]{43}; Path=\/console; Max-Age=3600; Secure; HttpOnly; SameSite=Strict$/);
+  expect((await form({ "X-Forwarded-Proto": "https" })).headers.get("set-cookie")).toMatch(
+    /^mc_signin=[\w-]{43}; Path=\/console; Max-Age=3600; Secure; HttpOnly; SameSite=Strict$/,
+  );
   expect((await form({})).headers.get("set-cookie")).not.toContain("Secure");
   const page = await form({ "X-Forwarded-Proto": "https" });
   const csrf = /name="csrf" value="([^"]+)"/.exec(await page.text())![1]!;
@@ -331,7 +383,11 @@ test("sign-in failures are limited per account and per address, even for the rig
     const res = await fetch(`${base}/console/sign-in`, {
       method: "POST",
       redirect: "manual",
-      headers: { Cookie: `mc_signin=${signin}`, "X-Forwarded-For": ip, "Content-Type": "application/x-www-form-urlencoded" },
+      headers: {
+        Cookie: `mc_signin=${signin}`,
+        "X-Forwarded-For": ip,
+        "Content-Type": "application/x-www-form-urlencoded",
+      },
       body: new URLSearchParams({ csrf, email: who, password }),
     });
     return { status: res.status, retryAfter: Number(res.headers.get("retry-after")), body: await res.text() };

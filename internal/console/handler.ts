@@ -6,7 +6,17 @@ import type { Logger } from "../log/log";
 import { sameSecret } from "../token/token";
 import { pageHeaders } from "../web/headers";
 import { findRoute } from "../web/routes";
-import { CONSOLE, domainsPage, messagePage, NOTICES, type Notice, PATHS, signInPage, tokensPage, usagePage } from "./pages";
+import {
+  CONSOLE,
+  domainsPage,
+  messagePage,
+  NOTICES,
+  type Notice,
+  PATHS,
+  signInPage,
+  tokensPage,
+  usagePage,
+} from "./pages";
 
 // The console's HTTP side: routes, cookies, the checks of every change, and the mapping of the
 // daemon's answers to pages. It keeps nothing: the session, its CSRF token and every decision
@@ -48,7 +58,13 @@ function redirect(to: string, cookies: string[] = []): Response {
 }
 
 function cookie(ctx: Ctx, name: string, value: string, maxAge: number, sameSite: "lax" | "strict"): string {
-  return new Bun.Cookie(name, value, { path: CONSOLE, httpOnly: true, sameSite, secure: ctx.secure, maxAge }).serialize();
+  return new Bun.Cookie(name, value, {
+    path: CONSOLE,
+    httpOnly: true,
+    sameSite,
+    secure: ctx.secure,
+    maxAge,
+  }).serialize();
 }
 
 /** A path parameter as it was meant; a malformed escape stays as it is (and names nothing). */
@@ -66,13 +82,16 @@ const noticeOf = (url: URL): Notice | undefined => {
 };
 
 /** The console under /console; returns undefined for every other path. */
-export function consoleHandler(o: ConsoleOptions): (req: Request, url: URL, peerIp: string) => Promise<Response> | undefined {
+export function consoleHandler(
+  o: ConsoleOptions,
+): (req: Request, url: URL, peerIp: string) => Promise<Response> | undefined {
   const { daemon } = o;
   const call = { timeoutMs: o.timeoutMs };
   const slow = { timeoutMs: Math.max(o.timeoutMs, SLOW_CALL_MS) };
 
   const sessionToken = (ctx: Ctx) => ctx.cookies.get(SESSION_COOKIE) ?? "";
-  const signedOut = (ctx: Ctx, done: string) => redirect(`${PATHS.signIn}?done=${done}`, [cookie(ctx, SESSION_COOKIE, "", 0, "lax")]);
+  const signedOut = (ctx: Ctx, done: string) =>
+    redirect(`${PATHS.signIn}?done=${done}`, [cookie(ctx, SESSION_COOKIE, "", 0, "lax")]);
 
   /** The daemon's refusals as pages; anything else is a failure of the daemon. */
   const failure = (ctx: Ctx, err: unknown, session?: GetSessionResponse): Response => {
@@ -83,7 +102,11 @@ export function consoleHandler(o: ConsoleOptions): (req: Request, url: URL, peer
         case Code.PermissionDenied:
           return page(
             403,
-            messagePage("Refused", "This form is not valid any more: it carries no CSRF token, or one of another session. Go back, reload the page and try again.", session),
+            messagePage(
+              "Refused",
+              "This form is not valid any more: it carries no CSRF token, or one of another session. Go back, reload the page and try again.",
+              session,
+            ),
           );
         case Code.NotFound:
           return page(404, messagePage("Not found", err.rawMessage, session));
@@ -93,11 +116,20 @@ export function consoleHandler(o: ConsoleOptions): (req: Request, url: URL, peer
       }
     }
     o.log.warn("console: daemon call failed", { path: ctx.url.pathname, error: (err as Error).message });
-    return page(503, messagePage("Unavailable", "The service cannot be reached right now; nothing was changed. Try again in a moment.", session), { "Retry-After": "1" });
+    return page(
+      503,
+      messagePage(
+        "Unavailable",
+        "The service cannot be reached right now; nothing was changed. Try again in a moment.",
+        session,
+      ),
+      { "Retry-After": "1" },
+    );
   };
 
   const form = async (ctx: Ctx): Promise<Form | Response> => {
-    if (!FORM_TYPES.test(ctx.req.headers.get("content-type") ?? "")) return page(415, messagePage("Not a form", "Send the form as application/x-www-form-urlencoded."));
+    if (!FORM_TYPES.test(ctx.req.headers.get("content-type") ?? ""))
+      return page(415, messagePage("Not a form", "Send the form as application/x-www-form-urlencoded."));
     try {
       return await ctx.req.formData();
     } catch {
@@ -110,7 +142,10 @@ export function consoleHandler(o: ConsoleOptions): (req: Request, url: URL, peer
   };
 
   /** Runs a page that needs a session: the session first, then the page (with its failures as pages). */
-  const signedIn = async (ctx: Ctx, run: (s: GetSessionResponse, token: string) => Promise<Response>): Promise<Response> => {
+  const signedIn = async (
+    ctx: Ctx,
+    run: (s: GetSessionResponse, token: string) => Promise<Response>,
+  ): Promise<Response> => {
     const token = sessionToken(ctx);
     let s: GetSessionResponse;
     try {
@@ -135,14 +170,26 @@ export function consoleHandler(o: ConsoleOptions): (req: Request, url: URL, peer
   const signInForm = (ctx: Ctx, status: number, notice?: Notice, email?: string) => {
     const have = ctx.cookies.get(SIGN_IN_COOKIE) ?? "";
     const csrf = /^[A-Za-z0-9_-]{43}$/.test(have) ? have : randomBytes(32).toString("base64url");
-    return page(status, signInPage({ csrf, email, notice }), { "Set-Cookie": cookie(ctx, SIGN_IN_COOKIE, csrf, SIGN_IN_COOKIE_S, "strict") });
+    return page(status, signInPage({ csrf, email, notice }), {
+      "Set-Cookie": cookie(ctx, SIGN_IN_COOKIE, csrf, SIGN_IN_COOKIE_S, "strict"),
+    });
   };
 
-  const tokensView = async (s: GetSessionResponse, token: string, status: number, extra: Partial<Parameters<typeof tokensPage>[0]> = {}) => {
+  const tokensView = async (
+    s: GetSessionResponse,
+    token: string,
+    status: number,
+    extra: Partial<Parameters<typeof tokensPage>[0]> = {},
+  ) => {
     const { tokens } = await daemon.listApiTokens({ sessionToken: token }, call);
     return page(status, tokensPage({ session: s, tokens, ...extra }));
   };
-  const domainsView = async (s: GetSessionResponse, token: string, status: number, extra: Partial<Parameters<typeof domainsPage>[0]> = {}) => {
+  const domainsView = async (
+    s: GetSessionResponse,
+    token: string,
+    status: number,
+    extra: Partial<Parameters<typeof domainsPage>[0]> = {},
+  ) => {
     const { domains } = await daemon.listDomains({ sessionToken: token }, call);
     return page(status, domainsPage({ session: s, domains, ...extra }));
   };
@@ -160,7 +207,14 @@ export function consoleHandler(o: ConsoleOptions): (req: Request, url: URL, peer
       {
         GET: async (ctx) => {
           const token = sessionToken(ctx);
-          if (token && (await daemon.getSession({ sessionToken: token }, call).then(() => true, () => false))) return redirect(PATHS.tokens);
+          if (
+            token &&
+            (await daemon.getSession({ sessionToken: token }, call).then(
+              () => true,
+              () => false,
+            ))
+          )
+            return redirect(PATHS.tokens);
           return signInForm(ctx, 200, noticeOf(ctx.url));
         },
         POST: async (ctx) => {
@@ -168,7 +222,12 @@ export function consoleHandler(o: ConsoleOptions): (req: Request, url: URL, peer
           if (f instanceof Response) return f;
           const email = field(f, "email");
           if (!sameSecret(field(f, "csrf"), ctx.cookies.get(SIGN_IN_COOKIE) ?? "")) {
-            return signInForm(ctx, 403, { kind: "error", text: "The sign-in form had expired. It is fresh now: sign in again." }, email);
+            return signInForm(
+              ctx,
+              403,
+              { kind: "error", text: "The sign-in form had expired. It is fresh now: sign in again." },
+              email,
+            );
           }
           let res;
           try {
@@ -178,7 +237,10 @@ export function consoleHandler(o: ConsoleOptions): (req: Request, url: URL, peer
           }
           switch (res.outcome) {
             case SignInOutcome.SIGNED_IN:
-              return redirect(PATHS.tokens, [cookie(ctx, SESSION_COOKIE, res.sessionToken, res.maxAgeSeconds, "lax"), cookie(ctx, SIGN_IN_COOKIE, "", 0, "strict")]);
+              return redirect(PATHS.tokens, [
+                cookie(ctx, SESSION_COOKIE, res.sessionToken, res.maxAgeSeconds, "lax"),
+                cookie(ctx, SIGN_IN_COOKIE, "", 0, "strict"),
+              ]);
             case SignInOutcome.THROTTLED: {
               const minutes = Math.ceil(res.retryAfterSeconds / 60);
               const text = `Too many failed sign-ins from this address or for this account. Try again in ${minutes} minute${minutes === 1 ? "" : "s"}.`;
@@ -213,7 +275,8 @@ export function consoleHandler(o: ConsoleOptions): (req: Request, url: URL, peer
               const made = await daemon.createApiToken({ sessionToken: token, csrfToken: csrf, name }, call);
               return await tokensView(s, token, 201, { created: { token: made.token, name: made.info!.name } });
             } catch (err) {
-              if (err instanceof ConnectError && err.code === Code.InvalidArgument) return tokensView(s, token, 422, { notice: { kind: "error", text: err.rawMessage }, name });
+              if (err instanceof ConnectError && err.code === Code.InvalidArgument)
+                return tokensView(s, token, 422, { notice: { kind: "error", text: err.rawMessage }, name });
               throw err;
             }
           }),
@@ -240,8 +303,14 @@ export function consoleHandler(o: ConsoleOptions): (req: Request, url: URL, peer
               await daemon.addSendingDomain({ sessionToken: token, csrfToken: csrf, domain }, call);
               return redirect(`${PATHS.domains}?done=added`);
             } catch (err) {
-              if (err instanceof ConnectError && (err.code === Code.InvalidArgument || err.code === Code.AlreadyExists)) {
-                return domainsView(s, token, err.code === Code.InvalidArgument ? 422 : 409, { notice: { kind: "error", text: err.rawMessage }, domain });
+              if (
+                err instanceof ConnectError &&
+                (err.code === Code.InvalidArgument || err.code === Code.AlreadyExists)
+              ) {
+                return domainsView(s, token, err.code === Code.InvalidArgument ? 422 : 409, {
+                  notice: { kind: "error", text: err.rawMessage },
+                  domain,
+                });
               }
               throw err;
             }
@@ -253,7 +322,10 @@ export function consoleHandler(o: ConsoleOptions): (req: Request, url: URL, peer
       {
         POST: (ctx, [name]) =>
           change(ctx, async (s, token, _f, csrf) => {
-            const res = await daemon.verifyDomain({ sessionToken: token, csrfToken: csrf, domain: pathParam(name!) }, slow);
+            const res = await daemon.verifyDomain(
+              { sessionToken: token, csrfToken: csrf, domain: pathParam(name!) },
+              slow,
+            );
             if (res.domain?.verified) return redirect(`${PATHS.domains}?done=verified`);
             return domainsView(s, token, 422, { failed: { name: res.domain!.name, detail: res.detail } });
           }),
@@ -262,7 +334,10 @@ export function consoleHandler(o: ConsoleOptions): (req: Request, url: URL, peer
     [
       /^\/console\/usage$/,
       {
-        GET: (ctx) => signedIn(ctx, async (s, token) => page(200, usagePage({ session: s, usage: await daemon.getUsage({ sessionToken: token }, call) }))),
+        GET: (ctx) =>
+          signedIn(ctx, async (s, token) =>
+            page(200, usagePage({ session: s, usage: await daemon.getUsage({ sessionToken: token }, call) })),
+          ),
       },
     ],
   ];
@@ -276,14 +351,21 @@ export function consoleHandler(o: ConsoleOptions): (req: Request, url: URL, peer
       url,
       ip: clientIp(peerIp, req.headers.get("x-forwarded-for"), o.trustProxy),
       // Secure cookies when the browser talks TLS: to this process, or to a trusted proxy in front of it.
-      secure: url.protocol === "https:" || (trustedPeer && req.headers.get("x-forwarded-proto")?.split(",")[0]?.trim() === "https"),
+      secure:
+        url.protocol === "https:" ||
+        (trustedPeer && req.headers.get("x-forwarded-proto")?.split(",")[0]?.trim() === "https"),
       cookies: new Bun.CookieMap(req.headers.get("cookie") ?? ""),
     };
     const found = findRoute(routes, path);
     if (!found) return Promise.resolve(page(404, messagePage("Not found", `There is no page ${path}.`)));
     const { route, params } = found;
     const handler = route[req.method === "HEAD" ? "GET" : req.method];
-    if (!handler) return Promise.resolve(page(405, messagePage("Not allowed", `${path} does not accept ${req.method}.`), { Allow: Object.keys(route).join(", ") }));
+    if (!handler)
+      return Promise.resolve(
+        page(405, messagePage("Not allowed", `${path} does not accept ${req.method}.`), {
+          Allow: Object.keys(route).join(", "),
+        }),
+      );
     if (req.method === "POST") {
       // A change must come from a page of this origin (besides its CSRF token).
       const origin = req.headers.get("origin");

@@ -1,4 +1,9 @@
-import type { ApiToken, GetSessionResponse, GetUsageResponse, SendingDomain } from "../gen/mailcore/limiter/v1/console_pb";
+import type {
+  ApiToken,
+  GetSessionResponse,
+  GetUsageResponse,
+  SendingDomain,
+} from "../gen/mailcore/limiter/v1/console_pb";
 import { laneName } from "../mail/policy";
 import { planName } from "../plans/plans";
 import { type Html, html, time } from "../web/html";
@@ -102,7 +107,13 @@ ${notice(o.notice)}
   );
 }
 
-export function tokensPage(o: { session: GetSessionResponse; tokens: ApiToken[]; created?: { token: string; name: string }; notice?: Notice; name?: string }): string {
+export function tokensPage(o: {
+  session: GetSessionResponse;
+  tokens: ApiToken[];
+  created?: { token: string; name: string };
+  notice?: Notice;
+  name?: string;
+}): string {
   const { session: s } = o;
   const created = o.created
     ? html`<section class="notice ok" aria-labelledby="new-token">
@@ -151,7 +162,13 @@ ${
   );
 }
 
-export function domainsPage(o: { session: GetSessionResponse; domains: SendingDomain[]; notice?: Notice; failed?: { name: string; detail: string }; domain?: string }): string {
+export function domainsPage(o: {
+  session: GetSessionResponse;
+  domains: SendingDomain[];
+  notice?: Notice;
+  failed?: { name: string; detail: string };
+  domain?: string;
+}): string {
   const { session: s } = o;
   const rows = o.domains.map(
     (d) => html`<tr>
@@ -213,7 +230,8 @@ export function usagePage(o: { session: GetSessionResponse; usage: GetUsageRespo
 <h2>Refused requests (429), last hour</h2>
 <div class="cards">
 ${CHART_KINDS.map(
-  ([kind, , label]) => html`<div class="card"><div class="figure" id="refused-${kind}">${sum(kind)}</div><div class="label"><span class="swatch ${kind}"></span>${label}</div></div>`,
+  ([kind, , label]) =>
+    html`<div class="card"><div class="figure" id="refused-${kind}">${sum(kind)}</div><div class="label"><span class="swatch ${kind}"></span>${label}</div></div>`,
 )}
 </div>
 ${refusalChart(u.refusals)}

@@ -35,7 +35,11 @@ for (const [name, open] of hotStores(servers)) {
         await svc.clients.directory.addDomain({ slug, domain: `${slug}.example`, verified: true });
         tokens[slug] = (await svc.clients.directory.createToken({ slug })).token;
         await svc.clients.console.createUser({ slug, email: `ops@${slug}.example`, password: PASSWORD });
-        const s = await svc.clients.console.signIn({ email: `ops@${slug}.example`, password: PASSWORD, clientIp: "127.0.0.1" });
+        const s = await svc.clients.console.signIn({
+          email: `ops@${slug}.example`,
+          password: PASSWORD,
+          clientIp: "127.0.0.1",
+        });
         expect(s.outcome).toBe(SignInOutcome.SIGNED_IN);
         sessions[slug] = s.sessionToken;
       }
@@ -45,7 +49,10 @@ for (const [name, open] of hotStores(servers)) {
       await store?.close();
     });
 
-    const tags = (slug: string) => fetch(`${svc.apiUrl}/api/v1/tags`, { headers: { Authorization: `Bearer ${tokens[slug]}` } }).then((r) => r.status);
+    const tags = (slug: string) =>
+      fetch(`${svc.apiUrl}/api/v1/tags`, { headers: { Authorization: `Bearer ${tokens[slug]}` } }).then(
+        (r) => r.status,
+      );
     const send = (slug: string, to: string) =>
       fetch(`${svc.apiUrl}/api/v1/emails`, {
         method: "POST",
@@ -53,7 +60,11 @@ for (const [name, open] of hotStores(servers)) {
         body: JSON.stringify({ from: `app@${slug}.example`, to, subject: "s", text: "t" }),
       }).then(async (r) => ({ status: r.status, body: (await r.json()) as Record<string, unknown> }));
     const usage = (slug: string) => svc.clients.console.getUsage({ sessionToken: sessions[slug] });
-    const totals = (u: GetUsageResponse) => u.refusals.reduce((t, m) => ({ quota: t.quota + m.quota, ip: t.ip + m.ip, recipient: t.recipient + m.recipient }), { quota: 0, ip: 0, recipient: 0 });
+    const totals = (u: GetUsageResponse) =>
+      u.refusals.reduce(
+        (t, m) => ({ quota: t.quota + m.quota, ip: t.ip + m.ip, recipient: t.recipient + m.recipient }),
+        { quota: 0, ip: 0, recipient: 0 },
+      );
 
     test("quota, IP and recipient refusals are counted exactly, each for its own organization; admitted requests are not", async () => {
       // All requests come from 127.0.0.1, whose bucket holds 500; the clock stands still.

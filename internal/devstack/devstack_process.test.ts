@@ -16,7 +16,12 @@ const refuses = (port: number) =>
 
 test("cmd/dev starts limiterd, the API and the SMTP front, creates the demo organization once, and Ctrl-C stops all", async () => {
   const [limiterPort, apiPort, smtpPort] = [await freePort(), await freePort(), await freePort()];
-  const metrics = { LIMITER_METRICS_PORT: await freePort(), API_METRICS_PORT: await freePort(), SMTP_METRICS_PORT: await freePort(), WORKER_METRICS_PORT: await freePort() };
+  const metrics = {
+    LIMITER_METRICS_PORT: await freePort(),
+    API_METRICS_PORT: await freePort(),
+    SMTP_METRICS_PORT: await freePort(),
+    WORKER_METRICS_PORT: await freePort(),
+  };
   const env = {
     DATA_DIR: tempDir(),
     LIMITER_PORT: String(limiterPort),
@@ -41,7 +46,10 @@ test("cmd/dev starts limiterd, the API and the SMTP front, creates the demo orga
     const signedIn = await fetch(`${printed![1]}/sign-in`, {
       method: "POST",
       redirect: "manual",
-      headers: { Cookie: form.headers.get("set-cookie")!.split(";")[0]!, "Content-Type": "application/x-www-form-urlencoded" },
+      headers: {
+        Cookie: form.headers.get("set-cookie")!.split(";")[0]!,
+        "Content-Type": "application/x-www-form-urlencoded",
+      },
       body: new URLSearchParams({ csrf, email: printed![2]!, password: printed![3]! }),
     });
     expect([signedIn.status, signedIn.headers.get("location")]).toEqual([303, "/console/tokens"]);
@@ -57,7 +65,9 @@ test("cmd/dev starts limiterd, the API and the SMTP front, creates the demo orga
 
     // The ready swaks line works as printed: 250 over STARTTLS with the demo token.
     const swaksLine = /^ +(swaks --server .*)$/m.exec(dev.stdout())?.[1];
-    expect(swaksLine).toBe(`swaks --server 127.0.0.1:${smtpPort} --tls --auth-user demo --auth-password ${curl![2]} --from hello@demo.example.com --to delivered@fixtures.test`);
+    expect(swaksLine).toBe(
+      `swaks --server 127.0.0.1:${smtpPort} --tls --auth-user demo --auth-password ${curl![2]} --from hello@demo.example.com --to delivered@fixtures.test`,
+    );
     const swaks = spawn(swaksLine!.split(" "), { stdout: "pipe", stderr: "pipe" });
     const transcript = await new Response(swaks.stdout).text();
     expect(await swaks.exited, transcript).toBe(0);
@@ -80,6 +90,7 @@ test("cmd/dev starts limiterd, the API and the SMTP front, creates the demo orga
     expect(await again.proc.exited).toBe(0);
   } finally {
     // As Ctrl-C, so that a test that failed half way leaves no children behind (SIGKILL would orphan them).
-    for (const stack of stacks) await Promise.race([stack.stop("SIGINT"), Bun.sleep(5_000)]).then(() => stack.stop("SIGKILL"));
+    for (const stack of stacks)
+      await Promise.race([stack.stop("SIGINT"), Bun.sleep(5_000)]).then(() => stack.stop("SIGKILL"));
   }
 });

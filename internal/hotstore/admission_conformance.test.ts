@@ -44,7 +44,10 @@ for (const [name, open] of adapters) {
     const ip = () => `10.0.${(seq >> 8) & 255}.${seq++ & 255}`;
 
     async function burst(n: number, input: AdmitInput) {
-      return store.admit(Array.from({ length: n }, () => input), clock.nowMs());
+      return store.admit(
+        Array.from({ length: n }, () => input),
+        clock.nowMs(),
+      );
     }
 
     const count = (results: { verdict: Verdict }[], v: Verdict) => results.filter((r) => r.verdict === v).length;
@@ -91,7 +94,8 @@ for (const [name, open] of adapters) {
         // After a full minute the bucket is full again, and never above q.
         clock.advance(120_000);
         const full = [];
-        for (let i = 0; i < q + 10; i += 400) full.push(...(await burst(Math.min(400, q + 10 - i), { tokenHash: o.tokenHash, ip: ip() })));
+        for (let i = 0; i < q + 10; i += 400)
+          full.push(...(await burst(Math.min(400, q + 10 - i), { tokenHash: o.tokenHash, ip: ip() })));
         expect(count(full, Verdict.ALLOWED)).toBe(q);
       });
     }
@@ -152,7 +156,12 @@ for (const [name, open] of adapters) {
       await burst(500, { tokenHash: null, ip: addr });
       const refused = await burst(30, { tokenHash: o.tokenHash, ip: addr });
       expect(count(refused, Verdict.IP_LIMITED)).toBe(30);
-      expect(refused[0]).toMatchObject({ remaining: 100, resetMs: 0, retryAfterMs: 2, org: { id: o.id, slug: o.slug, plan: Plan.FREE } });
+      expect(refused[0]).toMatchObject({
+        remaining: 100,
+        resetMs: 0,
+        retryAfterMs: 2,
+        org: { id: o.id, slug: o.slug, plan: Plan.FREE },
+      });
       const [fromElsewhere] = await burst(1, { tokenHash: o.tokenHash, ip: ip() });
       expect(fromElsewhere).toMatchObject({ verdict: Verdict.ALLOWED, remaining: 99 });
     });
@@ -163,7 +172,12 @@ for (const [name, open] of adapters) {
       expect(count(await burst(101, { tokenHash: o.tokenHash, ip: addr }), Verdict.ALLOWED)).toBe(100);
       await store.projectOrg({ id: o.id, slug: o.slug, plan: Plan.PREMIUM, version: 2, verifiedDomains: [] });
       const [r] = await burst(1, { tokenHash: o.tokenHash, ip: addr });
-      expect(r).toMatchObject({ verdict: Verdict.ORG_LIMITED, org: { plan: Plan.PREMIUM }, remaining: 0, resetMs: 60_000 });
+      expect(r).toMatchObject({
+        verdict: Verdict.ORG_LIMITED,
+        org: { plan: Plan.PREMIUM },
+        remaining: 0,
+        resetMs: 60_000,
+      });
       // Premium refills at 700 per minute: 86 ms (85.71...) gives one token.
       clock.advance(86);
       expect((await burst(1, { tokenHash: o.tokenHash, ip: addr }))[0]!.verdict).toBe(Verdict.ALLOWED);
@@ -187,7 +201,10 @@ for (const [name, open] of adapters) {
 
     test("a revoked token is refused on the next request", async () => {
       const o = await org(Plan.PREMIUM);
-      expect(await store.lookupToken(o.tokenHash)).toMatchObject({ kind: "valid", org: { id: o.id, slug: o.slug, plan: Plan.PREMIUM } });
+      expect(await store.lookupToken(o.tokenHash)).toMatchObject({
+        kind: "valid",
+        org: { id: o.id, slug: o.slug, plan: Plan.PREMIUM },
+      });
       const addr = ip();
       expect((await burst(1, { tokenHash: o.tokenHash, ip: addr }))[0]!.verdict).toBe(Verdict.ALLOWED);
       await store.projectToken(o.tokenHash, null, "write");
@@ -212,7 +229,10 @@ for (const [name, open] of adapters) {
       expect((await burst(1, { tokenHash: "orphan", ip: ip() }))[0]).toMatchObject({ miss: true });
       // Filled from the records, it is admitted.
       await store.projectOrg({ id: "no-such-org", slug: "late", plan: Plan.FREE, version: 1, verifiedDomains: [] });
-      expect((await burst(1, { tokenHash: "orphan", ip: ip() }))[0]).toMatchObject({ verdict: Verdict.ALLOWED, org: { slug: "late" } });
+      expect((await burst(1, { tokenHash: "orphan", ip: ip() }))[0]).toMatchObject({
+        verdict: Verdict.ALLOWED,
+        org: { slug: "late" },
+      });
     });
 
     test("one batch mixing a miss, a valid token, no token and a revoked token answers each in order, as alone", async () => {
@@ -229,7 +249,13 @@ for (const [name, open] of adapters) {
         ],
         clock.nowMs(),
       );
-      expect(results.map((r) => (r.miss ? "miss" : Verdict[r.verdict]))).toEqual(["miss", "ALLOWED", "UNAUTHENTICATED", "UNAUTHENTICATED", "ALLOWED"]);
+      expect(results.map((r) => (r.miss ? "miss" : Verdict[r.verdict]))).toEqual([
+        "miss",
+        "ALLOWED",
+        "UNAUTHENTICATED",
+        "UNAUTHENTICATED",
+        "ALLOWED",
+      ]);
       expect(results.map((r) => r.remaining)).toEqual([0, 99, 100, 100, 98]);
       // The miss took nothing: the IP gave exactly four of its 500.
       expect(count(await burst(500, { tokenHash: null, ip: addr }), Verdict.UNAUTHENTICATED)).toBe(496);
@@ -261,9 +287,21 @@ describe("redis hot store: the admission script on the wire", () => {
 
   test("writes the two buckets ('level:ms') with TTLs until full, and nothing when refused", async () => {
     const now = 1_800_000_000_000;
-    await store.projectOrg({ id: "wire-org", slug: "wire", plan: Plan.FREE, version: 1, verifiedDomains: ["wire.example"] });
+    await store.projectOrg({
+      id: "wire-org",
+      slug: "wire",
+      plan: Plan.FREE,
+      version: 1,
+      verifiedDomains: ["wire.example"],
+    });
     await store.projectToken("wire-hash", "wire-org", "write");
-    expect(await redis.hgetall(keys.org("wire-org"))).toEqual({ v: "1", slug: "wire", plan: "1", a: expect.any(String), "d:wire.example": "1" });
+    expect(await redis.hgetall(keys.org("wire-org"))).toEqual({
+      v: "1",
+      slug: "wire",
+      plan: "1",
+      a: expect.any(String),
+      "d:wire.example": "1",
+    });
     expect(await redis.get(keys.token("wire-hash"))).toBe("wire-org");
     const [r] = await store.admit([{ tokenHash: "wire-hash", ip: "192.0.2.7" }], now);
     expect(r).toMatchObject({ verdict: Verdict.ALLOWED, remaining: 99, resetMs: 600 });

@@ -59,7 +59,8 @@ for (const [name, open] of hotStores(servers)) {
     /** Releases everything waiting in a lane and returns the org ids in release order. */
     async function drain(lane: Lane) {
       const order: string[] = [];
-      for (let r = await store.release(lane, clock.nowMs()); r; r = await store.release(lane, clock.nowMs())) order.push(r.orgId);
+      for (let r = await store.release(lane, clock.nowMs()); r; r = await store.release(lane, clock.nowMs()))
+        order.push(r.orgId);
       return order;
     }
 
@@ -112,7 +113,10 @@ for (const [name, open] of hotStores(servers)) {
       const key = { key: "k1", bodyHash: "h1", ttlMs: 24 * HOUR };
       const first = await send({ idempotency: key });
       expect(first.kind).toBe("accepted");
-      expect(await send({ idempotency: key })).toEqual({ kind: "replayed", messageId: (first as { messageId: string }).messageId });
+      expect(await send({ idempotency: key })).toEqual({
+        kind: "replayed",
+        messageId: (first as { messageId: string }).messageId,
+      });
       expect(await send({ idempotency: { ...key, bodyHash: "h2" } })).toEqual({ kind: "conflict" });
       for (let i = 0; i < 4; i++) await send();
       const refused = await send({ idempotency: { ...key, key: "k2" } });
@@ -157,9 +161,16 @@ for (const [name, open] of hotStores(servers)) {
       expect(await store.lease(10, clock.nowMs(), 30_000)).toEqual([]);
 
       const ack = (l: typeof txLease, outcome: DeliveryOutcome) =>
-        store.ack({ orgId: l.orgId, messageId: l.messageId, leaseId: l.leaseId, outcome, detail: `outcome ${outcome}` }, POLICY, clock.nowMs());
+        store.ack(
+          { orgId: l.orgId, messageId: l.messageId, leaseId: l.leaseId, outcome, detail: `outcome ${outcome}` },
+          POLICY,
+          clock.nowMs(),
+        );
       expect(await ack(txLease, DeliveryOutcome.DELIVERED)).toEqual({ current: true, status: MessageStatus.DELIVERED });
-      expect(await ack(txLease, DeliveryOutcome.DELIVERED)).toEqual({ current: false, status: MessageStatus.DELIVERED });
+      expect(await ack(txLease, DeliveryOutcome.DELIVERED)).toEqual({
+        current: false,
+        status: MessageStatus.DELIVERED,
+      });
 
       // Deferred: retried after 1 s, then 2 s; the third failure is final.
       let lease = bulkLease;
@@ -172,7 +183,10 @@ for (const [name, open] of hotStores(servers)) {
         expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: 0, retried: 0, failed: 0 });
         clock.advance(1);
         expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: 0, retried: 1, failed: 0 });
-        expect((await store.laneCounts(clock.nowMs())).find((c) => c.lane === Lane.BULK)).toMatchObject({ depth: 1, deferred: 0 });
+        expect((await store.laneCounts(clock.nowMs())).find((c) => c.lane === Lane.BULK)).toMatchObject({
+          depth: 1,
+          deferred: 0,
+        });
         await drain(Lane.BULK);
         [lease] = (await store.lease(1, clock.nowMs(), 30_000)) as [typeof lease];
         expect(lease.attempt).toBe(attempt + 1);
@@ -180,7 +194,14 @@ for (const [name, open] of hotStores(servers)) {
       expect(await ack(lease, DeliveryOutcome.DEFERRED)).toEqual({ current: true, status: MessageStatus.FAILED });
 
       const record = await store.getMessage(org, lease.messageId);
-      expect(record).toMatchObject({ orgId: org, lane: Lane.BULK, status: MessageStatus.FAILED, attempts: 3, from: "Sender <s@d.example>", subject: expect.any(String) });
+      expect(record).toMatchObject({
+        orgId: org,
+        lane: Lane.BULK,
+        status: MessageStatus.FAILED,
+        attempts: 3,
+        from: "Sender <s@d.example>",
+        subject: expect.any(String),
+      });
       expect(record!.version).toBe(record!.events.length);
       expect(record!.events.map((e) => e.status)).toEqual([
         MessageStatus.QUEUED, // accepted
@@ -204,11 +225,21 @@ for (const [name, open] of hotStores(servers)) {
       await send({ mailbox: "gone@example.com" });
       await drain(Lane.TRANSACTIONAL);
       const [l] = await store.lease(1, clock.nowMs(), 30_000);
-      await store.ack({ orgId: org, messageId: l!.messageId, leaseId: l!.leaseId, outcome: DeliveryOutcome.BOUNCED, detail: "550" }, POLICY, clock.nowMs());
+      await store.ack(
+        { orgId: org, messageId: l!.messageId, leaseId: l!.leaseId, outcome: DeliveryOutcome.BOUNCED, detail: "550" },
+        POLICY,
+        clock.nowMs(),
+      );
       clock.advance(1_000);
-      expect(await send({ mailbox: "gone@example.com" })).toEqual({ kind: "limited", reason: "bounce_cooldown", retryAfterMs: HOUR - 1_000 });
+      expect(await send({ mailbox: "gone@example.com" })).toEqual({
+        kind: "limited",
+        reason: "bounce_cooldown",
+        retryAfterMs: HOUR - 1_000,
+      });
       // Bulk sends do not check it.
-      expect((await send({ mailbox: "gone@example.com", lane: Lane.BULK, checkCooldown: false, countGuards: false })).kind).toBe("accepted");
+      expect(
+        (await send({ mailbox: "gone@example.com", lane: Lane.BULK, checkCooldown: false, countGuards: false })).kind,
+      ).toBe("accepted");
       clock.advance(HOUR - 1_000);
       expect((await send({ mailbox: "gone@example.com" })).kind).toBe("accepted");
     });
@@ -222,14 +253,25 @@ for (const [name, open] of hotStores(servers)) {
       expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: 1, retried: 0, failed: 0 });
       // Not ready for a worker until the lane releases it again.
       expect((await store.laneCounts(clock.nowMs()))[0]).toMatchObject({ depth: 1, ready: 1, inFlight: 0 });
-      expect(await store.release(Lane.TRANSACTIONAL, clock.nowMs())).toEqual({ orgId: org, messageId: first!.messageId });
+      expect(await store.release(Lane.TRANSACTIONAL, clock.nowMs())).toEqual({
+        orgId: org,
+        messageId: first!.messageId,
+      });
       const [other, second] = await store.lease(2, clock.nowMs(), 5_000);
       expect(other!.messageId).not.toBe(first!.messageId); // released before the expiry, still first in line
       await store.ack({ ...other!, outcome: DeliveryOutcome.DELIVERED, detail: "ok" }, POLICY, clock.nowMs());
       expect(second).toMatchObject({ messageId: first!.messageId, attempt: 2 });
-      const stale = await store.ack({ ...first!, outcome: DeliveryOutcome.DELIVERED, detail: "late" }, POLICY, clock.nowMs());
+      const stale = await store.ack(
+        { ...first!, outcome: DeliveryOutcome.DELIVERED, detail: "late" },
+        POLICY,
+        clock.nowMs(),
+      );
       expect(stale.current).toBe(false);
-      const fresh = await store.ack({ ...second!, outcome: DeliveryOutcome.DELIVERED, detail: "ok" }, POLICY, clock.nowMs());
+      const fresh = await store.ack(
+        { ...second!, outcome: DeliveryOutcome.DELIVERED, detail: "ok" },
+        POLICY,
+        clock.nowMs(),
+      );
       expect(fresh).toEqual({ current: true, status: MessageStatus.DELIVERED });
     });
 
@@ -241,8 +283,16 @@ for (const [name, open] of hotStores(servers)) {
         expect(l!.attempt).toBe(attempt);
         clock.advance(5_000);
         const last = attempt === POLICY.maxAttempts;
-        expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: last ? 0 : 1, retried: 0, failed: last ? 1 : 0 });
-        if (last) expect(await store.getMessage(org, l!.messageId)).toMatchObject({ status: MessageStatus.FAILED, attempts: POLICY.maxAttempts });
+        expect(await store.recover(clock.nowMs(), POLICY)).toEqual({
+          expired: last ? 0 : 1,
+          retried: 0,
+          failed: last ? 1 : 0,
+        });
+        if (last)
+          expect(await store.getMessage(org, l!.messageId)).toMatchObject({
+            status: MessageStatus.FAILED,
+            attempts: POLICY.maxAttempts,
+          });
       }
       expect(await store.laneCounts(clock.nowMs())).toEqual([
         { lane: Lane.TRANSACTIONAL, depth: 0, ready: 0, inFlight: 0, deferred: 0, oldestAgeMs: 0 },
@@ -280,7 +330,10 @@ for (const [name, open] of hotStores(servers)) {
       const key = { key: "k", bodyHash: "h", ttlMs: HOUR };
       const first = await send({ idempotency: key });
       await project(org, 4, []);
-      expect(await send({ idempotency: key })).toEqual({ kind: "replayed", messageId: (first as { messageId: string }).messageId });
+      expect(await send({ idempotency: key })).toEqual({
+        kind: "replayed",
+        messageId: (first as { messageId: string }).messageId,
+      });
     });
 
     test("the outbox: changed messages until written; a final one then leaves the hot store", async () => {
@@ -291,7 +344,13 @@ for (const [name, open] of hotStores(servers)) {
         [a.messageId, 1, 1],
         [b.messageId, 1, 1],
       ]);
-      expect(changed[0]).toMatchObject({ orgId: org, to: "user@example.com", toMailbox: "user@example.com", status: MessageStatus.QUEUED, attempts: 0 });
+      expect(changed[0]).toMatchObject({
+        orgId: org,
+        to: "user@example.com",
+        toMailbox: "user@example.com",
+        status: MessageStatus.QUEUED,
+        attempts: 0,
+      });
       expect(await store.changedMessages(1)).toHaveLength(1);
       // Written at version 1: both leave the outbox, neither the hot store (not final).
       expect(await store.settle(changed.map((m) => ({ orgId: m.orgId, id: m.id, version: m.version })))).toBe(0);
@@ -300,7 +359,8 @@ for (const [name, open] of hotStores(servers)) {
 
       await drain(Lane.TRANSACTIONAL);
       const leased = await store.lease(2, clock.nowMs(), 30_000);
-      for (const l of leased) await store.ack({ ...l, outcome: DeliveryOutcome.DELIVERED, detail: "250 ok" }, POLICY, clock.nowMs());
+      for (const l of leased)
+        await store.ack({ ...l, outcome: DeliveryOutcome.DELIVERED, detail: "250 ok" }, POLICY, clock.nowMs());
       changed = await store.changedMessages(10);
       expect(changed.map((m) => [m.version, m.status])).toEqual([
         [4, MessageStatus.DELIVERED],
@@ -308,7 +368,12 @@ for (const [name, open] of hotStores(servers)) {
       ]);
       // A message that changed after it was read stays: here b is written at an older version.
       const [ma, mb] = changed as [(typeof changed)[0], (typeof changed)[0]];
-      expect(await store.settle([{ orgId: org, id: ma.id, version: ma.version }, { orgId: org, id: mb.id, version: mb.version - 1 }])).toBe(1);
+      expect(
+        await store.settle([
+          { orgId: org, id: ma.id, version: ma.version },
+          { orgId: org, id: mb.id, version: mb.version - 1 },
+        ]),
+      ).toBe(1);
       expect(await store.getMessage(org, ma.id)).toBeNull();
       expect((await store.changedMessages(10)).map((m) => m.id)).toEqual([mb.id]);
       expect(await store.settle([{ orgId: org, id: mb.id, version: mb.version }])).toBe(1);

@@ -27,7 +27,13 @@ for (const [name, open] of hotStores(servers)) {
       // On a whole minute, 30 s in: the test knows which minute each count falls in.
       clock = new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 30) + ++seq * 24 * 60 * MIN);
       org = `org_${name}_${seq}`;
-      await store.projectOrg({ id: org, slug: `slug-${org}`, plan: Plan.PREMIUM, version: 1, verifiedDomains: ["d.example"] });
+      await store.projectOrg({
+        id: org,
+        slug: `slug-${org}`,
+        plan: Plan.PREMIUM,
+        version: 1,
+        verifiedDomains: ["d.example"],
+      });
       await store.projectToken(`hash-${org}`, org, "write");
     });
     afterAll(async () => {
@@ -92,7 +98,13 @@ for (const [name, open] of hotStores(servers)) {
 
     test("lanes: the organization's messages waiting and its releases over the last 10 whole seconds", async () => {
       const other = `${org}_other`;
-      await store.projectOrg({ id: other, slug: `slug-${other}`, plan: Plan.FREE, version: 1, verifiedDomains: ["d.example"] });
+      await store.projectOrg({
+        id: other,
+        slug: `slug-${other}`,
+        plan: Plan.FREE,
+        version: 1,
+        verifiedDomains: ["d.example"],
+      });
       const send = (orgId: string, lane: Lane, i: number) =>
         store.enqueue(
           {

@@ -27,7 +27,16 @@ test("a store outage is logged once per loop when it starts and once when it end
   } as unknown as HotStore;
   const { log, lines } = captureLogger();
   const policy = { maxAttempts: 5, retryBaseMs: 1_000, bounceCooldownMs: 1_000 };
-  const lanes = startLanes({ store, clock: systemClock, ratePerSecond: 40, owner: "t", policy, onRelease: () => {}, onRecovered: () => {}, log });
+  const lanes = startLanes({
+    store,
+    clock: systemClock,
+    ratePerSecond: 40,
+    owner: "t",
+    policy,
+    onRelease: () => {},
+    onRecovered: () => {},
+    log,
+  });
   await Bun.sleep(1_200); // 48 slots per lane and 4 recovery rounds, all failing
   const during = lines.length;
   down = false;

@@ -22,7 +22,16 @@ export interface LanesOptions {
 /** Runs both lanes' schedulers and the loop that recovers expired leases and due retries. */
 export function startLanes(o: LanesOptions): { stop(): Promise<void> } {
   const schedulers = LANES.map(
-    (lane) => new LaneScheduler({ store: o.store, lane, ratePerSecond: o.ratePerSecond, owner: o.owner, clock: o.clock, onRelease: o.onRelease, log: o.log }),
+    (lane) =>
+      new LaneScheduler({
+        store: o.store,
+        lane,
+        ratePerSecond: o.ratePerSecond,
+        owner: o.owner,
+        clock: o.clock,
+        onRelease: o.onRelease,
+        log: o.log,
+      }),
   );
   for (const s of schedulers) s.start();
   let recovering = false;

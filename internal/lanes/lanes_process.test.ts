@@ -6,19 +6,38 @@ import { Lane, type Release } from "../gen/mailcore/limiter/v1/mail_pb";
 import { limiterClients } from "../limiterclient/client";
 import { pacing } from "../testkit/pacing";
 import { type PostgresServer, startPostgres } from "../testkit/postgres";
-import { freePort, pool, type RedisClusterServer, type RedisServer, runBun, sendEmail, type Stack, startRedis, startRedisCluster, startStack, waitFor } from "../testkit/testkit";
+import {
+  freePort,
+  pool,
+  type RedisClusterServer,
+  type RedisServer,
+  runBun,
+  sendEmail,
+  type Stack,
+  startRedis,
+  startRedisCluster,
+  startStack,
+  waitFor,
+} from "../testkit/testkit";
 
 const PROXY = { TRUST_PROXY: "127.0.0.1" };
 
 async function releases(limiterUrls: string[], lane: Lane, sinceMs: number): Promise<Release[]> {
-  const all = await Promise.all(limiterUrls.map(async (url) => (await limiterClients(url).lanes.listReleases({ lane, sinceMs: BigInt(sinceMs) })).releases));
+  const all = await Promise.all(
+    limiterUrls.map(
+      async (url) => (await limiterClients(url).lanes.listReleases({ lane, sinceMs: BigInt(sinceMs) })).releases,
+    ),
+  );
   return all.flat().sort((a, b) => Number(a.releasedAtMs - b.releasedAtMs));
 }
 
 async function backlog(stack: Stack, token: string, n: number, body: (i: number) => Record<string, unknown>) {
-  const answers = await pool(n, 32, (i) => sendEmail(stack.apiUrls[i % stack.apiUrls.length]!, token, body(i), {}, true));
+  const answers = await pool(n, 32, (i) =>
+    sendEmail(stack.apiUrls[i % stack.apiUrls.length]!, token, body(i), {}, true),
+  );
   const refused = answers.filter((a) => a.status !== 202);
-  if (refused.length > 0) throw new Error(`backlog: ${refused.length} refused, e.g. ${JSON.stringify(refused[0]!.body)}`);
+  if (refused.length > 0)
+    throw new Error(`backlog: ${refused.length} refused, e.g. ${JSON.stringify(refused[0]!.body)}`);
   return answers.map((a) => a.body.id as string);
 }
 
@@ -45,12 +64,18 @@ describe("lane pacing on the embedded store", () => {
     const ids = await backlog(stack, token, 400, fixture("pace"));
     // Measured from the moment the whole backlog is queued: from then on the lane is backlogged.
     const backlogged = Date.now();
-    await waitFor("400 releases", async () => (await releases([stack.limiterUrl], Lane.TRANSACTIONAL, started)).length >= 400, 15_000);
+    await waitFor(
+      "400 releases",
+      async () => (await releases([stack.limiterUrl], Lane.TRANSACTIONAL, started)).length >= 400,
+      15_000,
+    );
     const all = await releases([stack.limiterUrl], Lane.TRANSACTIONAL, started);
     expect(new Set(all.map((r) => r.messageId))).toEqual(new Set(ids));
     const rs = all.filter((r) => Number(r.releasedAtMs) >= backlogged);
     const p = pacing(rs);
-    console.log(`transactional, 400: per second ${JSON.stringify(p.perSecond)}, most in any second ${p.maxSliding}, jitter vs slot p50 ${p.jitter.p50} ms p99 ${p.jitter.p99} ms max ${p.jitter.max} ms`);
+    console.log(
+      `transactional, 400: per second ${JSON.stringify(p.perSecond)}, most in any second ${p.maxSliding}, jitter vs slot p50 ${p.jitter.p50} ms p99 ${p.jitter.p99} ms max ${p.jitter.max} ms`,
+    );
     // Every whole second holds 40 +/- 1 (the last is partial); no second above 41.
     for (const n of p.perSecond.slice(0, -1)) {
       expect(n).toBeGreaterThanOrEqual(39);
@@ -69,12 +94,27 @@ describe("lane pacing on the embedded store", () => {
 
     const delays: number[] = [];
     for (let i = 0; i < 5; i++) {
-      const sent = await sendEmail(stack.apiUrls[0]!, a, { from: "App <app@bulk-a.example>", to: `code${i}@example.org`, subject: "Your code", text: "123456" }, {}, true);
+      const sent = await sendEmail(
+        stack.apiUrls[0]!,
+        a,
+        { from: "App <app@bulk-a.example>", to: `code${i}@example.org`, subject: "Your code", text: "123456" },
+        {},
+        true,
+      );
       expect(sent.status).toBe(202);
       const id = sent.body.id as string;
-      const message = await (await fetch(`${stack.apiUrls[0]}/api/v1/emails/${id}`, { headers: { Authorization: `Bearer ${a}`, "X-Forwarded-For": "10.99.0.1" } })).json();
+      const message = await (
+        await fetch(`${stack.apiUrls[0]}/api/v1/emails/${id}`, {
+          headers: { Authorization: `Bearer ${a}`, "X-Forwarded-For": "10.99.0.1" },
+        })
+      ).json();
       const acceptedAt = Date.parse((message as { createdAt: string }).createdAt);
-      await waitFor("the release", async () => (await releases([stack.limiterUrl], Lane.TRANSACTIONAL, acceptedAt)).some((r) => r.messageId === id), 2_000);
+      await waitFor(
+        "the release",
+        async () =>
+          (await releases([stack.limiterUrl], Lane.TRANSACTIONAL, acceptedAt)).some((r) => r.messageId === id),
+        2_000,
+      );
       const r = (await releases([stack.limiterUrl], Lane.TRANSACTIONAL, acceptedAt)).find((x) => x.messageId === id)!;
       delays.push(Number(r.releasedAtMs) - acceptedAt);
       await Bun.sleep(37);
@@ -86,11 +126,23 @@ describe("lane pacing on the embedded store", () => {
   test("behind 400 transactional messages of one organization, another organization's message is released within 100 ms", async () => {
     const [big, small] = [await stack.org("big", "enterprise"), await stack.org("small", "free")];
     await backlog(stack, big, 400, fixture("big"));
-    const sent = await sendEmail(stack.apiUrls[0]!, small, { from: "App <app@small.example>", to: "someone@example.org", subject: "Hi", text: "x" }, {}, true);
+    const sent = await sendEmail(
+      stack.apiUrls[0]!,
+      small,
+      { from: "App <app@small.example>", to: "someone@example.org", subject: "Hi", text: "x" },
+      {},
+      true,
+    );
     const id = sent.body.id as string;
     const since = Date.now() - 5_000;
-    await waitFor("the small organization's release", async () => (await releases([stack.limiterUrl], Lane.TRANSACTIONAL, since)).some((r) => r.messageId === id), 2_000);
-    const message = (await (await fetch(`${stack.apiUrls[0]}/api/v1/emails/${id}`, { headers: { Authorization: `Bearer ${small}` } })).json()) as { createdAt: string };
+    await waitFor(
+      "the small organization's release",
+      async () => (await releases([stack.limiterUrl], Lane.TRANSACTIONAL, since)).some((r) => r.messageId === id),
+      2_000,
+    );
+    const message = (await (
+      await fetch(`${stack.apiUrls[0]}/api/v1/emails/${id}`, { headers: { Authorization: `Bearer ${small}` } })
+    ).json()) as { createdAt: string };
     const r = (await releases([stack.limiterUrl], Lane.TRANSACTIONAL, since)).find((x) => x.messageId === id)!;
     const delay = Number(r.releasedAtMs) - Date.parse(message.createdAt);
     console.log(`another organization's message behind 400 of one organization: released after ${delay} ms`);
@@ -108,12 +160,18 @@ for (const kind of ["one Redis", "a Redis Cluster"] as const) {
     let secondUrl: string;
     beforeAll(async () => {
       pg = await startPostgres();
-      const hot = kind === "one Redis" ? { redisUrl: (redis = await startRedis()).url } : { redisClusterNodes: (cluster = await startRedisCluster()).nodes };
+      const hot =
+        kind === "one Redis"
+          ? { redisUrl: (redis = await startRedis()).url }
+          : { redisClusterNodes: (cluster = await startRedisCluster()).nodes };
       stack = await startStack({ ...hot, env: { ...PROXY, DATABASE_URL: pg.url } });
       const port = await freePort();
       secondUrl = `http://127.0.0.1:${port}`;
       second = runBun("cmd/limiterd/index.ts", [], { ...stack.env, LIMITER_PORT: String(port) });
-      await waitFor("the second daemon", async () => (await limiterClients(secondUrl).lanes.getLanes({})).lanes.length === 2);
+      await waitFor(
+        "the second daemon",
+        async () => (await limiterClients(secondUrl).lanes.getLanes({})).lanes.length === 2,
+      );
     });
     afterAll(async () => {
       await second?.stop("SIGKILL");
@@ -126,11 +184,17 @@ for (const kind of ["one Redis", "a Redis Cluster"] as const) {
       const started = Date.now();
       await backlog(stack, token, 200, fixture("shared"));
       const backlogged = Date.now();
-      await waitFor("200 releases", async () => (await releases([stack.limiterUrl, secondUrl], Lane.TRANSACTIONAL, started)).length >= 200, 15_000);
+      await waitFor(
+        "200 releases",
+        async () => (await releases([stack.limiterUrl, secondUrl], Lane.TRANSACTIONAL, started)).length >= 200,
+        15_000,
+      );
       const rs = await releases([stack.limiterUrl, secondUrl], Lane.TRANSACTIONAL, backlogged);
       expect(new Set(rs.map((r) => r.messageId)).size).toBe(rs.length); // each released once
       const p = pacing(rs);
-      console.log(`two daemons on ${kind}, 200: per second ${JSON.stringify(p.perSecond)}, most in any second ${p.maxSliding}`);
+      console.log(
+        `two daemons on ${kind}, 200: per second ${JSON.stringify(p.perSecond)}, most in any second ${p.maxSliding}`,
+      );
       for (const n of p.perSecond.slice(0, -1)) {
         expect(n).toBeGreaterThanOrEqual(39);
         expect(n).toBeLessThanOrEqual(41);

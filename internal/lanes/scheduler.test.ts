@@ -26,7 +26,15 @@ test("a 120 ms stall is made up at no more than twice the rate, and never more t
     releases.push(r);
     times.push(performance.now());
   };
-  const s = new LaneScheduler({ store, lane: Lane.TRANSACTIONAL, ratePerSecond: 40, owner: "t", clock: systemClock, onRelease, log: logger("test") });
+  const s = new LaneScheduler({
+    store,
+    lane: Lane.TRANSACTIONAL,
+    ratePerSecond: 40,
+    owner: "t",
+    clock: systemClock,
+    onRelease,
+    log: logger("test"),
+  });
   s.start();
   await Bun.sleep(2_050);
   await s.stop();
@@ -44,9 +52,20 @@ test("a 120 ms stall is made up at no more than twice the rate, and never more t
 
 test("a step of the wall clock neither stalls nor bursts a lane: pacing runs on the monotonic clock", async () => {
   const wall = new ManualClock(Date.now());
-  const store = { holdLease: async () => true, release: async () => ({ orgId: "o", messageId: "m" }) } as unknown as HotStore;
+  const store = {
+    holdLease: async () => true,
+    release: async () => ({ orgId: "o", messageId: "m" }),
+  } as unknown as HotStore;
   const at: number[] = [];
-  const s = new LaneScheduler({ store, lane: Lane.BULK, ratePerSecond: 40, owner: "t", clock: wall, onRelease: () => at.push(performance.now()), log: logger("test") });
+  const s = new LaneScheduler({
+    store,
+    lane: Lane.BULK,
+    ratePerSecond: 40,
+    owner: "t",
+    clock: wall,
+    onRelease: () => at.push(performance.now()),
+    log: logger("test"),
+  });
   s.start();
   await Bun.sleep(500);
   wall.advance(-10_000); // NTP steps the wall clock back 10 s

@@ -26,7 +26,12 @@ export function unsubscribeUrl(publicUrl: string, token: string): string {
   return `${publicUrl.replace(/\/+$/, "")}/u/${token}`;
 }
 
-export function audienceEmail(t: MessageTemplate, to: { email: string; name: string; fields: Fields }, url: string, requestId: string): Email {
+export function audienceEmail(
+  t: MessageTemplate,
+  to: { email: string; name: string; fields: Fields },
+  url: string,
+  requestId: string,
+): Email {
   const values = { subscriber: to, unsubscribeUrl: url };
   return create(EmailSchema, {
     from: t.from,

@@ -11,7 +11,14 @@ import {
   type UpsertResult as UpsertResultMsg,
   UpsertResultSchema,
 } from "../gen/mailcore/limiter/v1/audience_pb";
-import { decodeCursor, type Fields, type Subscriber, type SubscriberChange, type SubscriberStatus as Status, type UpsertResult } from "../records/audience";
+import {
+  decodeCursor,
+  type Fields,
+  type Subscriber,
+  type SubscriberChange,
+  type SubscriberStatus as Status,
+  type UpsertResult,
+} from "../records/audience";
 import type { Records } from "../records/records";
 import { guard } from "./service";
 
@@ -27,8 +34,15 @@ const STATUS_OF: Record<number, Status | undefined> = {
   [SubscriberStatus.SUBSCRIBED]: "subscribed",
   [SubscriberStatus.UNSUBSCRIBED]: "unsubscribed",
 };
-const STATUS_MSG: Record<Status, SubscriberStatus> = { subscribed: SubscriberStatus.SUBSCRIBED, unsubscribed: SubscriberStatus.UNSUBSCRIBED };
-const OUTCOME_MSG = { created: UpsertOutcome.CREATED, updated: UpsertOutcome.UPDATED, unchanged: UpsertOutcome.UNCHANGED } as const;
+const STATUS_MSG: Record<Status, SubscriberStatus> = {
+  subscribed: SubscriberStatus.SUBSCRIBED,
+  unsubscribed: SubscriberStatus.UNSUBSCRIBED,
+};
+const OUTCOME_MSG = {
+  created: UpsertOutcome.CREATED,
+  updated: UpsertOutcome.UPDATED,
+  unchanged: UpsertOutcome.UNCHANGED,
+} as const;
 const MAX_LIMIT = 100;
 
 function toChange(m: ChangeMsg | undefined, removeTags: string[] = []): SubscriberChange {
@@ -72,7 +86,10 @@ function toResultMsg(r: UpsertResult): UpsertResultMsg {
 }
 
 function briefResultMsg(r: UpsertResult): UpsertResultMsg {
-  return create(UpsertResultSchema, { outcome: OUTCOME_MSG[r.result], subscriber: { id: r.subscriber.id, email: r.subscriber.email } });
+  return create(UpsertResultSchema, {
+    outcome: OUTCOME_MSG[r.result],
+    subscriber: { id: r.subscriber.id, email: r.subscriber.email },
+  });
 }
 
 function page(limit: number, cursor: string): { limit: number; cursor: number | undefined } {
@@ -97,7 +114,9 @@ export function audienceRoutes({ records, clock }: AudienceDeps) {
         return { results: results.map((r) => (req.brief ? briefResultMsg(r) : toResultMsg(r))) };
       },
       async updateSubscriber(req) {
-        const result = await guard(() => audience.update(req.orgId, req.ref, toChange(req.change, req.removeTags), clock.nowMs()));
+        const result = await guard(() =>
+          audience.update(req.orgId, req.ref, toChange(req.change, req.removeTags), clock.nowMs()),
+        );
         if (!result) throw notFound(req.ref);
         return { result: toResultMsg(result) };
       },
@@ -112,7 +131,11 @@ export function audienceRoutes({ records, clock }: AudienceDeps) {
       },
       async listSubscribers(req) {
         const p = page(req.limit, req.cursor);
-        const filter = { tag: req.tag || undefined, status: STATUS_OF[req.status], emailPrefix: req.emailPrefix || undefined };
+        const filter = {
+          tag: req.tag || undefined,
+          status: STATUS_OF[req.status],
+          emailPrefix: req.emailPrefix || undefined,
+        };
         const found = await guard(() => audience.list(req.orgId, filter, p.limit, p.cursor));
         return { subscribers: found.data.map(toSubscriberMsg), nextCursor: found.nextCursor ?? "" };
       },
@@ -121,7 +144,12 @@ export function audienceRoutes({ records, clock }: AudienceDeps) {
         const found = await guard(() => audience.events(req.orgId, req.ref, p.limit, p.cursor));
         if (!found) throw notFound(req.ref);
         return {
-          events: found.data.map((e) => ({ type: e.type, atMs: BigInt(e.atMs), dataJson: JSON.stringify(e.data), triggerWorkflows: e.triggerWorkflows })),
+          events: found.data.map((e) => ({
+            type: e.type,
+            atMs: BigInt(e.atMs),
+            dataJson: JSON.stringify(e.data),
+            triggerWorkflows: e.triggerWorkflows,
+          })),
           nextCursor: found.nextCursor ?? "",
         };
       },
@@ -129,7 +157,8 @@ export function audienceRoutes({ records, clock }: AudienceDeps) {
         return { created: await guard(() => audience.createTag(req.orgId, req.name, clock.nowMs())) };
       },
       async deleteTag(req) {
-        if (!(await guard(() => audience.deleteTag(req.orgId, req.name)))) throw new ConnectError(`no tag ${req.name}`, Code.NotFound);
+        if (!(await guard(() => audience.deleteTag(req.orgId, req.name))))
+          throw new ConnectError(`no tag ${req.name}`, Code.NotFound);
         return {};
       },
     });

@@ -93,7 +93,10 @@ function toRunMsg(r: WorkflowRun): WorkflowRunMsg {
 function toTrigger(type: string, tag: string): Trigger {
   if (type === "subscriber.created") return { type };
   if (type === "tag.added" && tag !== "") return { type: type as TriggerType, tag };
-  throw new ConnectError("trigger_type must be subscriber.created, or tag.added with a trigger_tag", Code.InvalidArgument);
+  throw new ConnectError(
+    "trigger_type must be subscriber.created, or tag.added with a trigger_tag",
+    Code.InvalidArgument,
+  );
 }
 
 function toSteps(json: string): Step[] {
@@ -122,7 +125,10 @@ export function automationRoutes(deps: AutomationDeps) {
     router.service(AutomationService, {
       async createCampaign(req) {
         if (!req.orgId || !req.name || !req.fromAddress.includes("@") || !req.subject || (!req.html && !req.text)) {
-          throw new ConnectError("org_id, name, from_address, subject and html or text are required", Code.InvalidArgument);
+          throw new ConnectError(
+            "org_id, name, from_address, subject and html or text are required",
+            Code.InvalidArgument,
+          );
         }
         const c = await guard(() => records.campaigns.create(req.orgId, req, clock.nowMs()));
         return { campaign: toCampaignMsg(c) };
@@ -143,7 +149,11 @@ export function automationRoutes(deps: AutomationDeps) {
         const scheduled = req.scheduledAtMs > 0n ? Number(req.scheduledAtMs) : undefined;
         const c = await guard(() => records.campaigns.send(req.orgId, req.id, scheduled, clock.nowMs()));
         if (c === undefined) throw notFound(req.id);
-        if (c === "not_draft") throw new ConnectError(`campaign ${req.id} is not a draft: it was sent or cancelled before`, Code.FailedPrecondition);
+        if (c === "not_draft")
+          throw new ConnectError(
+            `campaign ${req.id} is not a draft: it was sent or cancelled before`,
+            Code.FailedPrecondition,
+          );
         return { campaign: toCampaignMsg(c) };
       },
 
@@ -157,16 +167,33 @@ export function automationRoutes(deps: AutomationDeps) {
       async unsubscribe(req) {
         const owner = await guard(() => records.campaigns.tokenOwner(req.token));
         // The subscriber may have been deleted since: the link names nobody any more.
-        const changed = owner && (await guard(() => records.audience.update(owner.orgId, owner.subscriberId, { status: "unsubscribed", triggerWorkflows: true }, clock.nowMs())));
+        const changed =
+          owner &&
+          (await guard(() =>
+            records.audience.update(
+              owner.orgId,
+              owner.subscriberId,
+              { status: "unsubscribed", triggerWorkflows: true },
+              clock.nowMs(),
+            ),
+          ));
         if (!changed) throw new ConnectError("this unsubscribe link names nobody", Code.NotFound);
         return { email: changed.subscriber.email };
       },
 
       async createWorkflow(req) {
         const w = req.workflow;
-        if (!req.orgId || !w || !w.name) throw new ConnectError("org_id and workflow.name are required", Code.InvalidArgument);
-        const input = { name: w.name, trigger: toTrigger(w.triggerType, w.triggerTag), steps: toSteps(w.stepsJson), active: w.active };
-        return { workflow: toWorkflowMsg(await guard(() => records.workflows.create(req.orgId, input, clock.nowMs()))) };
+        if (!req.orgId || !w || !w.name)
+          throw new ConnectError("org_id and workflow.name are required", Code.InvalidArgument);
+        const input = {
+          name: w.name,
+          trigger: toTrigger(w.triggerType, w.triggerTag),
+          steps: toSteps(w.stepsJson),
+          active: w.active,
+        };
+        return {
+          workflow: toWorkflowMsg(await guard(() => records.workflows.create(req.orgId, input, clock.nowMs()))),
+        };
       },
 
       async getWorkflow(req) {
@@ -184,7 +211,12 @@ export function automationRoutes(deps: AutomationDeps) {
         const current = await guard(() => records.workflows.get(req.orgId, req.id));
         if (!current) throw workflowNotFound(req.id);
         const trigger = req.triggerType === undefined ? undefined : toTrigger(req.triggerType, req.triggerTag ?? "");
-        const change = { name: req.name, trigger, steps: req.stepsJson === undefined ? undefined : toSteps(req.stepsJson), active: req.active };
+        const change = {
+          name: req.name,
+          trigger,
+          steps: req.stepsJson === undefined ? undefined : toSteps(req.stepsJson),
+          active: req.active,
+        };
         const defined = Object.fromEntries(Object.entries(change).filter(([, v]) => v !== undefined));
         const w = await guard(() => records.workflows.update(req.orgId, req.id, defined, clock.nowMs()));
         if (!w) throw workflowNotFound(req.id);
@@ -197,7 +229,9 @@ export function automationRoutes(deps: AutomationDeps) {
       },
 
       async listWorkflowRuns(req) {
-        const page = await guard(() => records.workflows.runs(req.orgId, req.workflowId, limitOf(req.limit), before(req.cursor)));
+        const page = await guard(() =>
+          records.workflows.runs(req.orgId, req.workflowId, limitOf(req.limit), before(req.cursor)),
+        );
         if (!page) throw workflowNotFound(req.workflowId);
         return { runs: page.data.map(toRunMsg), nextCursor: page.nextCursor ?? "" };
       },

@@ -41,7 +41,16 @@ export class CampaignFanout {
   private readonly loop: LeasedLoop;
 
   constructor(private readonly o: FanoutOptions) {
-    this.loop = new LeasedLoop({ hot: o.hot, lease: LEASE, owner: o.owner, leaseTtlMs: LEASE_TTL_MS, tickMs: TICK_MS, what: "campaign fan-out", log: o.log, round: () => this.run() });
+    this.loop = new LeasedLoop({
+      hot: o.hot,
+      lease: LEASE,
+      owner: o.owner,
+      leaseTtlMs: LEASE_TTL_MS,
+      tickMs: TICK_MS,
+      what: "campaign fan-out",
+      log: o.log,
+      round: () => this.run(),
+    });
   }
 
   start(): void {
@@ -94,7 +103,11 @@ export class CampaignFanout {
         messageId: r.messageId,
       });
       if (result.kind === "domain_not_verified") {
-        await records.campaigns.fail(c.id, `${c.fromAddress.split("@").pop()} is not a verified sending domain of this organization`, clock.nowMs());
+        await records.campaigns.fail(
+          c.id,
+          `${c.fromAddress.split("@").pop()} is not a verified sending domain of this organization`,
+          clock.nowMs(),
+        );
         return;
       }
       if (result.kind === "accepted" || result.kind === "replayed") queued++;

@@ -3,7 +3,12 @@ import { Code, type ConnectRouter, ConnectError } from "@connectrpc/connect";
 import { randomBytes } from "node:crypto";
 import { isIP } from "node:net";
 import type { Clock } from "../clock/clock";
-import { ConsoleService, type SendingDomain, SendingDomainSchema, SignInOutcome } from "../gen/mailcore/limiter/v1/console_pb";
+import {
+  ConsoleService,
+  type SendingDomain,
+  SendingDomainSchema,
+  SignInOutcome,
+} from "../gen/mailcore/limiter/v1/console_pb";
 import { type HotStore, RELEASE_WINDOW_S } from "../hotstore/hotstore";
 import { normalizeEmail } from "../mail/policy";
 import { planQuota } from "../plans/plans";
@@ -42,7 +47,12 @@ export interface ConsoleDeps {
 
 /** The TXT record that proves control of a domain, as the console shows it. */
 export function domainRecord(d: DomainRecord): SendingDomain {
-  return create(SendingDomainSchema, { name: d.name, verified: d.verified, recordName: `_mailcore.${d.name}`, recordValue: `mailcore-verify=${d.verifyValue}` });
+  return create(SendingDomainSchema, {
+    name: d.name,
+    verified: d.verified,
+    recordName: `_mailcore.${d.name}`,
+    recordValue: `mailcore-verify=${d.verifyValue}`,
+  });
 }
 
 /** The console's RPCs: accounts and sessions, and a signed-in user's view of their own organization. */
@@ -52,14 +62,17 @@ export function consoleRoutes(deps: ConsoleDeps) {
   const decoy = Bun.password.hash(randomBytes(16).toString("hex"), ARGON2);
 
   const session = async (token: string): Promise<ConsoleSession> => {
-    const s = SESSION_TOKEN.test(token) ? await guard(() => records.console.session(hashToken(token), clock.nowMs())) : undefined;
+    const s = SESSION_TOKEN.test(token)
+      ? await guard(() => records.console.session(hashToken(token), clock.nowMs()))
+      : undefined;
     if (!s) throw new ConnectError("not signed in, or the session has expired", Code.Unauthenticated);
     return s;
   };
   /** The session of a change: its CSRF token must be the session's. */
   const change = async (token: string, csrf: string): Promise<ConsoleSession> => {
     const s = await session(token);
-    if (!sameSecret(csrf, s.csrf)) throw new ConnectError("the form's CSRF token is missing or not this session's", Code.PermissionDenied);
+    if (!sameSecret(csrf, s.csrf))
+      throw new ConnectError("the form's CSRF token is missing or not this session's", Code.PermissionDenied);
     return s;
   };
 
@@ -68,7 +81,8 @@ export function consoleRoutes(deps: ConsoleDeps) {
       async createUser(req) {
         const slug = checkSlug(req.slug);
         const email = normalizeEmail(req.email);
-        if (email.length > 254 || !EMAIL_PATTERN.test(email)) throw new ConnectError(`not an email address: ${JSON.stringify(req.email)}`, Code.InvalidArgument);
+        if (email.length > 254 || !EMAIL_PATTERN.test(email))
+          throw new ConnectError(`not an email address: ${JSON.stringify(req.email)}`, Code.InvalidArgument);
         if (req.password.length < PASSWORD_MIN || req.password.length > PASSWORD_MAX) {
           throw new ConnectError(`a password is ${PASSWORD_MIN} to ${PASSWORD_MAX} characters`, Code.InvalidArgument);
         }
@@ -78,7 +92,11 @@ export function consoleRoutes(deps: ConsoleDeps) {
       },
 
       async signIn(req) {
-        if (isIP(req.clientIp) === 0) throw new ConnectError(`client_ip is not an IP address: ${JSON.stringify(req.clientIp)}`, Code.InvalidArgument);
+        if (isIP(req.clientIp) === 0)
+          throw new ConnectError(
+            `client_ip is not an IP address: ${JSON.stringify(req.clientIp)}`,
+            Code.InvalidArgument,
+          );
         const email = normalizeEmail(req.email);
         const address = `ip:${req.clientIp}`;
         const account = `acct:${email}`;
@@ -93,10 +111,13 @@ export function consoleRoutes(deps: ConsoleDeps) {
           const f = failures.get(subject)!;
           if (f.count >= max) waitMs = Math.max(waitMs, f.oldestMs + SIGN_IN_WINDOW_MS - now);
         }
-        if (waitMs > 0) return { outcome: SignInOutcome.THROTTLED, retryAfterSeconds: Math.max(1, Math.ceil(waitMs / 1_000)) };
+        if (waitMs > 0)
+          return { outcome: SignInOutcome.THROTTLED, retryAfterSeconds: Math.max(1, Math.ceil(waitMs / 1_000)) };
 
         const user = await guard(() => records.console.userByEmail(email));
-        const ok = (await Bun.password.verify(req.password.slice(0, PASSWORD_MAX), user?.passwordHash ?? (await decoy))) && user !== undefined;
+        const ok =
+          (await Bun.password.verify(req.password.slice(0, PASSWORD_MAX), user?.passwordHash ?? (await decoy))) &&
+          user !== undefined;
         if (!ok) {
           await guard(() => records.console.recordFailure([address, account], now, now - SIGN_IN_WINDOW_MS));
           return { outcome: SignInOutcome.INVALID };
@@ -104,7 +125,13 @@ export function consoleRoutes(deps: ConsoleDeps) {
         const token = `mcs_${randomBytes(32).toString("base64url")}`;
         await guard(async () => {
           await records.console.clearFailures(account);
-          await records.console.createSession(hashToken(token), user.id, randomBytes(32).toString("base64url"), now, now + SESSION_TTL_MS);
+          await records.console.createSession(
+            hashToken(token),
+            user.id,
+            randomBytes(32).toString("base64url"),
+            now,
+            now + SESSION_TTL_MS,
+          );
         });
         return { outcome: SignInOutcome.SIGNED_IN, sessionToken: token, maxAgeSeconds: SESSION_TTL_MS / 1_000 };
       },
@@ -126,14 +153,22 @@ export function consoleRoutes(deps: ConsoleDeps) {
         return {
           tokens: tokens
             .filter((t) => t.revokedMs === null)
-            .map((t) => ({ id: t.id, name: t.name, createdMs: BigInt(t.createdMs), lastUsedMs: BigInt(t.lastUsedMs ?? 0) })),
+            .map((t) => ({
+              id: t.id,
+              name: t.name,
+              createdMs: BigInt(t.createdMs),
+              lastUsedMs: BigInt(t.lastUsedMs ?? 0),
+            })),
         };
       },
 
       async createApiToken(req) {
         const s = await change(req.sessionToken, req.csrfToken);
         const made = await issueToken(deps, s.orgSlug, req.name);
-        return { token: made.token, info: { id: made.tokenId, name: made.name, createdMs: BigInt(made.createdMs), lastUsedMs: 0n } };
+        return {
+          token: made.token,
+          info: { id: made.tokenId, name: made.name, createdMs: BigInt(made.createdMs), lastUsedMs: 0n },
+        };
       },
 
       async revokeApiToken(req) {
@@ -152,7 +187,11 @@ export function consoleRoutes(deps: ConsoleDeps) {
       async addSendingDomain(req) {
         const s = await change(req.sessionToken, req.csrfToken);
         const domain = checkDomain(req.domain);
-        return { domain: domainRecord(await guard(() => records.directory.addUnverifiedDomain(s.orgId, domain, clock.nowMs()))) };
+        return {
+          domain: domainRecord(
+            await guard(() => records.directory.addUnverifiedDomain(s.orgId, domain, clock.nowMs())),
+          ),
+        };
       },
 
       async verifyDomain(req) {
@@ -167,11 +206,17 @@ export function consoleRoutes(deps: ConsoleDeps) {
           found = await deps.lookupTxt(recordName);
         } catch (err) {
           const code = (err as { code?: string }).code;
-          const detail = code === "ENOTFOUND" || code === "ENODATA" ? `no TXT record at ${recordName}` : `the DNS lookup of ${recordName} failed (${code ?? (err as Error).message})`;
+          const detail =
+            code === "ENOTFOUND" || code === "ENODATA"
+              ? `no TXT record at ${recordName}`
+              : `the DNS lookup of ${recordName} failed (${code ?? (err as Error).message})`;
           return { domain: domainRecord(domain), detail };
         }
         if (!found.includes(recordValue)) {
-          return { domain: domainRecord(domain), detail: `the TXT records at ${recordName} do not hold ${recordValue}: found ${found.map((v) => JSON.stringify(v)).join(", ") || "none"}` };
+          return {
+            domain: domainRecord(domain),
+            detail: `the TXT records at ${recordName} do not hold ${recordValue}: found ${found.map((v) => JSON.stringify(v)).join(", ") || "none"}`,
+          };
         }
         const p = await guard(() => records.directory.markDomainVerified(s.orgId, name));
         // The send path's verified-domain check reads the projection.
@@ -189,8 +234,18 @@ export function consoleRoutes(deps: ConsoleDeps) {
           quota: planQuota(s.plan),
           remaining: u.remaining,
           resetSeconds: Math.ceil(u.resetMs / 1_000),
-          refusals: u.refusals.map((m) => ({ minuteStartMs: BigInt(m.minuteStartMs), quota: m.quota, ip: m.ip, recipient: m.recipient })),
-          lanes: u.lanes.map((l) => ({ lane: l.lane, depth: BigInt(l.depth), releasedPerSecond: l.released / RELEASE_WINDOW_S, rate: deps.laneRate })),
+          refusals: u.refusals.map((m) => ({
+            minuteStartMs: BigInt(m.minuteStartMs),
+            quota: m.quota,
+            ip: m.ip,
+            recipient: m.recipient,
+          })),
+          lanes: u.lanes.map((l) => ({
+            lane: l.lane,
+            depth: BigInt(l.depth),
+            releasedPerSecond: l.released / RELEASE_WINDOW_S,
+            rate: deps.laneRate,
+          })),
         };
       },
     });

@@ -58,12 +58,37 @@ export interface Daemon {
 /** The limiter daemon's parts, wired: its RPCs (admission, mail, console, audience), the lanes and the records writer. */
 export function limiterDaemon(o: DaemonOptions): Daemon {
   const projection = new Projection(o.hot, o.records.directory);
-  const writer = new RecordsWriter({ hot: o.hot, records: o.records, clock: o.clock, owner: o.owner, retentionMs: o.retentionMs, log: o.log });
+  const writer = new RecordsWriter({
+    hot: o.hot,
+    records: o.records,
+    clock: o.clock,
+    owner: o.owner,
+    retentionMs: o.retentionMs,
+    log: o.log,
+  });
   const runtime = new MailRuntime();
   const refusals = new RefusalCounter(o.hot, o.clock, o.log);
-  const limiter = limiterService({ hot: o.hot, records: o.records, projection, writer, refusals, clock: o.clock, newToken, metrics: o.metrics });
+  const limiter = limiterService({
+    hot: o.hot,
+    records: o.records,
+    projection,
+    writer,
+    refusals,
+    clock: o.clock,
+    newToken,
+    metrics: o.metrics,
+  });
   const mail = mailRoutes(
-    { hot: o.hot, records: o.records, projection, clock: o.clock, laneRate: o.laneRate, visibilityMs: o.visibilityMs, policy: o.policy, refusals },
+    {
+      hot: o.hot,
+      records: o.records,
+      projection,
+      clock: o.clock,
+      laneRate: o.laneRate,
+      visibilityMs: o.visibilityMs,
+      policy: o.policy,
+      refusals,
+    },
     runtime,
   );
   const consoleService = consoleRoutes({
@@ -80,7 +105,15 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
   const audience = audienceRoutes({ records: o.records, clock: o.clock });
   const automation = automationRoutes({ records: o.records, clock: o.clock });
   const accept = acceptor({ hot: o.hot, projection, clock: o.clock }, runtime);
-  const automationParts = { records: o.records, hot: o.hot, clock: o.clock, owner: o.owner, accept, publicUrl: o.publicUrl, log: o.log };
+  const automationParts = {
+    records: o.records,
+    hot: o.hot,
+    clock: o.clock,
+    owner: o.owner,
+    accept,
+    publicUrl: o.publicUrl,
+    log: o.log,
+  };
   const fanout = new CampaignFanout(automationParts);
   const runner = new WorkflowRunner(automationParts);
   let lanes: { stop(): Promise<void> } | undefined;

@@ -28,12 +28,21 @@ test("a stream whose ack never came is not stalled: the expired lease stops coun
   const sent = await svc.clients.mail.send({
     orgId: org.id,
     lane: Lane.TRANSACTIONAL,
-    email: { from: "a@acme.example", fromAddress: "a@acme.example", to: "b@example.org", toAddress: "b@example.org", subject: "s", text: "t" },
+    email: {
+      from: "a@acme.example",
+      fromAddress: "a@acme.example",
+      to: "b@example.org",
+      toAddress: "b@example.org",
+      subject: "s",
+      text: "t",
+    },
   });
   await store.release(Lane.TRANSACTIONAL, clock.nowMs());
 
   const abort = new AbortController();
-  const stream = svc.clients.delivery.lease({ workerId: "test", maxInFlight: 1 }, { signal: abort.signal })[Symbol.asyncIterator]();
+  const stream = svc.clients.delivery
+    .lease({ workerId: "test", maxInFlight: 1 }, { signal: abort.signal })
+    [Symbol.asyncIterator]();
   const first = (await stream.next()).value!;
   expect(first).toMatchObject({ messageId: sent.messageId, attempt: 1 });
   // No ack. The lease expires, the daemon's recovery puts the message back in its lane, and
@@ -45,9 +54,21 @@ test("a stream whose ack never came is not stalled: the expired lease stops coun
   expect(second).toMatchObject({ messageId: sent.messageId, attempt: 2 });
   expect(second.leaseId).not.toBe(first.leaseId);
   // The late ack of the first lease changes nothing; the current one counts.
-  const late = await svc.clients.delivery.ack({ leaseId: first.leaseId, messageId: first.messageId, orgId: first.orgId, outcome: DeliveryOutcome.DELIVERED, detail: "late" });
+  const late = await svc.clients.delivery.ack({
+    leaseId: first.leaseId,
+    messageId: first.messageId,
+    orgId: first.orgId,
+    outcome: DeliveryOutcome.DELIVERED,
+    detail: "late",
+  });
   expect(late.current).toBe(false);
-  const current = await svc.clients.delivery.ack({ leaseId: second.leaseId, messageId: second.messageId, orgId: second.orgId, outcome: DeliveryOutcome.DELIVERED, detail: "ok" });
+  const current = await svc.clients.delivery.ack({
+    leaseId: second.leaseId,
+    messageId: second.messageId,
+    orgId: second.orgId,
+    outcome: DeliveryOutcome.DELIVERED,
+    detail: "ok",
+  });
   expect(current.current).toBe(true);
   abort.abort();
 });

@@ -18,7 +18,10 @@ beforeAll(async () => {
   port = await freePort();
   env = { DATA_DIR: tempDir(), LIMITER_PORT: String(port), LIMITER_URL: `http://127.0.0.1:${port}` };
   limiterd = runBun("cmd/limiterd/index.ts", [], env);
-  await waitFor("limiterd", async () => (await runToEnd("cmd/admin/index.ts", ["org", "create", "rpc", "--plan", "premium"], env)).code === 0);
+  await waitFor(
+    "limiterd",
+    async () => (await runToEnd("cmd/admin/index.ts", ["org", "create", "rpc", "--plan", "premium"], env)).code === 0,
+  );
   token = (await runToEnd("cmd/admin/index.ts", ["token", "create", "rpc"], env)).stdout.trim();
 });
 afterAll(async () => {
@@ -50,7 +53,14 @@ describe("limiterd over gRPC with @grpc/grpc-js", () => {
     const { limiter, health } = grpcJs();
     try {
       const one = await unary<Record<string, unknown>>(limiter, "Admit", { token, clientIp: "192.0.2.1" });
-      expect(one).toMatchObject({ verdict: "VERDICT_ALLOWED", orgSlug: "rpc", plan: "PLAN_PREMIUM", limit: 700, remaining: 699, resetSeconds: 1 });
+      expect(one).toMatchObject({
+        verdict: "VERDICT_ALLOWED",
+        orgSlug: "rpc",
+        plan: "PLAN_PREMIUM",
+        limit: 700,
+        remaining: 699,
+        resetSeconds: 1,
+      });
       const batch = await unary<{ responses: Record<string, unknown>[] }>(limiter, "AdmitBatch", {
         requests: [
           { token, clientIp: "192.0.2.1" },
@@ -60,15 +70,30 @@ describe("limiterd over gRPC with @grpc/grpc-js", () => {
       expect(batch.responses.map((r) => r.verdict)).toEqual(["VERDICT_ALLOWED", "VERDICT_UNAUTHENTICATED"]);
       expect(batch.responses[0]!.remaining).toBe(698);
       expect(await unary(health, "Check", { service: "" })).toEqual({ status: "SERVING" });
-      const bad: grpc.ServiceError = await unary<never>(limiter, "Admit", { token, clientIp: "not-an-ip" }).catch((e: grpc.ServiceError) => e);
+      const bad: grpc.ServiceError = await unary<never>(limiter, "Admit", { token, clientIp: "not-an-ip" }).catch(
+        (e: grpc.ServiceError) => e,
+      );
       expect(bad.code).toBe(grpc.status.INVALID_ARGUMENT);
-      expect(await unary(limiter, "Admit", { token: "", clientIp: "192.0.2.1" })).toMatchObject({ verdict: "VERDICT_UNAUTHENTICATED", plan: "PLAN_FREE", remaining: 100 });
+      expect(await unary(limiter, "Admit", { token: "", clientIp: "192.0.2.1" })).toMatchObject({
+        verdict: "VERDICT_UNAUTHENTICATED",
+        plan: "PLAN_FREE",
+        remaining: 100,
+      });
       // AdmitBatch in binary gRPC is served outside Connect's router: its refusals too.
-      const badBatch: grpc.ServiceError = await unary<never>(limiter, "AdmitBatch", { requests: [{ token, clientIp: "not-an-ip" }] }).catch((e: grpc.ServiceError) => e);
-      expect([badBatch.code, badBatch.details]).toEqual([grpc.status.INVALID_ARGUMENT, 'client_ip is not an IP address: "not-an-ip"']);
-      const tooBig: grpc.ServiceError = await unary<never>(limiter, "AdmitBatch", { requests: Array.from({ length: 1001 }, () => ({ token, clientIp: "192.0.2.2" })) }).catch((e: grpc.ServiceError) => e);
+      const badBatch: grpc.ServiceError = await unary<never>(limiter, "AdmitBatch", {
+        requests: [{ token, clientIp: "not-an-ip" }],
+      }).catch((e: grpc.ServiceError) => e);
+      expect([badBatch.code, badBatch.details]).toEqual([
+        grpc.status.INVALID_ARGUMENT,
+        'client_ip is not an IP address: "not-an-ip"',
+      ]);
+      const tooBig: grpc.ServiceError = await unary<never>(limiter, "AdmitBatch", {
+        requests: Array.from({ length: 1001 }, () => ({ token, clientIp: "192.0.2.2" })),
+      }).catch((e: grpc.ServiceError) => e);
       expect(tooBig.code).toBe(grpc.status.INVALID_ARGUMENT);
-      const unknownService: grpc.ServiceError = await unary<never>(health, "Check", { service: "nope" }).catch((e: grpc.ServiceError) => e);
+      const unknownService: grpc.ServiceError = await unary<never>(health, "Check", { service: "nope" }).catch(
+        (e: grpc.ServiceError) => e,
+      );
       expect(unknownService.code).toBe(grpc.status.NOT_FOUND);
     } finally {
       limiter.close();
@@ -97,12 +122,19 @@ describe("limiterd over Connect, gRPC-Web and Connect's gRPC client", () => {
       const before = (await client.admit({ token, clientIp: "2001:db8::8" })).remaining;
       for (let i = 0; i < 50; i++) await directory.verifyToken({ token });
       expect((await client.admit({ token, clientIp: "2001:db8::8" })).remaining).toBeGreaterThanOrEqual(before - 1);
-      const batch = await client.admitBatch({ requests: [{ token, clientIp: "192.0.2.9", withTags: true }, { token: "", clientIp: "192.0.2.9" }] });
+      const batch = await client.admitBatch({
+        requests: [
+          { token, clientIp: "192.0.2.9", withTags: true },
+          { token: "", clientIp: "192.0.2.9" },
+        ],
+      });
       expect(batch.responses.map((r) => [r.verdict, r.orgSlug, r.plan])).toEqual([
         [Verdict.ALLOWED, "rpc", Plan.PREMIUM],
         [Verdict.UNAUTHENTICATED, "", Plan.FREE],
       ]);
-      const tooBig = await client.admitBatch({ requests: Array.from({ length: 1001 }, () => ({ token, clientIp: "192.0.2.2" })) }).catch((e) => e);
+      const tooBig = await client
+        .admitBatch({ requests: Array.from({ length: 1001 }, () => ({ token, clientIp: "192.0.2.2" })) })
+        .catch((e) => e);
       expect(String(tooBig)).toContain("at most 1000");
     });
   }

@@ -106,7 +106,9 @@ export function acceptor(deps: Pick<MailDeps, "hot" | "projection" | "clock">, r
       checkCooldown: transactional,
       countGuards: transactional && fixtureKind(email.toAddress) === undefined,
       guards: GUARD_LIMITS,
-      idempotency: req.idempotencyKey ? { key: req.idempotencyKey, bodyHash: req.bodyHash ?? "", ttlMs: IDEMPOTENCY_TTL_MS } : undefined,
+      idempotency: req.idempotencyKey
+        ? { key: req.idempotencyKey, bodyHash: req.bodyHash ?? "", ttlMs: IDEMPOTENCY_TTL_MS }
+        : undefined,
     });
     if (result.kind === "accepted") runtime.work.notifyAll();
     return result;
@@ -125,8 +127,17 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
         if (!req.orgId || !email || !email.fromAddress.includes("@") || !email.toAddress.includes("@")) {
           throw new ConnectError("org_id, email.from_address and email.to_address are required", Code.InvalidArgument);
         }
-        if (req.lane !== Lane.TRANSACTIONAL && req.lane !== Lane.BULK) throw new ConnectError("lane must be transactional or bulk", Code.InvalidArgument);
-        const result = await guard(() => accept({ orgId: req.orgId, lane: req.lane, email, idempotencyKey: req.idempotencyKey, bodyHash: req.bodyHash }));
+        if (req.lane !== Lane.TRANSACTIONAL && req.lane !== Lane.BULK)
+          throw new ConnectError("lane must be transactional or bulk", Code.InvalidArgument);
+        const result = await guard(() =>
+          accept({
+            orgId: req.orgId,
+            lane: req.lane,
+            email,
+            idempotencyKey: req.idempotencyKey,
+            bodyHash: req.bodyHash,
+          }),
+        );
         switch (result.kind) {
           case "accepted":
             return { outcome: SendOutcome.ACCEPTED, messageId: result.messageId };
@@ -150,7 +161,10 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
 
       async getMessage(req) {
         // The hot store has the latest of a message until it is settled in the records.
-        const record = await guard(async () => (await hot.getMessage(req.orgId, req.messageId)) ?? (await records.history.get(req.orgId, req.messageId)));
+        const record = await guard(
+          async () =>
+            (await hot.getMessage(req.orgId, req.messageId)) ?? (await records.history.get(req.orgId, req.messageId)),
+        );
         if (!record) throw new ConnectError(`no message ${req.messageId}`, Code.NotFound);
         return { message: toMessageInfo(record) };
       },
@@ -195,9 +209,20 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
       },
 
       async ack(req) {
-        if (req.outcome === DeliveryOutcome.UNSPECIFIED) throw new ConnectError("outcome is required", Code.InvalidArgument);
+        if (req.outcome === DeliveryOutcome.UNSPECIFIED)
+          throw new ConnectError("outcome is required", Code.InvalidArgument);
         const result = await guard(() =>
-          hot.ack({ orgId: req.orgId, messageId: req.messageId, leaseId: req.leaseId, outcome: req.outcome, detail: req.detail }, deps.policy, clock.nowMs()),
+          hot.ack(
+            {
+              orgId: req.orgId,
+              messageId: req.messageId,
+              leaseId: req.leaseId,
+              outcome: req.outcome,
+              detail: req.detail,
+            },
+            deps.policy,
+            clock.nowMs(),
+          ),
         );
         const owner = runtime.leaseOwners.get(req.leaseId);
         owner?.delete(req.leaseId);

@@ -19,14 +19,19 @@ export function daemonInterceptors(o: { log: Logger; now?: () => number }): Inte
     if (method === "Send") {
       const deadline = Number(req.header.get(DEADLINE_HEADER) ?? 0);
       if (deadline > 0 && now() >= deadline) {
-        throw new ConnectError("the caller's deadline passed before limiterd read the send; nothing was queued", Code.DeadlineExceeded, { [NOT_QUEUED_HEADER]: "1" });
+        throw new ConnectError(
+          "the caller's deadline passed before limiterd read the send; nothing was queued",
+          Code.DeadlineExceeded,
+          { [NOT_QUEUED_HEADER]: "1" },
+        );
       }
       const requestId = req.header.get(REQUEST_ID_HEADER) ?? "";
       const send = req.message as SendRequest;
       if (send.email) send.email.requestId = requestId;
       const res = await next(req);
       const answer = res.message as SendResponse;
-      if (answer.outcome === SendOutcome.ACCEPTED) o.log.info("queued", { requestId, message: answer.messageId, org: send.orgId, lane: laneName(send.lane) });
+      if (answer.outcome === SendOutcome.ACCEPTED)
+        o.log.info("queued", { requestId, message: answer.messageId, org: send.orgId, lane: laneName(send.lane) });
       return res;
     }
     return next(req);

@@ -9,7 +9,19 @@ import { limiterClients } from "../limiterclient/client";
 import { Db } from "../records/db";
 import { MIGRATIONS, migrate } from "../records/migrations";
 import { type PostgresServer, startPostgres } from "../testkit/postgres";
-import { freePort, getJson, pool, type RedisServer, runBun, sendEmail, type Stack, startRedis, startStack, tempDir, waitFor } from "../testkit/testkit";
+import {
+  freePort,
+  getJson,
+  pool,
+  type RedisServer,
+  runBun,
+  sendEmail,
+  type Stack,
+  startRedis,
+  startStack,
+  tempDir,
+  waitFor,
+} from "../testkit/testkit";
 
 let pg: PostgresServer;
 beforeAll(async () => {
@@ -42,7 +54,12 @@ describe("Redis + PostgreSQL: 20,000 messages", () => {
     redis = new Redis(redisServer.url);
     stack = await startStack({
       redisUrl: redisServer.url,
-      env: { DATABASE_URL: await pg.newDatabase(), TRUST_PROXY: "127.0.0.1", LANE_RATE: "1000", WORKER_CONCURRENCY: "128" },
+      env: {
+        DATABASE_URL: await pg.newDatabase(),
+        TRUST_PROXY: "127.0.0.1",
+        LANE_RATE: "1000",
+        WORKER_CONCURRENCY: "128",
+      },
     });
   });
   afterAll(async () => {
@@ -55,7 +72,11 @@ describe("Redis + PostgreSQL: 20,000 messages", () => {
     const ORGS = 25;
     const PER_ORG = 800;
     const tokens = await pool(ORGS, 5, (i) => stack.org(`bulk-${i}`, "enterprise"));
-    await waitFor("the IP buckets of the set-up to expire", async () => (await countKeys(redis, keys.ipBucket("*"))) === 0, 5_000);
+    await waitFor(
+      "the IP buckets of the set-up to expire",
+      async () => (await countKeys(redis, keys.ipBucket("*"))) === 0,
+      5_000,
+    );
     const baseline = await usedMemory(redis);
 
     // 20,000 sends through the API (half transactional, half bulk, all to fixtures), no worker yet.
@@ -65,7 +86,13 @@ describe("Redis + PostgreSQL: 20,000 messages", () => {
       const res = await sendEmail(
         stack.apiUrls[0]!,
         tokens[org]!,
-        { from: `app@bulk-${org}.example`, to: `delivered+${i}@fixtures.test`, subject: `m${i}`, text: "x".repeat(200), lane: i % 2 ? "bulk" : "transactional" },
+        {
+          from: `app@bulk-${org}.example`,
+          to: `delivered+${i}@fixtures.test`,
+          subject: `m${i}`,
+          text: "x".repeat(200),
+          lane: i % 2 ? "bulk" : "transactional",
+        },
         {},
         true,
       );
@@ -95,7 +122,11 @@ describe("Redis + PostgreSQL: 20,000 messages", () => {
     );
     const deliverSeconds = (performance.now() - t0) / 1000 - acceptSeconds;
     expect(await countKeys(redis, keys.message("*", "*"))).toBe(0);
-    await waitFor("the IP buckets of the sends to expire", async () => (await countKeys(redis, keys.ipBucket("*"))) === 0, 5_000);
+    await waitFor(
+      "the IP buckets of the sends to expire",
+      async () => (await countKeys(redis, keys.ipBucket("*"))) === 0,
+      5_000,
+    );
     const after = await usedMemory(redis);
     console.log(`after delivery: used_memory ${after} bytes (baseline ${baseline}, +${after - baseline})`);
     expect(after - baseline).toBeLessThan(1_000_000);
@@ -107,11 +138,18 @@ describe("Redis + PostgreSQL: 20,000 messages", () => {
       const res = await getJson(`${stack.apiUrls[0]}/api/v1/emails/${id}`, tokens[org]!, true);
       expect(res.status).toBe(200);
       expect(res.body).toMatchObject({ id, status: "delivered", attempts: 1 });
-      expect((res.body.events as { status: string }[]).map((e) => e.status)).toEqual(["queued", "queued", "sending", "delivered"]);
+      expect((res.body.events as { status: string }[]).map((e) => e.status)).toEqual([
+        "queued",
+        "queued",
+        "sending",
+        "delivered",
+      ]);
       return res.body;
     });
     expect(read).toHaveLength(20_000);
-    console.log(`delivered and settled ${deliverSeconds.toFixed(1)} s after the last accept; 20,000 histories read in ${((performance.now() - t0) / 1000 - acceptSeconds - deliverSeconds).toFixed(1)} s`);
+    console.log(
+      `delivered and settled ${deliverSeconds.toFixed(1)} s after the last accept; 20,000 histories read in ${((performance.now() - t0) / 1000 - acceptSeconds - deliverSeconds).toFixed(1)} s`,
+    );
     const db = await Db.open({ url: stack.env.DATABASE_URL, sqliteFile: "" });
     const [{ n }] = await db.run((sql) => sql`SELECT COUNT(*) AS n FROM messages WHERE status = 3`);
     expect(Number(n)).toBe(20_000);
@@ -152,7 +190,12 @@ describe("Redis + PostgreSQL: the projection and the records' availability", () 
     expect(refused.status).toBe(401);
     expect(refused.body.code).toBe("INVALID_TOKEN");
     // Sending works again too: the organization's verified domain came back with the projection.
-    const sent = await sendEmail(api, token, { from: "a@flushed.example", to: "delivered@fixtures.test", subject: "s", text: "t" });
+    const sent = await sendEmail(api, token, {
+      from: "a@flushed.example",
+      to: "delivered@fixtures.test",
+      subject: "s",
+      text: "t",
+    });
     expect(sent.status).toBe(202);
   });
 
@@ -163,7 +206,12 @@ describe("Redis + PostgreSQL: the projection and the records' availability", () 
     const answers: { status: number; json: boolean }[] = [];
     let i = 0;
     const send = async () => {
-      const res = await sendEmail(api, token, { from: "a@pgdown.example", to: `delivered+${++i}@fixtures.test`, subject: `n${i}`, text: "t" });
+      const res = await sendEmail(api, token, {
+        from: "a@pgdown.example",
+        to: `delivered+${++i}@fixtures.test`,
+        subject: `n${i}`,
+        text: "t",
+      });
       answers.push({ status: res.status, json: typeof res.body.code === "string" || typeof res.body.id === "string" });
       if (res.status === 202) accepted.push(res.body.id as string);
       return res;
@@ -184,14 +232,23 @@ describe("Redis + PostgreSQL: the projection and the records' availability", () 
     expect(pending).toBeGreaterThan(0);
 
     await pg.start();
-    await waitFor("the records back in use", async () => (await getJson(`${api}/api/v1/tags`, token)).status === 200, 30_000);
+    await waitFor(
+      "the records back in use",
+      async () => (await getJson(`${api}/api/v1/tags`, token)).status === 200,
+      30_000,
+    );
     for (let k = 0; k < 20; k++) await send();
     expect(answers.every((a) => a.status !== 500 && a.json)).toBe(true);
     expect(accepted.length).toBe(80);
 
     // Everything accepted is delivered, and its history reaches PostgreSQL.
-    await waitFor("every accepted message delivered and written", async () => (await redis.zcard(keys.outbox())) === 0 && (await countKeys(redis, keys.message("*", "*"))) === 0, 60_000);
-    for (const id of accepted) expect((await getJson(`${api}/api/v1/emails/${id}`, token)).body.status).toBe("delivered");
+    await waitFor(
+      "every accepted message delivered and written",
+      async () => (await redis.zcard(keys.outbox())) === 0 && (await countKeys(redis, keys.message("*", "*"))) === 0,
+      60_000,
+    );
+    for (const id of accepted)
+      expect((await getJson(`${api}/api/v1/emails/${id}`, token)).body.status).toBe("delivered");
   }, 120_000);
 });
 
@@ -201,13 +258,21 @@ describe("migrations at start", () => {
     const db = await Db.open({ url, sqliteFile: "" });
     const latest = MIGRATIONS.at(-1)!.version;
     await migrate(db, { upTo: latest - 1 });
-    await db.run((sql) => sql`INSERT INTO organizations (id, slug, plan, version, created_ms) VALUES ('org_0123456789abcdef', 'old', 3, 1, 0)`);
+    await db.run(
+      (sql) =>
+        sql`INSERT INTO organizations (id, slug, plan, version, created_ms) VALUES ('org_0123456789abcdef', 'old', 3, 1, 0)`,
+    );
 
     const redisServer = await startRedis();
     const dataDir = tempDir();
     const ports = [await freePort(), await freePort()];
     const daemons = ports.map((port) =>
-      runBun("cmd/limiterd/index.ts", [], { DATA_DIR: dataDir, REDIS_URL: redisServer.url, DATABASE_URL: url, LIMITER_PORT: String(port) }),
+      runBun("cmd/limiterd/index.ts", [], {
+        DATA_DIR: dataDir,
+        REDIS_URL: redisServer.url,
+        DATABASE_URL: url,
+        LIMITER_PORT: String(port),
+      }),
     );
     try {
       for (const port of ports) {
@@ -231,4 +296,3 @@ describe("migrations at start", () => {
     }
   }, 60_000);
 });
-

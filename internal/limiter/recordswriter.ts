@@ -63,7 +63,9 @@ export class RecordsWriter {
       for (;;) {
         const changed = await this.o.hot.changedMessages(FLUSH_BATCH);
         if (changed.length === 0) return;
-        await this.o.records.history.write(changed, (sql, fresh) => this.o.records.webhooks.enqueueIn(sql, emailWebhookEvents(fresh), this.o.clock.nowMs()));
+        await this.o.records.history.write(changed, (sql, fresh) =>
+          this.o.records.webhooks.enqueueIn(sql, emailWebhookEvents(fresh), this.o.clock.nowMs()),
+        );
         await this.o.records.audience.recordMessageEvents(changed);
         await this.o.records.campaigns.recordOutcomes(changed);
         await this.o.hot.settle(changed.map((m) => ({ orgId: m.orgId, id: m.id, version: m.version })));
@@ -102,7 +104,11 @@ export class RecordsWriter {
         this.failing = undefined;
       }
     } catch (err) {
-      if (this.failing === undefined) this.o.log.warn("records writer failing; the hot store keeps everything until it recovers", { job, error: (err as Error).message });
+      if (this.failing === undefined)
+        this.o.log.warn("records writer failing; the hot store keeps everything until it recovers", {
+          job,
+          error: (err as Error).message,
+        });
       this.failing ??= job;
     }
   }
@@ -117,7 +123,14 @@ export function emailWebhookEvents(fresh: NewMessageEvent[]): WebhookEventInput[
     const type = EMAIL_EVENT_OF_STATUS[e.status];
     // A message is queued again on its release and on each retry; only its acceptance is news.
     if (!type || (type === "email.queued" && seq > 0)) return [];
-    const data = { emailId: m.id, from: m.from, to: m.to, subject: m.subject, lane: laneName(m.lane), detail: e.detail };
+    const data = {
+      emailId: m.id,
+      from: m.from,
+      to: m.to,
+      subject: m.subject,
+      lane: laneName(m.lane),
+      detail: e.detail,
+    };
     return [{ orgId: m.orgId, type, atMs: e.atMs, data }];
   });
 }

@@ -9,7 +9,20 @@ import { Lane, type Release } from "../gen/mailcore/limiter/v1/mail_pb";
 import { limiterClients } from "../limiterclient/client";
 import { viaNodemailer } from "../testkit/smtpclients";
 import { type PostgresServer, startPostgres } from "../testkit/postgres";
-import { freePort, getJson, pool, type Proc, type RedisServer, runBun, runToEnd, sendEmail, startRedis, tempDir, waitFor, waitHttpOk } from "../testkit/testkit";
+import {
+  freePort,
+  getJson,
+  pool,
+  type Proc,
+  type RedisServer,
+  runBun,
+  runToEnd,
+  sendEmail,
+  startRedis,
+  tempDir,
+  waitFor,
+  waitHttpOk,
+} from "../testkit/testkit";
 
 const canConnect = (port: number) =>
   new Promise<boolean>((done) => {
@@ -32,7 +45,13 @@ describe("two daemons, three APIs, two SMTP fronts, two workers on Redis + Postg
   beforeAll(async () => {
     [pg, redis] = await Promise.all([startPostgres(), startRedis()]);
     const dataDir = tempDir();
-    env = { DATA_DIR: dataDir, REDIS_URL: redis.url, DATABASE_URL: pg.url, TRUST_PROXY: "127.0.0.1", WORKER_CONCURRENCY: "32" };
+    env = {
+      DATA_DIR: dataDir,
+      REDIS_URL: redis.url,
+      DATABASE_URL: pg.url,
+      TRUST_PROXY: "127.0.0.1",
+      WORKER_CONCURRENCY: "32",
+    };
     for (let i = 0; i < 2; i++) {
       const port = await freePort();
       limiters.push(`http://127.0.0.1:${port}`);
@@ -47,7 +66,14 @@ describe("two daemons, three APIs, two SMTP fronts, two workers on Redis + Postg
     for (let i = 0; i < 2; i++) {
       const port = await freePort();
       smtpPorts.push(port);
-      procs.push(runBun("cmd/smtp/index.ts", [], { ...env, LIMITER_URL: limiters[i]!, API_URL: apis[i]!, SMTP_PORT: String(port) }));
+      procs.push(
+        runBun("cmd/smtp/index.ts", [], {
+          ...env,
+          LIMITER_URL: limiters[i]!,
+          API_URL: apis[i]!,
+          SMTP_PORT: String(port),
+        }),
+      );
       procs.push(runBun("cmd/worker/index.ts", [], { ...env, LIMITER_URL: limiters[i]! }));
     }
     for (const port of smtpPorts) await waitFor(`smtp on ${port}`, () => canConnect(port), 20_000);
@@ -68,7 +94,9 @@ describe("two daemons, three APIs, two SMTP fronts, two workers on Redis + Postg
   test("the quota: 300 requests of a free organization over three APIs and two daemons admit exactly 100", async () => {
     const token = await org("quota", "free");
     const t0 = performance.now();
-    const answers = await Promise.all(Array.from({ length: 300 }, (_, i) => getJson(`${apis[i % 3]}/api/v1/tags`, token, true)));
+    const answers = await Promise.all(
+      Array.from({ length: 300 }, (_, i) => getJson(`${apis[i % 3]}/api/v1/tags`, token, true)),
+    );
     const refill = Math.floor((performance.now() - t0) / 600); // one token every 600 ms
     const ok = answers.filter((a) => a.status === 200).length;
     console.log(`quota across 3 APIs: ${ok} of 300 admitted (refill allowance ${refill})`);
@@ -80,7 +108,9 @@ describe("two daemons, three APIs, two SMTP fronts, two workers on Redis + Postg
   test("the IP limit: one client IP over three APIs gets 500 per second, not 500 per API", async () => {
     const t0 = performance.now();
     const answers = await Promise.all(
-      Array.from({ length: 900 }, (_, i) => fetch(`${apis[i % 3]}/api/v1/tags`, { headers: { "X-Forwarded-For": "198.51.100.9" } }).then((r) => r.status)),
+      Array.from({ length: 900 }, (_, i) =>
+        fetch(`${apis[i % 3]}/api/v1/tags`, { headers: { "X-Forwarded-For": "198.51.100.9" } }).then((r) => r.status),
+      ),
     );
     const refill = Math.floor((performance.now() - t0) / 2); // one token every 2 ms
     const served = answers.filter((s) => s === 401).length; // no token: 401, but counted against the IP
@@ -105,10 +135,24 @@ describe("two daemons, three APIs, two SMTP fronts, two workers on Redis + Postg
             subject: `s${i}`,
             text: "t",
           });
-          return o.queued ? "accepted" : o.failure?.code === 452 && o.failure.status === "4.2.1" ? "limited" : `other ${JSON.stringify(o.failure)}`;
+          return o.queued
+            ? "accepted"
+            : o.failure?.code === 452 && o.failure.status === "4.2.1"
+              ? "limited"
+              : `other ${JSON.stringify(o.failure)}`;
         }
-        const res = await sendEmail(apis[i % 3]!, token, { from: "a@guards.example", to: "same.person@dest.example", subject: `s${i}`, text: "t" }, {}, true);
-        return res.status === 202 ? "accepted" : res.status === 429 && res.body.code === "RECIPIENT_RATE_LIMITED" ? "limited" : `other ${res.status}`;
+        const res = await sendEmail(
+          apis[i % 3]!,
+          token,
+          { from: "a@guards.example", to: "same.person@dest.example", subject: `s${i}`, text: "t" },
+          {},
+          true,
+        );
+        return res.status === 202
+          ? "accepted"
+          : res.status === 429 && res.body.code === "RECIPIENT_RATE_LIMITED"
+            ? "limited"
+            : `other ${res.status}`;
       }),
     );
     expect(outcomes.filter((o) => o === "accepted")).toHaveLength(5);
@@ -122,7 +166,13 @@ describe("two daemons, three APIs, two SMTP fronts, two workers on Redis + Postg
       const res = await sendEmail(
         apis[i % 3]!,
         token,
-        { from: "a@lanes.example", to: `delivered+${i}@fixtures.test`, subject: `l${i}`, text: "t", lane: i % 2 ? "bulk" : "transactional" },
+        {
+          from: "a@lanes.example",
+          to: `delivered+${i}@fixtures.test`,
+          subject: `l${i}`,
+          text: "t",
+          lane: i % 2 ? "bulk" : "transactional",
+        },
         {},
         true,
       );
@@ -131,18 +181,31 @@ describe("two daemons, three APIs, two SMTP fronts, two workers on Redis + Postg
     });
     const backlogged = Date.now();
     const releases = async (lane: Lane): Promise<Release[]> =>
-      (await Promise.all(limiters.map(async (url) => (await limiterClients(url).lanes.listReleases({ lane, sinceMs: BigInt(since) })).releases)))
+      (
+        await Promise.all(
+          limiters.map(
+            async (url) => (await limiterClients(url).lanes.listReleases({ lane, sinceMs: BigInt(since) })).releases,
+          ),
+        )
+      )
         .flat()
         .sort((a, b) => Number(a.releasedAtMs - b.releasedAtMs));
     // Polled every half second: reading every release from both daemons at a fast pace would take
     // the very CPU their lane schedulers are being measured on.
-    await waitFor("400 releases", async () => (await releases(Lane.TRANSACTIONAL)).length + (await releases(Lane.BULK)).length >= 400, 20_000, 500);
+    await waitFor(
+      "400 releases",
+      async () => (await releases(Lane.TRANSACTIONAL)).length + (await releases(Lane.BULK)).length >= 400,
+      20_000,
+      500,
+    );
     for (const lane of [Lane.TRANSACTIONAL, Lane.BULK]) {
       const rs = (await releases(lane)).filter((r) => Number(r.releasedAtMs) >= backlogged);
       expect(new Set(rs.map((r) => r.messageId)).size).toBe(rs.length);
       const first = Number(rs[0]!.releasedAtMs);
       const perSecond: number[] = [];
-      for (const r of rs) perSecond[Math.floor((Number(r.releasedAtMs) - first) / 1_000)] = (perSecond[Math.floor((Number(r.releasedAtMs) - first) / 1_000)] ?? 0) + 1;
+      for (const r of rs)
+        perSecond[Math.floor((Number(r.releasedAtMs) - first) / 1_000)] =
+          (perSecond[Math.floor((Number(r.releasedAtMs) - first) / 1_000)] ?? 0) + 1;
       console.log(`lane ${Lane[lane]} over two daemons: per second ${JSON.stringify(perSecond)}`);
       for (const n of perSecond.slice(0, -1)) {
         expect(n).toBeGreaterThanOrEqual(39);
@@ -153,7 +216,9 @@ describe("two daemons, three APIs, two SMTP fronts, two workers on Redis + Postg
     await waitFor(
       "all 400 delivered",
       async () => {
-        const views = await Promise.all(sent.map((id, i) => getJson(`${apis[i % 3]}/api/v1/emails/${id}`, token, true)));
+        const views = await Promise.all(
+          sent.map((id, i) => getJson(`${apis[i % 3]}/api/v1/emails/${id}`, token, true)),
+        );
         return views.every((v) => v.body.status === "delivered");
       },
       30_000,

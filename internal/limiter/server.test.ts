@@ -37,7 +37,11 @@ beforeAll(async () => {
 });
 afterAll(() => server.close());
 
-function grpcJs(method: string, body: Buffer, deadlineMs = 2_000): Promise<{ err: grpc.ServiceError | null; res?: Buffer }> {
+function grpcJs(
+  method: string,
+  body: Buffer,
+  deadlineMs = 2_000,
+): Promise<{ err: grpc.ServiceError | null; res?: Buffer }> {
   const client = new grpc.Client(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure());
   return new Promise((done) => {
     client.makeUnaryRequest(
@@ -55,7 +59,11 @@ function grpcJs(method: string, body: Buffer, deadlineMs = 2_000): Promise<{ err
 }
 
 /** One request over plain HTTP/2: what the server sent, headers, data and trailers. */
-function h2(path: string, headers: Record<string, string>, body: Buffer): Promise<{ headers: IncomingHttpHeaders & IncomingHttpStatusHeader; data: Buffer; trailers?: IncomingHttpHeaders }> {
+function h2(
+  path: string,
+  headers: Record<string, string>,
+  body: Buffer,
+): Promise<{ headers: IncomingHttpHeaders & IncomingHttpStatusHeader; data: Buffer; trailers?: IncomingHttpHeaders }> {
   const session = h2connect(url);
   return new Promise((done, fail) => {
     const s = session.request({ ":method": "POST", ":path": path, te: "trailers", ...headers });
@@ -82,7 +90,11 @@ describe("a raw unary method", () => {
   });
 
   test("sends headers, one envelope, and grpc-status 0 as a trailer", async () => {
-    const r = await h2(ECHO, { "content-type": "application/grpc+proto", "grpc-timeout": "1S" }, envelope(Buffer.from("x")));
+    const r = await h2(
+      ECHO,
+      { "content-type": "application/grpc+proto", "grpc-timeout": "1S" },
+      envelope(Buffer.from("x")),
+    );
     expect(r.headers[":status"]).toBe(200);
     expect(r.headers["content-type"]).toBe("application/grpc+proto");
     expect(r.headers["grpc-status"]).toBeUndefined();
@@ -118,10 +130,13 @@ describe("a raw unary method", () => {
     const before = calls;
     const compressed = envelope(Buffer.from("x"));
     compressed[0] = 1;
-    const bad = async (headers: Record<string, string>, body: Buffer) => (await h2(ECHO, { "content-type": "application/grpc", ...headers }, body)).trailers?.["grpc-status"];
+    const bad = async (headers: Record<string, string>, body: Buffer) =>
+      (await h2(ECHO, { "content-type": "application/grpc", ...headers }, body)).trailers?.["grpc-status"];
     expect(await bad({}, compressed)).toBe(String(Code.InvalidArgument));
     expect(await bad({}, Buffer.from([0, 0, 0, 0, 9, 1]))).toBe(String(Code.InvalidArgument)); // says 9 bytes, has 1
-    expect(await bad({}, Buffer.concat([envelope(Buffer.from("a")), envelope(Buffer.from("b"))]))).toBe(String(Code.InvalidArgument));
+    expect(await bad({}, Buffer.concat([envelope(Buffer.from("a")), envelope(Buffer.from("b"))]))).toBe(
+      String(Code.InvalidArgument),
+    );
     expect(await bad({ "grpc-timeout": "soon" }, envelope(Buffer.from("x")))).toBe(String(Code.InvalidArgument));
     expect(await bad({ "grpc-encoding": "gzip" }, envelope(Buffer.from("x")))).toBe(String(Code.Unimplemented));
     expect(calls).toBe(before);
@@ -129,7 +144,9 @@ describe("a raw unary method", () => {
 
   test("other content types and every other path go to Connect's router", async () => {
     // The router has no such method: its 404, where the raw path would have answered 200.
-    expect((await h2(ECHO, { "content-type": "application/grpc+json" }, envelope(Buffer.from("{}")))).headers[":status"]).toBe(404);
+    expect(
+      (await h2(ECHO, { "content-type": "application/grpc+json" }, envelope(Buffer.from("{}")))).headers[":status"],
+    ).toBe(404);
     const health = createClient(Health, createGrpcTransport({ baseUrl: url }));
     expect((await health.check({})).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
   });

@@ -47,9 +47,19 @@ export interface RpcOptions {
  * Serves Connect, gRPC and gRPC-Web on one cleartext HTTP/2 port. node:http2, not
  * Bun.serve: gRPC needs trailers, which Bun.serve cannot send.
  */
-export async function serveRpc(routes: (router: ConnectRouter) => void, host: string, port: number, o: RpcOptions = {}): Promise<RpcServer> {
+export async function serveRpc(
+  routes: (router: ConnectRouter) => void,
+  host: string,
+  port: number,
+  o: RpcOptions = {},
+): Promise<RpcServer> {
   // No compression: the daemon's messages are small and local; gzip cost more CPU than it saved.
-  const connect = connectNodeAdapter({ routes, acceptCompression: [], interceptors: o.interceptors, shutdownSignal: o.shutdownSignal });
+  const connect = connectNodeAdapter({
+    routes,
+    acceptCompression: [],
+    interceptors: o.interceptors,
+    shutdownSignal: o.shutdownSignal,
+  });
   const raw = o.raw ?? {};
   const server: Http2Server = createServer((req, res) => {
     const method = raw[req.url];
@@ -106,7 +116,9 @@ export async function serveRpc(routes: (router: ConnectRouter) => void, host: st
  */
 export function percentEncode(message: string): string {
   let out = "";
-  for (const b of Buffer.from(message, "utf8")) out += b < 0x20 || b > 0x7e || b === 0x25 ? `%${b.toString(16).toUpperCase().padStart(2, "0")}` : String.fromCharCode(b);
+  for (const b of Buffer.from(message, "utf8"))
+    out +=
+      b < 0x20 || b > 0x7e || b === 0x25 ? `%${b.toString(16).toUpperCase().padStart(2, "0")}` : String.fromCharCode(b);
   return out;
 }
 
@@ -123,12 +135,15 @@ function serveUnary(req: Http2ServerRequest, res: Http2ServerResponse, contentTy
     else res.end();
   };
   // Headers and trailers, no message: what Connect's handlers send for an error too.
-  const fail = (err: ConnectError) => answer(undefined, { "grpc-status": String(err.code), "grpc-message": percentEncode(err.rawMessage) });
+  const fail = (err: ConnectError) =>
+    answer(undefined, { "grpc-status": String(err.code), "grpc-message": percentEncode(err.rawMessage) });
   const encoding = req.headers["grpc-encoding"];
-  if (encoding !== undefined && encoding !== "identity") return fail(new ConnectError(`unsupported compression ${encoding}`, Code.Unimplemented));
+  if (encoding !== undefined && encoding !== "identity")
+    return fail(new ConnectError(`unsupported compression ${encoding}`, Code.Unimplemented));
   const deadline = parseTimeout((req.headers["grpc-timeout"] as string | undefined) ?? null, MAX_TIMEOUT_MS);
   if (deadline.error) return fail(deadline.error);
-  if (deadline.timeoutMs !== undefined) timer = setTimeout(() => fail(new ConnectError("the deadline passed", Code.DeadlineExceeded)), deadline.timeoutMs);
+  if (deadline.timeoutMs !== undefined)
+    timer = setTimeout(() => fail(new ConnectError("the deadline passed", Code.DeadlineExceeded)), deadline.timeoutMs);
   // A client that gives up (RST_STREAM) gets nothing more.
   res.on("close", () => {
     answered = true;
@@ -139,7 +154,8 @@ function serveUnary(req: Http2ServerRequest, res: Http2ServerResponse, contentTy
   let size = 0;
   req.on("data", (chunk: Buffer) => {
     size += chunk.length;
-    if (size > MAX_REQUEST_BYTES) fail(new ConnectError(`a request of more than ${MAX_REQUEST_BYTES} bytes`, Code.ResourceExhausted));
+    if (size > MAX_REQUEST_BYTES)
+      fail(new ConnectError(`a request of more than ${MAX_REQUEST_BYTES} bytes`, Code.ResourceExhausted));
     else chunks.push(chunk);
   });
   req.on("end", () => {

@@ -2,7 +2,14 @@ import { create } from "@bufbuild/protobuf";
 import { Code, type ConnectRouter, ConnectError } from "@connectrpc/connect";
 import { isIP } from "node:net";
 import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb";
-import { DirectoryService, LimiterService, type Organization as OrganizationMsg, OrganizationSchema, type Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
+import {
+  DirectoryService,
+  LimiterService,
+  type Organization as OrganizationMsg,
+  OrganizationSchema,
+  type Plan,
+  Verdict,
+} from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { Clock } from "../clock/clock";
 import type { AdmitInput, AdmitResult, HotStore, OrgRef } from "../hotstore/hotstore";
 import type { TagCount } from "../records/audience";
@@ -77,7 +84,9 @@ export function limiterService(deps: ServiceDeps): {
   const { hot, records, projection, writer, refusals, clock, metrics } = deps;
   const { directory } = records;
   // The counter of each verdict, resolved once: label lookup by object costs more than the increment.
-  const counted = new Map(Object.entries(VERDICT_LABELS).map(([verdict, label]) => [Number(verdict), metrics?.admissions.labels(label)]));
+  const counted = new Map(
+    Object.entries(VERDICT_LABELS).map(([verdict, label]) => [Number(verdict), metrics?.admissions.labels(label)]),
+  );
   const otherVerdict = metrics?.admissions.labels("unknown");
 
   /** Admits against the hot store; a projection miss is rebuilt from the records and admitted again. */
@@ -118,7 +127,8 @@ export function limiterService(deps: ServiceDeps): {
     const stale = new Map<string, string>();
     for (const org of orgs) {
       const hit = tagCache.get(org.id);
-      if (hit && org.audienceStamp && hit.stamp === org.audienceStamp && nowMs - hit.readMs < TAG_CACHE_MAX_AGE_MS) out.set(org.id, hit.tags);
+      if (hit && org.audienceStamp && hit.stamp === org.audienceStamp && nowMs - hit.readMs < TAG_CACHE_MAX_AGE_MS)
+        out.set(org.id, hit.tags);
       else stale.set(org.id, org.audienceStamp ?? "");
     }
     if (stale.size === 0) return out;
@@ -136,7 +146,9 @@ export function limiterService(deps: ServiceDeps): {
     const inputs = calls.map(toAdmitInput);
     const results = await guard(() => admitAll(inputs));
     const responses = results.map(toAdmission);
-    const withTags = results.flatMap((r, i) => (calls[i]!.withTags && r.verdict === Verdict.ALLOWED && r.org ? [i] : []));
+    const withTags = results.flatMap((r, i) =>
+      calls[i]!.withTags && r.verdict === Verdict.ALLOWED && r.org ? [i] : [],
+    );
     if (withTags.length > 0) {
       const tags = await tagsOf(withTags.map((i) => results[i]!.org!));
       for (const i of withTags) responses[i]!.tags = tags.get(results[i]!.org!.id)!;
@@ -144,7 +156,8 @@ export function limiterService(deps: ServiceDeps): {
     return responses;
   };
   const admitBatch = (calls: readonly AdmitCall[]) => {
-    if (calls.length > MAX_ADMIT_BATCH) throw new ConnectError(`a batch holds at most ${MAX_ADMIT_BATCH} requests`, Code.InvalidArgument);
+    if (calls.length > MAX_ADMIT_BATCH)
+      throw new ConnectError(`a batch holds at most ${MAX_ADMIT_BATCH} requests`, Code.InvalidArgument);
     return admit(calls);
   };
 
@@ -201,7 +214,9 @@ export function limiterService(deps: ServiceDeps): {
       },
       async addDomain(req) {
         const domain = checkDomain(req.domain);
-        const { organization, projection: p } = await guard(() => directory.addDomain(checkSlug(req.slug), domain, req.verified, clock.nowMs()));
+        const { organization, projection: p } = await guard(() =>
+          directory.addDomain(checkSlug(req.slug), domain, req.verified, clock.nowMs()),
+        );
         await guard(() => projection.writeOrg(p));
         return { organization: toOrgMsg(organization) };
       },
@@ -213,7 +228,9 @@ export function limiterService(deps: ServiceDeps): {
           await guard(() => projection.rebuildTokens([hash]));
           found = await guard(() => hot.lookupToken(hash));
         }
-        return found.kind === "valid" ? { valid: true, orgId: found.org.id, orgSlug: found.org.slug, plan: found.org.plan } : { valid: false };
+        return found.kind === "valid"
+          ? { valid: true, orgId: found.org.id, orgSlug: found.org.slug, plan: found.org.plan }
+          : { valid: false };
       },
       async listTags(req) {
         const tags = await guard(() => records.audience.tagCounts([req.orgId]));
@@ -223,7 +240,11 @@ export function limiterService(deps: ServiceDeps): {
 
     router.service(Health, {
       async check(req) {
-        if (req.service !== "" && req.service !== LimiterService.typeName && req.service !== DirectoryService.typeName) {
+        if (
+          req.service !== "" &&
+          req.service !== LimiterService.typeName &&
+          req.service !== DirectoryService.typeName
+        ) {
           throw new ConnectError(`unknown service ${req.service}`, Code.NotFound);
         }
         // Serving as long as the hot store answers: admission and sending need nothing else.
@@ -231,7 +252,9 @@ export function limiterService(deps: ServiceDeps): {
           () => true,
           () => false,
         );
-        return { status: serving ? HealthCheckResponse_ServingStatus.SERVING : HealthCheckResponse_ServingStatus.NOT_SERVING };
+        return {
+          status: serving ? HealthCheckResponse_ServingStatus.SERVING : HealthCheckResponse_ServingStatus.NOT_SERVING,
+        };
       },
     });
   };
@@ -239,7 +262,8 @@ export function limiterService(deps: ServiceDeps): {
 }
 
 function toAdmitInput(req: AdmitCall): AdmitInput {
-  if (isIP(req.clientIp) === 0) throw new ConnectError(`client_ip is not an IP address: ${JSON.stringify(req.clientIp)}`, Code.InvalidArgument);
+  if (isIP(req.clientIp) === 0)
+    throw new ConnectError(`client_ip is not an IP address: ${JSON.stringify(req.clientIp)}`, Code.InvalidArgument);
   // A malformed token is simply not a valid one: it still counts against the IP.
   return { tokenHash: isWellFormed(req.token) ? hashToken(req.token) : null, ip: req.clientIp };
 }
@@ -266,19 +290,24 @@ function toOrgMsg(org: Organization): OrganizationMsg {
 /** A domain name, lower-cased; InvalidArgument when it is not one. */
 export function checkDomain(raw: string): string {
   const domain = raw.trim().toLowerCase();
-  if (!DOMAIN_PATTERN.test(domain)) throw new ConnectError(`not a domain name: ${JSON.stringify(raw)}`, Code.InvalidArgument);
+  if (!DOMAIN_PATTERN.test(domain))
+    throw new ConnectError(`not a domain name: ${JSON.stringify(raw)}`, Code.InvalidArgument);
   return domain;
 }
 
 export function checkSlug(slug: string): string {
   if (!SLUG_PATTERN.test(slug)) {
-    throw new ConnectError(`slug must be 1-63 lower-case letters, digits or inner hyphens: ${JSON.stringify(slug)}`, Code.InvalidArgument);
+    throw new ConnectError(
+      `slug must be 1-63 lower-case letters, digits or inner hyphens: ${JSON.stringify(slug)}`,
+      Code.InvalidArgument,
+    );
   }
   return slug;
 }
 
 function checkPlan(plan: Plan): Plan {
-  if (!PLANS.includes(plan as (typeof PLANS)[number])) throw new ConnectError(`unknown plan ${plan}`, Code.InvalidArgument);
+  if (!PLANS.includes(plan as (typeof PLANS)[number]))
+    throw new ConnectError(`unknown plan ${plan}`, Code.InvalidArgument);
   return plan;
 }
 
@@ -288,8 +317,8 @@ export async function guard<T>(op: () => Promise<T>): Promise<T> {
     return await op();
   } catch (err) {
     if (err instanceof ConnectError) throw err;
-    if (err instanceof RecordError) throw new ConnectError(err.message, err.kind === "not_found" ? Code.NotFound : Code.AlreadyExists);
+    if (err instanceof RecordError)
+      throw new ConnectError(err.message, err.kind === "not_found" ? Code.NotFound : Code.AlreadyExists);
     throw new ConnectError(`store unavailable: ${(err as Error).message}`, Code.Unavailable);
   }
 }
-

@@ -67,7 +67,9 @@ export function webhookRoutes(deps: WebhookDeps) {
         const input = checkEndpoint({ url: req.url, events: req.events });
         if ("field" in input) throw new ConnectError(`${input.field}: ${input.message}`, Code.InvalidArgument);
         const secret = newWebhookSecret();
-        const endpoint = await guard(() => records.webhooks.create({ orgId: req.orgId, ...input, secret, nowMs: clock.nowMs() }));
+        const endpoint = await guard(() =>
+          records.webhooks.create({ orgId: req.orgId, ...input, secret, nowMs: clock.nowMs() }),
+        );
         return { endpoint: endpointMessage(endpoint), secret };
       },
 
@@ -77,19 +79,28 @@ export function webhookRoutes(deps: WebhookDeps) {
       },
 
       async deleteWebhook(req) {
-        if (!(await guard(() => records.webhooks.delete(req.orgId, req.webhookId)))) throw new ConnectError(`no webhook ${req.webhookId}`, Code.NotFound);
+        if (!(await guard(() => records.webhooks.delete(req.orgId, req.webhookId))))
+          throw new ConnectError(`no webhook ${req.webhookId}`, Code.NotFound);
         return {};
       },
 
       async listWebhookDeliveries(req) {
-        const page = await guard(() => records.webhooks.deliveries(req.orgId, req.webhookId, pageSize(req.limit), req.cursor));
+        const page = await guard(() =>
+          records.webhooks.deliveries(req.orgId, req.webhookId, pageSize(req.limit), req.cursor),
+        );
         if (!page) throw new ConnectError(`no webhook ${req.webhookId}`, Code.NotFound);
         return {
           deliveries: page.data.map((d) => ({
             id: d.id,
             eventType: d.eventType,
             state: STATES[d.state],
-            attempts: d.attempts.map((a) => ({ attempt: a.attempt, atMs: BigInt(a.atMs), durationMs: a.durationMs, statusCode: a.statusCode ?? 0, error: a.error })),
+            attempts: d.attempts.map((a) => ({
+              attempt: a.attempt,
+              atMs: BigInt(a.atMs),
+              durationMs: a.durationMs,
+              statusCode: a.statusCode ?? 0,
+              error: a.error,
+            })),
             nextAttemptAtMs: BigInt(d.nextAttemptMs ?? 0),
             createdAtMs: BigInt(d.createdMs),
           })),
@@ -103,7 +114,9 @@ export function webhookRoutes(deps: WebhookDeps) {
       async claimWebhookDeliveries(req) {
         const nowMs = clock.nowMs();
         const limits = { perEndpoint: req.maxPerEndpoint, inFlight: new Map(Object.entries(req.inFlight)) };
-        const claimed = await guard(() => records.webhooks.claim(nowMs, Math.min(MAX_CLAIM, Math.max(1, req.max)), WEBHOOK_LEASE_MS, limits));
+        const claimed = await guard(() =>
+          records.webhooks.claim(nowMs, Math.min(MAX_CLAIM, Math.max(1, req.max)), WEBHOOK_LEASE_MS, limits),
+        );
         const timestamp = Math.floor(nowMs / 1_000);
         return {
           tasks: claimed.map((d) => ({

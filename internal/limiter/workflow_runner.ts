@@ -36,13 +36,19 @@ export interface RunnerOptions {
 }
 
 /** What running a step came to. */
-type StepResult = { kind: "done"; dueMs: number } | { kind: "retry"; dueMs: number; detail: string } | { kind: "fail"; detail: string };
+type StepResult =
+  | { kind: "done"; dueMs: number }
+  | { kind: "retry"; dueMs: number; detail: string }
+  | { kind: "fail"; detail: string };
 
 /**
  * The webhook step: POSTs {"type":"workflow.step","data":{subscriber,workflowId,runId}} to url
  * and says whether the receiver took it (a 2xx within 15 s).
  */
-export async function postWorkflowWebhook(url: string, data: { subscriber: Subscriber; workflowId: string; runId: string }): Promise<{ ok: boolean; detail: string }> {
+export async function postWorkflowWebhook(
+  url: string,
+  data: { subscriber: Subscriber; workflowId: string; runId: string },
+): Promise<{ ok: boolean; detail: string }> {
   try {
     const res = await fetch(url, {
       method: "POST",
@@ -61,7 +67,16 @@ export class WorkflowRunner {
   private readonly loop: LeasedLoop;
 
   constructor(private readonly o: RunnerOptions) {
-    this.loop = new LeasedLoop({ hot: o.hot, lease: LEASE, owner: o.owner, leaseTtlMs: LEASE_TTL_MS, tickMs: TICK_MS, what: "workflow runs", log: o.log, round: () => this.run() });
+    this.loop = new LeasedLoop({
+      hot: o.hot,
+      lease: LEASE,
+      owner: o.owner,
+      leaseTtlMs: LEASE_TTL_MS,
+      tickMs: TICK_MS,
+      what: "workflow runs",
+      log: o.log,
+      round: () => this.run(),
+    });
   }
 
   start(): void {
@@ -114,8 +129,13 @@ export class WorkflowRunner {
       case "webhook": {
         const res = await postWorkflowWebhook(step.url, { subscriber, workflowId: workflow.id, runId: run.id });
         if (res.ok) return { kind: "done", dueMs: clock.nowMs() };
-        if (run.attempts + 1 >= WEBHOOK_ATTEMPTS) return { kind: "fail", detail: `webhook ${step.url}: ${res.detail}, ${WEBHOOK_ATTEMPTS} times` };
-        return { kind: "retry", dueMs: clock.nowMs() + Math.min(WEBHOOK_RETRY_MAX_MS, WEBHOOK_RETRY_BASE_MS * 2 ** run.attempts), detail: `webhook: ${res.detail}` };
+        if (run.attempts + 1 >= WEBHOOK_ATTEMPTS)
+          return { kind: "fail", detail: `webhook ${step.url}: ${res.detail}, ${WEBHOOK_ATTEMPTS} times` };
+        return {
+          kind: "retry",
+          dueMs: clock.nowMs() + Math.min(WEBHOOK_RETRY_MAX_MS, WEBHOOK_RETRY_BASE_MS * 2 ** run.attempts),
+          detail: `webhook: ${res.detail}`,
+        };
       }
       case "email":
         return this.email(step, run, subscriber);
@@ -123,12 +143,20 @@ export class WorkflowRunner {
   }
 
   /** A transactional send with every guard; the id, token and idempotency key are the run's and the step's. */
-  private async email(step: Extract<Step, { type: "email" }>, run: WorkflowRun, subscriber: Subscriber): Promise<StepResult> {
+  private async email(
+    step: Extract<Step, { type: "email" }>,
+    run: WorkflowRun,
+    subscriber: Subscriber,
+  ): Promise<StepResult> {
     const { records, clock } = this.o;
     // Someone who unsubscribed gets no more of an organization's automated mail.
     if (subscriber.status === "unsubscribed") return { kind: "done", dueMs: clock.nowMs() };
     const key = `${run.id}:${run.step}`;
-    const reserved = (await records.campaigns.reserve({ id: key, orgId: run.orgId }, [{ subscriberId: subscriber.id, messageId: newMessageId(), token: newUnsubscribeToken() }])).get(subscriber.id)!;
+    const reserved = (
+      await records.campaigns.reserve({ id: key, orgId: run.orgId }, [
+        { subscriberId: subscriber.id, messageId: newMessageId(), token: newUnsubscribeToken() },
+      ])
+    ).get(subscriber.id)!;
     const result = await this.o.accept({
       orgId: run.orgId,
       lane: Lane.TRANSACTIONAL,
@@ -142,9 +170,16 @@ export class WorkflowRunner {
       case "replayed":
         return { kind: "done", dueMs: clock.nowMs() };
       case "limited":
-        return { kind: "retry", dueMs: clock.nowMs() + result.retryAfterMs, detail: `recipient rate limited (${result.reason})` };
+        return {
+          kind: "retry",
+          dueMs: clock.nowMs() + result.retryAfterMs,
+          detail: `recipient rate limited (${result.reason})`,
+        };
       case "domain_not_verified":
-        return { kind: "fail", detail: `${step.fromAddress.split("@").pop()} is not a verified sending domain of this organization` };
+        return {
+          kind: "fail",
+          detail: `${step.fromAddress.split("@").pop()} is not a verified sending domain of this organization`,
+        };
       default:
         return { kind: "fail", detail: `the send was refused (${result.kind})` };
     }

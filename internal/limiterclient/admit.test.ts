@@ -39,7 +39,8 @@ afterAll(async () => {
 });
 
 test("sends the calls and answers the admissions, in order", async () => {
-  answer = async (calls) => calls.map((c, i) => ({ ...admission(699 - i), orgSlug: `${c.token}@${c.clientIp}${c.withTags ? "+tags" : ""}` }));
+  answer = async (calls) =>
+    calls.map((c, i) => ({ ...admission(699 - i), orgSlug: `${c.token}@${c.clientIp}${c.withTags ? "+tags" : ""}` }));
   const out = await caller(
     [
       { token: "a", clientIp: "192.0.2.1", withTags: true },

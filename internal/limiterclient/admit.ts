@@ -5,7 +5,14 @@
 // path that was most of its CPU beyond Bun.serve.
 import { Code, ConnectError } from "@connectrpc/connect";
 import { codeFromHttpStatus, findTrailerError } from "@connectrpc/connect/protocol-grpc";
-import { type ClientHttp2Session, type ClientHttp2Stream, connect, constants, type IncomingHttpHeaders, type IncomingHttpStatusHeader } from "node:http2";
+import {
+  type ClientHttp2Session,
+  type ClientHttp2Stream,
+  connect,
+  constants,
+  type IncomingHttpHeaders,
+  type IncomingHttpStatusHeader,
+} from "node:http2";
 import { LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { type Admission, type AdmitCall, decodeAdmitBatchResponse, encodeAdmitBatchRequest } from "../wire/admit";
 import { envelope, unenvelope } from "../wire/grpc";
@@ -16,7 +23,8 @@ export const ADMIT_BATCH_PATH = `/${LimiterService.typeName}/${LimiterService.me
 function statusError(h: IncomingHttpHeaders): ConnectError | undefined {
   if (h["grpc-status"] === undefined) return new ConnectError("protocol error: no grpc-status", Code.Internal);
   const headers = new Headers();
-  for (const [k, v] of Object.entries(h)) if (!k.startsWith(":") && v !== undefined) headers.set(k, Array.isArray(v) ? v.join(", ") : v);
+  for (const [k, v] of Object.entries(h))
+    if (!k.startsWith(":") && v !== undefined) headers.set(k, Array.isArray(v) ? v.join(", ") : v);
   return findTrailerError(headers);
 }
 
@@ -60,9 +68,17 @@ export function admitBatchCaller(baseUrl: string): AdmitBatchCaller {
       let stream: ClientHttp2Stream;
       try {
         s = open();
-        stream = s.request({ ":method": "POST", ":path": ADMIT_BATCH_PATH, "content-type": "application/grpc+proto", te: "trailers", "grpc-timeout": `${timeoutMs}m` });
+        stream = s.request({
+          ":method": "POST",
+          ":path": ADMIT_BATCH_PATH,
+          "content-type": "application/grpc+proto",
+          te: "trailers",
+          "grpc-timeout": `${timeoutMs}m`,
+        });
       } catch (err) {
-        return reject(new ConnectError(`cannot open a stream to the daemon: ${(err as Error).message}`, Code.Unavailable));
+        return reject(
+          new ConnectError(`cannot open a stream to the daemon: ${(err as Error).message}`, Code.Unavailable),
+        );
       }
       let settled = false;
       const finish = (err: unknown, out?: Admission[]) => {
@@ -90,18 +106,23 @@ export function admitBatchCaller(baseUrl: string): AdmitBatchCaller {
       });
       stream.on("error", (e) => finish(new ConnectError(e.message, Code.Unavailable)));
       stream.on("close", () => {
-        if (response === undefined) return finish(new ConnectError(`stream closed without a response (HTTP/2 code ${stream.rstCode})`, Code.Unavailable));
+        if (response === undefined)
+          return finish(
+            new ConnectError(`stream closed without a response (HTTP/2 code ${stream.rstCode})`, Code.Unavailable),
+          );
         const status = response[":status"] ?? 0;
         if (status !== 200) return finish(new ConnectError(`HTTP ${status}`, codeFromHttpStatus(status)));
         // A status in the headers is a trailers-only answer, which carries no message.
-        if (response["grpc-status"] !== undefined) return finish(statusError(response) ?? new ConnectError("protocol error: trailers-only OK", Code.Internal));
+        if (response["grpc-status"] !== undefined)
+          return finish(statusError(response) ?? new ConnectError("protocol error: trailers-only OK", Code.Internal));
         if (trailers?.["grpc-status"] !== "0") {
           const err = statusError(trailers ?? {});
           if (err) return finish(err);
         }
         try {
           const out = decodeAdmitBatchResponse(unenvelope(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
-          if (out.length !== calls.length) throw new ConnectError(`a batch of ${calls.length} answered with ${out.length}`, Code.Internal);
+          if (out.length !== calls.length)
+            throw new ConnectError(`a batch of ${calls.length} answered with ${out.length}`, Code.Internal);
           finish(undefined, out);
         } catch (e) {
           finish(e);

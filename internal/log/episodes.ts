@@ -29,13 +29,22 @@ export class FailureEpisode {
       this.log.warn(`${this.what} failing`, { ...this.fields, error: err.message });
     } else if (now - this.summarizedAt >= SUMMARY_EVERY_MS) {
       this.summarizedAt = now;
-      this.log.warn(`${this.what} still failing`, { ...this.fields, error: err.message, failures: this.failures, downMs: Math.round(now - this.since) });
+      this.log.warn(`${this.what} still failing`, {
+        ...this.fields,
+        error: err.message,
+        failures: this.failures,
+        downMs: Math.round(now - this.since),
+      });
     }
   }
 
   succeeded(): void {
     if (this.since === undefined) return;
-    this.log.info(`${this.what} recovered`, { ...this.fields, failures: this.failures, downMs: Math.round(this.now() - this.since) });
+    this.log.info(`${this.what} recovered`, {
+      ...this.fields,
+      failures: this.failures,
+      downMs: Math.round(this.now() - this.since),
+    });
     this.since = undefined;
     this.failures = 0;
   }

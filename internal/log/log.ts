@@ -27,7 +27,7 @@ export function setLogFormat(f: LogFormat): void {
 }
 
 /** The asynchronous destination, ended by endLogs(). */
-let asyncDest: pino.DestinationStream & { end(): void; once(event: "close", f: () => void): void } | undefined;
+let asyncDest: (pino.DestinationStream & { end(): void; once(event: "close", f: () => void): void }) | undefined;
 
 /**
  * JSON lines are written asynchronously: a line per message must never stall the event loop
@@ -37,7 +37,15 @@ let asyncDest: pino.DestinationStream & { end(): void; once(event: "close", f: (
  */
 function destination(): pino.DestinationStream {
   if (format === "pretty") {
-    return pretty({ destination: 2, sync: true, colorize: false, singleLine: true, translateTime: "SYS:HH:MM:ss.l", ignore: "pid,hostname,component", messageFormat: "{component} {msg}" });
+    return pretty({
+      destination: 2,
+      sync: true,
+      colorize: false,
+      singleLine: true,
+      translateTime: "SYS:HH:MM:ss.l",
+      ignore: "pid,hostname,component",
+      messageFormat: "{component} {msg}",
+    });
   }
   const dest = pino.destination({ dest: 2, sync: false, minLength: 0 });
   asyncDest = dest;

@@ -16,7 +16,11 @@ export function normalizeEmail(email: string): string {
 }
 
 /** The states a message ends in; it then leaves the hot store for the records alone. */
-export const FINAL_STATUSES: ReadonlySet<MessageStatus> = new Set([MessageStatus.DELIVERED, MessageStatus.BOUNCED, MessageStatus.FAILED]);
+export const FINAL_STATUSES: ReadonlySet<MessageStatus> = new Set([
+  MessageStatus.DELIVERED,
+  MessageStatus.BOUNCED,
+  MessageStatus.FAILED,
+]);
 
 /** The recipient guards: at most shortMax accepted sends per mailbox in any shortWindowMs, longMax in any longWindowMs. */
 export interface GuardLimits {
@@ -27,7 +31,12 @@ export interface GuardLimits {
 }
 
 /** 5 accepted sends in any 10 minutes and 20 in any 24 hours, per (organization, mailbox). */
-export const GUARD_LIMITS: GuardLimits = { shortMax: 5, shortWindowMs: 10 * 60_000, longMax: 20, longWindowMs: 24 * 3_600_000 };
+export const GUARD_LIMITS: GuardLimits = {
+  shortMax: 5,
+  shortWindowMs: 10 * 60_000,
+  longMax: 20,
+  longWindowMs: 24 * 3_600_000,
+};
 
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
 

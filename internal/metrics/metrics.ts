@@ -20,7 +20,12 @@ export interface ApiMetrics {
 
 export function apiMetrics(registry: Registry): ApiMetrics {
   return {
-    requests: new client.Counter({ name: "mailcore_http_requests_total", help: "HTTP requests answered, by route and status", labelNames: ["route", "status"], registers: [registry] }),
+    requests: new client.Counter({
+      name: "mailcore_http_requests_total",
+      help: "HTTP requests answered, by route and status",
+      labelNames: ["route", "status"],
+      registers: [registry],
+    }),
     duration: new client.Histogram({
       name: "mailcore_http_request_duration_seconds",
       help: "Time from the request to the response, by route",
@@ -37,7 +42,10 @@ export interface LimiterMetrics {
 }
 
 /** The daemon's metrics; lane depth is read from the store when scraped. */
-export function limiterMetrics(registry: Registry, laneDepths: () => Promise<{ lane: string; depth: number }[]>): LimiterMetrics {
+export function limiterMetrics(
+  registry: Registry,
+  laneDepths: () => Promise<{ lane: string; depth: number }[]>,
+): LimiterMetrics {
   new client.Gauge({
     name: "mailcore_lane_depth",
     help: "Messages waiting for release, by lane",
@@ -49,8 +57,18 @@ export function limiterMetrics(registry: Registry, laneDepths: () => Promise<{ l
     },
   });
   return {
-    admissions: new client.Counter({ name: "mailcore_admissions_total", help: "Admission decisions, by verdict", labelNames: ["verdict"], registers: [registry] }),
-    released: new client.Counter({ name: "mailcore_lane_released_total", help: "Messages released by the lane schedulers, by lane", labelNames: ["lane"], registers: [registry] }),
+    admissions: new client.Counter({
+      name: "mailcore_admissions_total",
+      help: "Admission decisions, by verdict",
+      labelNames: ["verdict"],
+      registers: [registry],
+    }),
+    released: new client.Counter({
+      name: "mailcore_lane_released_total",
+      help: "Messages released by the lane schedulers, by lane",
+      labelNames: ["lane"],
+      registers: [registry],
+    }),
   };
 }
 
@@ -59,7 +77,14 @@ export interface SmtpMetrics {
 }
 
 export function smtpMetrics(registry: Registry): SmtpMetrics {
-  return { replies: new client.Counter({ name: "mailcore_smtp_replies_total", help: "Replies to MAIL transactions and AUTH, by basic code", labelNames: ["code"], registers: [registry] }) };
+  return {
+    replies: new client.Counter({
+      name: "mailcore_smtp_replies_total",
+      help: "Replies to MAIL transactions and AUTH, by basic code",
+      labelNames: ["code"],
+      registers: [registry],
+    }),
+  };
 }
 
 export interface WorkerMetrics {
@@ -70,9 +95,23 @@ export interface WorkerMetrics {
 
 export function workerMetrics(registry: Registry): WorkerMetrics {
   return {
-    deliveries: new client.Counter({ name: "mailcore_deliveries_total", help: "Delivery attempts, by outcome", labelNames: ["outcome"], registers: [registry] }),
-    pendingAcks: new client.Gauge({ name: "mailcore_worker_pending_acks", help: "Delivery results not yet accepted by limiterd", registers: [registry] }),
-    webhookAttempts: new client.Counter({ name: "mailcore_webhook_attempts_total", help: "Webhook attempts, by result (2xx, 4xx, 5xx, error)", labelNames: ["result"], registers: [registry] }),
+    deliveries: new client.Counter({
+      name: "mailcore_deliveries_total",
+      help: "Delivery attempts, by outcome",
+      labelNames: ["outcome"],
+      registers: [registry],
+    }),
+    pendingAcks: new client.Gauge({
+      name: "mailcore_worker_pending_acks",
+      help: "Delivery results not yet accepted by limiterd",
+      registers: [registry],
+    }),
+    webhookAttempts: new client.Counter({
+      name: "mailcore_webhook_attempts_total",
+      help: "Webhook attempts, by result (2xx, 4xx, 5xx, error)",
+      labelNames: ["result"],
+      registers: [registry],
+    }),
   };
 }
 
@@ -83,7 +122,8 @@ export function serveMetrics(registry: Registry, host: string, port: number, log
     hostname: host,
     port,
     async fetch(req) {
-      if (!URL.canParse(req.url) || new URL(req.url).pathname !== "/metrics") return new Response("Metrics are at /metrics\n", { status: 404 });
+      if (!URL.canParse(req.url) || new URL(req.url).pathname !== "/metrics")
+        return new Response("Metrics are at /metrics\n", { status: 404 });
       return new Response(await registry.metrics(), { headers: { "Content-Type": registry.contentType } });
     },
   });

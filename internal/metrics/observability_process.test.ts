@@ -41,11 +41,23 @@ describe("observability of the running service", () => {
     for (const k of Object.keys(ports) as (keyof typeof ports)[]) ports[k] = await freePort();
     relay = await startRelay();
     stack = await startStack({
-      env: { LIMITER_METRICS_PORT: String(ports.limiterd), API_METRICS_PORT: String(ports.api), WORKER_METRICS_PORT: String(ports.worker), LANE_RATE: "1000", RETRY_BASE_MS: "100" },
+      env: {
+        LIMITER_METRICS_PORT: String(ports.limiterd),
+        API_METRICS_PORT: String(ports.api),
+        WORKER_METRICS_PORT: String(ports.worker),
+        LANE_RATE: "1000",
+        RETRY_BASE_MS: "100",
+      },
     });
     stack.startWorker({ SMTP_RELAY_URL: relay.url });
     token = await stack.org("acme", "premium");
-    smtp = runBun("cmd/smtp/index.ts", [], { DATA_DIR: stack.dataDir, LIMITER_URL: stack.limiterUrl, API_URL: stack.apiUrls[0]!, SMTP_PORT: String(ports.smtp), SMTP_METRICS_PORT: String(ports.smtpMetrics) });
+    smtp = runBun("cmd/smtp/index.ts", [], {
+      DATA_DIR: stack.dataDir,
+      LIMITER_URL: stack.limiterUrl,
+      API_URL: stack.apiUrls[0]!,
+      SMTP_PORT: String(ports.smtp),
+      SMTP_METRICS_PORT: String(ports.smtpMetrics),
+    });
     await waitFor("smtp", async () => smtp.stderr().includes('"msg":"listening"'), 15_000);
   }, 40_000);
   afterAll(async () => {
@@ -55,27 +67,58 @@ describe("observability of the running service", () => {
   });
 
   test("a request id follows a message from the API through limiterd to the worker", async () => {
-    const sent = await sendEmail(stack.apiUrls[0]!, token, { from: "no-reply@acme.example", to: "jane@dest.example", subject: "Traced", text: "x" }, { "X-Request-Id": "trace-0001" });
+    const sent = await sendEmail(
+      stack.apiUrls[0]!,
+      token,
+      { from: "no-reply@acme.example", to: "jane@dest.example", subject: "Traced", text: "x" },
+      { "X-Request-Id": "trace-0001" },
+    );
     expect(sent.status).toBe(202);
     expect(sent.headers.get("X-Request-Id")).toBe("trace-0001");
-    await waitFor("the worker's line", async () => lines(stack.workers[0]!).some((l) => l.requestId === "trace-0001" && l.msg === "delivered"), 10_000);
-    expect(lines(stack.limiterd).find((l) => l.requestId === "trace-0001")).toMatchObject({ level: "info", component: "limiterd", msg: "queued", message: sent.body.id });
+    await waitFor(
+      "the worker's line",
+      async () => lines(stack.workers[0]!).some((l) => l.requestId === "trace-0001" && l.msg === "delivered"),
+      10_000,
+    );
+    expect(lines(stack.limiterd).find((l) => l.requestId === "trace-0001")).toMatchObject({
+      level: "info",
+      component: "limiterd",
+      msg: "queued",
+      message: sent.body.id,
+    });
     // A request without one gets one made for it.
     const other = await fetch(`${stack.apiUrls[0]}/api/v1/tags`, { headers: { Authorization: `Bearer ${token}` } });
     expect(other.headers.get("X-Request-Id")).toMatch(/^req_[0-9a-f]{24}$/);
   });
 
   test("each process serves the metrics DESIGN.md names, and the default process metrics", async () => {
-    const o = await viaNodemailer({ port: ports.smtp, user: "acme", pass: token, mailFrom: "b@acme.example", to: ["kim@dest.example"], from: "no-reply@acme.example", subject: "Hi", text: "x" });
+    const o = await viaNodemailer({
+      port: ports.smtp,
+      user: "acme",
+      pass: token,
+      mailFrom: "b@acme.example",
+      to: ["kim@dest.example"],
+      from: "no-reply@acme.example",
+      subject: "Hi",
+      text: "x",
+    });
     expect(o.queued?.code, o.transcript).toBe(250);
     await waitFor("the delivery", async () => relay.received.some((r) => r.rcpt === "kim@dest.example"), 10_000);
 
     const api = await scrape(ports.api);
-    expect(sample(api, 'mailcore_http_requests_total{route="/api/v1/emails",status="202",process="api"}')).toBeGreaterThanOrEqual(2);
-    expect(sample(api, 'mailcore_http_request_duration_seconds_count{process="api",route="/api/v1/emails"}')).toBeGreaterThanOrEqual(2);
+    expect(
+      sample(api, 'mailcore_http_requests_total{route="/api/v1/emails",status="202",process="api"}'),
+    ).toBeGreaterThanOrEqual(2);
+    expect(
+      sample(api, 'mailcore_http_request_duration_seconds_count{process="api",route="/api/v1/emails"}'),
+    ).toBeGreaterThanOrEqual(2);
     const limiterd = await scrape(ports.limiterd);
-    expect(sample(limiterd, 'mailcore_admissions_total{verdict="allowed",process="limiterd"}')).toBeGreaterThanOrEqual(3);
-    expect(sample(limiterd, 'mailcore_lane_released_total{lane="transactional",process="limiterd"}')).toBeGreaterThanOrEqual(2);
+    expect(sample(limiterd, 'mailcore_admissions_total{verdict="allowed",process="limiterd"}')).toBeGreaterThanOrEqual(
+      3,
+    );
+    expect(
+      sample(limiterd, 'mailcore_lane_released_total{lane="transactional",process="limiterd"}'),
+    ).toBeGreaterThanOrEqual(2);
     expect(limiterd).toContain('mailcore_lane_depth{lane="bulk",process="limiterd"} 0');
     const smtpText = await scrape(ports.smtpMetrics);
     expect(sample(smtpText, 'mailcore_smtp_replies_total{code="250",process="smtp"}')).toBe(1);
@@ -94,18 +137,37 @@ describe("observability of the running service", () => {
 
   test("SIGTERM: each process ends within 10 s; a delivery under way is handed back, a request under way is answered", async () => {
     // A delivery the relay holds: the worker waits for it, then cuts it off and defers it.
-    const held = await sendEmail(stack.apiUrls[0]!, token, { from: "no-reply@acme.example", to: "hold@dest.example", subject: "Held", text: "x" });
+    const held = await sendEmail(stack.apiUrls[0]!, token, {
+      from: "no-reply@acme.example",
+      to: "hold@dest.example",
+      subject: "Held",
+      text: "x",
+    });
     await waitFor("the relay to hold it", async () => relay.held() === 1, 10_000);
     expect(await stopsWithin(stack.workers[0]!, 10_000)).toBe(0);
     const view = async () =>
-      (await (await fetch(`${stack.apiUrls[0]}/api/v1/emails/${held.body.id}`, { headers: { Authorization: `Bearer ${token}` } })).json()) as { status: string; events: { status: string; detail: string }[] };
-    expect((await view()).events).toContainEqual(expect.objectContaining({ status: "deferred", detail: "the worker stopped before the delivery finished; it will be retried" }));
+      (await (
+        await fetch(`${stack.apiUrls[0]}/api/v1/emails/${held.body.id}`, {
+          headers: { Authorization: `Bearer ${token}` },
+        })
+      ).json()) as { status: string; events: { status: string; detail: string }[] };
+    expect((await view()).events).toContainEqual(
+      expect.objectContaining({
+        status: "deferred",
+        detail: "the worker stopped before the delivery finished; it will be retried",
+      }),
+    );
     // Another worker (the file sink) delivers it: nothing was lost.
     stack.startWorker();
     await waitFor("redelivery", async () => (await view()).status === "delivered", 10_000);
 
     // A request under way when the API is told to stop still gets its answer.
-    const slow = sendEmail(stack.apiUrls[0]!, token, { from: "no-reply@acme.example", to: "slow@dest.example", subject: "Slow", markdown: "*a".repeat(150_000) });
+    const slow = sendEmail(stack.apiUrls[0]!, token, {
+      from: "no-reply@acme.example",
+      to: "slow@dest.example",
+      subject: "Slow",
+      markdown: "*a".repeat(150_000),
+    });
     await Bun.sleep(100);
     expect(await stopsWithin(stack.apis[0]!, 10_000)).toBe(0);
     expect([202, 422]).toContain((await slow).status);

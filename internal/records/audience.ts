@@ -166,7 +166,9 @@ export class AudienceRecords {
    * concurrent upserts of one email make one subscriber and never lose a change.
    */
   upsertMany(orgId: string, inputs: UpsertInput[], nowMs: number): Promise<UpsertResult[]> {
-    return this.thenTell(orgId, this.upsertManyTx(orgId, inputs, nowMs), (rs) => rs.some((r) => r.result !== "unchanged"));
+    return this.thenTell(orgId, this.upsertManyTx(orgId, inputs, nowMs), (rs) =>
+      rs.some((r) => r.result !== "unchanged"),
+    );
   }
 
   private upsertManyTx(orgId: string, inputs: UpsertInput[], nowMs: number): Promise<UpsertResult[]> {
@@ -226,7 +228,11 @@ export class AudienceRecords {
       await adjustTagCounts(sql, orgId, new Map(current.tags.map((t) => [t, -1])));
       await sql`DELETE FROM subscriber_events WHERE subscriber_id = ${current.id}`;
       await sql`DELETE FROM subscribers WHERE id = ${current.id}`;
-      await this.announce(sql, [{ orgId, type: "subscriber.deleted", atMs: nowMs, data: { id: current.id, email: current.email } }], nowMs);
+      await this.announce(
+        sql,
+        [{ orgId, type: "subscriber.deleted", atMs: nowMs, data: { id: current.id, email: current.email } }],
+        nowMs,
+      );
       return true;
     });
     return this.thenTell(orgId, write, (deleted) => deleted);
@@ -236,7 +242,10 @@ export class AudienceRecords {
   list(orgId: string, filter: SubscriberFilter, limit: number, cursor?: number): Promise<Page<Subscriber>> {
     const status = filter.status ?? "";
     const tag = filter.tag ?? "";
-    const prefix = filter.emailPrefix === undefined ? "" : `${normalizeEmail(filter.emailPrefix).replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    const prefix =
+      filter.emailPrefix === undefined
+        ? ""
+        : `${normalizeEmail(filter.emailPrefix).replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
     return this.db.run(async (sql) => {
       const before = cursor ?? FIRST_PAGE;
       // By tag: newest first along the tag's index; otherwise along the organization's.
@@ -272,9 +281,20 @@ export class AudienceRecords {
       if (!current) return undefined;
       const rows = await sql`SELECT seq, type, at_ms, data, trigger_workflows FROM subscriber_events
         WHERE subscriber_id = ${current.id} AND seq < ${cursor ?? FIRST_PAGE} ORDER BY seq DESC LIMIT ${limit + 1}`;
-      const page = rows.slice(0, limit) as { seq: unknown; type: EventType; at_ms: unknown; data: string; trigger_workflows: unknown }[];
+      const page = rows.slice(0, limit) as {
+        seq: unknown;
+        type: EventType;
+        at_ms: unknown;
+        data: string;
+        trigger_workflows: unknown;
+      }[];
       return {
-        data: page.map((e) => ({ type: e.type, atMs: num(e.at_ms), data: JSON.parse(e.data), triggerWorkflows: num(e.trigger_workflows) === 1 })),
+        data: page.map((e) => ({
+          type: e.type,
+          atMs: num(e.at_ms),
+          data: JSON.parse(e.data),
+          triggerWorkflows: num(e.trigger_workflows) === 1,
+        })),
         nextCursor: rows.length > limit ? encodeCursor(num(page.at(-1)!.seq)) : null,
       };
     });
@@ -282,8 +302,15 @@ export class AudienceRecords {
 
   /** Creates a tag; false when the organization has it already. */
   async createTag(orgId: string, name: string, nowMs: number): Promise<boolean> {
-    const write = this.db.run((sql) => sql`INSERT INTO tags (org_id, name, created_ms) VALUES (${orgId}, ${name}, ${nowMs}) ON CONFLICT (org_id, name) DO NOTHING RETURNING name`);
-    return this.thenTell(orgId, write.then((rows) => rows.length === 1), (created) => created);
+    const write = this.db.run(
+      (sql) =>
+        sql`INSERT INTO tags (org_id, name, created_ms) VALUES (${orgId}, ${name}, ${nowMs}) ON CONFLICT (org_id, name) DO NOTHING RETURNING name`,
+    );
+    return this.thenTell(
+      orgId,
+      write.then((rows) => rows.length === 1),
+      (created) => created,
+    );
   }
 
   /** Deletes a tag and takes it off every subscriber; false when there is no such tag. */
@@ -301,8 +328,11 @@ export class AudienceRecords {
     const unique = [...new Set(orgIds)];
     const counts = new Map<string, TagCount[]>(unique.map((id) => [id, []]));
     if (unique.length === 0) return counts;
-    const rows = await this.db.run((sql) => sql`SELECT org_id, name, subscribers FROM tags WHERE org_id IN ${sql(unique)} ORDER BY org_id, name`);
-    for (const r of rows as { org_id: string; name: string; subscribers: unknown }[]) counts.get(r.org_id)!.push({ name: r.name, subscribers: num(r.subscribers) });
+    const rows = await this.db.run(
+      (sql) => sql`SELECT org_id, name, subscribers FROM tags WHERE org_id IN ${sql(unique)} ORDER BY org_id, name`,
+    );
+    for (const r of rows as { org_id: string; name: string; subscribers: unknown }[])
+      counts.get(r.org_id)!.push({ name: r.name, subscribers: num(r.subscribers) });
     return counts;
   }
 
@@ -319,7 +349,9 @@ export class AudienceRecords {
         const type = EMAIL_EVENTS[e.status];
         if (!type) return [];
         const event = { m, type, atMs: e.atMs, email };
-        return type === "email.delivered" && complains ? [event, { ...event, type: "email.complained" as const }] : [event];
+        return type === "email.delivered" && complains
+          ? [event, { ...event, type: "email.complained" as const }]
+          : [event];
       });
     });
     if (wanted.length === 0) return;
@@ -338,9 +370,11 @@ export class AudienceRecords {
       for (const { m, type, atMs, email } of wanted) {
         const id = ids.get(`${m.orgId} ${email}`);
         const dedupe = `${m.id}:${type}`;
-        if (id && !rows.has(dedupe)) rows.set(dedupe, eventRow(id, type, atMs, { messageId: m.id, subject: m.subject }, false, dedupe));
+        if (id && !rows.has(dedupe))
+          rows.set(dedupe, eventRow(id, type, atMs, { messageId: m.id, subject: m.subject }, false, dedupe));
       }
-      if (rows.size > 0) await sql`INSERT INTO subscriber_events ${sql([...rows.values()])} ON CONFLICT (subscriber_id, dedupe) WHERE dedupe IS NOT NULL DO NOTHING`;
+      if (rows.size > 0)
+        await sql`INSERT INTO subscriber_events ${sql([...rows.values()])} ON CONFLICT (subscriber_id, dedupe) WHERE dedupe IS NOT NULL DO NOTHING`;
     });
   }
 }
@@ -362,7 +396,10 @@ async function tagsOfSubscribers(sql: Sql, ids: string[]): Promise<Map<string, s
   const tags = new Map<string, string[]>();
   if (ids.length === 0) return tags;
   const rows = [];
-  for (const part of chunks(ids)) rows.push(...(await sql`SELECT subscriber_id, tag FROM subscriber_tags WHERE subscriber_id IN ${sql(part)} ORDER BY tag`));
+  for (const part of chunks(ids))
+    rows.push(
+      ...(await sql`SELECT subscriber_id, tag FROM subscriber_tags WHERE subscriber_id IN ${sql(part)} ORDER BY tag`),
+    );
   for (const r of rows as { subscriber_id: string; tag: string }[]) {
     const list = tags.get(r.subscriber_id);
     if (list) list.push(r.tag);
@@ -375,7 +412,12 @@ async function tagsOfSubscribers(sql: Sql, ids: string[]): Promise<Map<string, s
  * The subscriber ref names: an email when it has an @, otherwise an id. With lock, the row is
  * locked until the transaction ends (a no-op update: the same SQL in both dialects).
  */
-async function find(sql: Sql, orgId: string, ref: string, o: { lock?: boolean } = {}): Promise<{ subscriber: Subscriber; seq: number } | undefined> {
+async function find(
+  sql: Sql,
+  orgId: string,
+  ref: string,
+  o: { lock?: boolean } = {},
+): Promise<{ subscriber: Subscriber; seq: number } | undefined> {
   const byEmail = ref.includes("@");
   const email = normalizeEmail(ref);
   const [row] = (
@@ -396,7 +438,13 @@ async function find(sql: Sql, orgId: string, ref: string, o: { lock?: boolean } 
  * (two batches lock in the same order), reading them into changes. Returns every email's id
  * and the ids created.
  */
-async function createOrLock(sql: Sql, orgId: string, inputs: UpsertInput[], nowMs: number, changes: Changes): Promise<{ ids: Map<string, string>; created: Set<string> }> {
+async function createOrLock(
+  sql: Sql,
+  orgId: string,
+  inputs: UpsertInput[],
+  nowMs: number,
+  changes: Changes,
+): Promise<{ ids: Map<string, string>; created: Set<string> }> {
   const firsts = new Map<string, UpsertInput>();
   for (const input of inputs) {
     const email = normalizeEmail(input.email);
@@ -405,11 +453,22 @@ async function createOrLock(sql: Sql, orgId: string, inputs: UpsertInput[], nowM
   const fresh = [...firsts.keys()].sort().map((email) => {
     const input = firsts.get(email)!;
     const status: SubscriberStatus = input.status ?? "subscribed";
-    return { id: newSubscriberId(), org_id: orgId, email, name: input.name ?? "", status, fields: JSON.stringify(input.fields ?? {}), created_ms: nowMs, updated_ms: nowMs };
+    return {
+      id: newSubscriberId(),
+      org_id: orgId,
+      email,
+      name: input.name ?? "",
+      status,
+      fields: JSON.stringify(input.fields ?? {}),
+      created_ms: nowMs,
+      updated_ms: nowMs,
+    };
   });
   const rows: SubscriberRow[] = [];
   for (const part of chunks(fresh)) {
-    rows.push(...((await sql`INSERT INTO subscribers ${sql(part)} ON CONFLICT (org_id, email) DO UPDATE SET email = excluded.email RETURNING *`) as SubscriberRow[]));
+    rows.push(
+      ...((await sql`INSERT INTO subscribers ${sql(part)} ON CONFLICT (org_id, email) DO UPDATE SET email = excluded.email RETURNING *`) as SubscriberRow[]),
+    );
   }
   const freshIds = new Set(fresh.map((f) => f.id));
   const tags = await tagsOfSubscribers(
@@ -417,5 +476,8 @@ async function createOrLock(sql: Sql, orgId: string, inputs: UpsertInput[], nowM
     rows.filter((r) => !freshIds.has(r.id)).map((r) => r.id),
   );
   for (const r of rows) changes.read(fromRow(r, tags.get(r.id) ?? []), num(r.seq));
-  return { ids: new Map(rows.map((r) => [r.email, r.id])), created: new Set(rows.filter((r) => freshIds.has(r.id)).map((r) => r.id)) };
+  return {
+    ids: new Map(rows.map((r) => [r.email, r.id])),
+    created: new Set(rows.filter((r) => freshIds.has(r.id)).map((r) => r.id)),
+  };
 }

@@ -15,7 +15,16 @@ export type Announce = (sql: Sql, events: WebhookEventInput[], nowMs: number) =>
 
 /** A subscriber as a webhook's data: the API's JSON of it. */
 export function subscriberJson(s: Subscriber) {
-  return { id: s.id, email: s.email, name: s.name, status: s.status, fields: s.fields, tags: s.tags, createdAt: new Date(s.createdMs).toISOString(), updatedAt: new Date(s.updatedMs).toISOString() };
+  return {
+    id: s.id,
+    email: s.email,
+    name: s.name,
+    status: s.status,
+    fields: s.fields,
+    tags: s.tags,
+    createdAt: new Date(s.createdMs).toISOString(),
+    updatedAt: new Date(s.updatedMs).toISOString(),
+  };
 }
 
 /**
@@ -32,17 +41,36 @@ function webhookEvents(orgId: string, s: Subscriber, types: Set<EventType>, nowM
   return out;
 }
 
-export function eventRow(subscriberId: string, type: EventType, atMs: number, data: Record<string, unknown>, triggerWorkflows: boolean, dedupe: string | null = null) {
-  return { subscriber_id: subscriberId, type, at_ms: atMs, data: JSON.stringify(data), trigger_workflows: triggerWorkflows ? 1 : 0, dedupe };
+export function eventRow(
+  subscriberId: string,
+  type: EventType,
+  atMs: number,
+  data: Record<string, unknown>,
+  triggerWorkflows: boolean,
+  dedupe: string | null = null,
+) {
+  return {
+    subscriber_id: subscriberId,
+    type,
+    at_ms: atMs,
+    data: JSON.stringify(data),
+    trigger_workflows: triggerWorkflows ? 1 : 0,
+    dedupe,
+  };
 }
 
 /** A subscriber after a change, and the change's events; undefined when nothing would change. */
-export function diff(current: Subscriber, change: SubscriberChange, nowMs: number): { next: Subscriber; events: EventRow[] } | undefined {
+export function diff(
+  current: Subscriber,
+  change: SubscriberChange,
+  nowMs: number,
+): { next: Subscriber; events: EventRow[] } | undefined {
   const changed: string[] = [];
   const name = change.name ?? current.name;
   if (name !== current.name) changed.push("name");
   const fields = { ...current.fields, ...change.fields };
-  for (const key of Object.keys(change.fields ?? {})) if (fields[key] !== current.fields[key]) changed.push(`fields.${key}`);
+  for (const key of Object.keys(change.fields ?? {}))
+    if (fields[key] !== current.fields[key]) changed.push(`fields.${key}`);
 
   let status = current.status;
   let statusEvent: EventType | undefined;
@@ -65,7 +93,14 @@ export function diff(current: Subscriber, change: SubscriberChange, nowMs: numbe
   const id = current.id;
   const trigger = change.triggerWorkflows;
   return {
-    next: { ...current, name, fields, status, tags: [...current.tags.filter((t) => !removed.includes(t)), ...added].sort(), updatedMs: nowMs },
+    next: {
+      ...current,
+      name,
+      fields,
+      status,
+      tags: [...current.tags.filter((t) => !removed.includes(t)), ...added].sort(),
+      updatedMs: nowMs,
+    },
     events: [
       ...(changed.length > 0 ? [eventRow(id, "subscriber.updated", nowMs, { changed }, trigger)] : []),
       ...(statusEvent ? [eventRow(id, statusEvent, nowMs, {}, trigger)] : []),
@@ -112,11 +147,17 @@ export class Changes {
     const count = (tag: string, by: number) => counts.set(tag, (counts.get(tag) ?? 0) + by);
     for (const [id, now] of this.latest) {
       const was = this.stored.get(id)!;
-      if (now.name !== was.name || now.status !== was.status || now.updatedMs !== was.updatedMs || JSON.stringify(now.fields) !== JSON.stringify(was.fields)) {
+      if (
+        now.name !== was.name ||
+        now.status !== was.status ||
+        now.updatedMs !== was.updatedMs ||
+        JSON.stringify(now.fields) !== JSON.stringify(was.fields)
+      ) {
         await sql`UPDATE subscribers SET name = ${now.name}, status = ${now.status}, fields = ${JSON.stringify(now.fields)}, updated_ms = ${now.updatedMs} WHERE id = ${id}`;
       }
       const removed = was.tags.filter((t) => !now.tags.includes(t));
-      if (removed.length > 0) await sql`DELETE FROM subscriber_tags WHERE subscriber_id = ${id} AND tag IN ${sql(removed)}`;
+      if (removed.length > 0)
+        await sql`DELETE FROM subscriber_tags WHERE subscriber_id = ${id} AND tag IN ${sql(removed)}`;
       for (const tag of removed) count(tag, -1);
       for (const tag of now.tags) {
         if (was.tags.includes(tag)) continue;
@@ -132,8 +173,13 @@ export class Changes {
     await adjustTagCounts(sql, this.orgId, counts);
     for (const part of chunks(this.events)) await sql`INSERT INTO subscriber_events ${sql(part)}`;
     const types = new Map<string, Set<EventType>>();
-    for (const e of this.events) (types.get(e.subscriber_id) ?? types.set(e.subscriber_id, new Set()).get(e.subscriber_id)!).add(e.type);
-    await announce(sql, [...types].flatMap(([id, t]) => webhookEvents(this.orgId, this.latest.get(id)!, t, nowMs)), nowMs);
+    for (const e of this.events)
+      (types.get(e.subscriber_id) ?? types.set(e.subscriber_id, new Set()).get(e.subscriber_id)!).add(e.type);
+    await announce(
+      sql,
+      [...types].flatMap(([id, t]) => webhookEvents(this.orgId, this.latest.get(id)!, t, nowMs)),
+      nowMs,
+    );
     await startWorkflowRuns(sql, this.orgId, this.events, nowMs);
   }
 }
@@ -142,6 +188,7 @@ export class Changes {
 export async function adjustTagCounts(sql: Sql, orgId: string, counts: Map<string, number>): Promise<void> {
   for (const tag of [...counts.keys()].sort()) {
     const by = counts.get(tag)!;
-    if (by !== 0) await sql`UPDATE tags SET subscribers = subscribers + ${by} WHERE org_id = ${orgId} AND name = ${tag}`;
+    if (by !== 0)
+      await sql`UPDATE tags SET subscribers = subscribers + ${by} WHERE org_id = ${orgId} AND name = ${tag}`;
   }
 }

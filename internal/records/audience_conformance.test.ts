@@ -10,7 +10,11 @@ import type { Records } from "./records";
 const databases = recordDatabases("audience");
 
 const T0 = Date.UTC(2026, 10, 1);
-const upsert = (email: string, over: Partial<UpsertInput> = {}): UpsertInput => ({ email, triggerWorkflows: true, ...over });
+const upsert = (email: string, over: Partial<UpsertInput> = {}): UpsertInput => ({
+  email,
+  triggerWorkflows: true,
+  ...over,
+});
 
 for (const [name, fresh] of databases) {
   describe(`audience records: ${name}`, () => {
@@ -26,7 +30,11 @@ for (const [name, fresh] of databases) {
     const types = async (ref: string, o = org) => (await r.audience.events(o, ref, 100))!.data.map((e) => e.type);
 
     test("upsert: created, then compared trimmed and lower-cased; an identical upsert changes nothing and records nothing", async () => {
-      const made = await r.audience.upsert(org, upsert("  Ann@Example.COM ", { name: "Ann", fields: { plan: "pro", seats: 3 }, tags: ["vip", "beta"] }), T0);
+      const made = await r.audience.upsert(
+        org,
+        upsert("  Ann@Example.COM ", { name: "Ann", fields: { plan: "pro", seats: 3 }, tags: ["vip", "beta"] }),
+        T0,
+      );
       expect(made.result).toBe("created");
       expect(made.subscriber).toEqual({
         id: expect.stringMatching(/^sub_[0-9a-f]{24}$/),
@@ -39,24 +47,51 @@ for (const [name, fresh] of databases) {
         updatedMs: T0,
       });
       expect(await types(made.subscriber.id)).toEqual(["tag.added", "tag.added", "subscriber.created"]);
-      const again = await r.audience.upsert(org, upsert("ann@example.com", { name: "Ann", fields: { seats: 3 }, tags: ["vip"] }), T0 + 5);
+      const again = await r.audience.upsert(
+        org,
+        upsert("ann@example.com", { name: "Ann", fields: { seats: 3 }, tags: ["vip"] }),
+        T0 + 5,
+      );
       expect(again).toEqual({ result: "unchanged", subscriber: made.subscriber });
       expect(await types("ANN@example.com")).toHaveLength(3);
-      const changed = await r.audience.upsert(org, upsert("ann@example.com", { name: "Ann B", fields: { seats: 4, extra: null } }), T0 + 10);
+      const changed = await r.audience.upsert(
+        org,
+        upsert("ann@example.com", { name: "Ann B", fields: { seats: 4, extra: null } }),
+        T0 + 10,
+      );
       expect(changed.result).toBe("updated");
-      expect(changed.subscriber).toMatchObject({ name: "Ann B", fields: { plan: "pro", seats: 4, extra: null }, tags: ["beta", "vip"], createdMs: T0, updatedMs: T0 + 10 });
+      expect(changed.subscriber).toMatchObject({
+        name: "Ann B",
+        fields: { plan: "pro", seats: 4, extra: null },
+        tags: ["beta", "vip"],
+        createdMs: T0,
+        updatedMs: T0 + 10,
+      });
       const [updated] = (await r.audience.events(org, made.subscriber.id, 1))!.data;
-      expect(updated).toEqual({ type: "subscriber.updated", atMs: T0 + 10, data: { changed: ["name", "fields.seats", "fields.extra"] }, triggerWorkflows: true });
+      expect(updated).toEqual({
+        type: "subscriber.updated",
+        atMs: T0 + 10,
+        data: { changed: ["name", "fields.seats", "fields.extra"] },
+        triggerWorkflows: true,
+      });
       expect(await r.audience.get(org, made.subscriber.id)).toEqual(changed.subscriber);
     });
 
     test("tags: added by default, replaced with replaceTags, created in the organization, counted", async () => {
       const s = (await r.audience.upsert(org, upsert("tags@example.com", { tags: ["a", "b"] }), T0)).subscriber;
-      expect((await r.audience.upsert(org, upsert("tags@example.com", { tags: ["c"] }), T0 + 1)).subscriber.tags).toEqual(["a", "b", "c"]);
-      const replaced = await r.audience.upsert(org, upsert("tags@example.com", { tags: ["c", "d"], replaceTags: true }), T0 + 2);
+      expect(
+        (await r.audience.upsert(org, upsert("tags@example.com", { tags: ["c"] }), T0 + 1)).subscriber.tags,
+      ).toEqual(["a", "b", "c"]);
+      const replaced = await r.audience.upsert(
+        org,
+        upsert("tags@example.com", { tags: ["c", "d"], replaceTags: true }),
+        T0 + 2,
+      );
       expect(replaced.subscriber.tags).toEqual(["c", "d"]);
       expect((await types(s.id)).slice(0, 3).sort()).toEqual(["tag.added", "tag.removed", "tag.removed"]);
-      expect(await r.audience.upsert(org, upsert("tags@example.com", { tags: ["d", "c"], replaceTags: true }), T0 + 3)).toMatchObject({ result: "unchanged" });
+      expect(
+        await r.audience.upsert(org, upsert("tags@example.com", { tags: ["d", "c"], replaceTags: true }), T0 + 3),
+      ).toMatchObject({ result: "unchanged" });
       // The tags endpoint: add and remove.
       const removed = await r.audience.update(org, s.id, { removeTags: ["c", "none"], triggerWorkflows: true }, T0 + 4);
       expect(removed!.subscriber.tags).toEqual(["d"]);
@@ -67,18 +102,32 @@ for (const [name, fresh] of databases) {
 
     test("status: unsubscribed stays so unless resubscribe; each change an event", async () => {
       const s = (await r.audience.upsert(org, upsert("st@example.com"), T0)).subscriber;
-      expect((await r.audience.upsert(org, upsert("st@example.com", { status: "unsubscribed" }), T0 + 1)).subscriber.status).toBe("unsubscribed");
-      expect(await r.audience.upsert(org, upsert("st@example.com", { status: "subscribed" }), T0 + 2)).toMatchObject({ result: "unchanged" });
-      expect(await r.audience.upsert(org, upsert("st@example.com", { name: "x", status: "subscribed" }), T0 + 3)).toMatchObject({
+      expect(
+        (await r.audience.upsert(org, upsert("st@example.com", { status: "unsubscribed" }), T0 + 1)).subscriber.status,
+      ).toBe("unsubscribed");
+      expect(await r.audience.upsert(org, upsert("st@example.com", { status: "subscribed" }), T0 + 2)).toMatchObject({
+        result: "unchanged",
+      });
+      expect(
+        await r.audience.upsert(org, upsert("st@example.com", { name: "x", status: "subscribed" }), T0 + 3),
+      ).toMatchObject({
         result: "updated",
         subscriber: { status: "unsubscribed" },
       });
-      expect((await r.audience.upsert(org, upsert("st@example.com", { resubscribe: true }), T0 + 4)).subscriber.status).toBe("subscribed");
-      expect(await types(s.id)).toEqual(["subscriber.resubscribed", "subscriber.updated", "subscriber.unsubscribed", "subscriber.created"]);
+      expect(
+        (await r.audience.upsert(org, upsert("st@example.com", { resubscribe: true }), T0 + 4)).subscriber.status,
+      ).toBe("subscribed");
+      expect(await types(s.id)).toEqual([
+        "subscriber.resubscribed",
+        "subscriber.updated",
+        "subscriber.unsubscribed",
+        "subscriber.created",
+      ]);
     });
 
     test("triggerWorkflows is recorded with every event of the change", async () => {
-      const s = (await r.audience.upsert(org, upsert("tw@example.com", { tags: ["t1"], triggerWorkflows: false }), T0)).subscriber;
+      const s = (await r.audience.upsert(org, upsert("tw@example.com", { tags: ["t1"], triggerWorkflows: false }), T0))
+        .subscriber;
       await r.audience.upsert(org, upsert("tw@example.com", { tags: ["t2"] }), T0 + 1);
       const events = (await r.audience.events(org, s.id, 10))!.data;
       expect(events.map((e) => [e.type, e.triggerWorkflows])).toEqual([
@@ -89,7 +138,11 @@ for (const [name, fresh] of databases) {
     });
 
     test("concurrent upserts of one email make one subscriber", async () => {
-      const results = await Promise.all(Array.from({ length: 12 }, (_, i) => r.audience.upsert(org, upsert(" Race@Example.com", { tags: [`r${i % 3}`] }), T0 + i)));
+      const results = await Promise.all(
+        Array.from({ length: 12 }, (_, i) =>
+          r.audience.upsert(org, upsert(" Race@Example.com", { tags: [`r${i % 3}`] }), T0 + i),
+        ),
+      );
       expect(results.filter((x) => x.result === "created")).toHaveLength(1);
       expect(new Set(results.map((x) => x.subscriber.id)).size).toBe(1);
       expect((await r.audience.get(org, "race@example.com"))!.tags).toEqual(["r0", "r1", "r2"]);
@@ -97,7 +150,11 @@ for (const [name, fresh] of databases) {
     });
 
     test("a batch: in order, one transaction, a repeated email sees the one before", async () => {
-      const results = await r.audience.upsertMany(org, [upsert("b1@example.com"), upsert("b2@example.com"), upsert("B1@example.com", { name: "One" })], T0);
+      const results = await r.audience.upsertMany(
+        org,
+        [upsert("b1@example.com"), upsert("b2@example.com"), upsert("B1@example.com", { name: "One" })],
+        T0,
+      );
       expect(results.map((x) => x.result)).toEqual(["created", "created", "updated"]);
       expect(results[2]!.subscriber.id).toBe(results[0]!.subscriber.id);
       // Within one batch: a tag added then replaced away, one removed then added back.
@@ -113,7 +170,15 @@ for (const [name, fresh] of databases) {
       );
       expect(again.map((x) => x.subscriber.tags)).toEqual([["brief", "keep"], ["other"], ["keep", "other"]]);
       expect((await r.audience.get(org, "b3@example.com"))!.tags).toEqual(["keep", "other"]);
-      expect(await types("b3@example.com")).toEqual(["tag.added", "tag.removed", "tag.removed", "tag.added", "tag.added", "tag.added", "subscriber.created"]);
+      expect(await types("b3@example.com")).toEqual([
+        "tag.added",
+        "tag.removed",
+        "tag.removed",
+        "tag.added",
+        "tag.added",
+        "tag.added",
+        "subscriber.created",
+      ]);
     });
 
     test("concurrent batches over the same emails: one subscriber each, every tag kept", async () => {
@@ -128,12 +193,15 @@ for (const [name, fresh] of databases) {
         ),
       );
       expect(batches.flat().filter((x) => x.result === "created")).toHaveLength(50);
-      for (const email of [emails[0]!, emails[49]!]) expect((await r.audience.get(org, email))!.tags).toEqual(["k0", "k1", "k2", "k3"]);
+      for (const email of [emails[0]!, emails[49]!])
+        expect((await r.audience.get(org, email))!.tags).toEqual(["k0", "k1", "k2", "k3"]);
     });
 
     test("list: newest first, filters, and a walk that neither skips nor repeats while rows are added", async () => {
       const o = (await r.directory.createOrganization("walk", Plan.PREMIUM, T0)).id;
-      const first = Array.from({ length: 25 }, (_, i) => upsert(`w${String(i).padStart(2, "0")}@walk.example`, { tags: i % 2 ? ["odd"] : [] }));
+      const first = Array.from({ length: 25 }, (_, i) =>
+        upsert(`w${String(i).padStart(2, "0")}@walk.example`, { tags: i % 2 ? ["odd"] : [] }),
+      );
       await r.audience.upsertMany(o, first, T0);
       const seen: string[] = [];
       let cursor: number | undefined;
@@ -146,7 +214,12 @@ for (const [name, fresh] of databases) {
       }
       expect(seen).toEqual(first.map((f) => f.email).reverse());
       const odd = await r.audience.list(o, { tag: "odd" }, 100);
-      expect(odd.data.map((s) => s.email)).toEqual(first.filter((_, i) => i % 2).map((f) => f.email).reverse());
+      expect(odd.data.map((s) => s.email)).toEqual(
+        first
+          .filter((_, i) => i % 2)
+          .map((f) => f.email)
+          .reverse(),
+      );
       expect(odd.nextCursor).toBeNull();
       // A walk by tag, in pages of 5, while tagged rows are added.
       const walked: string[] = [];
@@ -161,11 +234,15 @@ for (const [name, fresh] of databases) {
       expect(walked).toEqual(odd.data.map((s) => s.email));
       // An existing subscriber tagged later is found under the tag at its own place (newest first by creation).
       await r.audience.upsert(o, upsert("w00@walk.example", { tags: ["odd"] }), T0 + 2);
-      expect((await r.audience.list(o, { tag: "odd", emailPrefix: "w" }, 100)).data.at(-1)!.email).toBe("w00@walk.example");
+      expect((await r.audience.list(o, { tag: "odd", emailPrefix: "w" }, 100)).data.at(-1)!.email).toBe(
+        "w00@walk.example",
+      );
       expect((await r.audience.list(o, { emailPrefix: "W0" }, 100)).data).toHaveLength(10);
       expect((await r.audience.list(o, { emailPrefix: "w_" }, 100)).data).toHaveLength(0); // _ is no wildcard
       await r.audience.upsert(o, upsert("w00@walk.example", { status: "unsubscribed" }), T0 + 2);
-      expect((await r.audience.list(o, { status: "unsubscribed" }, 100)).data.map((s) => s.email)).toEqual(["w00@walk.example"]);
+      expect((await r.audience.list(o, { status: "unsubscribed" }, 100)).data.map((s) => s.email)).toEqual([
+        "w00@walk.example",
+      ]);
     });
 
     test("organizations are isolated: the same email twice, and nothing of one seen or changed by the other", async () => {
@@ -189,7 +266,10 @@ for (const [name, fresh] of databases) {
       expect(await r.audience.deleteTag(org, "gone")).toBe(true);
       expect(await r.audience.deleteTag(org, "gone")).toBe(false);
       expect((await r.audience.get(org, "del2@example.com"))!.tags).toEqual(["kept"]);
-      expect((await r.audience.tagCounts([org])).get(org)!.find((t) => t.name === "fresh")).toEqual({ name: "fresh", subscribers: 0 });
+      expect((await r.audience.tagCounts([org])).get(org)!.find((t) => t.name === "fresh")).toEqual({
+        name: "fresh",
+        subscribers: 0,
+      });
       expect(await r.audience.delete(org, s.id, T0)).toBe(true);
       expect(await r.audience.get(org, s.id)).toBeUndefined();
       expect(await r.audience.delete(org, "del@example.com", T0)).toBe(false);
@@ -197,10 +277,14 @@ for (const [name, fresh] of databases) {
 
     test("the kept tag counts agree with the subscribers' tags after everything above", async () => {
       const counted = await r.db.run(
-        (sql) => sql`SELECT g.name, COUNT(s.subscriber_id) AS n FROM tags g LEFT JOIN subscriber_tags s ON s.org_id = g.org_id AND s.tag = g.name
+        (
+          sql,
+        ) => sql`SELECT g.name, COUNT(s.subscriber_id) AS n FROM tags g LEFT JOIN subscriber_tags s ON s.org_id = g.org_id AND s.tag = g.name
           WHERE g.org_id = ${org} GROUP BY g.name ORDER BY g.name`,
       );
-      expect((await r.audience.tagCounts([org])).get(org)).toEqual(counted.map((c: { name: string; n: unknown }) => ({ name: c.name, subscribers: Number(c.n) })));
+      expect((await r.audience.tagCounts([org])).get(org)).toEqual(
+        counted.map((c: { name: string; n: unknown }) => ({ name: c.name, subscribers: Number(c.n) })),
+      );
     });
 
     test("messages to a subscriber's address are its events, once each however often written", async () => {
@@ -236,8 +320,15 @@ for (const [name, fresh] of databases) {
       expect(events).toHaveLength(3);
       // A complaint: the fixture address that is delivered and complains.
       const complainer = (await r.audience.upsert(org, upsert("complained+1@fixtures.test"), T0)).subscriber;
-      await r.audience.recordMessageEvents([{ ...m, id: "msg_000000000000000000000003", to: "complained+1@fixtures.test" }]);
-      expect(await types(complainer.id)).toEqual(["email.complained", "email.delivered", "email.queued", "subscriber.created"]);
+      await r.audience.recordMessageEvents([
+        { ...m, id: "msg_000000000000000000000003", to: "complained+1@fixtures.test" },
+      ]);
+      expect(await types(complainer.id)).toEqual([
+        "email.complained",
+        "email.delivered",
+        "email.queued",
+        "subscriber.created",
+      ]);
     });
   });
 }

@@ -42,7 +42,10 @@ export interface Campaign {
   updatedMs: number;
 }
 
-export type NewCampaign = Pick<Campaign, "name" | "from" | "fromAddress" | "subject" | "html" | "text" | "audienceTags">;
+export type NewCampaign = Pick<
+  Campaign,
+  "name" | "from" | "fromAddress" | "subject" | "html" | "text" | "audienceTags"
+>;
 
 /** A subscriber of a campaign's audience, as the fan-out reads it. */
 export interface AudienceMember {
@@ -149,43 +152,47 @@ export class CampaignRecords {
 
   async create(orgId: string, input: NewCampaign, nowMs: number): Promise<Campaign> {
     const [row] = (await this.db.run(
-      (sql) => sql`INSERT INTO campaigns ${sql({
-        id: newCampaignId(),
-        org_id: orgId,
-        name: input.name,
-        from_header: input.from,
-        from_address: input.fromAddress,
-        subject: input.subject,
-        html: input.html,
-        text_body: input.text,
-        audience_tags: JSON.stringify(input.audienceTags),
-        status: "draft",
-        scheduled_ms: null,
-        detail: "",
-        cursor_seq: 0,
-        last_seq: 0,
-        recipients: 0,
-        queued: 0,
-        delivered: 0,
-        bounced: 0,
-        failed: 0,
-        skipped: 0,
-        created_ms: nowMs,
-        updated_ms: nowMs,
-      })} RETURNING *`,
+      (sql) =>
+        sql`INSERT INTO campaigns ${sql({
+          id: newCampaignId(),
+          org_id: orgId,
+          name: input.name,
+          from_header: input.from,
+          from_address: input.fromAddress,
+          subject: input.subject,
+          html: input.html,
+          text_body: input.text,
+          audience_tags: JSON.stringify(input.audienceTags),
+          status: "draft",
+          scheduled_ms: null,
+          detail: "",
+          cursor_seq: 0,
+          last_seq: 0,
+          recipients: 0,
+          queued: 0,
+          delivered: 0,
+          bounced: 0,
+          failed: 0,
+          skipped: 0,
+          created_ms: nowMs,
+          updated_ms: nowMs,
+        })} RETURNING *`,
     )) as CampaignRow[];
     return fromRow(row!);
   }
 
   async get(orgId: string, id: string): Promise<Campaign | undefined> {
-    const [row] = (await this.db.run((sql) => sql`SELECT * FROM campaigns WHERE org_id = ${orgId} AND id = ${id}`)) as CampaignRow[];
+    const [row] = (await this.db.run(
+      (sql) => sql`SELECT * FROM campaigns WHERE org_id = ${orgId} AND id = ${id}`,
+    )) as CampaignRow[];
     return row ? fromRow(row) : undefined;
   }
 
   /** Newest first; before is the seq a cursor names. */
   list(orgId: string, limit: number, before = Number.MAX_SAFE_INTEGER): Promise<Page<Campaign>> {
     return this.db.run(async (sql) => {
-      const rows = (await sql`SELECT * FROM campaigns WHERE org_id = ${orgId} AND seq < ${before} ORDER BY seq DESC LIMIT ${limit + 1}`) as CampaignRow[];
+      const rows =
+        (await sql`SELECT * FROM campaigns WHERE org_id = ${orgId} AND seq < ${before} ORDER BY seq DESC LIMIT ${limit + 1}`) as CampaignRow[];
       const page = rows.slice(0, limit);
       return { data: page.map(fromRow), nextCursor: rows.length > limit ? encodeCursor(num(page.at(-1)!.seq)) : null };
     });
@@ -195,9 +202,15 @@ export class CampaignRecords {
    * Sends a draft: now (sending) or at scheduledMs when that is later (scheduled). undefined
    * when there is no such campaign; "not_draft" when it was sent or cancelled before.
    */
-  send(orgId: string, id: string, scheduledMs: number | undefined, nowMs: number): Promise<Campaign | undefined | "not_draft"> {
+  send(
+    orgId: string,
+    id: string,
+    scheduledMs: number | undefined,
+    nowMs: number,
+  ): Promise<Campaign | undefined | "not_draft"> {
     return this.db.tx(async (sql) => {
-      const [row] = (await sql`UPDATE campaigns SET updated_ms = updated_ms WHERE org_id = ${orgId} AND id = ${id} RETURNING *`) as CampaignRow[];
+      const [row] =
+        (await sql`UPDATE campaigns SET updated_ms = updated_ms WHERE org_id = ${orgId} AND id = ${id} RETURNING *`) as CampaignRow[];
       if (!row) return undefined;
       if (row.status !== "draft") return "not_draft";
       if (scheduledMs !== undefined && scheduledMs > nowMs) {
@@ -212,11 +225,13 @@ export class CampaignRecords {
   /** Stops a campaign that has not finished; the fan-out queues nothing more. "finished" when it had. */
   cancel(orgId: string, id: string, nowMs: number): Promise<Campaign | undefined | "finished"> {
     return this.db.tx(async (sql) => {
-      const [row] = (await sql`UPDATE campaigns SET updated_ms = updated_ms WHERE org_id = ${orgId} AND id = ${id} RETURNING *`) as CampaignRow[];
+      const [row] =
+        (await sql`UPDATE campaigns SET updated_ms = updated_ms WHERE org_id = ${orgId} AND id = ${id} RETURNING *`) as CampaignRow[];
       if (!row) return undefined;
       if (row.status === "cancelled") return fromRow(row);
       if (row.status === "sent" || row.status === "failed") return "finished";
-      const [done] = (await sql`UPDATE campaigns SET status = 'cancelled', updated_ms = ${nowMs} WHERE id = ${id} RETURNING *`) as CampaignRow[];
+      const [done] =
+        (await sql`UPDATE campaigns SET status = 'cancelled', updated_ms = ${nowMs} WHERE id = ${id} RETURNING *`) as CampaignRow[];
       return fromRow(done!);
     });
   }
@@ -224,14 +239,17 @@ export class CampaignRecords {
   /** Starts the scheduled campaigns that are due. */
   startDue(nowMs: number): Promise<void> {
     return this.db.tx(async (sql) => {
-      const due = (await sql`SELECT * FROM campaigns WHERE status = 'scheduled' AND scheduled_ms <= ${nowMs}`) as CampaignRow[];
+      const due =
+        (await sql`SELECT * FROM campaigns WHERE status = 'scheduled' AND scheduled_ms <= ${nowMs}`) as CampaignRow[];
       for (const row of due) await begin(sql, fromRow(row), nowMs);
     });
   }
 
   /** Every campaign that is sending, oldest first. */
   async sending(): Promise<Campaign[]> {
-    const rows = (await this.db.run((sql) => sql`SELECT * FROM campaigns WHERE status = 'sending' ORDER BY seq`)) as CampaignRow[];
+    const rows = (await this.db.run(
+      (sql) => sql`SELECT * FROM campaigns WHERE status = 'sending' ORDER BY seq`,
+    )) as CampaignRow[];
     return rows.map(fromRow);
   }
 
@@ -246,7 +264,14 @@ export class CampaignRecords {
           AND (${all} = 1 OR EXISTS (SELECT 1 FROM subscriber_tags t WHERE t.subscriber_id = s.id AND t.tag IN ${sql(tags)}))
         ORDER BY s.seq LIMIT ${limit}`,
     )) as { seq: unknown; id: string; email: string; name: string; fields: string; skip: unknown }[];
-    return rows.map((r) => ({ seq: num(r.seq), id: r.id, email: r.email, name: r.name, fields: JSON.parse(r.fields) as Fields, skip: num(r.skip) === 1 }));
+    return rows.map((r) => ({
+      seq: num(r.seq),
+      id: r.id,
+      email: r.email,
+      name: r.name,
+      fields: JSON.parse(r.fields) as Fields,
+      skip: num(r.skip) === 1,
+    }));
   }
 
   /**
@@ -258,10 +283,19 @@ export class CampaignRecords {
     return this.db.tx(async (sql) => {
       const out = new Map<string, Reserved>();
       for (const part of chunks(wanted)) {
-        const rows = part.map((w) => ({ campaign_id: c.id, subscriber_id: w.subscriberId, org_id: c.orgId, message_id: w.messageId, token: w.token, outcome: "queued" }));
+        const rows = part.map((w) => ({
+          campaign_id: c.id,
+          subscriber_id: w.subscriberId,
+          org_id: c.orgId,
+          message_id: w.messageId,
+          token: w.token,
+          outcome: "queued",
+        }));
         await sql`INSERT INTO campaign_messages ${sql(rows)} ON CONFLICT (campaign_id, subscriber_id) DO NOTHING`;
-        const stored = await sql`SELECT subscriber_id, message_id, token FROM campaign_messages WHERE campaign_id = ${c.id} AND subscriber_id IN ${sql(part.map((w) => w.subscriberId))}`;
-        for (const r of stored as { subscriber_id: string; message_id: string; token: string }[]) out.set(r.subscriber_id, { subscriberId: r.subscriber_id, messageId: r.message_id, token: r.token });
+        const stored =
+          await sql`SELECT subscriber_id, message_id, token FROM campaign_messages WHERE campaign_id = ${c.id} AND subscriber_id IN ${sql(part.map((w) => w.subscriberId))}`;
+        for (const r of stored as { subscriber_id: string; message_id: string; token: string }[])
+          out.set(r.subscriber_id, { subscriberId: r.subscriber_id, messageId: r.message_id, token: r.token });
       }
       return out;
     });
@@ -273,16 +307,28 @@ export class CampaignRecords {
    * cancel wins) and still at that cursor (a page done twice, by a daemon that lost the lease
    * meanwhile, counts once).
    */
-  async advance(c: Pick<Campaign, "id" | "cursorSeq">, throughSeq: number, queued: number, skipped: number, done: boolean, nowMs: number): Promise<void> {
+  async advance(
+    c: Pick<Campaign, "id" | "cursorSeq">,
+    throughSeq: number,
+    queued: number,
+    skipped: number,
+    done: boolean,
+    nowMs: number,
+  ): Promise<void> {
     const status = done ? "sent" : "sending";
     await this.db.run(
-      (sql) => sql`UPDATE campaigns SET cursor_seq = ${throughSeq}, queued = queued + ${queued}, skipped = skipped + ${skipped}, status = ${status}, updated_ms = ${nowMs}
+      (
+        sql,
+      ) => sql`UPDATE campaigns SET cursor_seq = ${throughSeq}, queued = queued + ${queued}, skipped = skipped + ${skipped}, status = ${status}, updated_ms = ${nowMs}
         WHERE id = ${c.id} AND status = 'sending' AND cursor_seq = ${c.cursorSeq}`,
     );
   }
 
   async fail(id: string, detail: string, nowMs: number): Promise<void> {
-    await this.db.run((sql) => sql`UPDATE campaigns SET status = 'failed', detail = ${detail}, updated_ms = ${nowMs} WHERE id = ${id} AND status = 'sending'`);
+    await this.db.run(
+      (sql) =>
+        sql`UPDATE campaigns SET status = 'failed', detail = ${detail}, updated_ms = ${nowMs} WHERE id = ${id} AND status = 'sending'`,
+    );
   }
 
   /** Counts the final outcomes of campaign messages (once each, however often a message is written). */
@@ -297,7 +343,8 @@ export class CampaignRecords {
       const counts = new Map<string, Record<string, number>>();
       for (const [outcome, ids] of byOutcome) {
         for (const part of chunks(ids)) {
-          const rows = await sql`UPDATE campaign_messages SET outcome = ${outcome} WHERE message_id IN ${sql(part)} AND outcome = 'queued' RETURNING campaign_id`;
+          const rows =
+            await sql`UPDATE campaign_messages SET outcome = ${outcome} WHERE message_id IN ${sql(part)} AND outcome = 'queued' RETURNING campaign_id`;
           for (const r of rows as { campaign_id: string }[]) {
             const c = counts.get(r.campaign_id) ?? { delivered: 0, bounced: 0, failed: 0 };
             c[outcome]! += 1;
@@ -315,7 +362,9 @@ export class CampaignRecords {
 
   /** Whom an unsubscribe token names; undefined when it names nobody. */
   async tokenOwner(token: string): Promise<TokenOwner | undefined> {
-    const [row] = (await this.db.run((sql) => sql`SELECT org_id, subscriber_id, campaign_id FROM campaign_messages WHERE token = ${token}`)) as {
+    const [row] = (await this.db.run(
+      (sql) => sql`SELECT org_id, subscriber_id, campaign_id FROM campaign_messages WHERE token = ${token}`,
+    )) as {
       org_id: string;
       subscriber_id: string;
       campaign_id: string;

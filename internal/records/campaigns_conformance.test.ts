@@ -22,7 +22,21 @@ const draft = (over: Partial<NewCampaign> = {}): NewCampaign => ({
 });
 
 function message(id: string, status: MessageStatus, lane = Lane.BULK): MessageHistory {
-  return { id, orgId: "x", lane, from: "", to: "", toMailbox: "", subject: "", status, attempts: 1, createdMs: T0, updatedMs: T0, version: 1, events: [] };
+  return {
+    id,
+    orgId: "x",
+    lane,
+    from: "",
+    to: "",
+    toMailbox: "",
+    subject: "",
+    status,
+    attempts: 1,
+    createdMs: T0,
+    updatedMs: T0,
+    version: 1,
+    events: [],
+  };
 }
 
 for (const [name, fresh] of databases) {
@@ -32,7 +46,12 @@ for (const [name, fresh] of databases) {
     let other: string;
     beforeAll(async () => {
       ({ r, org, other } = await recordsWithTwoOrgs(fresh, "cmp", T0));
-      const people = Array.from({ length: 10 }, (_, i) => ({ email: `p${i}@list.example`, name: `P${i}`, tags: i % 2 === 0 ? ["even"] : ["odd"], triggerWorkflows: false }));
+      const people = Array.from({ length: 10 }, (_, i) => ({
+        email: `p${i}@list.example`,
+        name: `P${i}`,
+        tags: i % 2 === 0 ? ["even"] : ["odd"],
+        triggerWorkflows: false,
+      }));
       await r.audience.upsertMany(org, people, T0);
       await r.audience.update(org, "p2@list.example", { status: "unsubscribed", triggerWorkflows: false }, T0);
       await r.audience.upsertMany(other, [{ email: "p0@list.example", triggerWorkflows: false }], T0);
@@ -44,7 +63,12 @@ for (const [name, fresh] of databases) {
     test("a draft is created, read, listed newest first, and is another organization's to nobody", async () => {
       const a = await r.campaigns.create(org, draft({ name: "a" }), T0);
       const b = await r.campaigns.create(org, draft({ name: "b", audienceTags: ["even"] }), T0 + 1);
-      expect(a).toMatchObject({ id: expect.stringMatching(/^cmp_[0-9a-f]{24}$/), status: "draft", scheduledMs: null, stats: { recipients: 0, queued: 0, skipped: 0 } });
+      expect(a).toMatchObject({
+        id: expect.stringMatching(/^cmp_[0-9a-f]{24}$/),
+        status: "draft",
+        scheduledMs: null,
+        stats: { recipients: 0, queued: 0, skipped: 0 },
+      });
       expect(await r.campaigns.get(org, b.id)).toEqual(b);
       expect(await r.campaigns.get(other, b.id)).toBeUndefined();
       const first = await r.campaigns.list(org, 1);
@@ -63,7 +87,14 @@ for (const [name, fresh] of databases) {
       await r.audience.upsert(org, { email: "late@list.example", tags: ["even"], triggerWorkflows: false }, T0 + 11);
       // p4 bounced before.
       const p4 = (await r.audience.get(org, "p4@list.example"))!;
-      await r.audience.recordMessageEvents([{ ...message("msg_b", MessageStatus.BOUNCED), orgId: org, to: p4.email, events: [{ status: MessageStatus.BOUNCED, atMs: T0, detail: "" }] }]);
+      await r.audience.recordMessageEvents([
+        {
+          ...message("msg_b", MessageStatus.BOUNCED),
+          orgId: org,
+          to: p4.email,
+          events: [{ status: MessageStatus.BOUNCED, atMs: T0, detail: "" }],
+        },
+      ]);
 
       const [running] = (await r.campaigns.sending()).filter((x) => x.id === c.id);
       const members = await r.campaigns.nextMembers(running!, 100);
@@ -77,10 +108,17 @@ for (const [name, fresh] of databases) {
       const send = members.filter((m) => !m.skip);
       const wanted = send.map((m, i) => ({ subscriberId: m.id, messageId: `msg_${i}`, token: `tok_${c.id}_${i}` }));
       const reserved = await r.campaigns.reserve(running!, wanted);
-      const again = await r.campaigns.reserve(running!, wanted.map((w) => ({ ...w, messageId: `${w.messageId}_x`, token: `${w.token}_x` })));
+      const again = await r.campaigns.reserve(
+        running!,
+        wanted.map((w) => ({ ...w, messageId: `${w.messageId}_x`, token: `${w.token}_x` })),
+      );
       expect(again).toEqual(reserved);
       expect(reserved.get(send[0]!.id)).toEqual(wanted[0]!);
-      expect(await r.campaigns.tokenOwner(wanted[1]!.token)).toEqual({ orgId: org, subscriberId: send[1]!.id, campaignId: c.id });
+      expect(await r.campaigns.tokenOwner(wanted[1]!.token)).toEqual({
+        orgId: org,
+        subscriberId: send[1]!.id,
+        campaignId: c.id,
+      });
       expect(await r.campaigns.tokenOwner("nope")).toBeUndefined();
 
       await r.campaigns.advance(running!, members.at(-1)!.seq, 3, 2, false, T0 + 20);
@@ -90,11 +128,23 @@ for (const [name, fresh] of databases) {
       expect(pending(advanced)).toBe(3);
       expect(await r.campaigns.nextMembers(advanced, 100)).toEqual([]);
 
-      const outcomes = [message("msg_0", MessageStatus.DELIVERED), message("msg_1", MessageStatus.BOUNCED), message("msg_2", MessageStatus.QUEUED), message("msg_9", MessageStatus.DELIVERED)];
+      const outcomes = [
+        message("msg_0", MessageStatus.DELIVERED),
+        message("msg_1", MessageStatus.BOUNCED),
+        message("msg_2", MessageStatus.QUEUED),
+        message("msg_9", MessageStatus.DELIVERED),
+      ];
       await r.campaigns.recordOutcomes(outcomes);
       await r.campaigns.recordOutcomes(outcomes);
       await r.campaigns.recordOutcomes([message("msg_2", MessageStatus.FAILED, Lane.TRANSACTIONAL)]);
-      expect((await r.campaigns.get(org, c.id))!.stats).toEqual({ recipients: 5, queued: 3, delivered: 1, bounced: 1, failed: 0, skipped: 2 });
+      expect((await r.campaigns.get(org, c.id))!.stats).toEqual({
+        recipients: 5,
+        queued: 3,
+        delivered: 1,
+        bounced: 1,
+        failed: 0,
+        skipped: 2,
+      });
 
       await r.campaigns.advance(advanced, members.at(-1)!.seq, 0, 0, true, T0 + 30);
       expect((await r.campaigns.get(org, c.id))!.status).toBe("sent");
@@ -103,7 +153,10 @@ for (const [name, fresh] of databases) {
 
     test("a scheduled campaign starts when due; a cancelled one never advances", async () => {
       const c = await r.campaigns.create(org, draft(), T0);
-      expect(await r.campaigns.send(org, c.id, T0 + 1_000, T0)).toMatchObject({ status: "scheduled", scheduledMs: T0 + 1_000 });
+      expect(await r.campaigns.send(org, c.id, T0 + 1_000, T0)).toMatchObject({
+        status: "scheduled",
+        scheduledMs: T0 + 1_000,
+      });
       await r.campaigns.startDue(T0 + 999);
       expect((await r.campaigns.get(org, c.id))!.status).toBe("scheduled");
       await r.campaigns.startDue(T0 + 1_000);
@@ -113,7 +166,11 @@ for (const [name, fresh] of databases) {
       expect(await r.campaigns.cancel(other, c.id, T0 + 2_000)).toBeUndefined();
       expect(await r.campaigns.cancel(org, c.id, T0 + 2_000)).toMatchObject({ status: "cancelled" });
       await r.campaigns.advance(started, 5, 5, 0, false, T0 + 2_001);
-      expect((await r.campaigns.get(org, c.id))!).toMatchObject({ status: "cancelled", cursorSeq: 0, stats: { queued: 0 } });
+      expect((await r.campaigns.get(org, c.id))!).toMatchObject({
+        status: "cancelled",
+        cursorSeq: 0,
+        stats: { queued: 0 },
+      });
       expect((await r.campaigns.sending()).map((x) => x.id)).not.toContain(c.id);
     });
   });

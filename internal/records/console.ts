@@ -35,7 +35,12 @@ export class ConsoleRecords {
   constructor(private readonly db: Db) {}
 
   /** Adds a user to an organization; the email (already normalised) signs in to one organization only. */
-  async createUser(slug: string, email: string, passwordHash: string, nowMs: number): Promise<{ userId: string; orgId: string }> {
+  async createUser(
+    slug: string,
+    email: string,
+    passwordHash: string,
+    nowMs: number,
+  ): Promise<{ userId: string; orgId: string }> {
     const userId = `usr_${randomBytes(8).toString("hex")}`;
     try {
       return await this.db.tx(async (sql) => {
@@ -51,7 +56,9 @@ export class ConsoleRecords {
   }
 
   async userByEmail(email: string): Promise<ConsoleUser | undefined> {
-    const [row] = await this.db.run((sql) => sql`SELECT id, org_id, email, password_hash FROM console_users WHERE email = ${email}`);
+    const [row] = await this.db.run(
+      (sql) => sql`SELECT id, org_id, email, password_hash FROM console_users WHERE email = ${email}`,
+    );
     return row ? { id: row.id, orgId: row.org_id, email: row.email, passwordHash: row.password_hash } : undefined;
   }
 
@@ -71,7 +78,15 @@ export class ConsoleRecords {
         WHERE s.hash = ${hash} AND s.expires_ms > ${nowMs}`,
     );
     if (!row) return undefined;
-    return { userId: row.user_id, email: row.email, orgId: row.org_id, orgSlug: row.slug, plan: num(row.plan) as Plan, csrf: row.csrf, expiresMs: num(row.expires_ms) };
+    return {
+      userId: row.user_id,
+      email: row.email,
+      orgId: row.org_id,
+      orgSlug: row.slug,
+      plan: num(row.plan) as Plan,
+      csrf: row.csrf,
+      expiresMs: num(row.expires_ms),
+    };
   }
 
   async deleteSession(hash: string): Promise<void> {
@@ -85,7 +100,8 @@ export class ConsoleRecords {
       (sql) => sql`SELECT subject, COUNT(*) AS n, MIN(at_ms) AS oldest FROM console_signin_failures
         WHERE subject IN ${sql(subjects)} AND at_ms > ${sinceMs} GROUP BY subject`,
     );
-    for (const r of rows as { subject: string; n: unknown; oldest: unknown }[]) out.set(r.subject, { count: num(r.n), oldestMs: num(r.oldest) });
+    for (const r of rows as { subject: string; n: unknown; oldest: unknown }[])
+      out.set(r.subject, { count: num(r.n), oldestMs: num(r.oldest) });
     return out;
   }
 

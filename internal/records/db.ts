@@ -25,7 +25,12 @@ export class Db {
   /** PostgreSQL when url is set (postgres:// or postgresql://), otherwise the SQLite file. */
   static async open(o: { url?: string; sqliteFile: string; poolSize?: number; connectTimeoutS?: number }): Promise<Db> {
     if (o.url) {
-      const sql = new SQL({ url: o.url, max: o.poolSize ?? 10, connectionTimeout: o.connectTimeoutS ?? 5, idleTimeout: 60 });
+      const sql = new SQL({
+        url: o.url,
+        max: o.poolSize ?? 10,
+        connectionTimeout: o.connectTimeoutS ?? 5,
+        idleTimeout: 60,
+      });
       const u = new URL(o.url);
       const db = new Db("postgres", sql, `postgresql://${u.hostname}:${u.port || 5432}${u.pathname}`);
       await db.run((q) => q`SELECT 1`);
@@ -66,7 +71,8 @@ export class Db {
    * lock on a connection of its own; on SQLite, a write transaction (BEGIN IMMEDIATE).
    */
   async exclusive<T>(key: number, op: (sql: Sql) => Promise<T>): Promise<T> {
-    if (this.dialect === "sqlite") return this.run((sql) => sql.begin("IMMEDIATE", (tx) => op(tx as unknown as Sql)) as Promise<T>);
+    if (this.dialect === "sqlite")
+      return this.run((sql) => sql.begin("IMMEDIATE", (tx) => op(tx as unknown as Sql)) as Promise<T>);
     const conn = await this.sql.reserve();
     try {
       await conn`SELECT pg_advisory_lock(${key})`;
@@ -101,7 +107,12 @@ export class RecordError extends Error {
 
 export function isUniqueViolation(err: unknown): boolean {
   const e = err as { code?: string; errno?: string | number };
-  return e?.errno === "23505" || (typeof e?.code === "string" && e.code.startsWith("SQLITE_CONSTRAINT_") && e.code !== "SQLITE_CONSTRAINT_FOREIGNKEY");
+  return (
+    e?.errno === "23505" ||
+    (typeof e?.code === "string" &&
+      e.code.startsWith("SQLITE_CONSTRAINT_") &&
+      e.code !== "SQLITE_CONSTRAINT_FOREIGNKEY")
+  );
 }
 
 /** PostgreSQL returns 64-bit integers (and counts) as strings; SQLite as numbers. */

@@ -58,7 +58,10 @@ export class DirectoryRecords {
   async createOrganization(slug: string, plan: Plan, nowMs: number): Promise<OrgProjection> {
     const id = `org_${randomBytes(8).toString("hex")}`;
     try {
-      await this.db.run((sql) => sql`INSERT INTO organizations (id, slug, plan, version, created_ms) VALUES (${id}, ${slug}, ${plan}, 1, ${nowMs})`);
+      await this.db.run(
+        (sql) =>
+          sql`INSERT INTO organizations (id, slug, plan, version, created_ms) VALUES (${id}, ${slug}, ${plan}, 1, ${nowMs})`,
+      );
     } catch (err) {
       if (isUniqueViolation(err)) throw new RecordError("already_exists", `organization ${slug} already exists`);
       throw err;
@@ -68,7 +71,8 @@ export class DirectoryRecords {
 
   async setPlan(slug: string, plan: Plan): Promise<OrgProjection> {
     return this.db.tx(async (sql) => {
-      const [row] = await sql`UPDATE organizations SET plan = ${plan}, version = version + 1 WHERE slug = ${slug} RETURNING id`;
+      const [row] =
+        await sql`UPDATE organizations SET plan = ${plan}, version = version + 1 WHERE slug = ${slug} RETURNING id`;
       if (!row) throw noOrg(slug);
       return (await projection(sql, row.id))!;
     });
@@ -83,7 +87,10 @@ export class DirectoryRecords {
         id: org.id,
         slug: org.slug,
         plan: org.plan as Plan,
-        domains: domains.map((d: { name: string; verified: number }) => ({ name: d.name, verified: num(d.verified) === 1 })),
+        domains: domains.map((d: { name: string; verified: number }) => ({
+          name: d.name,
+          verified: num(d.verified) === 1,
+        })),
       };
     });
   }
@@ -93,7 +100,12 @@ export class DirectoryRecords {
     return this.db.run((sql) => projection(sql, orgId));
   }
 
-  async createToken(slug: string, hash: string, name: string, nowMs: number): Promise<{ tokenId: string; orgId: string }> {
+  async createToken(
+    slug: string,
+    hash: string,
+    name: string,
+    nowMs: number,
+  ): Promise<{ tokenId: string; orgId: string }> {
     const tokenId = `tok_${randomBytes(8).toString("hex")}`;
     return this.db.tx(async (sql) => {
       const [org] = await sql`SELECT id FROM organizations WHERE slug = ${slug}`;
@@ -108,7 +120,10 @@ export class DirectoryRecords {
    * and succeeds, so a revocation whose write-through failed can simply be repeated.
    */
   async revokeToken(hash: string, nowMs: number): Promise<string> {
-    const [row] = await this.db.run((sql) => sql`UPDATE api_tokens SET revoked_ms = COALESCE(revoked_ms, ${nowMs}) WHERE hash = ${hash} RETURNING org_id`);
+    const [row] = await this.db.run(
+      (sql) =>
+        sql`UPDATE api_tokens SET revoked_ms = COALESCE(revoked_ms, ${nowMs}) WHERE hash = ${hash} RETURNING org_id`,
+    );
     if (!row) throw new RecordError("not_found", "no such token");
     return row.org_id as string;
   }
@@ -116,7 +131,8 @@ export class DirectoryRecords {
   /** Revokes an organization's token by its id; returns its hash (for the projection). Again: no change, success. */
   async revokeTokenById(orgId: string, tokenId: string, nowMs: number): Promise<string> {
     const [row] = await this.db.run(
-      (sql) => sql`UPDATE api_tokens SET revoked_ms = COALESCE(revoked_ms, ${nowMs}) WHERE id = ${tokenId} AND org_id = ${orgId} RETURNING hash`,
+      (sql) =>
+        sql`UPDATE api_tokens SET revoked_ms = COALESCE(revoked_ms, ${nowMs}) WHERE id = ${tokenId} AND org_id = ${orgId} RETURNING hash`,
     );
     if (!row) throw new RecordError("not_found", `no token ${tokenId}`);
     return row.hash as string;
@@ -126,8 +142,11 @@ export class DirectoryRecords {
   async tokenOwners(hashes: string[]): Promise<TokenOwners> {
     const owners: TokenOwners = new Map();
     if (hashes.length === 0) return owners;
-    const rows = await this.db.run((sql) => sql`SELECT hash, org_id, revoked_ms FROM api_tokens WHERE hash IN ${sql(hashes)}`);
-    for (const r of rows as { hash: string; org_id: string; revoked_ms: unknown }[]) owners.set(r.hash, r.revoked_ms === null ? r.org_id : null);
+    const rows = await this.db.run(
+      (sql) => sql`SELECT hash, org_id, revoked_ms FROM api_tokens WHERE hash IN ${sql(hashes)}`,
+    );
+    for (const r of rows as { hash: string; org_id: string; revoked_ms: unknown }[])
+      owners.set(r.hash, r.revoked_ms === null ? r.org_id : null);
     return owners;
   }
 
@@ -142,7 +161,8 @@ export class DirectoryRecords {
 
   async listTokens(orgId: string): Promise<TokenInfo[]> {
     const rows = await this.db.run(
-      (sql) => sql`SELECT id, name, created_ms, last_used_ms, revoked_ms FROM api_tokens WHERE org_id = ${orgId} ORDER BY created_ms, id`,
+      (sql) =>
+        sql`SELECT id, name, created_ms, last_used_ms, revoked_ms FROM api_tokens WHERE org_id = ${orgId} ORDER BY created_ms, id`,
     );
     return rows.map((r: Record<string, unknown>) => ({
       id: r.id as string,
@@ -153,7 +173,12 @@ export class DirectoryRecords {
     }));
   }
 
-  async addDomain(slug: string, domain: string, verified: boolean, nowMs: number): Promise<{ organization: Organization; projection: OrgProjection }> {
+  async addDomain(
+    slug: string,
+    domain: string,
+    verified: boolean,
+    nowMs: number,
+  ): Promise<{ organization: Organization; projection: OrgProjection }> {
     const orgId = await this.db.tx(async (sql) => {
       const [row] = await sql`UPDATE organizations SET version = version + 1 WHERE slug = ${slug} RETURNING id`;
       if (!row) throw noOrg(slug);
@@ -167,25 +192,35 @@ export class DirectoryRecords {
 
   /** An organization's sending domains with their verification values, by name. */
   async listDomains(orgId: string): Promise<DomainRecord[]> {
-    const rows = await this.db.run((sql) => sql`SELECT name, verified, verify_value FROM sending_domains WHERE org_id = ${orgId} ORDER BY name`);
-    return rows.map((r: { name: string; verified: unknown; verify_value: string }) => ({ name: r.name, verified: num(r.verified) === 1, verifyValue: r.verify_value }));
+    const rows = await this.db.run(
+      (sql) => sql`SELECT name, verified, verify_value FROM sending_domains WHERE org_id = ${orgId} ORDER BY name`,
+    );
+    return rows.map((r: { name: string; verified: unknown; verify_value: string }) => ({
+      name: r.name,
+      verified: num(r.verified) === 1,
+      verifyValue: r.verify_value,
+    }));
   }
 
   /** Adds an unverified sending domain to an organization; already_exists when it has it. */
   async addUnverifiedDomain(orgId: string, domain: string, nowMs: number): Promise<DomainRecord> {
     const verifyValue = newVerifyValue();
     const added = await this.db.run(
-      (sql) => sql`INSERT INTO sending_domains (org_id, name, verified, created_ms, verify_value) VALUES (${orgId}, ${domain}, 0, ${nowMs}, ${verifyValue})
+      (
+        sql,
+      ) => sql`INSERT INTO sending_domains (org_id, name, verified, created_ms, verify_value) VALUES (${orgId}, ${domain}, 0, ${nowMs}, ${verifyValue})
         ON CONFLICT (org_id, name) DO NOTHING RETURNING name`,
     );
-    if (added.length === 0) throw new RecordError("already_exists", `${domain} is already a sending domain of this organization`);
+    if (added.length === 0)
+      throw new RecordError("already_exists", `${domain} is already a sending domain of this organization`);
     return { name: domain, verified: false, verifyValue };
   }
 
   /** Marks an organization's domain verified; returns the organization's new projection. */
   async markDomainVerified(orgId: string, domain: string): Promise<OrgProjection> {
     return this.db.tx(async (sql) => {
-      const [row] = await sql`UPDATE sending_domains SET verified = 1 WHERE org_id = ${orgId} AND name = ${domain} RETURNING name`;
+      const [row] =
+        await sql`UPDATE sending_domains SET verified = 1 WHERE org_id = ${orgId} AND name = ${domain} RETURNING name`;
       if (!row) throw new RecordError("not_found", `no sending domain ${domain}`);
       await sql`UPDATE organizations SET version = version + 1 WHERE id = ${orgId}`;
       return (await projection(sql, orgId))!;
@@ -206,5 +241,11 @@ async function projection(sql: Sql, orgId: string): Promise<OrgProjection | unde
   const [org] = (await sql`SELECT id, slug, plan, version FROM organizations WHERE id = ${orgId}`) as OrgRow[];
   if (!org) return undefined;
   const domains = await sql`SELECT name FROM sending_domains WHERE org_id = ${orgId} AND verified = 1 ORDER BY name`;
-  return { id: org.id, slug: org.slug, plan: org.plan as Plan, version: num(org.version), verifiedDomains: domains.map((d: { name: string }) => d.name) };
+  return {
+    id: org.id,
+    slug: org.slug,
+    plan: org.plan as Plan,
+    version: num(org.version),
+    verifiedDomains: domains.map((d: { name: string }) => d.name),
+  };
 }

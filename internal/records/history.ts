@@ -61,7 +61,9 @@ export class HistoryRecords {
       updated_ms: m.updatedMs,
       version: m.version,
     }));
-    const events = messages.flatMap((m) => m.events.map((e, seq) => ({ message_id: m.id, seq, status: e.status, at_ms: e.atMs, detail: e.detail })));
+    const events = messages.flatMap((m) =>
+      m.events.map((e, seq) => ({ message_id: m.id, seq, status: e.status, at_ms: e.atMs, detail: e.detail })),
+    );
     await this.db.tx(async (sql) => {
       for (const part of chunks(rows)) {
         await sql`INSERT INTO messages ${sql(part)} ON CONFLICT (id) DO UPDATE SET
@@ -71,7 +73,8 @@ export class HistoryRecords {
       const fresh: NewMessageEvent[] = [];
       const byId = new Map(messages.map((m) => [m.id, m]));
       for (const part of chunks(events)) {
-        const written = await sql`INSERT INTO message_events ${sql(part)} ON CONFLICT (message_id, seq) DO NOTHING RETURNING message_id, seq`;
+        const written =
+          await sql`INSERT INTO message_events ${sql(part)} ON CONFLICT (message_id, seq) DO NOTHING RETURNING message_id, seq`;
         for (const w of written) {
           const message = byId.get(w.message_id)!;
           const seq = num(w.seq);
@@ -100,7 +103,11 @@ export class HistoryRecords {
         createdMs: num(m.created_ms),
         updatedMs: num(m.updated_ms),
         version: num(m.version),
-        events: events.map((e: Record<string, unknown>) => ({ status: e.status as MessageStatus, atMs: num(e.at_ms), detail: e.detail as string })),
+        events: events.map((e: Record<string, unknown>) => ({
+          status: e.status as MessageStatus,
+          atMs: num(e.at_ms),
+          detail: e.detail as string,
+        })),
       };
     });
   }

@@ -47,7 +47,10 @@ for (const [name, fresh] of databases) {
       const latest = MIGRATIONS.at(-1)!.version;
       expect(await migrate(db)).toEqual({ applied: MIGRATIONS.map((m) => m.version), version: latest });
       expect(await migrate(db)).toEqual({ applied: [], version: latest });
-      await db.run((sql) => sql`INSERT INTO schema_migrations (version, name, applied_ms) VALUES (${latest + 1}, 'from the future', 0)`);
+      await db.run(
+        (sql) =>
+          sql`INSERT INTO schema_migrations (version, name, applied_ms) VALUES (${latest + 1}, 'from the future', 0)`,
+      );
       await expect(migrate(db)).rejects.toBeInstanceOf(MigrationError);
       await db.close();
     });
@@ -58,12 +61,23 @@ for (const [name, fresh] of databases) {
       const previous = 2;
       const db = await Db.open({ url: where.url, sqliteFile: where.sqliteFile });
       expect((await migrate(db, { upTo: previous })).version).toBe(previous);
-      await db.run((sql) => sql`INSERT INTO organizations (id, slug, plan, version, created_ms) VALUES ('org_old', 'old', 2, 1, 0)`);
-      await db.run((sql) => sql`INSERT INTO sending_domains (org_id, name, verified, created_ms) VALUES ('org_old', 'old.example', 0, 0)`);
+      await db.run(
+        (sql) =>
+          sql`INSERT INTO organizations (id, slug, plan, version, created_ms) VALUES ('org_old', 'old', 2, 1, 0)`,
+      );
+      await db.run(
+        (sql) =>
+          sql`INSERT INTO sending_domains (org_id, name, verified, created_ms) VALUES ('org_old', 'old.example', 0, 0)`,
+      );
       await db.close();
       // The daemon's start: open applies what is pending.
       const records = await Records.open({ databaseUrl: where.url, sqliteFile: where.sqliteFile });
-      expect(await records.directory.getOrganization("old")).toEqual({ id: "org_old", slug: "old", plan: Plan.PREMIUM, domains: [{ name: "old.example", verified: false }] });
+      expect(await records.directory.getOrganization("old")).toEqual({
+        id: "org_old",
+        slug: "old",
+        plan: Plan.PREMIUM,
+        domains: [{ name: "old.example", verified: false }],
+      });
       // A domain added before the console got a verification value of its own.
       expect((await records.directory.listDomains("org_old"))[0]!.verifyValue).toMatch(/^[0-9a-f]{32}$/);
       await records.history.write([message({ orgId: "org_old" })]);
@@ -77,18 +91,25 @@ for (const [name, fresh] of databases) {
       const db = await Db.open({ url: where.url, sqliteFile: where.sqliteFile });
       const missing = 3; // the audience, released after version 4 had been applied in places
       await migrate(db, { migrations: MIGRATIONS.filter((m) => m.version !== missing) });
-      await db.run((sql) => sql`INSERT INTO organizations (id, slug, plan, version, created_ms) VALUES ('org_gap', 'gap', 1, 1, 0)`);
+      await db.run(
+        (sql) =>
+          sql`INSERT INTO organizations (id, slug, plan, version, created_ms) VALUES ('org_gap', 'gap', 1, 1, 0)`,
+      );
       await db.close();
       const records = await Records.open({ databaseUrl: where.url, sqliteFile: where.sqliteFile });
       const versions = await records.db.run((sql) => sql`SELECT version FROM schema_migrations ORDER BY version`);
       expect(versions.map((r: { version: unknown }) => Number(r.version))).toEqual(MIGRATIONS.map((m) => m.version));
-      expect((await records.audience.upsert("org_gap", { email: "a@gap.example", triggerWorkflows: true }, T0)).result).toBe("created");
+      expect(
+        (await records.audience.upsert("org_gap", { email: "a@gap.example", triggerWorkflows: true }, T0)).result,
+      ).toBe("created");
       await records.close();
     });
 
     test("migrations: several processes migrating at once (admin migrate) migrate once", async () => {
       const where = await fresh();
-      const env: Record<string, string> = where.url ? { DATABASE_URL: where.url } : { DATA_DIR: tempDir("mailcore-migrate-") };
+      const env: Record<string, string> = where.url
+        ? { DATABASE_URL: where.url }
+        : { DATA_DIR: tempDir("mailcore-migrate-") };
       const runs = await Promise.all([1, 2, 3].map(() => runToEnd("cmd/admin/index.ts", ["migrate"], env)));
       expect(runs.map((r) => r.code)).toEqual([0, 0, 0]);
       const latest = MIGRATIONS.at(-1)!.version;
@@ -105,7 +126,9 @@ for (const [name, fresh] of databases) {
       const p = await r.directory.createOrganization("acme", Plan.FREE, T0);
       expect(p).toMatchObject({ slug: "acme", plan: Plan.FREE, version: 1, verifiedDomains: [] });
       expect(p.id).toMatch(/^org_[0-9a-f]{16}$/);
-      await expect(r.directory.createOrganization("acme", Plan.PREMIUM, T0)).rejects.toMatchObject({ kind: "already_exists" });
+      await expect(r.directory.createOrganization("acme", Plan.PREMIUM, T0)).rejects.toMatchObject({
+        kind: "already_exists",
+      });
       const upgraded = await r.directory.setPlan("acme", Plan.ENTERPRISE);
       expect(upgraded).toEqual({ id: p.id, slug: "acme", plan: Plan.ENTERPRISE, version: 2, verifiedDomains: [] });
       const { organization, projection } = await r.directory.addDomain("acme", "b.example", true, T0);
@@ -120,7 +143,11 @@ for (const [name, fresh] of databases) {
       expect(again.projection).toMatchObject({ version: 5, verifiedDomains: [] });
       expect(await r.directory.orgProjection(p.id)).toEqual(again.projection);
       expect(await r.directory.orgProjection("org_none")).toBeUndefined();
-      for (const op of [() => r.directory.getOrganization("none"), () => r.directory.setPlan("none", Plan.FREE), () => r.directory.addDomain("none", "x.example", true, T0)]) {
+      for (const op of [
+        () => r.directory.getOrganization("none"),
+        () => r.directory.setPlan("none", Plan.FREE),
+        () => r.directory.addDomain("none", "x.example", true, T0),
+      ]) {
         await expect(op()).rejects.toMatchObject({ kind: "not_found" });
       }
       expect(await r.audience.tagCounts([p.id])).toEqual(new Map([[p.id, []]]));
@@ -163,7 +190,9 @@ for (const [name, fresh] of databases) {
       const a = await r.directory.createOrganization("tid-a", Plan.FREE, T0);
       await r.directory.createOrganization("tid-b", Plan.FREE, T0);
       const { tokenId } = await r.directory.createToken("tid-a", "hash-a", "a", T0);
-      await expect(r.directory.revokeTokenById((await r.directory.getOrganization("tid-b")).id, tokenId, T0)).rejects.toMatchObject({ kind: "not_found" });
+      await expect(
+        r.directory.revokeTokenById((await r.directory.getOrganization("tid-b")).id, tokenId, T0),
+      ).rejects.toMatchObject({ kind: "not_found" });
       expect((await r.directory.tokenOwners(["hash-a"])).get("hash-a")).toBe(a.id);
       expect(await r.directory.revokeTokenById(a.id, tokenId, T0 + 5)).toBe("hash-a");
       expect(await r.directory.revokeTokenById(a.id, tokenId, T0 + 9)).toBe("hash-a");
@@ -176,8 +205,14 @@ for (const [name, fresh] of databases) {
       const org = await r.directory.createOrganization("dom", Plan.FREE, T0);
       const other = await r.directory.createOrganization("dom-other", Plan.FREE, T0);
       const added = await r.directory.addUnverifiedDomain(org.id, "mail.dom.example", T0);
-      expect(added).toEqual({ name: "mail.dom.example", verified: false, verifyValue: expect.stringMatching(/^[0-9a-f]{32}$/) });
-      await expect(r.directory.addUnverifiedDomain(org.id, "mail.dom.example", T0)).rejects.toMatchObject({ kind: "already_exists" });
+      expect(added).toEqual({
+        name: "mail.dom.example",
+        verified: false,
+        verifyValue: expect.stringMatching(/^[0-9a-f]{32}$/),
+      });
+      await expect(r.directory.addUnverifiedDomain(org.id, "mail.dom.example", T0)).rejects.toMatchObject({
+        kind: "already_exists",
+      });
       // Another organization may claim the same name: it gets a value of its own.
       const theirs = await r.directory.addUnverifiedDomain(other.id, "mail.dom.example", T0);
       expect(theirs.verifyValue).not.toBe(added.verifyValue);
@@ -192,7 +227,9 @@ for (const [name, fresh] of databases) {
       const p = await r.directory.markDomainVerified(org.id, "mail.dom.example");
       expect(p).toMatchObject({ version: before + 1, verifiedDomains: ["cli.dom.example", "mail.dom.example"] });
       expect((await r.directory.listDomains(other.id))[0]!.verified).toBe(false);
-      await expect(r.directory.markDomainVerified(other.id, "none.example")).rejects.toMatchObject({ kind: "not_found" });
+      await expect(r.directory.markDomainVerified(other.id, "none.example")).rejects.toMatchObject({
+        kind: "not_found",
+      });
       await r.close();
     });
 
@@ -201,9 +238,18 @@ for (const [name, fresh] of databases) {
       const org = await r.directory.createOrganization("con", Plan.PREMIUM, T0);
       const made = await r.console.createUser("con", "ann@con.example", "$argon2id$hash", T0);
       expect(made).toEqual({ userId: expect.stringMatching(/^usr_[0-9a-f]{16}$/), orgId: org.id });
-      await expect(r.console.createUser("con", "ann@con.example", "x", T0)).rejects.toMatchObject({ kind: "already_exists" });
-      await expect(r.console.createUser("none", "bob@con.example", "x", T0)).rejects.toMatchObject({ kind: "not_found" });
-      expect(await r.console.userByEmail("ann@con.example")).toEqual({ id: made.userId, orgId: org.id, email: "ann@con.example", passwordHash: "$argon2id$hash" });
+      await expect(r.console.createUser("con", "ann@con.example", "x", T0)).rejects.toMatchObject({
+        kind: "already_exists",
+      });
+      await expect(r.console.createUser("none", "bob@con.example", "x", T0)).rejects.toMatchObject({
+        kind: "not_found",
+      });
+      expect(await r.console.userByEmail("ann@con.example")).toEqual({
+        id: made.userId,
+        orgId: org.id,
+        email: "ann@con.example",
+        passwordHash: "$argon2id$hash",
+      });
       expect(await r.console.userByEmail("nobody@con.example")).toBeUndefined();
 
       await r.console.createSession("s-old", made.userId, "csrf-old", T0, T0 + 1_000);
@@ -228,19 +274,26 @@ for (const [name, fresh] of databases) {
 
       await r.console.recordFailure(["ip:10.0.0.1", "acct:ann@con.example"], T0, T0 - 60_000);
       await r.console.recordFailure(["ip:10.0.0.1", "acct:bob@con.example"], T0 + 10, T0 - 60_000);
-      expect(await r.console.failuresSince(["ip:10.0.0.1", "acct:ann@con.example", "acct:eve@con.example"], T0 - 1)).toEqual(
+      expect(
+        await r.console.failuresSince(["ip:10.0.0.1", "acct:ann@con.example", "acct:eve@con.example"], T0 - 1),
+      ).toEqual(
         new Map([
           ["ip:10.0.0.1", { count: 2, oldestMs: T0 }],
           ["acct:ann@con.example", { count: 1, oldestMs: T0 }],
           ["acct:eve@con.example", { count: 0, oldestMs: 0 }],
         ]),
       );
-      expect((await r.console.failuresSince(["ip:10.0.0.1"], T0)).get("ip:10.0.0.1")).toEqual({ count: 1, oldestMs: T0 + 10 });
+      expect((await r.console.failuresSince(["ip:10.0.0.1"], T0)).get("ip:10.0.0.1")).toEqual({
+        count: 1,
+        oldestMs: T0 + 10,
+      });
       await r.console.clearFailures("acct:ann@con.example");
       expect((await r.console.failuresSince(["acct:ann@con.example"], 0)).get("acct:ann@con.example")!.count).toBe(0);
       // A later failure forgets what is older than the window.
       await r.console.recordFailure(["acct:bob@con.example"], T0 + 120_000, T0 + 60_000);
-      expect((await r.console.failuresSince(["ip:10.0.0.1", "acct:bob@con.example"], 0)).get("ip:10.0.0.1")!.count).toBe(0);
+      expect(
+        (await r.console.failuresSince(["ip:10.0.0.1", "acct:bob@con.example"], 0)).get("ip:10.0.0.1")!.count,
+      ).toBe(0);
       await r.close();
     });
 
@@ -273,7 +326,11 @@ for (const [name, fresh] of databases) {
     test("message history: many at once, and expired finished messages deleted in batches", async () => {
       const r = await open();
       const finished = Array.from({ length: 1_200 }, (_, i) =>
-        message({ status: MessageStatus.DELIVERED, updatedMs: T0 + i, events: [{ status: MessageStatus.DELIVERED, atMs: T0 + i, detail: `d${i}` }] }),
+        message({
+          status: MessageStatus.DELIVERED,
+          updatedMs: T0 + i,
+          events: [{ status: MessageStatus.DELIVERED, atMs: T0 + i, detail: `d${i}` }],
+        }),
       );
       const waiting = message({ updatedMs: T0 });
       const recent = message({ status: MessageStatus.BOUNCED, updatedMs: T0 + 10_000 });

@@ -122,8 +122,21 @@ function endpointOf(r: Record<string, unknown>): WebhookEndpoint {
 export class WebhookRecords {
   constructor(private readonly db: Db) {}
 
-  async create(o: { orgId: string; url: string; events: string[]; secret: string; nowMs: number }): Promise<WebhookEndpoint> {
-    const row = { id: newId("wh"), org_id: o.orgId, url: o.url, events: JSON.stringify(o.events), secret: o.secret, created_ms: o.nowMs };
+  async create(o: {
+    orgId: string;
+    url: string;
+    events: string[];
+    secret: string;
+    nowMs: number;
+  }): Promise<WebhookEndpoint> {
+    const row = {
+      id: newId("wh"),
+      org_id: o.orgId,
+      url: o.url,
+      events: JSON.stringify(o.events),
+      secret: o.secret,
+      created_ms: o.nowMs,
+    };
     await this.db.run((sql) => sql`INSERT INTO webhook_endpoints ${sql(row)}`);
     return endpointOf({ ...row, disabled_ms: null, disabled_reason: null });
   }
@@ -141,12 +154,19 @@ export class WebhookRecords {
 
   /** Deletes the endpoint with its deliveries; false when the organization has no such endpoint. */
   async delete(orgId: string, id: string): Promise<boolean> {
-    const gone = await this.db.run((sql) => sql`DELETE FROM webhook_endpoints WHERE id = ${id} AND org_id = ${orgId} RETURNING id`);
+    const gone = await this.db.run(
+      (sql) => sql`DELETE FROM webhook_endpoints WHERE id = ${id} AND org_id = ${orgId} RETURNING id`,
+    );
     return gone.length > 0;
   }
 
   /** The endpoint's deliveries, newest first, with their attempts; undefined when the organization has no such endpoint. */
-  async deliveries(orgId: string, endpointId: string, limit: number, cursor?: string): Promise<Page<WebhookDelivery> | undefined> {
+  async deliveries(
+    orgId: string,
+    endpointId: string,
+    limit: number,
+    cursor?: string,
+  ): Promise<Page<WebhookDelivery> | undefined> {
     const after = decodeCursor(cursor);
     return this.db.run(async (sql) => {
       const [owner] = await sql`SELECT id FROM webhook_endpoints WHERE id = ${endpointId} AND org_id = ${orgId}`;
@@ -156,7 +176,10 @@ export class WebhookRecords {
                     ORDER BY created_ms DESC, id DESC LIMIT ${limit + 1}`
         : await sql`SELECT * FROM webhook_deliveries WHERE endpoint_id = ${endpointId} ORDER BY created_ms DESC, id DESC LIMIT ${limit + 1}`;
       const ids = rows.map((r: { id: string }) => r.id);
-      const attempts = ids.length === 0 ? [] : await sql`SELECT * FROM webhook_attempts WHERE delivery_id IN ${sql(ids)} ORDER BY attempt`;
+      const attempts =
+        ids.length === 0
+          ? []
+          : await sql`SELECT * FROM webhook_attempts WHERE delivery_id IN ${sql(ids)} ORDER BY attempt`;
       const byDelivery = Map.groupBy(attempts as Record<string, unknown>[], (a) => a.delivery_id as string);
       const deliveries = rows.map((r: Record<string, unknown>) => {
         const state = num(r.state) as DeliveryState;
@@ -191,9 +214,13 @@ export class WebhookRecords {
   async enqueueIn(sql: Sql, events: WebhookEventInput[], nowMs: number): Promise<number> {
     if (events.length === 0) return 0;
     const orgs = [...new Set(events.map((e) => e.orgId))];
-    const endpoints: { id: string; orgId: string; events: string[] }[] = (await sql`SELECT id, org_id, events FROM webhook_endpoints WHERE org_id IN ${sql(orgs)} AND disabled_ms IS NULL`).map(
-      (ep: Record<string, string>) => ({ id: ep.id!, orgId: ep.org_id!, events: JSON.parse(ep.events!) as string[] }),
-    );
+    const endpoints: { id: string; orgId: string; events: string[] }[] = (
+      await sql`SELECT id, org_id, events FROM webhook_endpoints WHERE org_id IN ${sql(orgs)} AND disabled_ms IS NULL`
+    ).map((ep: Record<string, string>) => ({
+      id: ep.id!,
+      orgId: ep.org_id!,
+      events: JSON.parse(ep.events!) as string[],
+    }));
     if (endpoints.length === 0) return 0;
     const rows = events.flatMap((e) => {
       const payload = JSON.stringify({ type: e.type, timestamp: new Date(e.atMs).toISOString(), data: e.data });
@@ -226,7 +253,9 @@ export class WebhookRecords {
   async claim(nowMs: number, max: number, leaseMs: number, limits: ClaimLimits = {}): Promise<ClaimedDelivery[]> {
     const token = randomBytes(8).toString("hex");
     const perEndpoint = limits.perEndpoint || Number.POSITIVE_INFINITY;
-    const busy = [...(limits.inFlight ?? new Map<string, number>())].filter(([, n]) => n >= perEndpoint).map(([id]) => id);
+    const busy = [...(limits.inFlight ?? new Map<string, number>())]
+      .filter(([, n]) => n >= perEndpoint)
+      .map(([id]) => id);
     return this.db.run(async (sql) => {
       const window = max * CLAIM_WINDOW;
       const candidates =
@@ -249,12 +278,24 @@ export class WebhookRecords {
       if (claimed.length === 0) return [];
       const endpointIds = [...new Set(claimed.map((c: { endpoint_id: string }) => c.endpoint_id))];
       const endpoints = new Map<string, Record<string, string>>(
-        (await sql`SELECT id, url, secret FROM webhook_endpoints WHERE id IN ${sql(endpointIds)}`).map((e: Record<string, string>) => [e.id, e]),
+        (await sql`SELECT id, url, secret FROM webhook_endpoints WHERE id IN ${sql(endpointIds)}`).map(
+          (e: Record<string, string>) => [e.id, e],
+        ),
       );
       return claimed.flatMap((c: Record<string, unknown>) => {
         const ep = endpoints.get(c.endpoint_id as string);
         return ep
-          ? [{ id: c.id as string, endpointId: c.endpoint_id as string, leaseToken: token, url: ep.url!, secret: ep.secret!, payload: c.payload as string, attempt: num(c.attempts) + 1 }]
+          ? [
+              {
+                id: c.id as string,
+                endpointId: c.endpoint_id as string,
+                leaseToken: token,
+                url: ep.url!,
+                secret: ep.secret!,
+                payload: c.payload as string,
+                attempt: num(c.attempts) + 1,
+              },
+            ]
           : [];
       });
     });
@@ -278,7 +319,8 @@ export class WebhookRecords {
   private async reportIn(sql: Sql, r: AttemptReport, policy: RetryPolicy): Promise<ReportResult> {
     const ok = r.statusCode !== null && r.statusCode >= 200 && r.statusCode < 300 && r.error === "";
     const state = ok ? DeliveryState.DELIVERED : DeliveryState.PENDING;
-    const [d] = await sql`UPDATE webhook_deliveries SET attempts = attempts + 1, lease_token = NULL, updated_ms = ${r.atMs}, state = ${state}
+    const [d] =
+      await sql`UPDATE webhook_deliveries SET attempts = attempts + 1, lease_token = NULL, updated_ms = ${r.atMs}, state = ${state}
       WHERE id = ${r.deliveryId} AND lease_token = ${r.leaseToken} AND state = 0 RETURNING attempts, endpoint_id`;
     if (!d) return "stale";
     const attempts = num(d.attempts);

@@ -38,7 +38,13 @@ for (const [name, fresh] of databases) {
 
     /** A fresh endpoint of org A and its one delivery, claimed. */
     async function claimedDelivery(url: string) {
-      const ep = await r.webhooks.create({ orgId: orgA, url, events: ["subscriber.created"], secret: "whsec_x", nowMs: T0 });
+      const ep = await r.webhooks.create({
+        orgId: orgA,
+        url,
+        events: ["subscriber.created"],
+        secret: "whsec_x",
+        nowMs: T0,
+      });
       await r.webhooks.enqueue(event(orgA, "subscriber.created"), T0);
       const claimed = (await r.webhooks.claim(T0, 100, LEASE)).filter((c) => c.url === url);
       expect(claimed).toHaveLength(1);
@@ -48,7 +54,13 @@ for (const [name, fresh] of databases) {
     test("subscriber changes are announced in their own transaction: created, updated, unsubscribed, deleted; an identical upsert announces nothing", async () => {
       const { id: org } = await r.directory.createOrganization("subs", Plan.PREMIUM, T0);
       const url = "https://subs.example/hook";
-      const ep = await r.webhooks.create({ orgId: org, url, events: ["subscriber.created", "subscriber.updated", "subscriber.unsubscribed", "subscriber.deleted"], secret: "whsec_s", nowMs: T0 });
+      const ep = await r.webhooks.create({
+        orgId: org,
+        url,
+        events: ["subscriber.created", "subscriber.updated", "subscriber.unsubscribed", "subscriber.deleted"],
+        secret: "whsec_s",
+        nowMs: T0,
+      });
       const upsert = (o: Record<string, unknown>) => ({ email: "Sam@Subs.example", triggerWorkflows: false, ...o });
       const made = await r.audience.upsert(org, upsert({ name: "Sam", tags: ["a"] }), T0);
       await r.audience.upsert(org, upsert({ name: "Sam", tags: ["a"] }), T0 + 1); // identical: nothing
@@ -57,8 +69,19 @@ for (const [name, fresh] of databases) {
       await r.audience.delete(org, "sam@subs.example", T0 + 4);
       const sent = (await r.webhooks.claim(T0 + 5, 100, LEASE))
         .filter((c) => c.url === url)
-        .map((c) => JSON.parse(c.payload) as { type: string; data: { id: string; email: string; tags?: string[]; status?: string } });
-      expect(sent.map((p) => p.type)).toEqual(["subscriber.created", "subscriber.updated", "subscriber.unsubscribed", "subscriber.deleted"]);
+        .map(
+          (c) =>
+            JSON.parse(c.payload) as {
+              type: string;
+              data: { id: string; email: string; tags?: string[]; status?: string };
+            },
+        );
+      expect(sent.map((p) => p.type)).toEqual([
+        "subscriber.created",
+        "subscriber.updated",
+        "subscriber.unsubscribed",
+        "subscriber.deleted",
+      ]);
       expect(sent.every((p) => p.data.id === made.subscriber.id && p.data.email === "sam@subs.example")).toBe(true);
       expect(sent[1]!.data.tags).toEqual(["a", "b"]);
       expect(sent[2]!.data.status).toBe("unsubscribed");
@@ -67,17 +90,44 @@ for (const [name, fresh] of databases) {
 
     test("endpoints: pages newest first that a walk never repeats or skips, per organization; delete", async () => {
       const made = [];
-      for (let i = 0; i < 5; i++) made.push(await r.webhooks.create({ orgId: orgB, url: `https://b.example/${i}`, events: ["email.queued"], secret: "whsec_b", nowMs: T0 + i }));
+      for (let i = 0; i < 5; i++)
+        made.push(
+          await r.webhooks.create({
+            orgId: orgB,
+            url: `https://b.example/${i}`,
+            events: ["email.queued"],
+            secret: "whsec_b",
+            nowMs: T0 + i,
+          }),
+        );
       const first = await r.webhooks.list(orgB, 2);
       expect(first.data.map((e) => e.url)).toEqual(["https://b.example/4", "https://b.example/3"]);
       // Added during the walk: newer than the cursor, not met by it.
-      await r.webhooks.create({ orgId: orgB, url: "https://b.example/new", events: ["email.queued"], secret: "whsec_b", nowMs: T0 + 10 });
+      await r.webhooks.create({
+        orgId: orgB,
+        url: "https://b.example/new",
+        events: ["email.queued"],
+        secret: "whsec_b",
+        nowMs: T0 + 10,
+      });
       const second = await r.webhooks.list(orgB, 2, first.next!);
       const third = await r.webhooks.list(orgB, 2, second.next!);
-      expect([...second.data, ...third.data].map((e) => e.url)).toEqual(["https://b.example/2", "https://b.example/1", "https://b.example/0"]);
+      expect([...second.data, ...third.data].map((e) => e.url)).toEqual([
+        "https://b.example/2",
+        "https://b.example/1",
+        "https://b.example/0",
+      ]);
       expect(third.next).toBeNull();
       expect((await r.webhooks.list(orgB, 2, "garbage")).data).toEqual([]);
-      expect(first.data[0]).toEqual({ id: made[4]!.id, orgId: orgB, url: "https://b.example/4", events: ["email.queued"], createdMs: T0 + 4, disabledMs: null, disabledReason: null });
+      expect(first.data[0]).toEqual({
+        id: made[4]!.id,
+        orgId: orgB,
+        url: "https://b.example/4",
+        events: ["email.queued"],
+        createdMs: T0 + 4,
+        disabledMs: null,
+        disabledReason: null,
+      });
       expect(await r.webhooks.delete(orgA, made[0]!.id)).toBe(false);
       expect(await r.webhooks.deliveries(orgA, made[0]!.id, 10)).toBeUndefined();
       for (const e of [...made, ...(await r.webhooks.list(orgB, 100)).data]) await r.webhooks.delete(orgB, e.id);
@@ -85,23 +135,54 @@ for (const [name, fresh] of databases) {
     });
 
     test("events go to the endpoints of their organization that subscribed to their type", async () => {
-      const both = await r.webhooks.create({ orgId: orgB, url: "https://b.example/both", events: ["email.bounced", "subscriber.created"], secret: "whsec_b", nowMs: T0 });
-      const one = await r.webhooks.create({ orgId: orgB, url: "https://b.example/one", events: ["email.bounced"], secret: "whsec_b", nowMs: T0 });
+      const both = await r.webhooks.create({
+        orgId: orgB,
+        url: "https://b.example/both",
+        events: ["email.bounced", "subscriber.created"],
+        secret: "whsec_b",
+        nowMs: T0,
+      });
+      const one = await r.webhooks.create({
+        orgId: orgB,
+        url: "https://b.example/one",
+        events: ["email.bounced"],
+        secret: "whsec_b",
+        nowMs: T0,
+      });
       expect(await r.webhooks.enqueue(event(orgB, "subscriber.created"), T0)).toBe(1);
       expect(await r.webhooks.enqueue(event(orgB, "email.bounced"), T0)).toBe(2);
       expect(await r.webhooks.enqueue(event(orgA, "email.bounced"), T0)).toBe(0);
-      expect((await r.webhooks.deliveries(orgB, both.id, 10))!.data.map((d) => d.eventType).sort()).toEqual(["email.bounced", "subscriber.created"]);
+      expect((await r.webhooks.deliveries(orgB, both.id, 10))!.data.map((d) => d.eventType).sort()).toEqual([
+        "email.bounced",
+        "subscriber.created",
+      ]);
       const [d] = (await r.webhooks.deliveries(orgB, one.id, 10))!.data;
-      expect(d).toMatchObject({ eventType: "email.bounced", state: DeliveryState.PENDING, attempts: [], nextAttemptMs: T0, createdMs: T0 });
+      expect(d).toMatchObject({
+        eventType: "email.bounced",
+        state: DeliveryState.PENDING,
+        attempts: [],
+        nextAttemptMs: T0,
+        createdMs: T0,
+      });
       const claimed = await r.webhooks.claim(T0, 100, LEASE);
       expect(claimed).toHaveLength(3);
-      expect(JSON.parse(claimed.find((c) => c.id === d!.id)!.payload)).toEqual({ type: "email.bounced", timestamp: new Date(T0).toISOString(), data: { n: 1 } });
+      expect(JSON.parse(claimed.find((c) => c.id === d!.id)!.payload)).toEqual({
+        type: "email.bounced",
+        timestamp: new Date(T0).toISOString(),
+        data: { n: 1 },
+      });
       await r.webhooks.delete(orgB, both.id);
       await r.webhooks.delete(orgB, one.id);
     });
 
     test("the history flush announces each new message event once, queued only at acceptance", async () => {
-      const ep = await r.webhooks.create({ orgId: orgA, url: "https://a.example/mail", events: ["email.queued", "email.delivered", "email.deferred"], secret: "whsec_a", nowMs: T0 });
+      const ep = await r.webhooks.create({
+        orgId: orgA,
+        url: "https://a.example/mail",
+        events: ["email.queued", "email.delivered", "email.deferred"],
+        secret: "whsec_a",
+        nowMs: T0,
+      });
       const m: MessageHistory = {
         id: "msg_000000000000000000000001",
         orgId: orgA,
@@ -117,7 +198,8 @@ for (const [name, fresh] of databases) {
         version: 1,
         events: [{ status: MessageStatus.QUEUED, atMs: T0, detail: "accepted" }],
       };
-      const flush = (msg: MessageHistory) => r.history.write([msg], (sql, fresh) => r.webhooks.enqueueIn(sql, emailWebhookEvents(fresh), T0));
+      const flush = (msg: MessageHistory) =>
+        r.history.write([msg], (sql, fresh) => r.webhooks.enqueueIn(sql, emailWebhookEvents(fresh), T0));
       await flush(m);
       await flush(m); // written again (a flush that lost its settle): nothing new
       const later = {
@@ -146,20 +228,61 @@ for (const [name, fresh] of databases) {
       const again = (await r.webhooks.claim(T0 + LEASE, 100, LEASE)).find((c) => c.id === d.id)!;
       expect(again.leaseToken).not.toBe(d.leaseToken);
       expect(again.attempt).toBe(1); // the first attempt never reported
-      const stale = await report1({ deliveryId: d.id, leaseToken: d.leaseToken, atMs: T0 + LEASE + 1, durationMs: 5, statusCode: 200, error: "" });
+      const stale = await report1({
+        deliveryId: d.id,
+        leaseToken: d.leaseToken,
+        atMs: T0 + LEASE + 1,
+        durationMs: 5,
+        statusCode: 200,
+        error: "",
+      });
       expect(stale).toBe("stale");
-      expect(await report1({ deliveryId: d.id, leaseToken: again.leaseToken, atMs: T0 + LEASE + 2, durationMs: 5, statusCode: 200, error: "" })).toBe("delivered");
-      expect(await report1({ deliveryId: d.id, leaseToken: again.leaseToken, atMs: T0 + LEASE + 3, durationMs: 5, statusCode: 200, error: "" })).toBe("stale");
+      expect(
+        await report1({
+          deliveryId: d.id,
+          leaseToken: again.leaseToken,
+          atMs: T0 + LEASE + 2,
+          durationMs: 5,
+          statusCode: 200,
+          error: "",
+        }),
+      ).toBe("delivered");
+      expect(
+        await report1({
+          deliveryId: d.id,
+          leaseToken: again.leaseToken,
+          atMs: T0 + LEASE + 3,
+          durationMs: 5,
+          statusCode: 200,
+          error: "",
+        }),
+      ).toBe("stale");
       await r.webhooks.delete(orgA, ep.id);
     });
 
     test("a batch of reports is recorded together, each with its own result", async () => {
-      const ep = await r.webhooks.create({ orgId: orgB, url: "https://b.example/batch", events: ["subscriber.deleted"], secret: "whsec_b", nowMs: T0 });
+      const ep = await r.webhooks.create({
+        orgId: orgB,
+        url: "https://b.example/batch",
+        events: ["subscriber.deleted"],
+        secret: "whsec_b",
+        nowMs: T0,
+      });
       for (let i = 0; i < 3; i++) await r.webhooks.enqueue(event(orgB, "subscriber.deleted"), T0);
       const [a, b, c] = (await r.webhooks.claim(T0, 100, LEASE)).filter((x) => x.url === "https://b.example/batch");
-      const rep = (x: { id: string; leaseToken: string }, statusCode: number, leaseToken = x.leaseToken): AttemptReport => ({ deliveryId: x.id, leaseToken, atMs: T0 + 1, durationMs: 2, statusCode, error: "" });
-      expect(await r.webhooks.report([rep(a!, 200), rep(b!, 200, "lost"), rep(c!, 503)], policy)).toEqual(["delivered", "stale", "retrying"]);
-      const states = new Map((await r.webhooks.deliveries(orgB, ep.id, 10))!.data.map((d) => [d.id, [d.state, d.attempts.length]]));
+      const rep = (
+        x: { id: string; leaseToken: string },
+        statusCode: number,
+        leaseToken = x.leaseToken,
+      ): AttemptReport => ({ deliveryId: x.id, leaseToken, atMs: T0 + 1, durationMs: 2, statusCode, error: "" });
+      expect(await r.webhooks.report([rep(a!, 200), rep(b!, 200, "lost"), rep(c!, 503)], policy)).toEqual([
+        "delivered",
+        "stale",
+        "retrying",
+      ]);
+      const states = new Map(
+        (await r.webhooks.deliveries(orgB, ep.id, 10))!.data.map((d) => [d.id, [d.state, d.attempts.length]]),
+      );
       expect([states.get(a!.id), states.get(b!.id), states.get(c!.id)]).toEqual([
         [DeliveryState.DELIVERED, 1],
         [DeliveryState.PENDING, 0],
@@ -169,9 +292,21 @@ for (const [name, fresh] of databases) {
     });
 
     test("a claim takes at most perEndpoint of one endpoint, counting the caller's attempts under way, and fills up from the others", async () => {
-      const hog = await r.webhooks.create({ orgId: orgB, url: "https://b.example/hog", events: ["subscriber.unsubscribed"], secret: "whsec_b", nowMs: T0 });
+      const hog = await r.webhooks.create({
+        orgId: orgB,
+        url: "https://b.example/hog",
+        events: ["subscriber.unsubscribed"],
+        secret: "whsec_b",
+        nowMs: T0,
+      });
       for (let i = 0; i < 20; i++) await r.webhooks.enqueue(event(orgB, "subscriber.unsubscribed", T0), T0); // older: first in line
-      const other = await r.webhooks.create({ orgId: orgB, url: "https://b.example/other", events: ["email.failed"], secret: "whsec_b", nowMs: T0 });
+      const other = await r.webhooks.create({
+        orgId: orgB,
+        url: "https://b.example/other",
+        events: ["email.failed"],
+        secret: "whsec_b",
+        nowMs: T0,
+      });
       for (let i = 0; i < 3; i++) await r.webhooks.enqueue(event(orgB, "email.failed", T0 + 1), T0 + 1);
       const first = await r.webhooks.claim(T0 + 1, 8, LEASE, { perEndpoint: 4 });
       expect(first.filter((c) => c.endpointId === hog.id)).toHaveLength(4);
@@ -186,7 +321,13 @@ for (const [name, fresh] of databases) {
     });
 
     test("concurrent claims never hand out one delivery twice", async () => {
-      const ep = await r.webhooks.create({ orgId: orgB, url: "https://b.example/race", events: ["subscriber.updated"], secret: "whsec_b", nowMs: T0 });
+      const ep = await r.webhooks.create({
+        orgId: orgB,
+        url: "https://b.example/race",
+        events: ["subscriber.updated"],
+        secret: "whsec_b",
+        nowMs: T0,
+      });
       for (let i = 0; i < 40; i++) await r.webhooks.enqueue(event(orgB, "subscriber.updated"), T0);
       // Claimers that read the same candidates take each row once; the losers come back for more.
       const ids: string[] = [];
@@ -205,7 +346,14 @@ for (const [name, fresh] of databases) {
       let lease = d;
       const results: string[] = [];
       for (let attempt = 1; attempt <= RETRY_SCHEDULE_MS.length + 1; attempt++) {
-        const result = await report1({ deliveryId: d.id, leaseToken: lease.leaseToken, atMs: now, durationMs: 3, statusCode: 500, error: "" });
+        const result = await report1({
+          deliveryId: d.id,
+          leaseToken: lease.leaseToken,
+          atMs: now,
+          durationMs: 3,
+          statusCode: 500,
+          error: "",
+        });
         results.push(result);
         if (result !== "retrying") break;
         const wait = RETRY_SCHEDULE_MS[attempt - 1]!;
@@ -218,7 +366,9 @@ for (const [name, fresh] of databases) {
       const [listed] = (await r.webhooks.deliveries(orgA, ep.id, 10))!.data;
       expect(listed!.state).toBe(DeliveryState.FAILED);
       expect(listed!.nextAttemptMs).toBeNull();
-      expect(listed!.attempts.map((a) => [a.attempt, a.statusCode])).toEqual(Array.from({ length: 8 }, (_, i) => [i + 1, 500]));
+      expect(listed!.attempts.map((a) => [a.attempt, a.statusCode])).toEqual(
+        Array.from({ length: 8 }, (_, i) => [i + 1, 500]),
+      );
       // 32.6 hours of failure: not yet the 5 days that disable an endpoint.
       expect((await r.webhooks.list(orgA, 100)).data.find((e) => e.id === ep.id)!.disabledMs).toBeNull();
       await r.webhooks.delete(orgA, ep.id);
@@ -228,7 +378,14 @@ for (const [name, fresh] of databases) {
       const { ep, d } = await claimedDelivery("https://a.example/down");
       await r.webhooks.enqueue(event(orgA, "subscriber.created", T0), T0); // a second, pending delivery
       const fail = async (at: number, lease: { id: string; leaseToken: string }, statusCode: number | null = null) =>
-        report1({ deliveryId: lease.id, leaseToken: lease.leaseToken, atMs: at, durationMs: 15_000, statusCode, error: statusCode ? "" : "no answer within 15 s" });
+        report1({
+          deliveryId: lease.id,
+          leaseToken: lease.leaseToken,
+          atMs: at,
+          durationMs: 15_000,
+          statusCode,
+          error: statusCode ? "" : "no answer within 15 s",
+        });
       expect(await fail(T0, d)).toBe("retrying");
       // The other delivery succeeds on day 1: the failing streak starts again from its next failure.
       const day1 = await r.webhooks.claim(T0 + 86_400_000, 100, LEASE);
@@ -237,10 +394,14 @@ for (const [name, fresh] of databases) {
       expect(await fail(T0 + 86_400_000, other, 200)).toBe("delivered");
       expect(await fail(T0 + 86_400_000 + 1, retry)).toBe("retrying");
       await r.webhooks.enqueue(event(orgA, "subscriber.created", T0 + 2 * 86_400_000), T0 + 2 * 86_400_000);
-      const third = (await r.webhooks.claim(T0 + 2 * 86_400_000, 100, LEASE)).find((c) => c.url === "https://a.example/down" && c.id !== d.id)!;
+      const third = (await r.webhooks.claim(T0 + 2 * 86_400_000, 100, LEASE)).find(
+        (c) => c.url === "https://a.example/down" && c.id !== d.id,
+      )!;
       // The first failure after the success was at day 1 + 1 ms; 5 days later the endpoint goes.
       expect(await fail(T0 + 86_400_000 + DISABLE_AFTER_MS - 1 - 1, third)).toBe("retrying");
-      const last = (await r.webhooks.claim(T0 + 86_400_000 + DISABLE_AFTER_MS + 1, 100, LEASE)).find((c) => c.url === "https://a.example/down")!;
+      const last = (await r.webhooks.claim(T0 + 86_400_000 + DISABLE_AFTER_MS + 1, 100, LEASE)).find(
+        (c) => c.url === "https://a.example/down",
+      )!;
       expect(await fail(T0 + 86_400_000 + DISABLE_AFTER_MS + 1, last)).toBe("disabled");
       const listed = (await r.webhooks.list(orgA, 100)).data.find((e) => e.id === ep.id)!;
       expect(listed.disabledMs).toBe(T0 + 86_400_000 + DISABLE_AFTER_MS + 1);
@@ -253,7 +414,14 @@ for (const [name, fresh] of databases) {
 
     test("retention deletes finished deliveries with their attempts, never pending ones", async () => {
       const { ep, d } = await claimedDelivery("https://a.example/old");
-      await report1({ deliveryId: d.id, leaseToken: d.leaseToken, atMs: T0, durationMs: 1, statusCode: 200, error: "" });
+      await report1({
+        deliveryId: d.id,
+        leaseToken: d.leaseToken,
+        atMs: T0,
+        durationMs: 1,
+        statusCode: 200,
+        error: "",
+      });
       await r.webhooks.enqueue(event(orgA, "subscriber.created"), T0);
       expect(await r.webhooks.deleteFinishedBefore(T0 + 1, 100)).toBeGreaterThanOrEqual(1);
       const left = (await r.webhooks.deliveries(orgA, ep.id, 10))!.data;

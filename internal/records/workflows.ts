@@ -129,7 +129,9 @@ const TRIGGERS = new Set<string>(["subscriber.created", "tag.added"]);
 export async function startWorkflowRuns(sql: Sql, orgId: string, events: EventRow[], nowMs: number): Promise<void> {
   const triggering = events.filter((e) => e.trigger_workflows === 1 && TRIGGERS.has(e.type));
   if (triggering.length === 0) return;
-  const workflows = ((await sql`SELECT * FROM workflows WHERE org_id = ${orgId} AND active = 1`) as WorkflowRow[]).map(fromRow);
+  const workflows = ((await sql`SELECT * FROM workflows WHERE org_id = ${orgId} AND active = 1`) as WorkflowRow[]).map(
+    fromRow,
+  );
   if (workflows.length === 0) return;
   const runs: Record<string, unknown>[] = [];
   const started: EventRow[] = [];
@@ -138,7 +140,19 @@ export async function startWorkflowRuns(sql: Sql, orgId: string, events: EventRo
     for (const w of workflows) {
       if (w.trigger.type !== e.type || (tag !== undefined && w.trigger.tag !== tag)) continue;
       const id = newId("run");
-      runs.push({ id, workflow_id: w.id, org_id: orgId, subscriber_id: e.subscriber_id, step: 0, state: "active", due_ms: nowMs, attempts: 0, detail: "", created_ms: nowMs, updated_ms: nowMs });
+      runs.push({
+        id,
+        workflow_id: w.id,
+        org_id: orgId,
+        subscriber_id: e.subscriber_id,
+        step: 0,
+        state: "active",
+        due_ms: nowMs,
+        attempts: 0,
+        detail: "",
+        created_ms: nowMs,
+        updated_ms: nowMs,
+      });
       started.push(eventRow(e.subscriber_id, "workflow.started", nowMs, { workflowId: w.id, runId: id }, false));
     }
   }
@@ -151,30 +165,34 @@ export class WorkflowRecords {
 
   async create(orgId: string, input: NewWorkflow, nowMs: number): Promise<Workflow> {
     const [row] = (await this.db.run(
-      (sql) => sql`INSERT INTO workflows ${sql({
-        id: newId("wf"),
-        org_id: orgId,
-        name: input.name,
-        trigger_type: input.trigger.type,
-        trigger_tag: input.trigger.tag ?? "",
-        steps: JSON.stringify(input.steps),
-        active: input.active ? 1 : 0,
-        created_ms: nowMs,
-        updated_ms: nowMs,
-      })} RETURNING *`,
+      (sql) =>
+        sql`INSERT INTO workflows ${sql({
+          id: newId("wf"),
+          org_id: orgId,
+          name: input.name,
+          trigger_type: input.trigger.type,
+          trigger_tag: input.trigger.tag ?? "",
+          steps: JSON.stringify(input.steps),
+          active: input.active ? 1 : 0,
+          created_ms: nowMs,
+          updated_ms: nowMs,
+        })} RETURNING *`,
     )) as WorkflowRow[];
     return fromRow(row!);
   }
 
   async get(orgId: string, id: string): Promise<Workflow | undefined> {
-    const [row] = (await this.db.run((sql) => sql`SELECT * FROM workflows WHERE org_id = ${orgId} AND id = ${id}`)) as WorkflowRow[];
+    const [row] = (await this.db.run(
+      (sql) => sql`SELECT * FROM workflows WHERE org_id = ${orgId} AND id = ${id}`,
+    )) as WorkflowRow[];
     return row ? fromRow(row) : undefined;
   }
 
   /** Newest first; before is the seq a cursor names. */
   list(orgId: string, limit: number, before = Number.MAX_SAFE_INTEGER): Promise<Page<Workflow>> {
     return this.db.run(async (sql) => {
-      const rows = (await sql`SELECT * FROM workflows WHERE org_id = ${orgId} AND seq < ${before} ORDER BY seq DESC LIMIT ${limit + 1}`) as WorkflowRow[];
+      const rows =
+        (await sql`SELECT * FROM workflows WHERE org_id = ${orgId} AND seq < ${before} ORDER BY seq DESC LIMIT ${limit + 1}`) as WorkflowRow[];
       const page = rows.slice(0, limit);
       return { data: page.map(fromRow), nextCursor: rows.length > limit ? encodeCursor(num(page.at(-1)!.seq)) : null };
     });
@@ -183,10 +201,12 @@ export class WorkflowRecords {
   /** Changes what is given; runs under way go on with the steps as they are then. */
   update(orgId: string, id: string, change: Partial<NewWorkflow>, nowMs: number): Promise<Workflow | undefined> {
     return this.db.tx(async (sql) => {
-      const [row] = (await sql`UPDATE workflows SET updated_ms = ${nowMs} WHERE org_id = ${orgId} AND id = ${id} RETURNING *`) as WorkflowRow[];
+      const [row] =
+        (await sql`UPDATE workflows SET updated_ms = ${nowMs} WHERE org_id = ${orgId} AND id = ${id} RETURNING *`) as WorkflowRow[];
       if (!row) return undefined;
       const next = { ...fromRow(row), ...change };
-      const [done] = (await sql`UPDATE workflows SET name = ${next.name}, trigger_type = ${next.trigger.type}, trigger_tag = ${next.trigger.tag ?? ""},
+      const [done] =
+        (await sql`UPDATE workflows SET name = ${next.name}, trigger_type = ${next.trigger.type}, trigger_tag = ${next.trigger.tag ?? ""},
           steps = ${JSON.stringify(next.steps)}, active = ${next.active ? 1 : 0} WHERE id = ${id} RETURNING *`) as WorkflowRow[];
       return fromRow(done!);
     });
@@ -203,19 +223,31 @@ export class WorkflowRecords {
   }
 
   /** The workflow's runs, newest first; undefined when there is no such workflow. */
-  runs(orgId: string, workflowId: string, limit: number, before = Number.MAX_SAFE_INTEGER): Promise<Page<WorkflowRun> | undefined> {
+  runs(
+    orgId: string,
+    workflowId: string,
+    limit: number,
+    before = Number.MAX_SAFE_INTEGER,
+  ): Promise<Page<WorkflowRun> | undefined> {
     return this.db.run(async (sql) => {
       const [w] = await sql`SELECT id FROM workflows WHERE org_id = ${orgId} AND id = ${workflowId}`;
       if (!w) return undefined;
-      const rows = (await sql`SELECT * FROM workflow_runs WHERE workflow_id = ${workflowId} AND seq < ${before} ORDER BY seq DESC LIMIT ${limit + 1}`) as RunRow[];
+      const rows =
+        (await sql`SELECT * FROM workflow_runs WHERE workflow_id = ${workflowId} AND seq < ${before} ORDER BY seq DESC LIMIT ${limit + 1}`) as RunRow[];
       const page = rows.slice(0, limit);
-      return { data: page.map(fromRunRow), nextCursor: rows.length > limit ? encodeCursor(num(page.at(-1)!.seq)) : null };
+      return {
+        data: page.map(fromRunRow),
+        nextCursor: rows.length > limit ? encodeCursor(num(page.at(-1)!.seq)) : null,
+      };
     });
   }
 
   /** Active runs whose next step is due, the earliest first. */
   async dueRuns(nowMs: number, limit: number): Promise<WorkflowRun[]> {
-    const rows = (await this.db.run((sql) => sql`SELECT * FROM workflow_runs WHERE state = 'active' AND due_ms <= ${nowMs} ORDER BY due_ms LIMIT ${limit}`)) as RunRow[];
+    const rows = (await this.db.run(
+      (sql) =>
+        sql`SELECT * FROM workflow_runs WHERE state = 'active' AND due_ms <= ${nowMs} ORDER BY due_ms LIMIT ${limit}`,
+    )) as RunRow[];
     return rows.map(fromRunRow);
   }
 
@@ -226,7 +258,9 @@ export class WorkflowRecords {
    */
   async stepDone(run: WorkflowRun, dueMs: number, nowMs: number): Promise<boolean> {
     const rows = await this.db.run(
-      (sql) => sql`UPDATE workflow_runs SET step = ${run.step + 1}, due_ms = ${dueMs}, attempts = 0, detail = '', updated_ms = ${nowMs}
+      (
+        sql,
+      ) => sql`UPDATE workflow_runs SET step = ${run.step + 1}, due_ms = ${dueMs}, attempts = 0, detail = '', updated_ms = ${nowMs}
         WHERE id = ${run.id} AND step = ${run.step} AND state = 'active' RETURNING id`,
     );
     return rows.length === 1;
@@ -235,7 +269,9 @@ export class WorkflowRecords {
   /** The current step failed for now: it is tried again at dueMs. */
   async retry(run: WorkflowRun, dueMs: number, detail: string, nowMs: number): Promise<void> {
     await this.db.run(
-      (sql) => sql`UPDATE workflow_runs SET attempts = attempts + 1, due_ms = ${dueMs}, detail = ${detail}, updated_ms = ${nowMs}
+      (
+        sql,
+      ) => sql`UPDATE workflow_runs SET attempts = attempts + 1, due_ms = ${dueMs}, detail = ${detail}, updated_ms = ${nowMs}
         WHERE id = ${run.id} AND step = ${run.step} AND state = 'active'`,
     );
   }
@@ -243,7 +279,8 @@ export class WorkflowRecords {
   /** Ends the run; a completed run records workflow.completed on its subscriber. */
   finish(run: WorkflowRun, state: "completed" | "failed", detail: string, nowMs: number): Promise<void> {
     return this.db.tx(async (sql) => {
-      const rows = await sql`UPDATE workflow_runs SET state = ${state}, detail = ${detail}, updated_ms = ${nowMs} WHERE id = ${run.id} AND step = ${run.step} AND state = 'active' RETURNING id`;
+      const rows =
+        await sql`UPDATE workflow_runs SET state = ${state}, detail = ${detail}, updated_ms = ${nowMs} WHERE id = ${run.id} AND step = ${run.step} AND state = 'active' RETURNING id`;
       if (rows.length === 1 && state === "completed") {
         await sql`INSERT INTO subscriber_events ${sql(eventRow(run.subscriberId, "workflow.completed", nowMs, { workflowId: run.workflowId, runId: run.id }, false))}`;
       }

@@ -11,7 +11,10 @@ const T0 = Date.UTC(2026, 10, 1);
 const onTag = (tag: string, over: Partial<NewWorkflow> = {}): NewWorkflow => ({
   name: `on ${tag}`,
   trigger: { type: "tag.added", tag },
-  steps: [{ type: "wait", seconds: 60 }, { type: "add_tag", tag: "welcomed" }],
+  steps: [
+    { type: "wait", seconds: 60 },
+    { type: "add_tag", tag: "welcomed" },
+  ],
   active: true,
   ...over,
 });
@@ -32,7 +35,11 @@ for (const [name, fresh] of databases) {
 
     test("create, read, list newest first, update, delete; another organization's is nobody's", async () => {
       const a = await r.workflows.create(org, onTag("x", { name: "a" }), T0);
-      const b = await r.workflows.create(org, { name: "b", trigger: { type: "subscriber.created" }, steps: [], active: false }, T0 + 1);
+      const b = await r.workflows.create(
+        org,
+        { name: "b", trigger: { type: "subscriber.created" }, steps: [], active: false },
+        T0 + 1,
+      );
       expect(a.id).toMatch(/^wf_[0-9a-f]{24}$/);
       expect(a).toMatchObject({ trigger: { type: "tag.added", tag: "x" }, active: true });
       expect(b.trigger).toEqual({ type: "subscriber.created" });
@@ -41,7 +48,11 @@ for (const [name, fresh] of databases) {
       const first = await r.workflows.list(org, 1);
       expect(first.data.map((w) => w.name)).toEqual(["b"]);
       expect((await r.workflows.list(org, 1, decodeCursor(first.nextCursor!))).data.map((w) => w.name)).toEqual(["a"]);
-      expect(await r.workflows.update(org, b.id, { name: "b2", active: true }, T0 + 2)).toMatchObject({ name: "b2", active: true, steps: [] });
+      expect(await r.workflows.update(org, b.id, { name: "b2", active: true }, T0 + 2)).toMatchObject({
+        name: "b2",
+        active: true,
+        steps: [],
+      });
       expect(await r.workflows.update(other, b.id, { name: "no" }, T0 + 2)).toBeUndefined();
       expect(await r.workflows.delete(org, a.id)).toBe(true);
       expect(await r.workflows.delete(org, a.id)).toBe(false);
@@ -57,14 +68,37 @@ for (const [name, fresh] of databases) {
       await r.audience.upsert(org, { email: "cy@example.com", tags: ["other"], triggerWorkflows: true }, T0 + 30);
       const runs = await runsOf(w.id);
       const ann = (await r.audience.get(org, "ann@example.com"))!;
-      expect(runs).toEqual([{ id: expect.stringMatching(/^run_/), workflowId: w.id, orgId: org, subscriberId: ann.id, step: 0, state: "active", dueMs: T0 + 10, attempts: 0, detail: "", createdMs: T0 + 10, updatedMs: T0 + 10 }]);
+      expect(runs).toEqual([
+        {
+          id: expect.stringMatching(/^run_/),
+          workflowId: w.id,
+          orgId: org,
+          subscriberId: ann.id,
+          step: 0,
+          state: "active",
+          dueMs: T0 + 10,
+          attempts: 0,
+          detail: "",
+          createdMs: T0 + 10,
+          updatedMs: T0 + 10,
+        },
+      ]);
       expect(await types("ann@example.com")).toContain("workflow.started");
       expect(await types("bob@example.com")).not.toContain("workflow.started");
       await r.workflows.delete(org, w.id);
     });
 
     test("a run steps once per step: due runs, the step as the key, retries, completion with workflow.completed", async () => {
-      const w = await r.workflows.create(org, { name: "welcome", trigger: { type: "subscriber.created" }, steps: [{ type: "wait", seconds: 60 }], active: true }, T0);
+      const w = await r.workflows.create(
+        org,
+        {
+          name: "welcome",
+          trigger: { type: "subscriber.created" },
+          steps: [{ type: "wait", seconds: 60 }],
+          active: true,
+        },
+        T0,
+      );
       await r.audience.upsert(org, { email: "dee@example.com", triggerWorkflows: true }, T0 + 100);
       const [run] = await runsOf(w.id);
       expect((await r.workflows.dueRuns(T0 + 99, 10)).map((x) => x.id)).not.toContain(run!.id);

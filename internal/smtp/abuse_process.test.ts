@@ -38,7 +38,16 @@ describe("one address abusing the SMTP front", () => {
   });
 
   const legit = (to: string) =>
-    viaNodemailer({ port, user: "acme", pass: token, mailFrom: "bounces@acme.example", to: [to], from: "no-reply@acme.example", subject: "Hi", text: "legit" });
+    viaNodemailer({
+      port,
+      user: "acme",
+      pass: token,
+      mailFrom: "bounces@acme.example",
+      to: [to],
+      from: "no-reply@acme.example",
+      subject: "Hi",
+      text: "legit",
+    });
 
   test("30 idle connections from one address: that address is capped, another is served, and idle ones are closed before AUTH", async () => {
     const idle = await Promise.all(Array.from({ length: 30 }, () => RawSmtp.connect(port, IDLE_ABUSER)));
@@ -55,7 +64,10 @@ describe("one address abusing the SMTP front", () => {
     const capped = greetings.map((g) => parseReply(g)).filter((r) => r?.code === 421);
     expect(served).toHaveLength(5);
     expect(capped).toHaveLength(25);
-    expect(capped[0]).toMatchObject({ status: "4.7.0", text: expect.stringContaining("Too many connections from your address") });
+    expect(capped[0]).toMatchObject({
+      status: "4.7.0",
+      text: expect.stringContaining("Too many connections from your address"),
+    });
 
     const o = await legit("one@dest.example");
     expect(o.failure, o.transcript).toBeUndefined();

@@ -39,7 +39,11 @@ export function apiClient(baseUrl: string, timeoutMs: number): ApiClient {
       } catch (err) {
         const e = err as Error & { code?: string };
         if (e.name === "TimeoutError" || e.name === "AbortError") return { kind: "timeout", afterMs: timeoutMs };
-        return { kind: "unreachable", reason: e.code === "ConnectionRefused" || e.code === "ECONNREFUSED" ? "connection refused" : (e.code ?? e.message) };
+        return {
+          kind: "unreachable",
+          reason:
+            e.code === "ConnectionRefused" || e.code === "ECONNREFUSED" ? "connection refused" : (e.code ?? e.message),
+        };
       }
       let body: unknown;
       try {

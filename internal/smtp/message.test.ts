@@ -8,7 +8,10 @@ import { type Conversion, idempotencyKey, mailboxHeader, PARSE_OPTIONS, toSendRe
 const ENV = { mailFrom: "bounce@acme.example", rcptTo: "jane@dest.example" };
 
 async function convert(raw: string | Buffer, env = ENV): Promise<Conversion> {
-  return toSendRequest(await simpleParser(typeof raw === "string" ? Buffer.from(raw.replace(/\n/g, "\r\n")) : raw, PARSE_OPTIONS), env);
+  return toSendRequest(
+    await simpleParser(typeof raw === "string" ? Buffer.from(raw.replace(/\n/g, "\r\n")) : raw, PARSE_OPTIONS),
+    env,
+  );
 }
 
 async function body(raw: string | Buffer, env = ENV) {
@@ -19,7 +22,8 @@ async function body(raw: string | Buffer, env = ENV) {
   return c;
 }
 
-const HEAD = "From: Acme <no-reply@acme.example>\nTo: Jane Doe <jane@dest.example>\nSubject: Your code\nMessage-ID: <m1@acme.example>\n";
+const HEAD =
+  "From: Acme <no-reply@acme.example>\nTo: Jane Doe <jane@dest.example>\nSubject: Your code\nMessage-ID: <m1@acme.example>\n";
 
 describe("a message becomes a send request", () => {
   test("text only: sent as Markdown, tracking off, transactional lane, recipient from the envelope", async () => {
@@ -45,7 +49,10 @@ describe("a message becomes a send request", () => {
   });
 
   test("recipients come from the envelope, never from To, Cc or Bcc", async () => {
-    const c = await body(`From: a@acme.example\nTo: other@dest.example\nCc: c@dest.example\nBcc: b@dest.example\nSubject: s\n\nx\n`, { mailFrom: "", rcptTo: "real@dest.example" });
+    const c = await body(
+      `From: a@acme.example\nTo: other@dest.example\nCc: c@dest.example\nBcc: b@dest.example\nSubject: s\n\nx\n`,
+      { mailFrom: "", rcptTo: "real@dest.example" },
+    );
     expect(c.body.to).toBe("real@dest.example");
     expect(c.json).not.toContain("other@dest.example");
     expect(c.json).not.toContain("c@dest.example");
@@ -56,15 +63,29 @@ describe("a message becomes a send request", () => {
       `${HEAD}Reply-To: Support <help@acme.example>\nX-Campaign: welcome\nX-Mailcore-Tags: spoofed\nList-Unsubscribe: <mailto:u@acme.example>\nDKIM-Signature: v=1; a=rsa-sha256\nReceived: from x\nReferences: <a@x>\n <b@x>\nX-Empty:\n\nx\n`,
     );
     expect(c.body.replyTo).toBe('"Support" <help@acme.example>');
-    expect(c.body.headers).toEqual({ "X-Campaign": "welcome", "List-Unsubscribe": "<mailto:u@acme.example>", References: "<a@x> <b@x>" });
+    expect(c.body.headers).toEqual({
+      "X-Campaign": "welcome",
+      "List-Unsubscribe": "<mailto:u@acme.example>",
+      References: "<a@x> <b@x>",
+    });
   });
 
   test("8-bit headers: UTF-8 kept, other bytes read as windows-1252", async () => {
-    const utf8 = await body(Buffer.from("From: =?utf-8?q?Zo=C3=AB?= <z@acme.example>\r\nSubject: Grüße ✓\r\nX-Note: café\r\n\r\nhi\r\n"));
+    const utf8 = await body(
+      Buffer.from("From: =?utf-8?q?Zo=C3=AB?= <z@acme.example>\r\nSubject: Grüße ✓\r\nX-Note: café\r\n\r\nhi\r\n"),
+    );
     expect(utf8.body.subject).toBe("Grüße ✓");
     expect(utf8.body.from).toBe('"Zoë" <z@acme.example>');
     expect(utf8.body.headers).toEqual({ "X-Note": "café" });
-    const latin1 = await body(Buffer.concat([Buffer.from("From: z@acme.example\r\nSubject: Gr"), Buffer.from([0xfc, 0xdf]), Buffer.from("e\r\nX-Note: caf"), Buffer.from([0xe9]), Buffer.from("\r\n\r\nhi\r\n")]));
+    const latin1 = await body(
+      Buffer.concat([
+        Buffer.from("From: z@acme.example\r\nSubject: Gr"),
+        Buffer.from([0xfc, 0xdf]),
+        Buffer.from("e\r\nX-Note: caf"),
+        Buffer.from([0xe9]),
+        Buffer.from("\r\n\r\nhi\r\n"),
+      ]),
+    );
     expect(latin1.body.subject).toBe("Grüße");
     expect(latin1.body.headers).toEqual({ "X-Note": "café" });
   });
@@ -89,10 +110,28 @@ describe("a message becomes a send request", () => {
 
 describe("messages that are refused before the API", () => {
   test.each<[string, string, number, string, string]>([
-    ["an attachment", `${HEAD}Content-Type: multipart/mixed; boundary="b"\n\n--b\nContent-Type: text/plain\n\nhi\n--b\nContent-Type: application/pdf; name=a.pdf\nContent-Disposition: attachment; filename=a.pdf\nContent-Transfer-Encoding: base64\n\nJVBERi0=\n--b--\n`, 552, "5.6.0", "Attachments are not accepted over SMTP (a.pdf)"],
-    ["an inline image", `${HEAD}Content-Type: multipart/related; boundary="b"\n\n--b\nContent-Type: text/html\n\n<img src="cid:logo">\n--b\nContent-Type: image/png\nContent-ID: <logo>\nContent-Transfer-Encoding: base64\n\niVBORw0KGgo=\n--b--\n`, 552, "5.6.0", "Attachments"],
+    [
+      "an attachment",
+      `${HEAD}Content-Type: multipart/mixed; boundary="b"\n\n--b\nContent-Type: text/plain\n\nhi\n--b\nContent-Type: application/pdf; name=a.pdf\nContent-Disposition: attachment; filename=a.pdf\nContent-Transfer-Encoding: base64\n\nJVBERi0=\n--b--\n`,
+      552,
+      "5.6.0",
+      "Attachments are not accepted over SMTP (a.pdf)",
+    ],
+    [
+      "an inline image",
+      `${HEAD}Content-Type: multipart/related; boundary="b"\n\n--b\nContent-Type: text/html\n\n<img src="cid:logo">\n--b\nContent-Type: image/png\nContent-ID: <logo>\nContent-Transfer-Encoding: base64\n\niVBORw0KGgo=\n--b--\n`,
+      552,
+      "5.6.0",
+      "Attachments",
+    ],
     ["no From", "To: a@b.example\nSubject: s\n\nx\n", 550, "5.6.0", "no From header"],
-    ["two From mailboxes", "From: a@acme.example, b@acme.example\nSubject: s\n\nx\n", 550, "5.1.7", "exactly one mailbox"],
+    [
+      "two From mailboxes",
+      "From: a@acme.example, b@acme.example\nSubject: s\n\nx\n",
+      550,
+      "5.1.7",
+      "exactly one mailbox",
+    ],
     ["a From group", "From: undisclosed:;\nSubject: s\n\nx\n", 550, "5.1.7", "exactly one mailbox"],
     ["no Subject", "From: a@acme.example\n\nx\n", 550, "5.6.0", "no Subject"],
     ["no body", `${HEAD}\n\n`, 550, "5.6.0", "no text or HTML body"],

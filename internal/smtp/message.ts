@@ -34,11 +34,18 @@ export type Conversion =
   | { ok: true; body: SendBody; json: string; idempotencyKey: string | undefined }
   | { ok: false; reply: Reply };
 
-export type MessageParts = Pick<ParsedMail, "from" | "to" | "replyTo" | "subject" | "html" | "text" | "attachments" | "headerLines" | "messageId">;
+export type MessageParts = Pick<
+  ParsedMail,
+  "from" | "to" | "replyTo" | "subject" | "html" | "text" | "attachments" | "headerLines" | "messageId"
+>;
 
 /** The options the front parses with: no derived parts (no HTML from text or text from HTML). */
-export const PARSE_OPTIONS = { skipHtmlToText: true, skipTextToHtml: true, skipTextLinks: true, skipImageLinks: true } as const;
-
+export const PARSE_OPTIONS = {
+  skipHtmlToText: true,
+  skipTextToHtml: true,
+  skipTextLinks: true,
+  skipImageLinks: true,
+} as const;
 
 /** Raw header bytes as text: UTF-8 (RFC 6532) when they are, else the legacy windows-1252. */
 function decodeRaw(latin1: string): string {
@@ -70,7 +77,8 @@ function mailboxes(a: AddressObject | AddressObject[] | undefined) {
  */
 function subjectOf(m: MessageParts): string | undefined {
   const raw = m.headerLines.find((h) => h.key === "subject")?.line;
-  if (raw !== undefined && /[\x80-\xff]/.test(raw) && !isUtf8(Buffer.from(raw, "latin1"))) return decodeRaw(headerValue(raw));
+  if (raw !== undefined && /[\x80-\xff]/.test(raw) && !isUtf8(Buffer.from(raw, "latin1")))
+    return decodeRaw(headerValue(raw));
   return m.subject;
 }
 
@@ -105,24 +113,29 @@ function forwardedHeaders(m: MessageParts): Record<string, string> | undefined {
 export function idempotencyKey(messageId: string | undefined, env: Envelope, json: string): string | undefined {
   const id = messageId?.trim();
   if (!id) return undefined;
-  const digest = createHash("sha256").update(JSON.stringify(["smtp/1", id, env.mailFrom.toLowerCase(), env.rcptTo.toLowerCase(), json])).digest("hex");
+  const digest = createHash("sha256")
+    .update(JSON.stringify(["smtp/1", id, env.mailFrom.toLowerCase(), env.rcptTo.toLowerCase(), json]))
+    .digest("hex");
   return `smtp-${digest}`;
 }
 
 /** The API request for a message, or the reply that refuses it. */
 export function toSendRequest(m: MessageParts, env: Envelope): Conversion {
-  if (m.attachments.length > 0) return { ok: false, reply: attachmentsRefused(m.attachments.map((a) => a.filename ?? "")) };
+  if (m.attachments.length > 0)
+    return { ok: false, reply: attachmentsRefused(m.attachments.map((a) => a.filename ?? "")) };
 
   const from = mailboxes(m.from);
   if (from.length === 0) return { ok: false, reply: invalidMessage("the message has no From header") };
-  if (from.length > 1 || !from[0]!.address || from[0]!.group) return { ok: false, reply: invalidSender("the From header must name exactly one mailbox") };
+  if (from.length > 1 || !from[0]!.address || from[0]!.group)
+    return { ok: false, reply: invalidSender("the From header must name exactly one mailbox") };
 
   const subject = subjectOf(m)?.trim();
   if (!subject) return { ok: false, reply: invalidMessage("the message has no Subject") };
 
   const html = typeof m.html === "string" && m.html.trim() !== "" ? m.html : undefined;
   const text = m.text !== undefined && m.text.trim() !== "" ? m.text : undefined;
-  if (html === undefined && text === undefined) return { ok: false, reply: invalidMessage("the message has no text or HTML body") };
+  if (html === undefined && text === undefined)
+    return { ok: false, reply: invalidMessage("the message has no text or HTML body") };
 
   // The recipient is the envelope's; its display name is taken from To when To names it.
   const named = mailboxes(m.to).find((a) => a.address?.toLowerCase() === env.rcptTo.toLowerCase());

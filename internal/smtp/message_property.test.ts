@@ -12,13 +12,43 @@ import { fuzzParams, reportFuzz } from "../testkit/fuzz";
 import { PARSE_OPTIONS, toSendRequest } from "./message";
 
 const repeat = (unit: string) => fc.integer({ min: 1, max: 300 }).map((n) => unit.repeat(n));
-const line = fc.oneof(fc.string({ unit: fc.constantFrom(..."abcXYZ 09<>@\"().,;:*_[]#=?-~\t") }), fc.string({ unit: "grapheme-ascii" }), fc.string({ unit: "grapheme" }), repeat("*a"), repeat("("), repeat(">"));
+const line = fc.oneof(
+  fc.string({ unit: fc.constantFrom(...'abcXYZ 09<>@"().,;:*_[]#=?-~\t') }),
+  fc.string({ unit: "grapheme-ascii" }),
+  fc.string({ unit: "grapheme" }),
+  repeat("*a"),
+  repeat("("),
+  repeat(">"),
+);
 const mailbox = fc.oneof(
-  fc.constantFrom("no-reply@acme.example", "Acme <no-reply@acme.example>", '"Ac, me" <a@acme.example>', "=?UTF-8?B?w4lsw6hu?= <e@acme.example>", "a@b", "group: a@acme.example, b@acme.example;", ""),
+  fc.constantFrom(
+    "no-reply@acme.example",
+    "Acme <no-reply@acme.example>",
+    '"Ac, me" <a@acme.example>',
+    "=?UTF-8?B?w4lsw6hu?= <e@acme.example>",
+    "a@b",
+    "group: a@acme.example, b@acme.example;",
+    "",
+  ),
   fc.emailAddress(),
   line,
 );
-const extraHeader = fc.tuple(fc.oneof(fc.constantFrom("X-Campaign", "List-Id", "In-Reply-To", "DKIM-Signature", "Received", "Cc", "X-Mailcore-Tags", "Content-ID"), fc.stringMatching(/^[A-Za-z][A-Za-z0-9-]{0,20}$/)), line);
+const extraHeader = fc.tuple(
+  fc.oneof(
+    fc.constantFrom(
+      "X-Campaign",
+      "List-Id",
+      "In-Reply-To",
+      "DKIM-Signature",
+      "Received",
+      "Cc",
+      "X-Mailcore-Tags",
+      "Content-ID",
+    ),
+    fc.stringMatching(/^[A-Za-z][A-Za-z0-9-]{0,20}$/),
+  ),
+  line,
+);
 
 const message = fc.record({
   from: fc.option(mailbox, { nil: undefined }),
@@ -36,7 +66,10 @@ type Message = typeof message extends fc.Arbitrary<infer T> ? T : never;
 
 function encode(body: string, encoding: string): string {
   if (encoding === "base64") return Buffer.from(body).toString("base64").replace(/.{76}/g, "$&\r\n");
-  if (encoding === "quoted-printable") return body.replace(/[^\x20-\x3c\x3e-\x7e]/g, (c) => [...Buffer.from(c)].map((b) => `=${b.toString(16).toUpperCase().padStart(2, "0")}`).join(""));
+  if (encoding === "quoted-printable")
+    return body.replace(/[^\x20-\x3c\x3e-\x7e]/g, (c) =>
+      [...Buffer.from(c)].map((b) => `=${b.toString(16).toUpperCase().padStart(2, "0")}`).join(""),
+    );
   return body.replace(/\r?\n/g, "\r\n");
 }
 
@@ -48,7 +81,8 @@ function raw(m: Message): string {
   if (m.messageId !== undefined) head.push(`Message-ID: ${m.messageId}`);
   for (const [name, value] of m.headers) head.push(`${name}: ${value}`);
   head.push("MIME-Version: 1.0");
-  const part = (type: string, body: string) => `Content-Type: ${type}; charset=utf-8\r\nContent-Transfer-Encoding: ${m.encoding}\r\n\r\n${encode(body, m.encoding)}`;
+  const part = (type: string, body: string) =>
+    `Content-Type: ${type}; charset=utf-8\r\nContent-Transfer-Encoding: ${m.encoding}\r\n\r\n${encode(body, m.encoding)}`;
   let body: string;
   switch (m.shape) {
     case "plain":
@@ -63,7 +97,10 @@ function raw(m: Message): string {
     case "alternative":
     case "attachment": {
       const kind = m.shape === "alternative" ? "alternative" : "mixed";
-      const second = m.shape === "alternative" ? part("text/html", m.html) : `Content-Type: application/pdf\r\nContent-Disposition: attachment; filename="x.pdf"\r\nContent-Transfer-Encoding: base64\r\n\r\nJVBERi0=`;
+      const second =
+        m.shape === "alternative"
+          ? part("text/html", m.html)
+          : `Content-Type: application/pdf\r\nContent-Disposition: attachment; filename="x.pdf"\r\nContent-Transfer-Encoding: base64\r\n\r\nJVBERi0=`;
       body = `Content-Type: multipart/${kind}; boundary="b1"\r\n\r\n--b1\r\n${part("text/plain", m.text)}\r\n--b1\r\n${second}\r\n--b1--\r\n`;
       break;
     }
@@ -90,7 +127,8 @@ test("toSendRequest: never throws; what it forwards the API parses or refuses by
       const body = JSON.parse(conversion.json) as Record<string, unknown>;
       expect(body).toEqual(conversion.body as unknown as Record<string, unknown>);
       expect(String(body.to)).toContain(`<${envelope.rcptTo}>`.slice(1, -1));
-      for (const name of Object.keys((body.headers as Record<string, string>) ?? {})) expect(isAllowedHeader(name)).toBe(true);
+      for (const name of Object.keys((body.headers as Record<string, string>) ?? {}))
+        expect(isAllowedHeader(name)).toBe(true);
       const validated = validateSendRequest(body); // a value either way, never a throw
       if (validated.ok) expect(validated.input.email.toAddress).toBe(envelope.rcptTo);
       // The same message again (a client's retry) gets the same key; without a Message-ID, none.

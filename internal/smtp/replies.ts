@@ -35,7 +35,13 @@ const HOW_TO_AUTH = "STARTTLS, then AUTH PLAIN or LOGIN with any username and yo
 
 /** MAIL (or anything that needs a sender) before a successful AUTH. */
 export function authRequired(secure: boolean): Reply {
-  return reply(530, "5.7.0", secure ? `Authentication required: AUTH PLAIN or LOGIN with any username and your API token as the password` : `Authentication required: ${HOW_TO_AUTH}`);
+  return reply(
+    530,
+    "5.7.0",
+    secure
+      ? `Authentication required: AUTH PLAIN or LOGIN with any username and your API token as the password`
+      : `Authentication required: ${HOW_TO_AUTH}`,
+  );
 }
 
 export type AuthCheck = { verify: true } | { verify: false; reply: Reply; close: boolean };
@@ -45,9 +51,19 @@ export type AuthCheck = { verify: true } | { verify: false; reply: Reply; close:
  * that has the shape of an API token. `failures` is the count of failed attempts so far
  * on this connection; the attempt that reaches MAX_AUTH_FAILURES closes it.
  */
-export function checkCredentials(username: string | undefined, password: string | undefined, tokenWellFormed: (t: string) => boolean, failures: number): AuthCheck {
-  if (!username || username.trim() === "") return authFailed("a username is required (any label, e.g. your organization's slug; the password is the API token)", failures);
-  if (!password || !tokenWellFormed(password)) return authFailed("the password must be an API token (mc_...)", failures);
+export function checkCredentials(
+  username: string | undefined,
+  password: string | undefined,
+  tokenWellFormed: (t: string) => boolean,
+  failures: number,
+): AuthCheck {
+  if (!username || username.trim() === "")
+    return authFailed(
+      "a username is required (any label, e.g. your organization's slug; the password is the API token)",
+      failures,
+    );
+  if (!password || !tokenWellFormed(password))
+    return authFailed("the password must be an API token (mc_...)", failures);
   return { verify: true };
 }
 
@@ -56,10 +72,17 @@ export type TokenVerdict = { valid: true } | { valid: false } | { unavailable: t
 
 /** The daemon could not be asked at AUTH: fail closed, temporarily. */
 export function authUnavailable(): Reply {
-  return reply(451, "4.7.0", "Cannot check the API token right now (the rate limiter is unavailable); try again in a moment");
+  return reply(
+    451,
+    "4.7.0",
+    "Cannot check the API token right now (the rate limiter is unavailable); try again in a moment",
+  );
 }
 
-export function afterVerify(verdict: TokenVerdict, failures: number): { ok: true } | { ok: false; reply: Reply; close: boolean } {
+export function afterVerify(
+  verdict: TokenVerdict,
+  failures: number,
+): { ok: true } | { ok: false; reply: Reply; close: boolean } {
   if ("unavailable" in verdict) return { ok: false, close: false, reply: authUnavailable() };
   if (verdict.valid) return { ok: true };
   return { ok: false, ...authFailed("the API token is not valid (unknown or revoked)", failures) };
@@ -70,13 +93,21 @@ function authFailed(reason: string, failures: number): { verify: false; reply: R
   return {
     verify: false,
     close,
-    reply: reply(535, "5.7.8", `Authentication failed: ${reason}${close ? `; ${MAX_AUTH_FAILURES} failed attempts, closing the connection` : ""}`),
+    reply: reply(
+      535,
+      "5.7.8",
+      `Authentication failed: ${reason}${close ? `; ${MAX_AUTH_FAILURES} failed attempts, closing the connection` : ""}`,
+    ),
   };
 }
 
 /** A new connection from an address that already holds its share (SMTP_MAX_CLIENTS_PER_IP). */
 export function tooManyConnectionsFromAddress(limit: number): Reply {
-  return reply(421, "4.7.0", `Too many connections from your address (at most ${limit} at once); close idle ones and try again`);
+  return reply(
+    421,
+    "4.7.0",
+    `Too many connections from your address (at most ${limit} at once); close idle ones and try again`,
+  );
 }
 
 /** An address whose failed AUTH attempts reached the limit (throttle.ts). */
@@ -104,7 +135,11 @@ export function sessionExpired(): Reply {
 /** RCPT TO: exactly one envelope recipient per message (spec 4.5). undefined: accept. */
 export function checkRecipient(accepted: readonly string[], address: string): Reply | undefined {
   if (accepted.length === 0 || accepted.some((a) => a.toLowerCase() === address.toLowerCase())) return undefined;
-  return reply(452, "4.5.3", "Too many recipients: one recipient per message; send a separate message to each recipient");
+  return reply(
+    452,
+    "4.5.3",
+    "Too many recipients: one recipient per message; send a separate message to each recipient",
+  );
 }
 
 // ---- message ------------------------------------------------------------------------------
@@ -114,7 +149,13 @@ export function tooLarge(limit = MAX_MESSAGE_BYTES): Reply {
 }
 
 export function attachmentsRefused(names: readonly string[]): Reply {
-  const list = names.length > 0 ? ` (${names.slice(0, 3).map((n) => n || "unnamed").join(", ")}${names.length > 3 ? ", ..." : ""})` : "";
+  const list =
+    names.length > 0
+      ? ` (${names
+          .slice(0, 3)
+          .map((n) => n || "unnamed")
+          .join(", ")}${names.length > 3 ? ", ..." : ""})`
+      : "";
   return reply(552, "5.6.0", `Attachments are not accepted over SMTP${list}; send the message without attachments`);
 }
 
@@ -186,7 +227,12 @@ function afterLostAnswer(keyed: boolean): string {
 export function apiReply(answer: ApiAnswer, nowMs: number, keyed: boolean): Reply & { messageId?: string } {
   if (answer.kind === "unreachable") {
     // A refused connection sent nothing; any other failure may have come after the request was read.
-    if (answer.reason === "connection refused") return reply(451, "4.4.1", "The HTTP API is temporarily unavailable (connection refused); nothing was queued, try again shortly");
+    if (answer.reason === "connection refused")
+      return reply(
+        451,
+        "4.4.1",
+        "The HTTP API is temporarily unavailable (connection refused); nothing was queued, try again shortly",
+      );
     return reply(451, "4.4.1", `The HTTP API is temporarily unavailable (${answer.reason}); ${afterLostAnswer(keyed)}`);
   }
   if (answer.kind === "timeout") {
@@ -199,7 +245,10 @@ export function apiReply(answer: ApiAnswer, nowMs: number, keyed: boolean): Repl
     if (!id) return reply(451, "4.3.0", `The HTTP API answered ${status} without a message id; try again shortly`);
     const lane = field(body, "lane") ?? "transactional";
     const replayed = headers["idempotent-replayed"] === "true";
-    return { ...reply(250, "2.0.0", `${replayed ? "Already queued" : "Queued"} as ${id} (${lane} lane)`), messageId: id };
+    return {
+      ...reply(250, "2.0.0", `${replayed ? "Already queued" : "Queued"} as ${id} (${lane} lane)`),
+      messageId: id,
+    };
   }
   switch (status) {
     case 401:
@@ -221,7 +270,11 @@ export function apiReply(answer: ApiAnswer, nowMs: number, keyed: boolean): Repl
       const wait = retryHint(retryAfterSeconds(headers["retry-after"], nowMs), nowMs);
       if (field(body, "code") === "RECIPIENT_RATE_LIMITED") {
         // The wording of large mailbox providers for the same situation (4.2.1).
-        return reply(452, "4.2.1", `${field(body, "message") ?? "This recipient is temporarily rate limited."} At most 5 messages in 10 minutes and 20 in 24 hours go to one mailbox; ${wait}`);
+        return reply(
+          452,
+          "4.2.1",
+          `${field(body, "message") ?? "This recipient is temporarily rate limited."} At most 5 messages in 10 minutes and 20 in 24 hours go to one mailbox; ${wait}`,
+        );
       }
       const policy = /^"([^"]+)";q=(\d+)/.exec(headers["ratelimit-policy"] ?? "");
       const what =

@@ -92,7 +92,12 @@ function keepOwnEnhancedCodes(): void {
   const proto = SMTPConnection.prototype as SMTPConnection & { [PATCHED]?: true };
   if (proto[PATCHED]) return;
   const send = proto.send;
-  proto.send = function (this: SMTPConnection, code: number, data?: string | string[] | null, context?: string | false) {
+  proto.send = function (
+    this: SMTPConnection,
+    code: number,
+    data?: string | string[] | null,
+    context?: string | false,
+  ) {
     return send.call(this, code, data, typeof data === "string" && ENHANCED.test(data) ? false : context);
   };
   proto[PATCHED] = true;
@@ -101,7 +106,8 @@ function keepOwnEnhancedCodes(): void {
 const smtpError = (r: Reply) => Object.assign(new Error(replyLine(r)), { responseCode: r.code });
 
 /** A username is a log label only; one that looks like a token is not written down. */
-const logLabel = (username: string) => (isWellFormed(username) ? "[token-like username hidden]" : username.slice(0, 64));
+const logLabel = (username: string) =>
+  isWellFormed(username) ? "[token-like username hidden]" : username.slice(0, 64);
 
 export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SubmissionServer {
   keepOwnEnhancedCodes();
@@ -142,8 +148,7 @@ export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SubmissionServ
       if (with421) {
         counted(421);
         conn.send(421, replyLine(with421));
-      }
-      else conn.close();
+      } else conn.close();
     }
   };
 
@@ -170,7 +175,8 @@ export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SubmissionServ
       const ip = normalizeIp(session.remoteAddress);
       const throttled = throttle.refusedForSeconds(ip);
       if (throttled > 0) return done(refusal(authThrottled(throttled)));
-      if ((perIp.get(ip) ?? 0) >= o.maxClientsPerIp) return done(refusal(tooManyConnectionsFromAddress(o.maxClientsPerIp)));
+      if ((perIp.get(ip) ?? 0) >= o.maxClientsPerIp)
+        return done(refusal(tooManyConnectionsFromAddress(o.maxClientsPerIp)));
       perIp.set(ip, (perIp.get(ip) ?? 0) + 1);
       // AUTH is neither offered nor accepted before STARTTLS (cleared in onSecure).
       session.disabledCommands = ["AUTH"];
@@ -194,7 +200,14 @@ export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SubmissionServ
         // A wrong credential also counts against the address; past a few, its reply is held back.
         const holdMs = reply.code === 535 ? throttle.failed(s.ip ?? "") : 0;
         if (reply.code === 535) s.failures++;
-        log.warn("auth refused", { session: session.id, user: label, ip: s.ip, reply: `${reply.code} ${reply.status}`, failures: s.failures, holdMs });
+        log.warn("auth refused", {
+          session: session.id,
+          user: label,
+          ip: s.ip,
+          reply: `${reply.code} ${reply.status}`,
+          failures: s.failures,
+          holdMs,
+        });
         setTimeout(() => {
           done(refusal(reply));
           if (close) setImmediate(() => closeSession(session));
@@ -212,7 +225,8 @@ export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SubmissionServ
           const verdict: TokenVerdict = "unavailable" in result ? result : { valid: result.valid };
           const next = afterVerify(verdict, s.failures);
           if (!next.ok) {
-            if ("unavailable" in result) log.warn("token check failed: the daemon is unavailable", { session: session.id, user: label });
+            if ("unavailable" in result)
+              log.warn("token check failed: the daemon is unavailable", { session: session.id, user: label });
             return fail(next.reply, next.close);
           }
           const orgSlug = "orgSlug" in result ? result.orgSlug : "";
@@ -256,7 +270,14 @@ export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SubmissionServ
         if (finished) return;
         finished = true;
         s.inTransaction = false;
-        const fields = { requestId, session: session.id, user: s.label, org: s.orgSlug, bytes: stream.byteLength, ms: Date.now() - started };
+        const fields = {
+          requestId,
+          session: session.id,
+          user: s.label,
+          org: s.orgSlug,
+          bytes: stream.byteLength,
+          ms: Date.now() - started,
+        };
         if (reply.code === 250) {
           log.info("queued", { ...fields, id: reply.messageId });
           counted(250);
@@ -285,7 +306,10 @@ export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SubmissionServ
       stream.on("end", () => {
         if (finished) return;
         if (overflow || stream.sizeExceeded) return finish(tooLarge());
-        const envelope = { mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "", rcptTo: session.envelope.rcptTo[0]!.address };
+        const envelope = {
+          mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
+          rcptTo: session.envelope.rcptTo[0]!.address,
+        };
         void (async () => {
           let parsed;
           try {
@@ -298,14 +322,24 @@ export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SubmissionServ
           if (!request.ok) return finish(request.reply);
           s.forwarding = true;
           try {
-            const answer = await deps.api.send({ token: s.token!, json: request.json, idempotencyKey: request.idempotencyKey, clientIp: session.remoteAddress, requestId });
+            const answer = await deps.api.send({
+              token: s.token!,
+              json: request.json,
+              idempotencyKey: request.idempotencyKey,
+              clientIp: session.remoteAddress,
+              requestId,
+            });
             finish(apiReply(answer, Date.now(), request.idempotencyKey !== undefined));
           } finally {
             s.forwarding = false;
           }
         })().catch((err: Error) => {
           log.error("message handling failed", { session: session.id, error: err.message });
-          finish({ code: 451, status: "4.3.0", text: "Internal error while handling the message; nothing was queued, try again" });
+          finish({
+            code: 451,
+            status: "4.3.0",
+            text: "Internal error while handling the message; nothing was queued, try again",
+          });
         });
       });
     },

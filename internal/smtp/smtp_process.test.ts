@@ -6,7 +6,15 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { simpleParser } from "mailparser";
 import { type Proc, freePort, runBun, type Stack, startStack, waitFor } from "../testkit/testkit";
-import { CLIENTS, type ClientName, type Outcome, parseReply, RawSmtp, type Submission, viaNodemailer } from "../testkit/smtpclients";
+import {
+  CLIENTS,
+  type ClientName,
+  type Outcome,
+  parseReply,
+  RawSmtp,
+  type Submission,
+  viaNodemailer,
+} from "../testkit/smtpclients";
 
 interface SmtpProc {
   port: number;
@@ -15,7 +23,13 @@ interface SmtpProc {
 
 async function startSmtp(stack: Stack, env: Record<string, string> = {}): Promise<SmtpProc> {
   const port = await freePort();
-  const proc = runBun("cmd/smtp/index.ts", [], { DATA_DIR: stack.dataDir, LIMITER_URL: stack.limiterUrl, API_URL: stack.apiUrls[0]!, SMTP_PORT: String(port), ...env });
+  const proc = runBun("cmd/smtp/index.ts", [], {
+    DATA_DIR: stack.dataDir,
+    LIMITER_URL: stack.limiterUrl,
+    API_URL: stack.apiUrls[0]!,
+    SMTP_PORT: String(port),
+    ...env,
+  });
   await waitFor(`smtp on ${port}`, async () => proc.stderr().includes('"msg":"listening"'), 15_000);
   return { port, proc };
 }
@@ -96,12 +110,22 @@ describe("SMTP submission", () => {
       expect(mail.to && !Array.isArray(mail.to) ? mail.to.value[0]!.address : "").toBe(`jane-${client}@dest.example`);
       expect(mail.subject).toBe(`Your code (${client})`);
       expect(mail.html).toContain("<strong>123456</strong>");
-      const view = await (await fetch(`${stack.apiUrls[0]}/api/v1/emails/${id}`, { headers: { Authorization: `Bearer ${acme}` } })).json();
+      const view = await (
+        await fetch(`${stack.apiUrls[0]}/api/v1/emails/${id}`, { headers: { Authorization: `Bearer ${acme}` } })
+      ).json();
       expect(view).toMatchObject({ id, lane: "transactional" });
     });
 
     test("250: an HTML message keeps its HTML", async () => {
-      const id = expectQueued(await send(base(client, { to: [`html-${client}@dest.example`], html: '<p>Click <a href="https://acme.example/x">here</a></p>', text: "Click here" })));
+      const id = expectQueued(
+        await send(
+          base(client, {
+            to: [`html-${client}@dest.example`],
+            html: '<p>Click <a href="https://acme.example/x">here</a></p>',
+            text: "Click here",
+          }),
+        ),
+      );
       const mail = await delivered(stack, id);
       expect(mail.html).toContain('<p>Click <a href="https://acme.example/x">here</a></p>');
       expect(mail.text?.trim()).toBe("Click here");
@@ -128,11 +152,18 @@ describe("SMTP submission", () => {
       const o = await send(base(client, { to: [`one-${client}@dest.example`, `two-${client}@dest.example`] }));
       expect(o.failure).toMatchObject({ code: 452, status: "4.5.3" });
       const mail = await delivered(stack, o.queued!.id);
-      expect(mail.to && !Array.isArray(mail.to) ? mail.to.value.map((a) => a.address) : []).toEqual([`one-${client}@dest.example`]);
+      expect(mail.to && !Array.isArray(mail.to) ? mail.to.value.map((a) => a.address) : []).toEqual([
+        `one-${client}@dest.example`,
+      ]);
     });
 
     test("552 5.6.0: an attachment", async () => {
-      expectRefused(await send(base(client, { attachments: [{ filename: "invoice.pdf", content: "%PDF-1.4 fake" }] })), 552, "5.6.0", /Attachments are not accepted/);
+      expectRefused(
+        await send(base(client, { attachments: [{ filename: "invoice.pdf", content: "%PDF-1.4 fake" }] })),
+        552,
+        "5.6.0",
+        /Attachments are not accepted/,
+      );
     });
 
     test("552 5.3.4: 1 MB + 1 byte", async () => {
@@ -147,14 +178,29 @@ describe("SMTP submission", () => {
     });
 
     test("550 5.7.1: a From on a domain that is not verified", async () => {
-      expectRefused(await send(base(client, { from: "x@unverified.example" })), 550, "5.7.1", /unverified\.example is not a verified sending domain/);
-      expectRefused(await send(base(client, { from: "x@globex.example" })), 550, "5.7.1", /not a verified sending domain/);
+      expectRefused(
+        await send(base(client, { from: "x@unverified.example" })),
+        550,
+        "5.7.1",
+        /unverified\.example is not a verified sending domain/,
+      );
+      expectRefused(
+        await send(base(client, { from: "x@globex.example" })),
+        550,
+        "5.7.1",
+        /not a verified sending domain/,
+      );
     });
 
     test("452 4.2.1: the 6th message to one mailbox within 10 minutes", async () => {
       const to = [`guarded-${client}@dest.example`];
       for (let i = 0; i < 5; i++) expectQueued(await send(base(client, { to, subject: `code ${i}` })));
-      expectRefused(await send(base(client, { to, subject: "code 6" })), 452, "4.2.1", /temporarily rate limited.*retry in (59\d|600) s/); // less the time the five sends took
+      expectRefused(
+        await send(base(client, { to, subject: "code 6" })),
+        452,
+        "4.2.1",
+        /temporarily rate limited.*retry in (59\d|600) s/,
+      ); // less the time the five sends took
     });
 
     test("452 4.7.0: the organization's quota is used up", async () => {
@@ -163,7 +209,9 @@ describe("SMTP submission", () => {
       let limited = false;
       const drain = (async () => {
         while (draining) {
-          const res = await fetch(`${stack.apiUrls[0]}/api/v1/tags`, { headers: { Authorization: `Bearer ${thrifty}` } });
+          const res = await fetch(`${stack.apiUrls[0]}/api/v1/tags`, {
+            headers: { Authorization: `Bearer ${thrifty}` },
+          });
           if (res.status === 429) limited = true;
           if (limited) await Bun.sleep(20);
         }
@@ -179,7 +227,12 @@ describe("SMTP submission", () => {
     });
 
     test("451 4.4.1: the API is down", async () => {
-      expectRefused(await send(base(client, { port: apiDown.port })), 451, "4.4.1", /HTTP API is temporarily unavailable/);
+      expectRefused(
+        await send(base(client, { port: apiDown.port })),
+        451,
+        "4.4.1",
+        /HTTP API is temporarily unavailable/,
+      );
     });
 
     test("451 4.7.0 at AUTH: the daemon is down", async () => {
@@ -196,7 +249,9 @@ describe("SMTP submission", () => {
       expect(ehlo).toContain("SIZE 1048576");
       const auth = await c.cmd(`AUTH PLAIN ${Buffer.from(`\0acme\0${acme}`).toString("base64")}`);
       expect(auth).toMatch(/^5\d\d 5\.\d\.\d /);
-      expect(await c.cmd("MAIL FROM:<a@acme.example>")).toStartWith("530 5.7.0 Authentication required: STARTTLS, then AUTH");
+      expect(await c.cmd("MAIL FROM:<a@acme.example>")).toStartWith(
+        "530 5.7.0 Authentication required: STARTTLS, then AUTH",
+      );
       // After STARTTLS it is offered.
       await c.starttls();
       expect(await c.cmd("EHLO raw.test")).toContain("AUTH PLAIN LOGIN");
@@ -209,8 +264,12 @@ describe("SMTP submission", () => {
     const c = await RawSmtp.connect(smtp.port);
     try {
       expect(await c.login("", acme)).toStartWith("535 5.7.8 Authentication failed: a username is required");
-      expect(await c.cmd(`AUTH PLAIN ${Buffer.from(`\0acme\0${BAD_TOKEN}`).toString("base64")}`)).toStartWith("535 5.7.8");
-      expect(await c.cmd(`AUTH PLAIN ${Buffer.from(`\0acme\0${BAD_TOKEN}`).toString("base64")}`)).toStartWith("535 5.7.8 Authentication failed: the API token is not valid (unknown or revoked); 3 failed attempts, closing the connection");
+      expect(await c.cmd(`AUTH PLAIN ${Buffer.from(`\0acme\0${BAD_TOKEN}`).toString("base64")}`)).toStartWith(
+        "535 5.7.8",
+      );
+      expect(await c.cmd(`AUTH PLAIN ${Buffer.from(`\0acme\0${BAD_TOKEN}`).toString("base64")}`)).toStartWith(
+        "535 5.7.8 Authentication failed: the API token is not valid (unknown or revoked); 3 failed attempts, closing the connection",
+      );
       await c.closed;
     } finally {
       c.destroy();
@@ -218,7 +277,8 @@ describe("SMTP submission", () => {
   });
 
   test("a retry of the same message (same Message-ID and envelope) is not queued twice", async () => {
-    const raw = "From: no-reply@acme.example\r\nTo: retry@dest.example\r\nSubject: once\r\nMessage-ID: <retry-1@acme.example>\r\n\r\nHello\r\n";
+    const raw =
+      "From: no-reply@acme.example\r\nTo: retry@dest.example\r\nSubject: once\r\nMessage-ID: <retry-1@acme.example>\r\n\r\nHello\r\n";
     const s = { ...base("nodemailer", { to: ["retry@dest.example"] }), raw };
     const first = expectQueued(await viaNodemailer(s));
     const again = await viaNodemailer(s);
@@ -227,7 +287,8 @@ describe("SMTP submission", () => {
   });
 
   test("exactly 1 MB (a base64 body, so that the decoded JSON fits the API) is accepted", async () => {
-    const head = "From: no-reply@acme.example\r\nTo: exact@dest.example\r\nSubject: exact\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: base64\r\n\r\n";
+    const head =
+      "From: no-reply@acme.example\r\nTo: exact@dest.example\r\nSubject: exact\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: base64\r\n\r\n";
     let rest = 1024 * 1024 - head.length;
     const lines: string[] = [];
     while (rest >= 80) {
@@ -241,7 +302,11 @@ describe("SMTP submission", () => {
   });
 
   test("50 concurrent sessions, one message each: all accepted, none lost, none duplicated", async () => {
-    const outcomes = await Promise.all(Array.from({ length: 50 }, (_, i) => viaNodemailer(base("nodemailer", { to: [`conc-${i}@dest.example`], subject: `concurrent ${i}` }))));
+    const outcomes = await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        viaNodemailer(base("nodemailer", { to: [`conc-${i}@dest.example`], subject: `concurrent ${i}` })),
+      ),
+    );
     const ids = outcomes.map((o) => expectQueued(o));
     expect(new Set(ids).size).toBe(50);
     await waitFor("all 50 in the sink", async () => ids.every((id) => existsSync(sinkFile(stack, id))), 15_000);
@@ -253,27 +318,50 @@ describe("SMTP submission", () => {
   }, 30_000);
 
   describe("hostile and broken input: clear replies, no crash, nothing half-queued", () => {
-    const rawSend = (raw: string | Buffer, to = "odd@dest.example") => viaNodemailer({ ...base("nodemailer", { to: [to] }), raw });
+    const rawSend = (raw: string | Buffer, to = "odd@dest.example") =>
+      viaNodemailer({ ...base("nodemailer", { to: [to] }), raw });
 
     test("malformed MIME", async () => {
       // A multipart message whose closing boundary never comes: the text part is what there is.
-      const unterminated = "From: no-reply@acme.example\r\nSubject: broken\r\nContent-Type: multipart/alternative; boundary=\"zz\"\r\n\r\n--zz\r\nContent-Type: text/plain\r\n\r\nstill readable\r\n--zz\r\nContent-Type: text/html\r\n";
+      const unterminated =
+        'From: no-reply@acme.example\r\nSubject: broken\r\nContent-Type: multipart/alternative; boundary="zz"\r\n\r\n--zz\r\nContent-Type: text/plain\r\n\r\nstill readable\r\n--zz\r\nContent-Type: text/html\r\n';
       const id = expectQueued(await rawSend(unterminated, "mime1@dest.example"));
       expect((await delivered(stack, id)).text).toContain("still readable");
       // No header block at all.
       expectRefused(await rawSend("\x01\x02 this is not a message\r\n::::\r\n"), 550, "5.6.0", /no From header/);
       // A boundary that is empty, a Content-Type that is garbage.
-      expectRefused(await rawSend("From: no-reply@acme.example\r\nSubject: s\r\nContent-Type: multipart/mixed; boundary=\r\n\r\n--\r\n--\r\n"), 550, "5.6.0", /no text or HTML body/);
-      const garbageType = await rawSend("From: no-reply@acme.example\r\nSubject: s\r\nContent-Type: ;;;/\r\n\r\nbody\r\n", "mime2@dest.example");
+      expectRefused(
+        await rawSend(
+          "From: no-reply@acme.example\r\nSubject: s\r\nContent-Type: multipart/mixed; boundary=\r\n\r\n--\r\n--\r\n",
+        ),
+        550,
+        "5.6.0",
+        /no text or HTML body/,
+      );
+      const garbageType = await rawSend(
+        "From: no-reply@acme.example\r\nSubject: s\r\nContent-Type: ;;;/\r\n\r\nbody\r\n",
+        "mime2@dest.example",
+      );
       expectQueued(garbageType);
     });
 
     test("8-bit and non-UTF-8 headers", async () => {
-      const utf8 = expectQueued(await rawSend(Buffer.from("From: \"Zoë\" <no-reply@acme.example>\r\nSubject: Grüße ✓\r\n\r\nHallo\r\n"), "utf8@dest.example"));
+      const utf8 = expectQueued(
+        await rawSend(
+          Buffer.from('From: "Zoë" <no-reply@acme.example>\r\nSubject: Grüße ✓\r\n\r\nHallo\r\n'),
+          "utf8@dest.example",
+        ),
+      );
       const u = await delivered(stack, utf8);
       expect(u.subject).toBe("Grüße ✓");
       expect(u.from?.value[0]?.name).toBe("Zoë");
-      const latin1 = Buffer.concat([Buffer.from("From: no-reply@acme.example\r\nSubject: Gr"), Buffer.from([0xfc, 0xdf]), Buffer.from("e\r\nX-Note: caf"), Buffer.from([0xe9, 0xff]), Buffer.from("\r\n\r\nbody\r\n")]);
+      const latin1 = Buffer.concat([
+        Buffer.from("From: no-reply@acme.example\r\nSubject: Gr"),
+        Buffer.from([0xfc, 0xdf]),
+        Buffer.from("e\r\nX-Note: caf"),
+        Buffer.from([0xe9, 0xff]),
+        Buffer.from("\r\n\r\nbody\r\n"),
+      ]);
       const l = await delivered(stack, expectQueued(await rawSend(latin1, "latin1@dest.example")));
       expect(l.subject).toBe("Grüße");
       expect(l.headers.get("x-note")).toBe("=?UTF-8?Q?caf=C3=A9=C3=BF?="); // "caféÿ", as the worker encodes it
@@ -281,17 +369,29 @@ describe("SMTP submission", () => {
 
     test("very long lines", async () => {
       const longBody = "y".repeat(300_000);
-      const id = expectQueued(await rawSend(`From: no-reply@acme.example\r\nSubject: long\r\nX-Long: ${"h".repeat(5_000)}\r\n\r\n${longBody}\r\n`, "long@dest.example"));
+      const id = expectQueued(
+        await rawSend(
+          `From: no-reply@acme.example\r\nSubject: long\r\nX-Long: ${"h".repeat(5_000)}\r\n\r\n${longBody}\r\n`,
+          "long@dest.example",
+        ),
+      );
       const mail = await delivered(stack, id);
       expect(mail.html).toContain(longBody);
       expect(mail.headers.get("x-long")).toBeUndefined(); // over the 998 characters a header line may have
-      expectRefused(await rawSend(`From: no-reply@acme.example\r\nSubject: ${"s".repeat(2_000)}\r\n\r\nx\r\n`), 550, "5.6.0", /subject: must be at most 998 characters/);
+      expectRefused(
+        await rawSend(`From: no-reply@acme.example\r\nSubject: ${"s".repeat(2_000)}\r\n\r\nx\r\n`),
+        550,
+        "5.6.0",
+        /subject: must be at most 998 characters/,
+      );
       // A command line of 20 KB: the connection is closed with a 421, the server lives on.
       const c = await RawSmtp.connect(smtp.port);
       await c.greetingAndEhlo();
       expect(parseReply(await c.cmd(`NOOP ${"n".repeat(20_000)}`))?.code).toBe(421);
       await c.closed;
-      expectQueued(await rawSend("From: no-reply@acme.example\r\nSubject: after\r\n\r\nstill up\r\n", "still-up@dest.example"));
+      expectQueued(
+        await rawSend("From: no-reply@acme.example\r\nSubject: after\r\n\r\nstill up\r\n", "still-up@dest.example"),
+      );
     });
 
     test("a client that stalls mid-DATA, and one that hangs up mid-DATA: nothing queued", async () => {
@@ -311,9 +411,13 @@ describe("SMTP submission", () => {
         }
       }
       // The tight front still serves, and a message queued after them is delivered alone.
-      const id = expectQueued(await viaNodemailer({ ...base("nodemailer", { to: ["after-stall@dest.example"] }), port: tight.port }));
+      const id = expectQueued(
+        await viaNodemailer({ ...base("nodemailer", { to: ["after-stall@dest.example"] }), port: tight.port }),
+      );
       await delivered(stack, id);
-      const leaked = readdirSync(join(stack.dataDir, "sink")).filter((f) => /^To: (stall|hangup)@/m.test(readFileSync(join(stack.dataDir, "sink", f), "utf8")));
+      const leaked = readdirSync(join(stack.dataDir, "sink")).filter((f) =>
+        /^To: (stall|hangup)@/m.test(readFileSync(join(stack.dataDir, "sink", f), "utf8")),
+      );
       expect(leaked).toEqual([]);
       expect(tight.proc.stderr()).toContain('"reason":"The message was not received in full; nothing was queued"');
     });

@@ -55,6 +55,7 @@ export class AuthThrottle {
   }
 
   private forgetDrained(now: number): void {
-    for (const [ip, b] of this.buckets) if (b.level - (now - b.atMs) / DRAIN_MS_PER_FAILURE < 1) this.buckets.delete(ip);
+    for (const [ip, b] of this.buckets)
+      if (b.level - (now - b.atMs) / DRAIN_MS_PER_FAILURE < 1) this.buckets.delete(ip);
   }
 }

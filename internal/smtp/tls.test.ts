@@ -42,5 +42,7 @@ describe("the development certificate", () => {
 test("a configured pair that does not match is a ConfigError naming the files", async () => {
   const [a, b] = await Promise.all([devCertificate(join(tempDir(), "a")), devCertificate(join(tempDir(), "b"))]);
   expect(() => readTls({ cert: a.cert, key: b.key })).toThrow(ConfigError);
-  expect(() => readTls({ cert: a.cert, key: b.key })).toThrow(`the TLS certificate ${a.cert} and key ${b.key} cannot be used`);
+  expect(() => readTls({ cert: a.cert, key: b.key })).toThrow(
+    `the TLS certificate ${a.cert} and key ${b.key} cannot be used`,
+  );
 });

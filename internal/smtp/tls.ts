@@ -64,7 +64,9 @@ export async function devCertificate(dir: string): Promise<TlsFiles> {
   } catch {
     rmSync(tmp, { recursive: true, force: true });
     if (!complete()) {
-      throw new ConfigError(`${dir} exists without both cert.pem and key.pem; remove it to have a new self-signed certificate made, or set SMTP_TLS_CERT and SMTP_TLS_KEY`);
+      throw new ConfigError(
+        `${dir} exists without both cert.pem and key.pem; remove it to have a new self-signed certificate made, or set SMTP_TLS_CERT and SMTP_TLS_KEY`,
+      );
     }
   }
   return files;
@@ -77,7 +79,9 @@ export function readTls(files: Pick<TlsFiles, "cert" | "key">): TlsMaterial {
   try {
     createSecureContext({ cert, key });
   } catch (err) {
-    throw new ConfigError(`the TLS certificate ${files.cert} and key ${files.key} cannot be used: ${(err as Error).message}`);
+    throw new ConfigError(
+      `the TLS certificate ${files.cert} and key ${files.key} cannot be used: ${(err as Error).message}`,
+    );
   }
   return { cert, key };
 }

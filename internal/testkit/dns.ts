@@ -37,7 +37,10 @@ export async function startDnsServer(): Promise<DnsServer> {
       id: query.id,
       flags: dnsPacket.AUTHORITATIVE_ANSWER | (values ? 0 : NXDOMAIN),
       questions: query.questions,
-      answers: values && question?.type === "TXT" ? values.map((v) => ({ type: "TXT" as const, name: question.name, ttl: 0, data: v })) : [],
+      answers:
+        values && question?.type === "TXT"
+          ? values.map((v) => ({ type: "TXT" as const, name: question.name, ttl: 0, data: v }))
+          : [],
     });
     socket.send(reply, peer.port, peer.address);
   });

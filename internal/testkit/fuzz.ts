@@ -23,7 +23,9 @@ if (import.meta.main) {
   };
   const seed = arg("seed") ?? String(Math.floor(Math.random() * 2 ** 31));
   const scale = arg("scale") ?? "50";
-  console.log(`fuzz: seed ${seed}, ${scale} times the CI inputs (replay: npm run fuzz -- --seed ${seed} --scale ${scale})`);
+  console.log(
+    `fuzz: seed ${seed}, ${scale} times the CI inputs (replay: npm run fuzz -- --seed ${seed} --scale ${scale})`,
+  );
   const run = Bun.spawnSync([process.execPath, "test", "--timeout", "0", "_property.test.ts"], {
     cwd: new URL("../..", import.meta.url).pathname,
     env: { ...process.env, FUZZ_SEED: seed, FUZZ_SCALE: scale },

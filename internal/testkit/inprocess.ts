@@ -25,15 +25,40 @@ export interface InProcess {
  * writer, campaigns, workflows) run only with `running` (their timers are real, their clock is
  * the test's); otherwise the test releases.
  */
-export async function startInProcess(hot: HotStore, clock: Clock, policy: DeliveryPolicy, visibilityMs = 60_000, opts: { running?: boolean } = {}): Promise<InProcess> {
+export async function startInProcess(
+  hot: HotStore,
+  clock: Clock,
+  policy: DeliveryPolicy,
+  visibilityMs = 60_000,
+  opts: { running?: boolean } = {},
+): Promise<InProcess> {
   const records = await Records.open({ sqliteFile: ":memory:" });
-  const daemon = limiterDaemon({ hot, records, clock, laneRate: 40, visibilityMs, policy, retentionMs: 30 * 86_400_000, webhookPolicy: webhookRetryPolicy(), owner: "test", publicUrl: "http://127.0.0.1:8080", log: logger("limiterd") });
+  const daemon = limiterDaemon({
+    hot,
+    records,
+    clock,
+    laneRate: 40,
+    visibilityMs,
+    policy,
+    retentionMs: 30 * 86_400_000,
+    webhookPolicy: webhookRetryPolicy(),
+    owner: "test",
+    publicUrl: "http://127.0.0.1:8080",
+    log: logger("limiterd"),
+  });
   if (opts.running) daemon.start();
   const rpc = await serveRpc((router) => daemon.routes(router), "127.0.0.1", 0, { raw: daemon.raw });
   const clients = limiterClients(`http://127.0.0.1:${rpc.port}`);
   const validation = offloadedValidation({ workers: 1, timeoutMs: 2_000 });
   const log = logger("api");
-  const deps = daemonDeps(clients, { timeoutMs: 2_000, audienceTimeoutMs: 10_000, trustProxy: [], docsUrl: undefined, log, validation });
+  const deps = daemonDeps(clients, {
+    timeoutMs: 2_000,
+    audienceTimeoutMs: 10_000,
+    trustProxy: [],
+    docsUrl: undefined,
+    log,
+    validation,
+  });
   const api = serveApi(deps, "127.0.0.1", 0, {
     site: apiSite({ daemon: clients.console, timeoutMs: 2_000, trustProxy: [], log }, clients.automation, deps.admit),
   });

@@ -9,7 +9,10 @@ export interface CapturedLine {
 
 export function captureLogger(): { log: Logger; lines: CapturedLine[] } {
   const lines: CapturedLine[] = [];
-  const at = (level: CapturedLine["level"]) => (msg: string, fields: Fields = {}) => void lines.push({ level, msg, fields });
+  const at =
+    (level: CapturedLine["level"]) =>
+    (msg: string, fields: Fields = {}) =>
+      void lines.push({ level, msg, fields });
   const log: Logger = { info: at("info"), warn: at("warn"), error: at("error") };
   return { log, lines };
 }

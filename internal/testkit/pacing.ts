@@ -16,7 +16,8 @@ export function pacing(rs: Release[]): Pacing {
   const times = rs.map((r) => Number(r.releasedAtMs)).sort((a, b) => a - b);
   const first = times[0]!;
   const perSecond: number[] = [];
-  for (const t of times) perSecond[Math.floor((t - first) / 1_000)] = (perSecond[Math.floor((t - first) / 1_000)] ?? 0) + 1;
+  for (const t of times)
+    perSecond[Math.floor((t - first) / 1_000)] = (perSecond[Math.floor((t - first) / 1_000)] ?? 0) + 1;
   let maxSliding = 0;
   for (let i = 0, j = 0; i < times.length; i++) {
     while (times[j]! < times[i]! - 999) j++;
@@ -24,5 +25,10 @@ export function pacing(rs: Release[]): Pacing {
   }
   const jitter = rs.map((r) => Number(r.releasedAtMs - r.slotAtMs)).sort((a, b) => a - b);
   const q = (p: number) => jitter[Math.min(jitter.length - 1, Math.floor(p * jitter.length))]!;
-  return { perSecond: Array.from(perSecond, (n) => n ?? 0), maxSliding, spanMs: times.at(-1)! - first, jitter: { p50: q(0.5), p99: q(0.99), max: jitter.at(-1)! } };
+  return {
+    perSecond: Array.from(perSecond, (n) => n ?? 0),
+    maxSliding,
+    spanMs: times.at(-1)! - first,
+    jitter: { p50: q(0.5), p99: q(0.99), max: jitter.at(-1)! },
+  };
 }

@@ -47,7 +47,8 @@ let databases = 0;
 
 export async function startPostgres(): Promise<PostgresServer> {
   const bin = postgresBinDir();
-  if (!bin) throw new Error("PostgreSQL's server binaries (initdb, postgres) are not installed: apt-get install -y postgresql");
+  if (!bin)
+    throw new Error("PostgreSQL's server binaries (initdb, postgres) are not installed: apt-get install -y postgresql");
   const user = serverUser();
   const dir = tempDir("mailcore-pg-");
   if (user) chownSync(dir, user.uid, user.gid);
@@ -60,7 +61,8 @@ export async function startPostgres(): Promise<PostgresServer> {
   run("initdb", ["-D", data, "-A", "trust", "-U", "mailcore", "--no-sync", "-E", "UTF8", "--locale=C"]);
   const port = await freePort();
   let proc: ChildProcess | undefined;
-  const psql = (sql: string) => run("psql", ["-h", "127.0.0.1", "-p", String(port), "-U", "mailcore", "-d", "postgres", "-tAc", sql]);
+  const psql = (sql: string) =>
+    run("psql", ["-h", "127.0.0.1", "-p", String(port), "-U", "mailcore", "-d", "postgres", "-tAc", sql]);
   const start = async () => {
     // After a crash the old backends hold the shared memory for a moment, and a new postmaster
     // refuses to start until they are gone: try again until one stays up.
@@ -70,7 +72,22 @@ export async function startPostgres(): Promise<PostgresServer> {
         if (!proc || proc.exitCode !== null || proc.signalCode !== null) {
           proc = spawn(
             join(bin, "postgres"),
-            ["-D", data, "-p", String(port), "-k", dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=200"],
+            [
+              "-D",
+              data,
+              "-p",
+              String(port),
+              "-k",
+              dir,
+              "-c",
+              "listen_addresses=127.0.0.1",
+              "-c",
+              "fsync=off",
+              "-c",
+              "full_page_writes=off",
+              "-c",
+              "max_connections=200",
+            ],
             { stdio: "ignore", ...user },
           );
           await new Promise((done) => setTimeout(done, 200));

@@ -30,7 +30,11 @@ export function recordDatabases(name: string): [string, FreshDatabase][] {
  * The records on a fresh database with two organizations: `slug` (enterprise), the one a suite
  * works in, and `slug-other` (free), the one that must never see its data.
  */
-export async function recordsWithTwoOrgs(fresh: FreshDatabase, slug: string, nowMs: number): Promise<{ r: Records; org: string; other: string }> {
+export async function recordsWithTwoOrgs(
+  fresh: FreshDatabase,
+  slug: string,
+  nowMs: number,
+): Promise<{ r: Records; org: string; other: string }> {
   const where = await fresh();
   const r = await Records.open({ databaseUrl: where.url, sqliteFile: where.sqliteFile });
   const org = (await r.directory.createOrganization(slug, Plan.ENTERPRISE, nowMs)).id;

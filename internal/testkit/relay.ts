@@ -48,7 +48,8 @@ export async function startRelay(): Promise<Relay> {
           });
           return;
         }
-        if (rcpt.startsWith("busy") || (rcpt.startsWith("flaky") && n === 1)) return done(reply(451, "4.3.0 Try again later"));
+        if (rcpt.startsWith("busy") || (rcpt.startsWith("flaky") && n === 1))
+          return done(reply(451, "4.3.0 Try again later"));
         received.push({ rcpt, raw });
         done();
       });

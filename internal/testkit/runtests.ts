@@ -13,7 +13,10 @@ const TOOLS: Record<string, { check: string; pkg: string }> = {
   "redis-cli": { check: "command -v redis-cli", pkg: "redis-tools" },
   swaks: { check: "command -v swaks", pkg: "swaks" },
   "Net::SSLeay (swaks --tls)": { check: "perl -MNet::SSLeay -e1", pkg: "libnet-ssleay-perl" },
-  "PostgreSQL (initdb, postgres)": { check: "command -v initdb || ls /usr/lib/postgresql/*/bin/initdb", pkg: "postgresql" },
+  "PostgreSQL (initdb, postgres)": {
+    check: "command -v initdb || ls /usr/lib/postgresql/*/bin/initdb",
+    pkg: "postgresql",
+  },
   // The console's end-to-end tests drive Debian's Chromium through playwright-core.
   chromium: { check: "test -x /usr/bin/chromium", pkg: "chromium" },
 };
@@ -29,11 +32,17 @@ function ensureTools(): void {
     console.log(`installing ${packages.join(", ")} for the tests: ${line}`);
     const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
     spawnSync(["apt-get", "update", "-qq"], { stdout: "inherit", stderr: "inherit", env });
-    spawnSync(["apt-get", "install", "-y", "-qq", "--no-install-recommends", ...packages], { stdout: "inherit", stderr: "inherit", env });
+    spawnSync(["apt-get", "install", "-y", "-qq", "--no-install-recommends", ...packages], {
+      stdout: "inherit",
+      stderr: "inherit",
+      env,
+    });
   }
   const still = Object.keys(TOOLS).filter((t) => !has(t));
   if (still.length > 0) {
-    console.error(`the tests need ${still.join(", ")}, which ${still.length === 1 ? "is" : "are"} not installed. Install with:\n  sudo ${line}`);
+    console.error(
+      `the tests need ${still.join(", ")}, which ${still.length === 1 ? "is" : "are"} not installed. Install with:\n  sudo ${line}`,
+    );
     console.log("tests: 0 passed, 1 failed");
     process.exit(1);
   }
@@ -50,13 +59,24 @@ interface FileResult {
 }
 
 /** Runs `bun test` on the given arguments with a JUnit report; counts from the report. */
-async function runBunTest(args: string[], report: string, log: string): Promise<{ passed: number; failed: number; output: string }> {
-  const proc = spawn([process.execPath, "test", "--timeout", "120000", "--reporter=junit", `--reporter-outfile=${report}`, ...args], {
-    cwd: REPO_ROOT,
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+async function runBunTest(
+  args: string[],
+  report: string,
+  log: string,
+): Promise<{ passed: number; failed: number; output: string }> {
+  const proc = spawn(
+    [process.execPath, "test", "--timeout", "120000", "--reporter=junit", `--reporter-outfile=${report}`, ...args],
+    {
+      cwd: REPO_ROOT,
+      stdout: "pipe",
+      stderr: "pipe",
+    },
+  );
+  const [out, err, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   const output = out + err;
   writeFileSync(log, output);
   let passed = 0;
@@ -89,7 +109,12 @@ if (userArgs.length > 0) {
   // npm test -- <filters>: one bun test run, as asked.
   const r = await runBunTest(userArgs, join(outDir, "junit", "selected.xml"), join(outDir, "logs", "selected.log"));
   process.stdout.write(r.output);
-  results.push({ file: userArgs.join(" "), passed: r.passed, failed: r.failed, seconds: (performance.now() - started) / 1000 });
+  results.push({
+    file: userArgs.join(" "),
+    passed: r.passed,
+    failed: r.failed,
+    seconds: (performance.now() - started) / 1000,
+  });
 } else {
   // Every test file in its own bun test process, TEST_JOBS at a time (the process suites spend
   // most of their time waiting on real processes and real time); the files that measure pacing
@@ -99,15 +124,25 @@ if (userArgs.length > 0) {
   // Longest first: the process suites, then by size.
   const shared = files
     .filter((f) => !alone.includes(f))
-    .sort((a, b) => Number(b.includes("_process.")) - Number(a.includes("_process.")) || statSync(join(REPO_ROOT, b)).size - statSync(join(REPO_ROOT, a)).size);
+    .sort(
+      (a, b) =>
+        Number(b.includes("_process.")) - Number(a.includes("_process.")) ||
+        statSync(join(REPO_ROOT, b)).size - statSync(join(REPO_ROOT, a)).size,
+    );
   const jobs = Math.max(1, Number(process.env.TEST_JOBS ?? availableParallelism()));
   const runFile = async (file: string) => {
     const name = file.replaceAll("/", "_");
     const t0 = performance.now();
-    const r = await runBunTest([`./${file}`], join(outDir, "junit", `${name}.xml`), join(outDir, "logs", `${name}.log`));
+    const r = await runBunTest(
+      [`./${file}`],
+      join(outDir, "junit", `${name}.xml`),
+      join(outDir, "logs", `${name}.log`),
+    );
     const result = { file, passed: r.passed, failed: r.failed, seconds: (performance.now() - t0) / 1000 };
     results.push(result);
-    process.stdout.write(`${r.output}\n=== ${file}: ${r.passed} passed, ${r.failed} failed in ${result.seconds.toFixed(1)} s\n\n`);
+    process.stdout.write(
+      `${r.output}\n=== ${file}: ${r.passed} passed, ${r.failed} failed in ${result.seconds.toFixed(1)} s\n\n`,
+    );
   };
   console.log(`running ${shared.length} test files ${jobs} at a time, then ${alone.length} alone`);
   const queue = [...shared];
@@ -121,7 +156,10 @@ if (userArgs.length > 0) {
 
 const passed = results.reduce((n, r) => n + r.passed, 0);
 const failed = results.reduce((n, r) => n + r.failed, 0);
-writeFileSync(join(outDir, "summary.json"), JSON.stringify({ passed, failed, seconds: (performance.now() - started) / 1000, files: results }, null, 2));
+writeFileSync(
+  join(outDir, "summary.json"),
+  JSON.stringify({ passed, failed, seconds: (performance.now() - started) / 1000, files: results }, null, 2),
+);
 const failing = results.filter((r) => r.failed > 0).map((r) => r.file);
 if (failing.length > 0) console.log(`failed in: ${failing.join(", ")}`);
 console.log(`tests: ${passed} passed, ${failed} failed`);

@@ -76,13 +76,29 @@ export async function viaNodemailer(s: Submission): Promise<Outcome> {
     const info = await transport.sendMail(
       s.raw !== undefined
         ? { envelope, raw: s.raw }
-        : { envelope, from: s.from, to: s.to[0], subject: s.subject, text: s.text, html: s.html, attachments: s.attachments },
+        : {
+            envelope,
+            from: s.from,
+            to: s.to[0],
+            subject: s.subject,
+            text: s.text,
+            html: s.html,
+            attachments: s.attachments,
+          },
     );
     const rejected = (info as { rejectedErrors?: { response?: string }[] }).rejectedErrors ?? [];
-    return { failure: parseReply(rejected[0]?.response), queued: queuedFrom(info.response), transcript: JSON.stringify(info) };
+    return {
+      failure: parseReply(rejected[0]?.response),
+      queued: queuedFrom(info.response),
+      transcript: JSON.stringify(info),
+    };
   } catch (err) {
     const e = err as Error & { response?: string; responseCode?: number; code?: string };
-    const failure = parseReply(e.response) ?? { code: e.responseCode ?? 0, status: "", text: `${e.code ?? ""} ${e.message}` };
+    const failure = parseReply(e.response) ?? {
+      code: e.responseCode ?? 0,
+      status: "",
+      text: `${e.code ?? ""} ${e.message}`,
+    };
     return { failure, transcript: `${e.code}: ${e.message}` };
   } finally {
     transport.close();
@@ -93,7 +109,17 @@ let swaksFiles: string | undefined;
 
 /** Sends with swaks, a process of its own. */
 export async function viaSwaks(s: Submission): Promise<Outcome> {
-  const args = ["swaks", "--server", `127.0.0.1:${s.port}`, "--timeout", "15", "--from", s.mailFrom, "--to", s.to.join(",")];
+  const args = [
+    "swaks",
+    "--server",
+    `127.0.0.1:${s.port}`,
+    "--timeout",
+    "15",
+    "--from",
+    s.mailFrom,
+    "--to",
+    s.to.join(","),
+  ];
   if (s.tls !== false) args.push("--tls");
   if (s.user !== undefined) args.push("--auth-user", s.user, "--auth-password", s.pass ?? "");
   if (s.raw !== undefined) {
@@ -123,7 +149,9 @@ export async function viaSwaks(s: Submission): Promise<Outcome> {
   await proc.exited;
   const transcript = out + errOut;
   if (/requires Net::SSLeay/.test(transcript)) {
-    throw new Error("swaks cannot do STARTTLS here: install its TLS module (sudo apt-get install -y libnet-ssleay-perl)");
+    throw new Error(
+      "swaks cannot do STARTTLS here: install its TLS module (sudo apt-get install -y libnet-ssleay-perl)",
+    );
   }
   // Server lines are "<- 250 ..." (cleartext), "<~ 250 ..." (TLS), with a "*" for an error.
   const replies = transcript
@@ -131,7 +159,11 @@ export async function viaSwaks(s: Submission): Promise<Outcome> {
     .map((l) => /^<[~-]?\*?\*?\s+(\d{3} .*)$/.exec(l)?.[1])
     .filter((l): l is string => l !== undefined)
     .map((l) => parseReply(l)!);
-  const failure = replies.find((r) => r.code >= 400) ?? (/^\*\*\* (.*)$/m.exec(transcript) ? { code: 0, status: "", text: /^\*\*\* (.*)$/m.exec(transcript)![1]! } : undefined);
+  const failure =
+    replies.find((r) => r.code >= 400) ??
+    (/^\*\*\* (.*)$/m.exec(transcript)
+      ? { code: 0, status: "", text: /^\*\*\* (.*)$/m.exec(transcript)![1]! }
+      : undefined);
   const queued = replies.map((r) => queuedFrom(`${r.code} ${r.status} ${r.text}`)).find((q) => q !== undefined);
   return { failure, queued, transcript };
 }

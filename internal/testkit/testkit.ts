@@ -26,7 +26,12 @@ export function tempDir(prefix = "mailcore-test-"): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }
 
-export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 10_000, intervalMs = 25): Promise<void> {
+export async function waitFor(
+  what: string,
+  check: () => Promise<boolean>,
+  timeoutMs = 10_000,
+  intervalMs = 25,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (await check().catch(() => false)) return;
@@ -49,10 +54,13 @@ export async function startRedis(opts: { aof?: boolean } = {}): Promise<RedisSer
   const dir = tempDir("mailcore-redis-");
   const persistence = opts.aof ? ["--appendonly", "yes", "--appendfsync", "always"] : ["--appendonly", "no"];
   const start = async () => {
-    const p = spawn(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", ...persistence, "--dir", dir], {
-      stdout: "ignore",
-      stderr: "ignore",
-    });
+    const p = spawn(
+      ["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", ...persistence, "--dir", dir],
+      {
+        stdout: "ignore",
+        stderr: "ignore",
+      },
+    );
     try {
       await waitFor(`redis-server on ${port}`, async () => {
         const res = spawn(["redis-cli", "-p", String(port), "ping"], { stdout: "pipe", stderr: "ignore" });
@@ -238,7 +246,13 @@ let forwardedSeq = 0;
  * POSTs one email. With viaProxy, the request carries a fresh X-Forwarded-For address so that
  * a stack started with TRUST_PROXY=127.0.0.1 does not hold the test to one IP's 500/s.
  */
-export async function sendEmail(apiUrl: string, token: string, body: Record<string, unknown>, headers: Record<string, string> = {}, viaProxy = false): Promise<SendAnswer> {
+export async function sendEmail(
+  apiUrl: string,
+  token: string,
+  body: Record<string, unknown>,
+  headers: Record<string, string> = {},
+  viaProxy = false,
+): Promise<SendAnswer> {
   const n = ++forwardedSeq;
   const res = await fetch(`${apiUrl}/api/v1/emails`, {
     method: "POST",
@@ -273,7 +287,10 @@ export async function pool<T>(n: number, concurrency: number, fn: (i: number) =>
 export async function getJson(url: string, token: string, viaProxy = false): Promise<SendAnswer> {
   const n = ++forwardedSeq;
   const res = await fetch(url, {
-    headers: { Authorization: `Bearer ${token}`, ...(viaProxy ? { "X-Forwarded-For": `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}` } : {}) },
+    headers: {
+      Authorization: `Bearer ${token}`,
+      ...(viaProxy ? { "X-Forwarded-For": `10.${(n >> 16) & 255}.${(n >> 8) & 255}.${n & 255}` } : {}),
+    },
   });
   const text = await res.text();
   return { status: res.status, headers: res.headers, body: text.startsWith("{") ? JSON.parse(text) : { text } };
@@ -299,7 +316,9 @@ export interface RedisClusterServer {
  * redis-cli --cluster create); with `replicas: 1`, each primary has a replica that takes over
  * when it dies (after `nodeTimeoutMs`).
  */
-export async function startRedisCluster(opts: { replicas?: 0 | 1; nodeTimeoutMs?: number } = {}): Promise<RedisClusterServer> {
+export async function startRedisCluster(
+  opts: { replicas?: 0 | 1; nodeTimeoutMs?: number } = {},
+): Promise<RedisClusterServer> {
   const replicas = opts.replicas ?? 0;
   const dir = tempDir("mailcore-cluster-");
   const ports: number[] = [];
@@ -308,8 +327,25 @@ export async function startRedisCluster(opts: { replicas?: 0 | 1; nodeTimeoutMs?
   const launch = (port: number) => {
     const nodeDir = join(dir, String(port));
     mkdirSync(nodeDir, { recursive: true });
-    const args = ["--port", String(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", String(opts.nodeTimeoutMs ?? 15_000)];
-    procs.set(port, spawn(["redis-server", ...args, "--save", "", "--appendonly", "no", "--dir", nodeDir], { stdout: "ignore", stderr: "ignore" }));
+    const args = [
+      "--port",
+      String(port),
+      "--bind",
+      "127.0.0.1",
+      "--cluster-enabled",
+      "yes",
+      "--cluster-config-file",
+      "nodes.conf",
+      "--cluster-node-timeout",
+      String(opts.nodeTimeoutMs ?? 15_000),
+    ];
+    procs.set(
+      port,
+      spawn(["redis-server", ...args, "--save", "", "--appendonly", "no", "--dir", nodeDir], {
+        stdout: "ignore",
+        stderr: "ignore",
+      }),
+    );
   };
   for (const port of ports) launch(port);
   const cli = async (args: string[]) => {
@@ -340,10 +376,22 @@ export async function startRedisCluster(opts: { replicas?: 0 | 1; nodeTimeoutMs?
   };
   const initialPrimaries = new Set<number>();
   try {
-    for (const port of ports) await waitFor(`redis-server on ${port}`, async () => (await cli(["-p", String(port), "ping"])).trim() === "PONG");
-    await cli(["--cluster", "create", ...ports.map((p) => `127.0.0.1:${p}`), "--cluster-replicas", String(replicas), "--cluster-yes"]);
+    for (const port of ports)
+      await waitFor(`redis-server on ${port}`, async () => (await cli(["-p", String(port), "ping"])).trim() === "PONG");
+    await cli([
+      "--cluster",
+      "create",
+      ...ports.map((p) => `127.0.0.1:${p}`),
+      "--cluster-replicas",
+      String(replicas),
+      "--cluster-yes",
+    ]);
     for (const port of ports) {
-      await waitFor(`cluster state ok on ${port}`, async () => (await cli(["-p", String(port), "cluster", "info"])).includes("cluster_state:ok"), 20_000);
+      await waitFor(
+        `cluster state ok on ${port}`,
+        async () => (await cli(["-p", String(port), "cluster", "info"])).includes("cluster_state:ok"),
+        20_000,
+      );
     }
     for (const line of (await cli(["-p", String(ports[0]), "cluster", "nodes"])).trim().split("\n")) {
       const [, address, flags] = line.split(" ");

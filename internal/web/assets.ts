@@ -19,7 +19,11 @@ export function assetHandler(): (path: string) => Response | undefined {
     if (!path.startsWith(ASSETS_PATH)) return undefined;
     const name = path.slice(ASSETS_PATH.length);
     const body = bodies.get(name);
-    if (!body) return new Response("Not found\n", { status: 404, headers: { "Content-Type": "text/plain; charset=utf-8", "X-Content-Type-Options": "nosniff" } });
+    if (!body)
+      return new Response("Not found\n", {
+        status: 404,
+        headers: { "Content-Type": "text/plain; charset=utf-8", "X-Content-Type-Options": "nosniff" },
+      });
     return new Response(body, {
       headers: {
         "Content-Type": FILES[name]!,

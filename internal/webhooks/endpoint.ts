@@ -17,14 +17,25 @@ export interface EndpointProblem {
 
 /** The endpoint a request body asks for, or the first problem with it. */
 export function checkEndpoint(body: unknown): EndpointInput | EndpointProblem {
-  if (typeof body !== "object" || body === null || Array.isArray(body)) return { field: "body", message: "The body must be a JSON object." };
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    return { field: "body", message: "The body must be a JSON object." };
   const { url, events, ...rest } = body as Record<string, unknown>;
   const unknown = Object.keys(rest)[0];
-  if (unknown !== undefined) return { field: unknown, message: `Unknown field ${unknown}: a webhook has url and events.` };
-  if (typeof url !== "string" || url.length > MAX_URL_LENGTH || !URL.canParse(url) || !/^https?:$/.test(new URL(url).protocol)) {
-    return { field: "url", message: `url must be an absolute http or https URL of at most ${MAX_URL_LENGTH} characters.` };
+  if (unknown !== undefined)
+    return { field: unknown, message: `Unknown field ${unknown}: a webhook has url and events.` };
+  if (
+    typeof url !== "string" ||
+    url.length > MAX_URL_LENGTH ||
+    !URL.canParse(url) ||
+    !/^https?:$/.test(new URL(url).protocol)
+  ) {
+    return {
+      field: "url",
+      message: `url must be an absolute http or https URL of at most ${MAX_URL_LENGTH} characters.`,
+    };
   }
-  if (!Array.isArray(events) || events.length === 0) return { field: "events", message: "events must be a non-empty list of event types." };
+  if (!Array.isArray(events) || events.length === 0)
+    return { field: "events", message: "events must be a non-empty list of event types." };
   const bad = events.findIndex((e) => !isWebhookEvent(e));
   if (bad >= 0) return { field: `events[${bad}]`, message: `${JSON.stringify(events[bad])} is not an event type.` };
   return { url, events: [...new Set(events as string[])] };

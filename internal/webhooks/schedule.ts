@@ -26,5 +26,8 @@ export function retryDelayMs(failed: number, random: () => number, divisor = 1):
 
 /** The retry policy the records apply to a failed attempt: the schedule with jitter, the disable window. */
 export function webhookRetryPolicy(divisor = 1, random: () => number = Math.random) {
-  return { retryDelayMs: (failed: number) => retryDelayMs(failed, random, divisor), disableAfterMs: DISABLE_AFTER_MS / divisor };
+  return {
+    retryDelayMs: (failed: number) => retryDelayMs(failed, random, divisor),
+    disableAfterMs: DISABLE_AFTER_MS / divisor,
+  };
 }

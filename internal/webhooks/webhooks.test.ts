@@ -6,7 +6,12 @@ import { isPrivateAddress, refusedTarget } from "./target";
 
 test("the signature matches the Standard Webhooks reference vector", () => {
   // From the Standard Webhooks reference libraries' tests.
-  const sig = signWebhook("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, '{"test": 2432232314}');
+  const sig = signWebhook(
+    "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+    "msg_p5jXN8AQM9LWM0D4loKWxJek",
+    1614265330,
+    '{"test": 2432232314}',
+  );
   expect(sig).toBe("v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
 });
 
@@ -29,22 +34,40 @@ test("retries: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h, each spread by 10% eith
 });
 
 test("endpoints: an absolute http(s) URL and known event types, duplicates folded", () => {
-  expect(checkEndpoint({ url: "https://hooks.example/in", events: ["email.queued", "email.queued", "subscriber.created"] })).toEqual({
+  expect(
+    checkEndpoint({ url: "https://hooks.example/in", events: ["email.queued", "email.queued", "subscriber.created"] }),
+  ).toEqual({
     url: "https://hooks.example/in",
     events: ["email.queued", "subscriber.created"],
   });
   expect(checkEndpoint([])).toMatchObject({ field: "body" });
   expect(checkEndpoint({ url: "javascript:alert(1)", events: ["email.queued"] })).toMatchObject({ field: "url" });
-  expect(checkEndpoint({ url: `https://x.example/${"a".repeat(2_048)}`, events: ["email.queued"] })).toMatchObject({ field: "url" });
+  expect(checkEndpoint({ url: `https://x.example/${"a".repeat(2_048)}`, events: ["email.queued"] })).toMatchObject({
+    field: "url",
+  });
   expect(checkEndpoint({ url: "https://x.example", events: "email.queued" })).toMatchObject({ field: "events" });
   expect(checkEndpoint({ url: "https://x.example", events: [7] })).toMatchObject({ field: "events[0]" });
 });
 
 test("targets: loopback, private, link-local and the like are refused, public addresses are not", async () => {
-  for (const ip of ["127.0.0.1", "10.1.2.3", "172.20.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "::1", "::", "fd00::1", "fe80::1", "::ffff:127.0.0.1"]) {
+  for (const ip of [
+    "127.0.0.1",
+    "10.1.2.3",
+    "172.20.0.1",
+    "192.168.1.1",
+    "169.254.169.254",
+    "100.64.0.1",
+    "0.0.0.0",
+    "::1",
+    "::",
+    "fd00::1",
+    "fe80::1",
+    "::ffff:127.0.0.1",
+  ]) {
     expect({ ip, private: isPrivateAddress(ip) }).toEqual({ ip, private: true });
   }
-  for (const ip of ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111"]) expect({ ip, private: isPrivateAddress(ip) }).toEqual({ ip, private: false });
+  for (const ip of ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111"])
+    expect({ ip, private: isPrivateAddress(ip) }).toEqual({ ip, private: false });
   expect(await refusedTarget("http://127.0.0.1:8080/hook")).toBe("refused: 127.0.0.1 is a private address (127.0.0.1)");
   expect(await refusedTarget("http://[::1]:8080/hook")).toBe("refused: ::1 is a private address (::1)");
   expect(await refusedTarget("http://localhost/hook")).toMatch(/^refused: localhost is a private address/);

@@ -1,8 +1,21 @@
 // The hand codec against the generated one (protobuf-es), byte for byte both ways.
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { describe, expect, test } from "bun:test";
-import { AdmitBatchRequestSchema, AdmitBatchResponseSchema, Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
-import { type Admission, type AdmitCall, decodeAdmitBatchRequest, decodeAdmitBatchResponse, encodeAdmitBatchRequest, encodeAdmitBatchResponse, WireError } from "./admit";
+import {
+  AdmitBatchRequestSchema,
+  AdmitBatchResponseSchema,
+  Plan,
+  Verdict,
+} from "../gen/mailcore/limiter/v1/limiter_pb";
+import {
+  type Admission,
+  type AdmitCall,
+  decodeAdmitBatchRequest,
+  decodeAdmitBatchResponse,
+  encodeAdmitBatchRequest,
+  encodeAdmitBatchResponse,
+  WireError,
+} from "./admit";
 
 // A small seeded generator, so a failure can be replayed.
 function rng(seed: number) {
@@ -35,7 +48,8 @@ function gen(seed: number) {
 }
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
-const plain = <T extends object>(m: T) => JSON.parse(JSON.stringify(m, (k, v) => (k === "$typeName" || k === "$unknown" ? undefined : v)));
+const plain = <T extends object>(m: T) =>
+  JSON.parse(JSON.stringify(m, (k, v) => (k === "$typeName" || k === "$unknown" ? undefined : v)));
 
 describe("AdmitBatchRequest", () => {
   test("encodes byte for byte as protobuf-es, and decodes what protobuf-es encodes", () => {
@@ -49,7 +63,11 @@ describe("AdmitBatchRequest", () => {
   });
 
   test("a full batch of real-looking calls", () => {
-    const calls = Array.from({ length: 1000 }, (_, i) => ({ token: `mc_${String(i).padStart(43, "x")}`, clientIp: `198.18.${i >> 8}.${i & 255}`, withTags: i % 3 === 0 }));
+    const calls = Array.from({ length: 1000 }, (_, i) => ({
+      token: `mc_${String(i).padStart(43, "x")}`,
+      clientIp: `198.18.${i >> 8}.${i & 255}`,
+      withTags: i % 3 === 0,
+    }));
     const reference = toBinary(AdmitBatchRequestSchema, create(AdmitBatchRequestSchema, { requests: calls }));
     expect(hex(encodeAdmitBatchRequest(calls))).toBe(hex(reference));
     expect(decodeAdmitBatchRequest(reference)).toEqual(calls);
@@ -68,7 +86,10 @@ describe("AdmitBatchResponse", () => {
   });
 
   test("a negative enum (sign-extended to 10 bytes by other encoders) decodes as protobuf-es decodes it", () => {
-    const reference = toBinary(AdmitBatchResponseSchema, create(AdmitBatchResponseSchema, { responses: [{ verdict: -1 as Verdict, plan: Plan.PREMIUM }] }));
+    const reference = toBinary(
+      AdmitBatchResponseSchema,
+      create(AdmitBatchResponseSchema, { responses: [{ verdict: -1 as Verdict, plan: Plan.PREMIUM }] }),
+    );
     expect(decodeAdmitBatchResponse(reference)).toMatchObject([{ verdict: -1, plan: Plan.PREMIUM }]);
   });
 });
@@ -76,28 +97,66 @@ describe("AdmitBatchResponse", () => {
 describe("decoding", () => {
   // Unknown fields of every wire type, at the top level and inside each element.
   const unknown = Buffer.from([
-    0x78, 0x96, 0x01, // field 15, varint 150
-    0x7a, 0x02, 0x68, 0x69, // field 15, "hi"
-    0x7d, 1, 2, 3, 4, // field 15, fixed32
-    0x79, 1, 2, 3, 4, 5, 6, 7, 8, // field 15, fixed64
+    0x78,
+    0x96,
+    0x01, // field 15, varint 150
+    0x7a,
+    0x02,
+    0x68,
+    0x69, // field 15, "hi"
+    0x7d,
+    1,
+    2,
+    3,
+    4, // field 15, fixed32
+    0x79,
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+    7,
+    8, // field 15, fixed64
   ]);
-  const element = (inner: Uint8Array) => Buffer.concat([Buffer.from([0x0a, inner.length + unknown.length]), unknown, inner]);
+  const element = (inner: Uint8Array) =>
+    Buffer.concat([Buffer.from([0x0a, inner.length + unknown.length]), unknown, inner]);
 
   test("skips unknown fields, as protobuf-es does", () => {
-    const call = toBinary(AdmitBatchRequestSchema.fields[0]!.message!, create(AdmitBatchRequestSchema.fields[0]!.message!, { token: "t", clientIp: "192.0.2.1", withTags: true }));
+    const call = toBinary(
+      AdmitBatchRequestSchema.fields[0]!.message!,
+      create(AdmitBatchRequestSchema.fields[0]!.message!, { token: "t", clientIp: "192.0.2.1", withTags: true }),
+    );
     const req = Buffer.concat([unknown, element(call), unknown]);
     expect(decodeAdmitBatchRequest(req)).toEqual(plain(fromBinary(AdmitBatchRequestSchema, req)).requests);
     expect(decodeAdmitBatchRequest(req)).toEqual([{ token: "t", clientIp: "192.0.2.1", withTags: true }]);
 
-    const admission = { verdict: Verdict.ALLOWED, orgId: "org_1", orgSlug: "acme", plan: Plan.PREMIUM, limit: 700, remaining: 699, resetSeconds: 1, retryAfterSeconds: 0, tags: [{ name: "vip", subscribers: 3 }] };
-    const res = Buffer.concat([unknown, element(toBinary(AdmitBatchResponseSchema, create(AdmitBatchResponseSchema, { responses: [admission] })).subarray(2)), unknown]);
+    const admission = {
+      verdict: Verdict.ALLOWED,
+      orgId: "org_1",
+      orgSlug: "acme",
+      plan: Plan.PREMIUM,
+      limit: 700,
+      remaining: 699,
+      resetSeconds: 1,
+      retryAfterSeconds: 0,
+      tags: [{ name: "vip", subscribers: 3 }],
+    };
+    const res = Buffer.concat([
+      unknown,
+      element(
+        toBinary(AdmitBatchResponseSchema, create(AdmitBatchResponseSchema, { responses: [admission] })).subarray(2),
+      ),
+      unknown,
+    ]);
     expect(decodeAdmitBatchResponse(res)).toEqual([admission]);
     expect(decodeAdmitBatchResponse(res)).toEqual(plain(fromBinary(AdmitBatchResponseSchema, res)).responses);
   });
 
   test("a truncated message or a field of the wrong wire type is an error", () => {
     const full = encodeAdmitBatchRequest([{ token: "mc_token", clientIp: "192.0.2.1", withTags: true }]);
-    for (let cut = 1; cut < full.length; cut++) expect(() => decodeAdmitBatchRequest(full.subarray(0, cut))).toThrow(WireError);
+    for (let cut = 1; cut < full.length; cut++)
+      expect(() => decodeAdmitBatchRequest(full.subarray(0, cut))).toThrow(WireError);
     expect(() => decodeAdmitBatchRequest(Buffer.from([0x0a, 0x02, 0x08, 0x01]))).toThrow(WireError); // token as a varint
     expect(() => decodeAdmitBatchResponse(Buffer.from([0x0a, 0x02, 0x0a, 0x00]))).toThrow(WireError); // verdict as bytes
     expect(() => decodeAdmitBatchRequest(Buffer.from([0x0b]))).toThrow(WireError); // a group

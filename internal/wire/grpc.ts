@@ -16,9 +16,11 @@ export function envelope(message: Uint8Array): Buffer {
 
 /** The one message of a unary call's body. */
 export function unenvelope(body: Buffer): Buffer {
-  if (body.length < GRPC_HEADER_BYTES) throw new WireError(`a unary message needs one envelope, got ${body.length} bytes`);
+  if (body.length < GRPC_HEADER_BYTES)
+    throw new WireError(`a unary message needs one envelope, got ${body.length} bytes`);
   if (body[0]! & 1) throw new WireError("a compressed message, and no compression was negotiated");
   const end = GRPC_HEADER_BYTES + body.readUInt32BE(1);
-  if (end !== body.length) throw new WireError(`a unary message needs exactly one envelope: ${body.length} bytes, the envelope says ${end}`);
+  if (end !== body.length)
+    throw new WireError(`a unary message needs exactly one envelope: ${body.length} bytes, the envelope says ${end}`);
   return body.subarray(GRPC_HEADER_BYTES);
 }

@@ -9,7 +9,9 @@ import { runBun, sendEmail, type Stack, startStack, waitFor } from "../testkit/t
 const VISIBILITY_MS = 15_000;
 
 async function status(stack: Stack, token: string, id: string): Promise<{ status: string; attempts: number }> {
-  return (await (await fetch(`${stack.apiUrls[0]}/api/v1/emails/${id}`, { headers: { Authorization: `Bearer ${token}` } })).json()) as { status: string; attempts: number };
+  return (await (
+    await fetch(`${stack.apiUrls[0]}/api/v1/emails/${id}`, { headers: { Authorization: `Bearer ${token}` } })
+  ).json()) as { status: string; attempts: number };
 }
 
 describe("acks through a limiterd outage", () => {
@@ -26,7 +28,12 @@ describe("acks through a limiterd outage", () => {
     stack = await startStack({ env: { VISIBILITY_TIMEOUT_MS: String(VISIBILITY_MS) } });
     const token = await stack.org(slug, "premium");
     const worker = stack.startWorker({ SMTP_RELAY_URL: relay.url });
-    const sent = await sendEmail(stack.apiUrls[0]!, token, { from: `no-reply@${slug}.example`, to: "hold@dest.example", subject: "Once", text: "x" });
+    const sent = await sendEmail(stack.apiUrls[0]!, token, {
+      from: `no-reply@${slug}.example`,
+      to: "hold@dest.example",
+      subject: "Once",
+      text: "x",
+    });
     expect(sent.status).toBe(202);
     const id = sent.body.id as string;
     await waitFor("the relay to hold the message", async () => relay.held() === 1, 10_000);
@@ -58,7 +65,11 @@ describe("acks through a limiterd outage", () => {
     await worker.stop("SIGKILL");
     restartLimiterd();
     stack.startWorker({ SMTP_RELAY_URL: relay.url });
-    await waitFor("delivered", async () => (await status(stack, token, id).catch(() => ({ status: "" }))).status === "delivered", 15_000);
+    await waitFor(
+      "delivered",
+      async () => (await status(stack, token, id).catch(() => ({ status: "" }))).status === "delivered",
+      15_000,
+    );
     await Bun.sleep(Math.max(0, leasedAt + VISIBILITY_MS + 2_000 - Date.now()));
     expect(await status(stack, token, id)).toMatchObject({ status: "delivered", attempts: 1 });
     expect(relay.received).toHaveLength(1);

@@ -64,7 +64,13 @@ export class FileSink implements Transport {
  * connection failure is temporary, so it is retried and finally fails, and no recipient is put
  * on bounce cooldown for a problem that is not theirs.
  */
-export function classifyRelayError(e: { responseCode?: number; response?: string; code?: string; command?: string; message: string }): DeliveryResult {
+export function classifyRelayError(e: {
+  responseCode?: number;
+  response?: string;
+  code?: string;
+  command?: string;
+  message: string;
+}): DeliveryResult {
   const detail = e.response ?? `${e.code ?? "error"}: ${e.message}`;
   const permanent = e.responseCode !== undefined && e.responseCode >= 500;
   const aboutRecipientOrMessage = e.command === "RCPT TO" || e.command === "DATA";

@@ -1,6 +1,10 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { MicroBatcher } from "../batch/batcher";
-import { type WebhookAttemptReport, WebhookAttemptResult, type WebhookTask } from "../gen/mailcore/limiter/v1/webhooks_pb";
+import {
+  type WebhookAttemptReport,
+  WebhookAttemptResult,
+  type WebhookTask,
+} from "../gen/mailcore/limiter/v1/webhooks_pb";
 import type { LimiterClients } from "../limiterclient/client";
 import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
@@ -17,7 +21,13 @@ const REPORT_GIVE_UP_MS = 10_000;
 const ENDPOINT_SHARE = 0.25;
 /** Reports per call: the attempts that end while one report call is under way go in the next. */
 const MAX_REPORT_BATCH = 256;
-const PERMANENT = new Set([Code.InvalidArgument, Code.NotFound, Code.FailedPrecondition, Code.PermissionDenied, Code.Unimplemented]);
+const PERMANENT = new Set([
+  Code.InvalidArgument,
+  Code.NotFound,
+  Code.FailedPrecondition,
+  Code.PermissionDenied,
+  Code.Unimplemented,
+]);
 
 export interface WebhookDelivererOptions {
   workerId: string;
@@ -95,7 +105,8 @@ export class WebhookDeliverer {
     this.claimFailing = new FailureEpisode(o.log, "webhook claim");
     this.reportFailing = new FailureEpisode(o.log, "webhook report");
     this.reports = new MicroBatcher(
-      async (reports) => (await clients.webhookDelivery.reportWebhookAttempts({ reports }, { timeoutMs: CALL_TIMEOUT_MS })).results,
+      async (reports) =>
+        (await clients.webhookDelivery.reportWebhookAttempts({ reports }, { timeoutMs: CALL_TIMEOUT_MS })).results,
       MAX_REPORT_BATCH,
     );
   }
@@ -170,7 +181,13 @@ export class WebhookDeliverer {
     let waitMs = 100;
     for (;;) {
       try {
-        const result = await this.reports.submit({ deliveryId: task.deliveryId, leaseToken: task.leaseToken, statusCode: o.statusCode, error: o.error, durationMs: o.durationMs });
+        const result = await this.reports.submit({
+          deliveryId: task.deliveryId,
+          leaseToken: task.leaseToken,
+          statusCode: o.statusCode,
+          error: o.error,
+          durationMs: o.durationMs,
+        });
         this.reportFailing.succeeded();
         return result;
       } catch (err) {

@@ -39,7 +39,13 @@ interface Delivery {
 /** The receiver is on loopback, which a worker refuses by default. */
 const LOOPBACK = { WEBHOOK_ALLOW_PRIVATE_URLS: "1" };
 
-const mail = (slug: string, to: string, lane = "transactional") => ({ from: `Acme <no-reply@${slug}.example>`, to, subject: `To ${to}`, text: "Hello", lane });
+const mail = (slug: string, to: string, lane = "transactional") => ({
+  from: `Acme <no-reply@${slug}.example>`,
+  to,
+  subject: `To ${to}`,
+  text: "Hello",
+  lane,
+});
 
 async function createWebhook(stack: Stack, token: string, body: unknown) {
   const res = await fetch(`${stack.apiUrls[0]}/api/v1/webhooks`, {
@@ -68,10 +74,17 @@ describe("webhooks over real processes", () => {
 
   test("signed as Standard Webhooks: an independent verifier accepts every request, and only with the right secret", async () => {
     const token = await stack.org("signed", "premium");
-    const made = await createWebhook(stack, token, { url: `${receiver.url}/signed`, events: ["email.queued", "email.delivered"] });
+    const made = await createWebhook(stack, token, {
+      url: `${receiver.url}/signed`,
+      events: ["email.queued", "email.delivered"],
+    });
     expect(made.status).toBe(201);
     expect(made.headers.get("RateLimit-Policy")).toBe('"premium";q=700;w=60');
-    expect(made.body).toMatchObject({ url: `${receiver.url}/signed`, events: ["email.queued", "email.delivered"], disabled: false });
+    expect(made.body).toMatchObject({
+      url: `${receiver.url}/signed`,
+      events: ["email.queued", "email.delivered"],
+      disabled: false,
+    });
     expect(made.body.id).toMatch(/^wh_[0-9a-f]{24}$/);
     const secret = made.body.secret as string;
     expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{32}$/);
@@ -104,7 +117,10 @@ describe("webhooks over real processes", () => {
     const made = await createWebhook(stack, token, { url: `${receiver.url}/flaky`, events: ["email.delivered"] });
     const webhookId = made.body.id as string;
     await sendEmail(stack.apiUrls[0]!, token, mail("retry", "delivered@fixtures.test"));
-    await waitFor("the delivery to succeed", async () => (await deliveries(stack, token, webhookId))[0]?.state === "delivered");
+    await waitFor(
+      "the delivery to succeed",
+      async () => (await deliveries(stack, token, webhookId))[0]?.state === "delivered",
+    );
     const [d] = await deliveries(stack, token, webhookId);
     expect(d!.type).toBe("email.delivered");
     expect(d!.nextAttemptAt).toBeNull();
@@ -122,7 +138,10 @@ describe("webhooks over real processes", () => {
 
   test("an endpoint receives only the events it subscribed to", async () => {
     const token = await stack.org("filters", "premium");
-    const all = await createWebhook(stack, token, { url: `${receiver.url}/all`, events: ["email.queued", "email.delivered", "email.bounced"] });
+    const all = await createWebhook(stack, token, {
+      url: `${receiver.url}/all`,
+      events: ["email.queued", "email.delivered", "email.bounced"],
+    });
     const bounces = await createWebhook(stack, token, { url: `${receiver.url}/bounces`, events: ["email.bounced"] });
     expect([all.status, bounces.status]).toEqual([201, 201]);
     await sendEmail(stack.apiUrls[0]!, token, mail("filters", "delivered@fixtures.test"));
@@ -140,12 +159,18 @@ describe("webhooks over real processes", () => {
     const made = await createWebhook(stack, owner, { url: `${receiver.url}/owner`, events: ["email.queued"] });
     const id = made.body.id as string;
     expect((await getJson(`${stack.apiUrls[0]}/api/v1/webhooks`, other)).body).toEqual({ data: [], nextCursor: null });
-    const del = await fetch(`${stack.apiUrls[0]}/api/v1/webhooks/${id}`, { method: "DELETE", headers: { Authorization: `Bearer ${other}` } });
+    const del = await fetch(`${stack.apiUrls[0]}/api/v1/webhooks/${id}`, {
+      method: "DELETE",
+      headers: { Authorization: `Bearer ${other}` },
+    });
     expect([del.status, ((await del.json()) as { code: string }).code]).toEqual([404, "NOT_FOUND"]);
     expect((await getJson(`${stack.apiUrls[0]}/api/v1/webhooks/${id}/deliveries`, other)).status).toBe(404);
     // The owner still has it, and may delete it.
     expect((await getJson(`${stack.apiUrls[0]}/api/v1/webhooks/${id}/deliveries`, owner)).status).toBe(200);
-    const gone = await fetch(`${stack.apiUrls[0]}/api/v1/webhooks/${id}`, { method: "DELETE", headers: { Authorization: `Bearer ${owner}` } });
+    const gone = await fetch(`${stack.apiUrls[0]}/api/v1/webhooks/${id}`, {
+      method: "DELETE",
+      headers: { Authorization: `Bearer ${owner}` },
+    });
     expect(gone.status).toBe(204);
     expect((await getJson(`${stack.apiUrls[0]}/api/v1/webhooks`, owner)).body).toEqual({ data: [], nextCursor: null });
   });
@@ -199,7 +224,9 @@ describe("a receiver that hangs", () => {
         const createdMs = Date.parse(view.body.createdAt as string);
         let releasedMs = 0;
         await waitFor(`${id} released`, async () => {
-          const r = (await lanes.listReleases({ lane: Lane.TRANSACTIONAL, sinceMs: BigInt(createdMs) })).releases.find((x) => x.messageId === id);
+          const r = (await lanes.listReleases({ lane: Lane.TRANSACTIONAL, sinceMs: BigInt(createdMs) })).releases.find(
+            (x) => x.messageId === id,
+          );
           releasedMs = Number(r?.releasedAtMs ?? 0);
           return r !== undefined;
         });
@@ -214,7 +241,8 @@ describe("a receiver that hangs", () => {
 
     await createWebhook(stack, token, { url: `${receiver.url}/hang`, events: ["email.queued", "email.delivered"] });
     // In the bulk lane, so that the transactional lane holds only the sends measured.
-    for (let i = 0; i < 20; i++) await sendEmail(stack.apiUrls[0]!, token, mail("hang", `delivered+h${i}@fixtures.test`, "bulk"));
+    for (let i = 0; i < 20; i++)
+      await sendEmail(stack.apiUrls[0]!, token, mail("hang", `delivered+h${i}@fixtures.test`, "bulk"));
     await waitFor("webhook attempts to hang", async () => receiver.at("/hang").length >= 16);
     const during = await measure(20);
     // The attempts were still hanging (15 s timeout) all along, a quarter of the worker's slots.
@@ -228,7 +256,12 @@ describe("a receiver that hangs", () => {
 
     const ms = (xs: number[]) => xs.map(Math.round);
     const load = (await Bun.file("/proc/loadavg").text()).split(" ")[0];
-    console.log("hanging receiver:", JSON.stringify({ load, before, during, hanging: receiver.at("/hang").length }, (_k, v) => (typeof v === "number" ? Math.round(v) : v)));
+    console.log(
+      "hanging receiver:",
+      JSON.stringify({ load, before, during, hanging: receiver.at("/hang").length }, (_k, v) =>
+        typeof v === "number" ? Math.round(v) : v,
+      ),
+    );
     // Accept latency: the typical send is not slower by 50 ms; lane release: no send released
     // more than 50 ms later than the slowest release without webhooks (on a busy machine the
     // daemon's timers run late now and then, webhooks or not).
@@ -258,7 +291,10 @@ describe("a worker killed during an attempt", () => {
       const [a, b] = receiver.at("/once");
       expect(b!.headers["webhook-id"]).toBe(a!.headers["webhook-id"]!);
       expect(b!.body).toBe(a!.body);
-      await waitFor("the delivery recorded", async () => (await deliveries(stack, token, made.body.id as string))[0]?.state === "delivered");
+      await waitFor(
+        "the delivery recorded",
+        async () => (await deliveries(stack, token, made.body.id as string))[0]?.state === "delivered",
+      );
       const [d] = await deliveries(stack, token, made.body.id as string);
       expect(d!.attempts.map((x) => x.statusCode)).toEqual([200]); // the killed worker's attempt was never reported
     } finally {
@@ -273,16 +309,26 @@ describe("on Redis and PostgreSQL", () => {
     const receiver = startReceiver();
     const redis = await startRedis();
     const pg = await startPostgres();
-    const stack = await startStack({ workers: 1, redisUrl: redis.url, env: { ...LOOPBACK, DATABASE_URL: await pg.newDatabase() } });
+    const stack = await startStack({
+      workers: 1,
+      redisUrl: redis.url,
+      env: { ...LOOPBACK, DATABASE_URL: await pg.newDatabase() },
+    });
     try {
       const token = await stack.org("redispg", "premium");
-      const made = await createWebhook(stack, token, { url: `${receiver.url}/rp`, events: ["email.bounced", "email.delivered"] });
+      const made = await createWebhook(stack, token, {
+        url: `${receiver.url}/rp`,
+        events: ["email.bounced", "email.delivered"],
+      });
       await sendEmail(stack.apiUrls[0]!, token, mail("redispg", "bounced@fixtures.test"));
       await waitFor("the bounce", async () => receiver.at("/rp").length >= 1);
       const [r] = receiver.at("/rp");
       expect(JSON.parse(r!.body).type).toBe("email.bounced");
       expect(verifyStandardWebhook(made.body.secret as string, r!, Math.floor(Date.now() / 1_000))).toBe(true);
-      await waitFor("the delivery recorded", async () => (await deliveries(stack, token, made.body.id as string))[0]?.state === "delivered");
+      await waitFor(
+        "the delivery recorded",
+        async () => (await deliveries(stack, token, made.body.id as string))[0]?.state === "delivered",
+      );
     } finally {
       await stack.stop();
       await receiver.stop();
@@ -300,9 +346,15 @@ describe("a URL on a private network", () => {
       const token = await stack.org("private", "premium");
       const made = await createWebhook(stack, token, { url: `${receiver.url}/private`, events: ["email.queued"] });
       await sendEmail(stack.apiUrls[0]!, token, mail("private", "delivered@fixtures.test"));
-      await waitFor("two refused attempts", async () => ((await deliveries(stack, token, made.body.id as string))[0]?.attempts.length ?? 0) >= 2);
+      await waitFor(
+        "two refused attempts",
+        async () => ((await deliveries(stack, token, made.body.id as string))[0]?.attempts.length ?? 0) >= 2,
+      );
       const [d] = await deliveries(stack, token, made.body.id as string);
-      expect(d!.attempts[0]).toMatchObject({ statusCode: null, error: "refused: 127.0.0.1 is a private address (127.0.0.1)" });
+      expect(d!.attempts[0]).toMatchObject({
+        statusCode: null,
+        error: "refused: 127.0.0.1 is a private address (127.0.0.1)",
+      });
       expect(receiver.received).toEqual([]);
     } finally {
       await stack.stop();

@@ -17,7 +17,13 @@ const ACK_TIMEOUT_MS = 2_000;
 // Short: when the daemon is back, the ack must beat the recovery loop to a lease that expired meanwhile.
 const ACK_RETRY_MAX_MS = 1_000;
 /** An ack the daemon refuses for what it is (not for being unavailable) is dropped, not retried. */
-const PERMANENT = new Set([Code.InvalidArgument, Code.NotFound, Code.FailedPrecondition, Code.PermissionDenied, Code.Unimplemented]);
+const PERMANENT = new Set([
+  Code.InvalidArgument,
+  Code.NotFound,
+  Code.FailedPrecondition,
+  Code.PermissionDenied,
+  Code.Unimplemented,
+]);
 
 export interface WorkerOptions {
   workerId: string;
@@ -59,7 +65,10 @@ export class Worker {
       // Bounded: while as many acks as deliveries in flight are owed, lease nothing more.
       while (this.unacked.size >= this.o.maxInFlight && !this.abort.signal.aborted) await Bun.sleep(100);
       try {
-        const stream = this.clients.delivery.lease({ workerId: this.o.workerId, maxInFlight: this.o.maxInFlight }, { signal: this.abort.signal });
+        const stream = this.clients.delivery.lease(
+          { workerId: this.o.workerId, maxInFlight: this.o.maxInFlight },
+          { signal: this.abort.signal },
+        );
         for await (const m of stream) {
           backoff = 250;
           this.track(this.handle(m));
@@ -83,7 +92,10 @@ export class Worker {
     const all = () => Promise.all(this.inFlight);
     await Promise.race([all(), Bun.sleep(graceMs)]);
     this.stopping = true;
-    this.cutOff.resolve({ outcome: DeliveryOutcome.DEFERRED, detail: "the worker stopped before the delivery finished; it will be retried" });
+    this.cutOff.resolve({
+      outcome: DeliveryOutcome.DEFERRED,
+      detail: "the worker stopped before the delivery finished; it will be retried",
+    });
     this.transport.close();
     await Promise.race([all(), Bun.sleep(ACK_TIMEOUT_MS + 500)]);
   }
@@ -103,8 +115,21 @@ export class Worker {
     const outcome = OUTCOMES[result.outcome] ?? "unknown";
     const requestId = m.email?.requestId ?? "";
     this.o.metrics?.deliveries.inc({ outcome });
-    this.o.log.info(outcome, { requestId, message: m.messageId, org: m.orgId, attempt: m.attempt, detail: result.detail });
-    const ack: PendingAck = { leaseId: m.leaseId, messageId: m.messageId, orgId: m.orgId, outcome: result.outcome, detail: result.detail, requestId };
+    this.o.log.info(outcome, {
+      requestId,
+      message: m.messageId,
+      org: m.orgId,
+      attempt: m.attempt,
+      detail: result.detail,
+    });
+    const ack: PendingAck = {
+      leaseId: m.leaseId,
+      messageId: m.messageId,
+      orgId: m.orgId,
+      outcome: result.outcome,
+      detail: result.detail,
+      requestId,
+    };
     this.o.acks.add(ack);
     await this.settle(ack);
   }
@@ -118,7 +143,10 @@ export class Worker {
       for (;;) {
         try {
           const { leaseId, messageId, orgId, outcome, detail } = ack;
-          await this.clients.delivery.ack({ leaseId, messageId, orgId, outcome, detail }, { timeoutMs: ACK_TIMEOUT_MS, headers: { [REQUEST_ID_HEADER]: ack.requestId } });
+          await this.clients.delivery.ack(
+            { leaseId, messageId, orgId, outcome, detail },
+            { timeoutMs: ACK_TIMEOUT_MS, headers: { [REQUEST_ID_HEADER]: ack.requestId } },
+          );
           this.ackFailing.succeeded();
           this.o.acks.remove(ack.leaseId);
           return;

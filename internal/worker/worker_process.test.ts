@@ -14,10 +14,18 @@ interface MessageView {
 }
 
 async function message(stack: Stack, token: string, id: string): Promise<MessageView> {
-  return (await (await fetch(`${stack.apiUrls[0]}/api/v1/emails/${id}`, { headers: { Authorization: `Bearer ${token}` } })).json()) as MessageView;
+  return (await (
+    await fetch(`${stack.apiUrls[0]}/api/v1/emails/${id}`, { headers: { Authorization: `Bearer ${token}` } })
+  ).json()) as MessageView;
 }
 
-async function until(stack: Stack, token: string, id: string, status: string, timeoutMs = 10_000): Promise<MessageView> {
+async function until(
+  stack: Stack,
+  token: string,
+  id: string,
+  status: string,
+  timeoutMs = 10_000,
+): Promise<MessageView> {
   await waitFor(`${id} to be ${status}`, async () => (await message(stack, token, id)).status === status, timeoutMs);
   return message(stack, token, id);
 }
@@ -42,7 +50,11 @@ describe("through a real SMTP relay", () => {
   });
 
   test("250: delivered, with its From, HTML and Message-ID", async () => {
-    const sent = await sendEmail(stack.apiUrls[0]!, token, mail("relay", "Jane <ok@dest.example>", { headers: { "X-Campaign": "welcome" } }));
+    const sent = await sendEmail(
+      stack.apiUrls[0]!,
+      token,
+      mail("relay", "Jane <ok@dest.example>", { headers: { "X-Campaign": "welcome" } }),
+    );
     expect(sent.status).toBe(202);
     const id = sent.body.id as string;
     const done = await until(stack, token, id, "delivered");
@@ -62,7 +74,10 @@ describe("through a real SMTP relay", () => {
     expect(done.events.at(-1)!.detail).toContain("550");
     const again = await sendEmail(stack.apiUrls[0]!, token, mail("relay", "Bounce+2@dest.example"));
     expect(again.status).toBe(429);
-    expect(again.body).toEqual({ code: "RECIPIENT_RATE_LIMITED", message: "This recipient is temporarily rate limited." });
+    expect(again.body).toEqual({
+      code: "RECIPIENT_RATE_LIMITED",
+      message: "This recipient is temporarily rate limited.",
+    });
     expect(Number(again.headers.get("Retry-After"))).toBeGreaterThan(3_500);
   });
 
@@ -128,7 +143,11 @@ for (const backend of ["embedded", "redis"] as const) {
       const token = await stack.org("durable", "premium");
       const ids: string[] = [];
       for (let i = 0; i < 5; i++) {
-        const sent = await sendEmail(stack.apiUrls[0]!, token, mail("durable", `user${i}@dest.example`, { lane: i % 2 ? "bulk" : "transactional" }));
+        const sent = await sendEmail(
+          stack.apiUrls[0]!,
+          token,
+          mail("durable", `user${i}@dest.example`, { lane: i % 2 ? "bulk" : "transactional" }),
+        );
         expect(sent.status).toBe(202);
         ids.push(sent.body.id as string);
       }
@@ -141,7 +160,10 @@ for (const backend of ["embedded", "redis"] as const) {
       for (const id of ids) await until(stack, token, id, "delivered");
       const files = readdirSync(join(stack.dataDir, "sink")).sort();
       expect(files).toEqual(ids.map((id) => `${id}.eml`).sort());
-      for (const id of ids) expect(readFileSync(join(stack.dataDir, "sink", `${id}.eml`), "utf8")).toContain(`Message-ID: <${id}@durable.example>`);
+      for (const id of ids)
+        expect(readFileSync(join(stack.dataDir, "sink", `${id}.eml`), "utf8")).toContain(
+          `Message-ID: <${id}@durable.example>`,
+        );
     }, 30_000);
   });
 }

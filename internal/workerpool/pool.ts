@@ -57,7 +57,8 @@ export class WorkerPool<In, Out> {
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const queue of this.waiting.values()) for (const job of queue) job.reject(new Error("the worker pool is closed"));
+    for (const queue of this.waiting.values())
+      for (const job of queue) job.reject(new Error("the worker pool is closed"));
     this.waiting.clear();
     this.served.clear();
     for (const slot of this.slots) {
@@ -142,7 +143,10 @@ export class WorkerPool<In, Out> {
 
 /** The worker side: answers each job with fn's result, or its error's message. */
 export function serveJobs<In, Out>(fn: (input: In) => Out): void {
-  const thread = globalThis as unknown as { onmessage: (e: MessageEvent<{ id: number; input: In }>) => void; postMessage(reply: Reply<Out>): void };
+  const thread = globalThis as unknown as {
+    onmessage: (e: MessageEvent<{ id: number; input: In }>) => void;
+    postMessage(reply: Reply<Out>): void;
+  };
   thread.onmessage = (e) => {
     const { id, input } = e.data;
     let reply: Reply<Out>;

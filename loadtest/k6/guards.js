@@ -33,7 +33,10 @@ export const options = {
 function send(to) {
   const body = JSON.stringify({ from: `Acme <no-reply@${DOMAIN}>`, to, subject: "Your code", text: "123456" });
   const ip = `10.3.${exec.vu.idInTest}.1`;
-  return http.post(`${API}/api/v1/emails`, body, { headers: headers(TOKEN, ip, { "Content-Type": "application/json" }), tags: { name: "emails" } });
+  return http.post(`${API}/api/v1/emails`, body, {
+    headers: headers(TOKEN, ip, { "Content-Type": "application/json" }),
+    tags: { name: "emails" },
+  });
 }
 
 export function hot() {
@@ -43,7 +46,9 @@ export function hot() {
   check(res, {
     "202 or 429": (r) => r.status === 202 || r.status === 429,
     "429 is RECIPIENT_RATE_LIMITED": (r) =>
-      r.status !== 429 || (r.json("code") === "RECIPIENT_RATE_LIMITED" && r.json("message") === "This recipient is temporarily rate limited."),
+      r.status !== 429 ||
+      (r.json("code") === "RECIPIENT_RATE_LIMITED" &&
+        r.json("message") === "This recipient is temporarily rate limited."),
     "429 has Retry-After": (r) => r.status !== 429 || Number(r.headers["Retry-After"]) > 0,
   });
 }

@@ -13,8 +13,23 @@ const otherLimited = new Counter("ip_other_limited");
 
 export const options = {
   scenarios: {
-    flood: { executor: "constant-arrival-rate", rate: 800, timeUnit: "1s", duration: `${SECONDS}s`, preAllocatedVUs: 40, maxVUs: 200, exec: "flood" },
-    bystander: { executor: "constant-arrival-rate", rate: 20, timeUnit: "1s", duration: `${SECONDS}s`, preAllocatedVUs: 5, exec: "bystander" },
+    flood: {
+      executor: "constant-arrival-rate",
+      rate: 800,
+      timeUnit: "1s",
+      duration: `${SECONDS}s`,
+      preAllocatedVUs: 40,
+      maxVUs: 200,
+      exec: "flood",
+    },
+    bystander: {
+      executor: "constant-arrival-rate",
+      rate: 20,
+      timeUnit: "1s",
+      duration: `${SECONDS}s`,
+      preAllocatedVUs: 5,
+      exec: "bystander",
+    },
   },
   thresholds: {
     ip_over_admitted: ["count==0"],
@@ -29,7 +44,8 @@ function one(ip) {
   const res = http.get(`${API}/api/v1/tags`, { headers: headers(null, ip), tags: { name: "tags" } });
   check(res, {
     "401 or 429": (r) => r.status === 401 || r.status === 429,
-    "429 body and Retry-After": (r) => r.status !== 429 || (r.json("message") === "Too many requests" && Number(r.headers["Retry-After"]) >= 1),
+    "429 body and Retry-After": (r) =>
+      r.status !== 429 || (r.json("message") === "Too many requests" && Number(r.headers["Retry-After"]) >= 1),
     "minimum policy advertised": (r) => r.headers["Ratelimit-Policy"] === '"free";q=100;w=60',
   });
   return { res, started };
@@ -51,7 +67,15 @@ export function teardown() {
   const upper = 500 + Math.floor((500 * (t.lastEnd - t.firstStart)) / 1000);
   // Arrivals (800/s) outpace the refill (500/s), so every token made before the last request is used.
   const lower = 500 + Math.floor((500 * Math.max(0, t.lastStart - t.firstEnd)) / 1000) - 1;
-  console.log(JSON.stringify({ requests: admitted + (t["429"] || 0), admitted, refused: t["429"] || 0, seconds: (t.lastEnd - t.firstStart) / 1000, expected: [lower, upper] }));
+  console.log(
+    JSON.stringify({
+      requests: admitted + (t["429"] || 0),
+      admitted,
+      refused: t["429"] || 0,
+      seconds: (t.lastEnd - t.firstStart) / 1000,
+      expected: [lower, upper],
+    }),
+  );
   overAdmitted.add(Math.max(0, admitted - upper));
   underAdmitted.add(Math.max(0, lower - admitted));
 }

@@ -25,7 +25,15 @@ const refused = new Counter("lane_sends_refused");
 export const options = {
   setupTimeout: "120s",
   scenarios: {
-    behind_bulk: { executor: "constant-arrival-rate", rate: 4, timeUnit: "1s", duration: "10s", preAllocatedVUs: 4, startTime: `${DELAY_START_S}s`, exec: "behindBulk" },
+    behind_bulk: {
+      executor: "constant-arrival-rate",
+      rate: 4,
+      timeUnit: "1s",
+      duration: "10s",
+      preAllocatedVUs: 4,
+      startTime: `${DELAY_START_S}s`,
+      exec: "behindBulk",
+    },
   },
   thresholds: {
     lane_pacing_violations: ["count==0"],
@@ -42,14 +50,22 @@ function email(i, lane, to) {
     method: "POST",
     url: `${API}/api/v1/emails`,
     body: JSON.stringify({ from: `App <app@${org.domain}>`, to, subject: `m${i}`, text: "x", lane }),
-    params: { headers: headers(org.token, `10.4.${(i >> 8) & 255}.${i & 255}`, { "Content-Type": "application/json" }), tags: { name: "emails" } },
+    params: {
+      headers: headers(org.token, `10.4.${(i >> 8) & 255}.${i & 255}`, { "Content-Type": "application/json" }),
+      tags: { name: "emails" },
+    },
   };
 }
 
 export function setup() {
   const start = Date.now();
   const all = [];
-  for (let i = 0; i < N_TX + N_BULK; i++) all.push(i < N_TX ? email(i, "transactional", `delivered+t${i}@fixtures.test`) : email(i, "bulk", `delivered+b${i}@fixtures.test`));
+  for (let i = 0; i < N_TX + N_BULK; i++)
+    all.push(
+      i < N_TX
+        ? email(i, "transactional", `delivered+t${i}@fixtures.test`)
+        : email(i, "bulk", `delivered+b${i}@fixtures.test`),
+    );
   for (let i = 0; i < all.length; i += 50) {
     for (const res of http.batch(all.slice(i, i + 50))) if (res.status !== 202) refused.add(1);
   }
@@ -66,10 +82,13 @@ export function behindBulk() {
   const i = 1_000_000 + seq++ * 100 + __VU;
   const req = email(i, "transactional", `code${i}@example.org`);
   const res = http.request(req.method, req.url, req.body, req.params);
-  if (!check(res, { "accepted": (r) => r.status === 202 })) return refused.add(1);
+  if (!check(res, { accepted: (r) => r.status === 202 })) return refused.add(1);
   const id = res.json("id");
   const org = TOKENS[i % TOKENS.length];
-  const view = http.get(`${API}/api/v1/emails/${id}`, { headers: headers(org.token, `10.5.0.${__VU}`), tags: { name: "email" } });
+  const view = http.get(`${API}/api/v1/emails/${id}`, {
+    headers: headers(org.token, `10.5.0.${__VU}`),
+    tags: { name: "email" },
+  });
   const accepted = Date.parse(view.json("createdAt"));
   for (let tries = 0; tries < 100; tries++) {
     const r = releases("LANE_TRANSACTIONAL", accepted).find((x) => x.id === id);
@@ -98,8 +117,12 @@ function checkPacing(name, times, from, until) {
 
 export function teardown(data) {
   lanes.connect(__ENV.LIMITER, { plaintext: true, reflect: false });
-  const tx = releases("LANE_TRANSACTIONAL", data.start).map((r) => r.at).sort((a, b) => a - b);
-  const bulk = releases("LANE_BULK", data.start).map((r) => r.at).sort((a, b) => a - b);
+  const tx = releases("LANE_TRANSACTIONAL", data.start)
+    .map((r) => r.at)
+    .sort((a, b) => a - b);
+  const bulk = releases("LANE_BULK", data.start)
+    .map((r) => r.at)
+    .sort((a, b) => a - b);
   // The initial backlog of each lane is released by its N-th release; measured from the
   // moment the whole backlog was queued.
   checkPacing("transactional", tx, data.backlogged, tx[N_TX - 1]);

@@ -12,7 +12,11 @@ import { API, headers } from "./lib.js";
 const RATE = Number(__ENV.RATE);
 const SECONDS = Number(__ENV.SECONDS || 10);
 const IPS = Number(__ENV.IPS || 4096);
-const tokens = new SharedArray("tokens", () => open(__ENV.TOKENS_FILE).split("\n").filter((l) => l.length > 0));
+const tokens = new SharedArray("tokens", () =>
+  open(__ENV.TOKENS_FILE)
+    .split("\n")
+    .filter((l) => l.length > 0),
+);
 
 export const options = {
   discardResponseBodies: true,

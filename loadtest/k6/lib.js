@@ -15,7 +15,10 @@ export function headers(token, ip, extra) {
 
 /** Adds counts and time bounds to the harness's tally (kept out of the API's metrics by its tag). */
 export function tally(name, t) {
-  http.post(`${COLLECTOR}/tally/${name}`, JSON.stringify(t), { headers: { "Content-Type": "application/json" }, tags: { name: "collector" } });
+  http.post(`${COLLECTOR}/tally/${name}`, JSON.stringify(t), {
+    headers: { "Content-Type": "application/json" },
+    tags: { name: "collector" },
+  });
 }
 
 export function readTally(name) {

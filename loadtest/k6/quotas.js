@@ -47,7 +47,8 @@ function one(ip) {
   check(res, {
     "200 or 429": (r) => r.status === 200 || r.status === 429,
     "headers agree": (r) => headersAgree(r, PLAN, Q),
-    "429 has the 2.2 body": (r) => r.status !== 429 || (r.json("message") === "Too many requests" && /\/docs\/rate-limits$/.test(r.json("docs"))),
+    "429 has the 2.2 body": (r) =>
+      r.status !== 429 || (r.json("message") === "Too many requests" && /\/docs\/rate-limits$/.test(r.json("docs"))),
     "429 has Retry-After >= 1": (r) => r.status !== 429 || Number(r.headers["Retry-After"]) >= 1,
     "429 has r=0": (r) => r.status !== 429 || r.headers["Ratelimit-Remaining"] === "0",
   });
@@ -77,7 +78,17 @@ export function teardown() {
   // by the last answer, and every token that came back before the last request was taken.
   const upper = Q + Math.floor((Q * (t.lastEnd - t.firstStart)) / 60000);
   const lower = Q + Math.floor((Q * Math.max(0, t.lastStart - t.firstEnd)) / 60000) - 1;
-  console.log(JSON.stringify({ plan: PLAN, quota: Q, requests: (t["200"] || 0) + (t["429"] || 0), admitted, refused: t["429"] || 0, seconds: (t.lastEnd - t.firstStart) / 1000, expected: [lower, upper] }));
+  console.log(
+    JSON.stringify({
+      plan: PLAN,
+      quota: Q,
+      requests: (t["200"] || 0) + (t["429"] || 0),
+      admitted,
+      refused: t["429"] || 0,
+      seconds: (t.lastEnd - t.firstStart) / 1000,
+      expected: [lower, upper],
+    }),
+  );
   overAdmitted.add(Math.max(0, admitted - upper));
   underAdmitted.add(Math.max(0, lower - admitted));
 }

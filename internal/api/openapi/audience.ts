@@ -1,7 +1,11 @@
 import { apiOperation, errorAnswer, jsonAnswer, rateLimitHeaders, schemaRef } from "./common";
 import type { ApiArea, Schema } from "./types";
 
-export const TAG_NAME = { type: "string", pattern: "^[\\p{L}\\p{N} _-]{1,64}$", description: "1 to 64 letters, digits, spaces, `_` and `-`." };
+export const TAG_NAME = {
+  type: "string",
+  pattern: "^[\\p{L}\\p{N} _-]{1,64}$",
+  description: "1 to 64 letters, digits, spaces, `_` and `-`.",
+};
 const STATUS = { type: "string", enum: ["subscribed", "unsubscribed"] };
 const EVENT_TYPES = [
   "subscriber.created",
@@ -27,11 +31,26 @@ const subscriberRef = {
   example: "sub_5f1d2c3b4a5968778695a4b3",
 };
 export const paging = [
-  { name: "limit", in: "query", required: false, description: "Items per page.", schema: { type: "integer", minimum: 1, maximum: 100, default: 20 } },
-  { name: "cursor", in: "query", required: false, description: "The `nextCursor` of the page before (opaque).", schema: { type: "string" } },
+  {
+    name: "limit",
+    in: "query",
+    required: false,
+    description: "Items per page.",
+    schema: { type: "integer", minimum: 1, maximum: 100, default: 20 },
+  },
+  {
+    name: "cursor",
+    in: "query",
+    required: false,
+    description: "The `nextCursor` of the page before (opaque).",
+    schema: { type: "string" },
+  },
 ];
 
-export const body = (name: string) => ({ required: true, content: { "application/json": { schema: schemaRef(name) } } });
+export const body = (name: string) => ({
+  required: true,
+  content: { "application/json": { schema: schemaRef(name) } },
+});
 export const invalid = jsonAnswer("A field is invalid; `field` names it.", schemaRef("ValidationFailed"));
 const notFound = errorAnswer("No such subscriber in this organization.", ["NOT_FOUND"]);
 export const unreadable = {
@@ -43,7 +62,10 @@ const subscriber = (description: string) => jsonAnswer(description, schemaRef("S
 export const list = (item: Schema) => ({
   type: "object",
   required: ["data", "nextCursor"],
-  properties: { data: { type: "array", items: item }, nextCursor: { type: ["string", "null"], description: "The next page's cursor; null on the last page." } },
+  properties: {
+    data: { type: "array", items: item },
+    nextCursor: { type: ["string", "null"], description: "The next page's cursor; null on the last page." },
+  },
 });
 export const noContent = (description: string) => ({ description, headers: rateLimitHeaders });
 
@@ -55,13 +77,22 @@ const changeProperties = {
     maxProperties: 50,
     propertyNames: { pattern: "^[A-Za-z0-9_-]{1,64}$" },
     additionalProperties: { type: ["string", "number", "boolean", "null"] },
-    description: "Merged into the subscriber's fields; flat: string (up to 4096 characters), number, boolean or null values.",
+    description:
+      "Merged into the subscriber's fields; flat: string (up to 4096 characters), number, boolean or null values.",
   },
   tags: { type: "array", maxItems: 100, items: TAG_NAME, description: "Added (created in the organization when new)." },
   status: { ...STATUS, description: "`subscribed` when created without it." },
   replaceTags: { type: "boolean", default: false, description: "The subscriber's tags become exactly `tags`." },
-  resubscribe: { type: "boolean", default: false, description: "Without it, an unsubscribed subscriber stays unsubscribed." },
-  triggerWorkflows: { type: "boolean", default: true, description: "False records the change and its events but starts no workflow (spec 2.4)." },
+  resubscribe: {
+    type: "boolean",
+    default: false,
+    description: "Without it, an unsubscribed subscriber stays unsubscribed.",
+  },
+  triggerWorkflows: {
+    type: "boolean",
+    default: true,
+    description: "False records the change and its events but starts no workflow (spec 2.4).",
+  },
 };
 
 export const audienceArea: ApiArea = {
@@ -75,9 +106,27 @@ export const audienceArea: ApiArea = {
         tags: ["Subscribers"],
         parameters: [
           ...paging,
-          { name: "tag", in: "query", required: false, description: "Only subscribers with this tag.", schema: TAG_NAME },
-          { name: "status", in: "query", required: false, description: "Only subscribers with this status.", schema: STATUS },
-          { name: "email", in: "query", required: false, description: "Only subscribers whose email starts with this.", schema: { type: "string" } },
+          {
+            name: "tag",
+            in: "query",
+            required: false,
+            description: "Only subscribers with this tag.",
+            schema: TAG_NAME,
+          },
+          {
+            name: "status",
+            in: "query",
+            required: false,
+            description: "Only subscribers with this status.",
+            schema: STATUS,
+          },
+          {
+            name: "email",
+            in: "query",
+            required: false,
+            description: "Only subscribers whose email starts with this.",
+            schema: { type: "string" },
+          },
         ],
         responses: { "200": jsonAnswer("A page of subscribers.", list(schemaRef("Subscriber"))), "422": invalid },
       }),
@@ -88,7 +137,12 @@ export const audienceArea: ApiArea = {
           "An upsert by email. A repeated identical upsert changes nothing, records no event and starts nothing; concurrent upserts of one email make one subscriber.",
         tags: ["Subscribers"],
         requestBody: body("SubscriberUpsert"),
-        responses: { "200": subscriber("Updated (or unchanged)."), "201": subscriber("Created."), "422": invalid, ...unreadable },
+        responses: {
+          "200": subscriber("Updated (or unchanged)."),
+          "201": subscriber("Created."),
+          "422": invalid,
+          ...unreadable,
+        },
       }),
     },
     "/api/v1/subscribers/batch": {
@@ -99,7 +153,11 @@ export const audienceArea: ApiArea = {
           "One request against the quota. One result per item, in input order; an invalid item fails alone. With `triggerWorkflows: false`, the way to import a list.",
         tags: ["Subscribers"],
         requestBody: body("SubscriberBatch"),
-        responses: { "200": jsonAnswer("One result per item, in order.", schemaRef("SubscriberBatchResults")), "422": invalid, ...unreadable },
+        responses: {
+          "200": jsonAnswer("One result per item, in order.", schemaRef("SubscriberBatchResults")),
+          "422": invalid,
+          ...unreadable,
+        },
       }),
     },
     "/api/v1/subscribers/{id}": {
@@ -153,7 +211,11 @@ export const audienceArea: ApiArea = {
         description: "Newest first: every change of the subscriber and every message sent to its address.",
         tags: ["Subscribers"],
         parameters: [subscriberRef, ...paging],
-        responses: { "200": jsonAnswer("A page of events.", list(schemaRef("SubscriberEvent"))), "404": notFound, "422": invalid },
+        responses: {
+          "200": jsonAnswer("A page of events.", list(schemaRef("SubscriberEvent"))),
+          "404": notFound,
+          "422": invalid,
+        },
       }),
     },
   },
@@ -212,7 +274,10 @@ export const audienceArea: ApiArea = {
     SubscriberTags: {
       type: "object",
       required: ["tags"],
-      properties: { tags: { type: "array", maxItems: 100, items: TAG_NAME }, triggerWorkflows: changeProperties.triggerWorkflows },
+      properties: {
+        tags: { type: "array", maxItems: 100, items: TAG_NAME },
+        triggerWorkflows: changeProperties.triggerWorkflows,
+      },
       additionalProperties: false,
     },
     SubscriberEvent: {

@@ -14,20 +14,34 @@ const campaignRef = {
   example: "cmp_0192f3a4b5c6d7e8f9a0b1c2",
 };
 const notFound = errorAnswer("No such campaign in this organization.", ["NOT_FOUND"]);
-const wrongState = errorAnswer("The campaign is not in a state that allows this (sent, cancelled, or finished).", ["CAMPAIGN_STATE"]);
+const wrongState = errorAnswer("The campaign is not in a state that allows this (sent, cancelled, or finished).", [
+  "CAMPAIGN_STATE",
+]);
 const campaign = (description: string) => jsonAnswer(description, schemaRef("Campaign"));
 const count = { type: "integer", minimum: 0 };
 const workflowRef = { ...campaignRef, description: "The workflow's id.", example: "wf_0192f3a4b5c6d7e8f9a0b1c2" };
 const workflowNotFound = errorAnswer("No such workflow in this organization.", ["NOT_FOUND"]);
 const workflow = (description: string) => jsonAnswer(description, schemaRef("Workflow"));
 const message = {
-  from: { type: "string", description: "An address of a verified sending domain, optionally with a display name.", example: "Acme News <news@acme.example>" },
+  from: {
+    type: "string",
+    description: "An address of a verified sending domain, optionally with a display name.",
+    example: "Acme News <news@acme.example>",
+  },
   subject: { type: "string" },
   html: { type: "string" },
   text: { type: "string" },
-  markdown: { type: "string", description: "Rendered to HTML (placeholders kept); also the text part when there is none." },
+  markdown: {
+    type: "string",
+    description: "Rendered to HTML (placeholders kept); also the text part when there is none.",
+  },
 };
-const tagStep = (type: string) => ({ type: "object", required: ["type", "tag"], properties: { type: { const: type }, tag: TAG_NAME }, additionalProperties: false });
+const tagStep = (type: string) => ({
+  type: "object",
+  required: ["type", "tag"],
+  properties: { type: { const: type }, tag: TAG_NAME },
+  additionalProperties: false,
+});
 
 export const workflowsArea: ApiArea = {
   tag: {
@@ -86,21 +100,46 @@ export const workflowsArea: ApiArea = {
         description: "Newest first, with the step each is at and its state.",
         tags: ["Workflows"],
         parameters: [workflowRef, ...paging],
-        responses: { "200": jsonAnswer("A page of runs.", list(schemaRef("WorkflowRun"))), "404": workflowNotFound, "422": invalid },
+        responses: {
+          "200": jsonAnswer("A page of runs.", list(schemaRef("WorkflowRun"))),
+          "404": workflowNotFound,
+          "422": invalid,
+        },
       }),
     },
   },
   schemas: {
     WorkflowTrigger: {
       oneOf: [
-        { type: "object", required: ["type"], properties: { type: { const: "subscriber.created" } }, additionalProperties: false },
-        { type: "object", required: ["type", "tag"], properties: { type: { const: "tag.added" }, tag: TAG_NAME }, additionalProperties: false },
+        {
+          type: "object",
+          required: ["type"],
+          properties: { type: { const: "subscriber.created" } },
+          additionalProperties: false,
+        },
+        {
+          type: "object",
+          required: ["type", "tag"],
+          properties: { type: { const: "tag.added" }, tag: TAG_NAME },
+          additionalProperties: false,
+        },
       ],
     },
     WorkflowStep: {
       oneOf: [
-        { type: "object", required: ["type", "seconds"], properties: { type: { const: "wait" }, seconds: { type: "integer", minimum: 1, maximum: 7776000 } }, additionalProperties: false },
-        { type: "object", required: ["type", "from", "subject"], properties: { type: { const: "email" }, ...message }, additionalProperties: false, description: "One of html, text or markdown is required." },
+        {
+          type: "object",
+          required: ["type", "seconds"],
+          properties: { type: { const: "wait" }, seconds: { type: "integer", minimum: 1, maximum: 7776000 } },
+          additionalProperties: false,
+        },
+        {
+          type: "object",
+          required: ["type", "from", "subject"],
+          properties: { type: { const: "email" }, ...message },
+          additionalProperties: false,
+          description: "One of html, text or markdown is required.",
+        },
         tagStep("add_tag"),
         tagStep("remove_tag"),
         {
@@ -108,7 +147,8 @@ export const workflowsArea: ApiArea = {
           required: ["type", "url"],
           properties: { type: { const: "webhook" }, url: { type: "string", format: "uri" } },
           additionalProperties: false,
-          description: 'POSTs {"type":"workflow.step","data":{"subscriber","workflowId","runId"}}; a 2xx within 15 s goes on, anything else is retried (5 s, doubling) and fails the run after 10 tries.',
+          description:
+            'POSTs {"type":"workflow.step","data":{"subscriber","workflowId","runId"}}; a 2xx within 15 s goes on, anything else is retried (5 s, doubling) and fails the run after 10 tries.',
         },
       ],
     },
@@ -152,9 +192,17 @@ export const workflowsArea: ApiArea = {
       properties: {
         id: { type: "string", pattern: "^run_[0-9a-f]{24}$" },
         subscriberId: { type: "string" },
-        step: { type: "integer", minimum: 0, description: "The index of the next step; the number of steps when every step ran." },
+        step: {
+          type: "integer",
+          minimum: 0,
+          description: "The index of the next step; the number of steps when every step ran.",
+        },
         state: { type: "string", enum: ["active", "completed", "failed"] },
-        nextAt: { type: ["string", "null"], format: "date-time", description: "When the next step runs (after a wait); null when the run ended." },
+        nextAt: {
+          type: ["string", "null"],
+          format: "date-time",
+          description: "When the next step runs (after a wait); null when the run ended.",
+        },
         attempts: { type: "integer", minimum: 0, description: "Failed tries of the current step." },
         error: { type: "string" },
         createdAt: { type: "string", format: "date-time" },
@@ -183,7 +231,8 @@ export const automationArea: ApiArea = {
       post: apiOperation({
         operationId: "createCampaign",
         summary: "Create a campaign (a draft)",
-        description: "The message is checked as a send is (From, subject, one of html, text or markdown); nothing is sent until POST .../send.",
+        description:
+          "The message is checked as a send is (From, subject, one of html, text or markdown); nothing is sent until POST .../send.",
         tags: ["Campaigns"],
         requestBody: body("CampaignCreate"),
         responses: { "201": campaign("The draft."), "422": invalid, ...unreadable },
@@ -207,14 +256,21 @@ export const automationArea: ApiArea = {
         tags: ["Campaigns"],
         parameters: [campaignRef],
         requestBody: { required: false, content: { "application/json": { schema: schemaRef("CampaignSend") } } },
-        responses: { "202": campaign("Sending, or scheduled."), "404": notFound, "409": wrongState, "422": invalid, ...unreadable },
+        responses: {
+          "202": campaign("Sending, or scheduled."),
+          "404": notFound,
+          "409": wrongState,
+          "422": invalid,
+          ...unreadable,
+        },
       }),
     },
     "/api/v1/campaigns/{id}/cancel": {
       post: apiOperation({
         operationId: "cancelCampaign",
         summary: "Cancel a campaign",
-        description: "Nothing more is queued; messages already queued may still go. Cancelling a cancelled campaign is no change.",
+        description:
+          "Nothing more is queued; messages already queued may still go. Cancelling a cancelled campaign is no change.",
         tags: ["Campaigns"],
         parameters: [campaignRef],
         responses: { "200": campaign("Cancelled."), "404": notFound, "409": wrongState },
@@ -224,17 +280,34 @@ export const automationArea: ApiArea = {
   schemas: {
     Audience: {
       oneOf: [
-        { type: "object", required: ["tags"], properties: { tags: { type: "array", minItems: 1, maxItems: 100, items: TAG_NAME } }, additionalProperties: false, description: "Subscribers with any of the tags." },
-        { type: "object", required: ["all"], properties: { all: { const: true } }, additionalProperties: false, description: "Every subscriber." },
+        {
+          type: "object",
+          required: ["tags"],
+          properties: { tags: { type: "array", minItems: 1, maxItems: 100, items: TAG_NAME } },
+          additionalProperties: false,
+          description: "Subscribers with any of the tags.",
+        },
+        {
+          type: "object",
+          required: ["all"],
+          properties: { all: { const: true } },
+          additionalProperties: false,
+          description: "Every subscriber.",
+        },
       ],
     },
     CampaignCreate: {
       type: "object",
       required: ["name", "from", "subject", "audience"],
-      description: "One of html, text or markdown (rendered to HTML; also the text part) is required. Unknown fields are refused (422).",
+      description:
+        "One of html, text or markdown (rendered to HTML; also the text part) is required. Unknown fields are refused (422).",
       properties: {
         name: { type: "string", minLength: 1, maxLength: 256 },
-        from: { type: "string", description: "An address of a verified sending domain, optionally with a display name.", example: "Acme News <news@acme.example>" },
+        from: {
+          type: "string",
+          description: "An address of a verified sending domain, optionally with a display name.",
+          example: "Acme News <news@acme.example>",
+        },
         subject: { type: "string" },
         html: { type: "string" },
         text: { type: "string" },
@@ -245,12 +318,27 @@ export const automationArea: ApiArea = {
     },
     CampaignSend: {
       type: "object",
-      properties: { scheduledAt: { type: "string", format: "date-time", description: "When to start; left out or past: now." } },
+      properties: {
+        scheduledAt: { type: "string", format: "date-time", description: "When to start; left out or past: now." },
+      },
       additionalProperties: false,
     },
     Campaign: {
       type: "object",
-      required: ["id", "name", "from", "subject", "html", "text", "audience", "status", "scheduledAt", "stats", "createdAt", "updatedAt"],
+      required: [
+        "id",
+        "name",
+        "from",
+        "subject",
+        "html",
+        "text",
+        "audience",
+        "status",
+        "scheduledAt",
+        "stats",
+        "createdAt",
+        "updatedAt",
+      ],
       properties: {
         id: { type: "string", pattern: "^cmp_[0-9a-f]{24}$" },
         name: { type: "string" },

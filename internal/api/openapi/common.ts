@@ -8,10 +8,19 @@ const ref = (name: string) => ({ $ref: `#/components/${name}` });
 export const schemaRef = (name: string) => ref(`schemas/${name}`);
 
 const RATE_LIMIT_HEADERS: Record<string, { description: string; example: string }> = {
-  "RateLimit-Policy": { description: 'The policy: the plan\'s name, its quota q and the window w in seconds, e.g. `"premium";q=700;w=60`.', example: '"premium";q=700;w=60' },
-  RateLimit: { description: 'Requests remaining r and whole seconds t until the bucket is full again, e.g. `"premium";r=699;t=1`.', example: '"premium";r=699;t=1' },
+  "RateLimit-Policy": {
+    description: 'The policy: the plan\'s name, its quota q and the window w in seconds, e.g. `"premium";q=700;w=60`.',
+    example: '"premium";q=700;w=60',
+  },
+  RateLimit: {
+    description: 'Requests remaining r and whole seconds t until the bucket is full again, e.g. `"premium";r=699;t=1`.',
+    example: '"premium";r=699;t=1',
+  },
   "RateLimit-Limit": { description: "The quota: requests per minute.", example: "700" },
-  "RateLimit-Remaining": { description: "Whole requests left in the bucket after this one. It grows back continuously.", example: "699" },
+  "RateLimit-Remaining": {
+    description: "Whole requests left in the bucket after this one. It grows back continuously.",
+    example: "699",
+  },
   "RateLimit-Reset": { description: "Whole seconds until the bucket is full again (0 when full).", example: "1" },
   "X-RateLimit-Limit": { description: "Legacy copy of RateLimit-Limit.", example: "700" },
   "X-RateLimit-Remaining": { description: "Legacy copy of RateLimit-Remaining.", example: "699" },
@@ -19,11 +28,17 @@ const RATE_LIMIT_HEADERS: Record<string, { description: string; example: string 
 };
 
 /** The rate-limit headers, as references; every /api/v1 answer carries them. */
-export const rateLimitHeaders = Object.fromEntries(Object.keys(RATE_LIMIT_HEADERS).map((name) => [name, ref(`headers/${name}`)]));
+export const rateLimitHeaders = Object.fromEntries(
+  Object.keys(RATE_LIMIT_HEADERS).map((name) => [name, ref(`headers/${name}`)]),
+);
 
 /** An answer with a JSON body and the rate-limit headers. */
 export function jsonAnswer(description: string, schema: Schema, extraHeaders: Record<string, unknown> = {}) {
-  return { description, headers: { ...rateLimitHeaders, ...extraHeaders }, content: { "application/json": { schema } } };
+  return {
+    description,
+    headers: { ...rateLimitHeaders, ...extraHeaders },
+    content: { "application/json": { schema } },
+  };
 }
 
 /** An error answer: {"code","message"} with the codes this endpoint may give. */
@@ -49,14 +64,22 @@ export const COMPONENTS = {
     bearerAuth: {
       type: "http",
       scheme: "bearer",
-      description: "An API token (`mc_` and 43 base64url characters), made in the console under API Tokens or with `bun run cmd/admin token create`.",
+      description:
+        "An API token (`mc_` and 43 base64url characters), made in the console under API Tokens or with `bun run cmd/admin token create`.",
     },
   },
   headers: {
     ...Object.fromEntries(
-      Object.entries(RATE_LIMIT_HEADERS).map(([name, { description, example }]) => [name, { description, schema: { type: "string" }, example }]),
+      Object.entries(RATE_LIMIT_HEADERS).map(([name, { description, example }]) => [
+        name,
+        { description, schema: { type: "string" }, example },
+      ]),
     ),
-    "Retry-After": { description: "Whole seconds to wait before retrying (at least 1).", schema: { type: "integer", minimum: 1 }, example: 1 },
+    "Retry-After": {
+      description: "Whole seconds to wait before retrying (at least 1).",
+      schema: { type: "integer", minimum: 1 },
+      example: 1,
+    },
   },
   schemas: {
     Error: {
@@ -92,18 +115,33 @@ export const COMPONENTS = {
     Unauthorized: {
       description:
         "No token, a malformed Authorization header, or a token that is unknown or revoked. The rate-limit headers advertise the minimum policy (free, r=100, t=0).",
-      headers: { ...rateLimitHeaders, "WWW-Authenticate": { description: 'Bearer realm="api"', schema: { type: "string" } } },
-      content: { "application/json": { schema: { allOf: [schemaRef("Error")], properties: { code: { enum: ["MISSING_TOKEN", "INVALID_AUTHORIZATION", "INVALID_TOKEN"] } } } } },
+      headers: {
+        ...rateLimitHeaders,
+        "WWW-Authenticate": { description: 'Bearer realm="api"', schema: { type: "string" } },
+      },
+      content: {
+        "application/json": {
+          schema: {
+            allOf: [schemaRef("Error")],
+            properties: { code: { enum: ["MISSING_TOKEN", "INVALID_AUTHORIZATION", "INVALID_TOKEN"] } },
+          },
+        },
+      },
     },
     TooManyRequests: {
-      description: "Over the organization's requests-per-minute quota or the IP limit (500 requests per second). Nothing was consumed; retry after Retry-After seconds.",
+      description:
+        "Over the organization's requests-per-minute quota or the IP limit (500 requests per second). Nothing was consumed; retry after Retry-After seconds.",
       headers: { ...rateLimitHeaders, "Retry-After": ref("headers/Retry-After") },
       content: { "application/json": { schema: schemaRef("TooManyRequests") } },
     },
     LimiterUnavailable: {
       description: "The rate limiter cannot be reached: the request was not served. Retry shortly.",
       headers: { "Retry-After": ref("headers/Retry-After") },
-      content: { "application/json": { schema: { allOf: [schemaRef("Error")], properties: { code: { const: "LIMITER_UNAVAILABLE" } } } } },
+      content: {
+        "application/json": {
+          schema: { allOf: [schemaRef("Error")], properties: { code: { const: "LIMITER_UNAVAILABLE" } } },
+        },
+      },
     },
   },
 };

@@ -10,7 +10,15 @@ import { webhooksArea } from "./webhooks";
 // The OpenAPI 3.1 document of the whole HTTP API, assembled from one module per area: a new
 // group of endpoints is one more module in AREAS.
 
-export const AREAS: readonly ApiArea[] = [emailsArea, audienceArea, tagsArea, webhooksArea, automationArea, workflowsArea, serviceArea];
+export const AREAS: readonly ApiArea[] = [
+  emailsArea,
+  audienceArea,
+  tagsArea,
+  webhooksArea,
+  automationArea,
+  workflowsArea,
+  serviceArea,
+];
 
 /** The API's version: the path prefix /api/v1. */
 const API_VERSION = "1";
@@ -35,7 +43,7 @@ export function openApiDocument(): Record<string, unknown> {
       version: API_VERSION,
       summary: "Transactional email with per-organization quotas and priority lanes.",
       description:
-        "Every /api/v1 endpoint takes `Authorization: Bearer <API token>` and answers with the rate-limit headers. The organization's quota is a bucket of q requests refilled continuously at q per 60 seconds (free 100, premium 700, enterprise 2000); every client IP may make 500 requests per second. Errors are `{\"code\",\"message\"}`. Rate limits in full: /docs/rate-limits.",
+        'Every /api/v1 endpoint takes `Authorization: Bearer <API token>` and answers with the rate-limit headers. The organization\'s quota is a bucket of q requests refilled continuously at q per 60 seconds (free 100, premium 700, enterprise 2000); every client IP may make 500 requests per second. Errors are `{"code","message"}`. Rate limits in full: /docs/rate-limits.',
       license: { name: "Proprietary", identifier: "LicenseRef-Proprietary" },
     },
     servers: [{ url: "/", description: "This API" }],

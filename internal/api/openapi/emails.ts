@@ -1,7 +1,11 @@
 import { apiOperation, errorAnswer, jsonAnswer, rateLimitHeaders, schemaRef } from "./common";
 import type { ApiArea } from "./types";
 
-const address = { type: "string", maxLength: 998, description: 'One address, as `addr` or `"Name <addr>"` (RFC 5322, UTF-8 allowed).' };
+const address = {
+  type: "string",
+  maxLength: 998,
+  description: 'One address, as `addr` or `"Name <addr>"` (RFC 5322, UTF-8 allowed).',
+};
 const STATUSES = ["queued", "sending", "delivered", "deferred", "bounced", "failed"];
 const LANES = ["transactional", "bulk"];
 
@@ -20,17 +24,26 @@ export const emailsArea: ApiArea = {
             name: "Idempotency-Key",
             in: "header",
             required: false,
-            description: "Kept 24 hours per organization: the same key with the same body answers the same 202 again and queues nothing; with another body, 409.",
+            description:
+              "Kept 24 hours per organization: the same key with the same body answers the same 202 again and queues nothing; with another body, 409.",
             schema: { type: "string", pattern: "^[\\x21-\\x7e]{1,255}$" },
           },
         ],
         requestBody: { required: true, content: { "application/json": { schema: schemaRef("SendEmailRequest") } } },
         responses: {
           "202": jsonAnswer("Queued.", schemaRef("Queued"), {
-            "Idempotent-Replayed": { description: "`true` when this answers a repeated Idempotency-Key.", schema: { type: "string", enum: ["true"] } },
+            "Idempotent-Replayed": {
+              description: "`true` when this answers a repeated Idempotency-Key.",
+              schema: { type: "string", enum: ["true"] },
+            },
           }),
-          "400": errorAnswer("The body is not JSON, or the Idempotency-Key is malformed.", ["INVALID_JSON", "INVALID_IDEMPOTENCY_KEY"]),
-          "403": errorAnswer("The From domain is not a verified sending domain of this organization.", ["DOMAIN_NOT_VERIFIED"]),
+          "400": errorAnswer("The body is not JSON, or the Idempotency-Key is malformed.", [
+            "INVALID_JSON",
+            "INVALID_IDEMPOTENCY_KEY",
+          ]),
+          "403": errorAnswer("The From domain is not a verified sending domain of this organization.", [
+            "DOMAIN_NOT_VERIFIED",
+          ]),
           "409": errorAnswer("The Idempotency-Key was used with a different body.", ["IDEMPOTENCY_KEY_REUSED"]),
           "413": errorAnswer("The body is larger than 1 MB.", ["PAYLOAD_TOO_LARGE"]),
           "415": errorAnswer("The body is not sent as application/json.", ["UNSUPPORTED_MEDIA_TYPE"]),
@@ -39,7 +52,11 @@ export const emailsArea: ApiArea = {
             description:
               "Over the quota or the IP limit (the body of spec 2.2), or a recipient guard (`RECIPIENT_RATE_LIMITED`, spec 2.3). Honour Retry-After in both cases.",
             headers: { ...rateLimitHeaders, "Retry-After": { $ref: "#/components/headers/Retry-After" } },
-            content: { "application/json": { schema: { oneOf: [schemaRef("TooManyRequests"), schemaRef("RecipientRateLimited")] } } },
+            content: {
+              "application/json": {
+                schema: { oneOf: [schemaRef("TooManyRequests"), schemaRef("RecipientRateLimited")] },
+              },
+            },
           },
         },
       }),
@@ -48,7 +65,8 @@ export const emailsArea: ApiArea = {
       get: apiOperation({
         operationId: "getEmail",
         summary: "Read an email's status",
-        description: "The message's status, attempts and events, for messages of the token's organization (kept MESSAGE_RETENTION_DAYS after they finish).",
+        description:
+          "The message's status, attempts and events, for messages of the token's organization (kept MESSAGE_RETENTION_DAYS after they finish).",
         tags: ["Emails"],
         parameters: [
           {
@@ -73,8 +91,14 @@ export const emailsArea: ApiArea = {
       required: ["from", "to", "subject"],
       description: "At least one of html, text or markdown. Unknown fields are refused (422).",
       properties: {
-        from: { ...address, description: "The sender; its domain must be a verified sending domain of the organization." },
-        to: { oneOf: [address, { type: "array", items: address, minItems: 1, maxItems: 1 }], description: "Exactly one recipient." },
+        from: {
+          ...address,
+          description: "The sender; its domain must be a verified sending domain of the organization.",
+        },
+        to: {
+          oneOf: [address, { type: "array", items: address, minItems: 1, maxItems: 1 }],
+          description: "Exactly one recipient.",
+        },
         subject: { type: "string", minLength: 1, maxLength: 998, description: "One line." },
         html: { type: "string" },
         text: { type: "string" },
@@ -84,7 +108,8 @@ export const emailsArea: ApiArea = {
           type: "object",
           maxProperties: 50,
           additionalProperties: { type: "string", maxLength: 998 },
-          description: "Extra one-line headers; From, To, Subject, Message-ID, Date, Content-* and the like are refused.",
+          description:
+            "Extra one-line headers; From, To, Subject, Message-ID, Date, Content-* and the like are refused.",
         },
         tags: { type: "array", maxItems: 20, items: { type: "string", pattern: "^[A-Za-z0-9_-]{1,64}$" } },
         tracking: {
@@ -99,12 +124,19 @@ export const emailsArea: ApiArea = {
     Queued: {
       type: "object",
       required: ["id", "status", "lane"],
-      properties: { id: { type: "string", pattern: "^msg_[0-9a-f]{24}$" }, status: { const: "queued" }, lane: { type: "string", enum: LANES } },
+      properties: {
+        id: { type: "string", pattern: "^msg_[0-9a-f]{24}$" },
+        status: { const: "queued" },
+        lane: { type: "string", enum: LANES },
+      },
     },
     ValidationFailed: {
       allOf: [schemaRef("Error")],
       required: ["field"],
-      properties: { code: { const: "VALIDATION_FAILED" }, field: { type: "string", description: "The invalid field, e.g. `to` or `headers.X-Foo`." } },
+      properties: {
+        code: { const: "VALIDATION_FAILED" },
+        field: { type: "string", description: "The invalid field, e.g. `to` or `headers.X-Foo`." },
+      },
     },
     EmailStatus: {
       type: "object",
@@ -124,7 +156,11 @@ export const emailsArea: ApiArea = {
           items: {
             type: "object",
             required: ["status", "at", "detail"],
-            properties: { status: { type: "string", enum: STATUSES }, at: { type: "string", format: "date-time" }, detail: { type: "string" } },
+            properties: {
+              status: { type: "string", enum: STATUSES },
+              at: { type: "string", format: "date-time" },
+              detail: { type: "string" },
+            },
           },
         },
       },

@@ -35,7 +35,11 @@ describe("the OpenAPI document and the server", () => {
   let app: InProcess;
   let token: string;
   beforeAll(async () => {
-    app = await startInProcess(new EmbeddedHot(null), new ManualClock(), { maxAttempts: 3, retryBaseMs: 1_000, bounceCooldownMs: 60_000 });
+    app = await startInProcess(new EmbeddedHot(null), new ManualClock(), {
+      maxAttempts: 3,
+      retryBaseMs: 1_000,
+      bounceCooldownMs: 60_000,
+    });
     await app.clients.directory.createOrganization({ slug: "doc", plan: Plan.PREMIUM });
     token = (await app.clients.directory.createToken({ slug: "doc" })).token;
   });
@@ -50,7 +54,10 @@ describe("the OpenAPI document and the server", () => {
     for (const { pattern, methods } of routes) {
       // An operation is served by the first route that matches its path (/subscribers/batch before /subscribers/{id}).
       const documented = operations.filter((o) => routes.find((r) => r.pattern.test(o.path))?.pattern === pattern);
-      expect({ route: String(pattern), methods: documented.map((o) => o.method).sort() }).toEqual({ route: String(pattern), methods: [...methods].sort() });
+      expect({ route: String(pattern), methods: documented.map((o) => o.method).sort() }).toEqual({
+        route: String(pattern),
+        methods: [...methods].sort(),
+      });
     }
     for (const path of FIXED) expect(operations.some((o) => o.path === path)).toBe(true);
   });
@@ -60,11 +67,18 @@ describe("the OpenAPI document and the server", () => {
     for (const { method, path, op, template } of operations) {
       const res = await fetch(`${app.apiUrl}${path}`, {
         method,
-        headers: { Authorization: `Bearer ${token}`, ...(op.requestBody ? { "Content-Type": "application/json" } : {}) },
+        headers: {
+          Authorization: `Bearer ${token}`,
+          ...(op.requestBody ? { "Content-Type": "application/json" } : {}),
+        },
         body: op.requestBody ? "{}" : undefined,
       });
       const body = await res.text();
-      expect({ op: `${method} ${template}`, status: String(res.status), documented: Object.keys(op.responses as Obj) }).toEqual({
+      expect({
+        op: `${method} ${template}`,
+        status: String(res.status),
+        documented: Object.keys(op.responses as Obj),
+      }).toEqual({
         op: `${method} ${template}`,
         status: String(res.status),
         documented: expect.arrayContaining([String(res.status)]),
@@ -81,12 +95,19 @@ describe("the OpenAPI document and the server", () => {
       const { path } = operations.find((o) => o.template === template)!;
       for (const method of METHODS.filter((m) => !doc.paths[template]![m.toLowerCase()])) {
         const res = await fetch(`${app.apiUrl}${path}`, { method, headers: { Authorization: `Bearer ${token}` } });
-        expect({ op: `${method} ${template}`, status: res.status }).toEqual({ op: `${method} ${template}`, status: 405 });
+        expect({ op: `${method} ${template}`, status: res.status }).toEqual({
+          op: `${method} ${template}`,
+          status: 405,
+        });
       }
     }
     for (const path of ["/api/v1", "/api/v1/nothing", "/api/v2/tags", "/api/v1/emails/msg_1/events"]) {
       const res = await fetch(`${app.apiUrl}${path}`, { headers: { Authorization: `Bearer ${token}` } });
-      expect({ path, status: res.status, code: ((await res.json()) as Obj).code }).toEqual({ path, status: 404, code: "NOT_FOUND" });
+      expect({ path, status: res.status, code: ((await res.json()) as Obj).code }).toEqual({
+        path,
+        status: 404,
+        code: "NOT_FOUND",
+      });
     }
   });
 

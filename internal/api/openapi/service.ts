@@ -40,7 +40,9 @@ export const serviceArea: ApiArea = {
         description: "The OpenAPI 3.1 document of the HTTP API; rendered for people at /docs.",
         tags: ["Service"],
         security: [],
-        responses: { "200": { description: "The document.", content: { "application/json": { schema: { type: "object" } } } } },
+        responses: {
+          "200": { description: "The document.", content: { "application/json": { schema: { type: "object" } } } },
+        },
       },
     },
   },

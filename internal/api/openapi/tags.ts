@@ -24,7 +24,10 @@ export const tagsArea: ApiArea = {
                 items: {
                   type: "object",
                   required: ["name", "subscribers"],
-                  properties: { name: { type: "string" }, subscribers: { type: "integer", minimum: 0, description: "How many subscribers have the tag." } },
+                  properties: {
+                    name: { type: "string" },
+                    subscribers: { type: "integer", minimum: 0, description: "How many subscribers have the tag." },
+                  },
                 },
               },
             },
@@ -37,9 +40,23 @@ export const tagsArea: ApiArea = {
         tags: ["Tags"],
         requestBody: {
           required: true,
-          content: { "application/json": { schema: { type: "object", required: ["name"], properties: { name: TAG_NAME }, additionalProperties: false } } },
+          content: {
+            "application/json": {
+              schema: {
+                type: "object",
+                required: ["name"],
+                properties: { name: TAG_NAME },
+                additionalProperties: false,
+              },
+            },
+          },
         },
-        responses: { "200": jsonAnswer("The organization had the tag already.", tag), "201": jsonAnswer("Created.", tag), "422": invalid, ...unreadable },
+        responses: {
+          "200": jsonAnswer("The organization had the tag already.", tag),
+          "201": jsonAnswer("Created.", tag),
+          "422": invalid,
+          ...unreadable,
+        },
       }),
     },
     "/api/v1/tags/{name}": {
@@ -48,8 +65,20 @@ export const tagsArea: ApiArea = {
         summary: "Delete a tag",
         description: "Also takes it off every subscriber.",
         tags: ["Tags"],
-        parameters: [{ name: "name", in: "path", required: true, description: "The tag's name, percent-encoded.", schema: { type: "string" }, example: "newsletter" }],
-        responses: { "204": noContent("Deleted."), "404": errorAnswer("No such tag in this organization.", ["NOT_FOUND"]) },
+        parameters: [
+          {
+            name: "name",
+            in: "path",
+            required: true,
+            description: "The tag's name, percent-encoded.",
+            schema: { type: "string" },
+            example: "newsletter",
+          },
+        ],
+        responses: {
+          "204": noContent("Deleted."),
+          "404": errorAnswer("No such tag in this organization.", ["NOT_FOUND"]),
+        },
       }),
     },
   },

@@ -3,7 +3,9 @@
 
 export type Schema = Record<string, unknown>;
 export type Operation = Record<string, unknown>;
-export type PathItem = Partial<Record<"get" | "post" | "put" | "patch" | "delete", Operation>> & { parameters?: unknown[] };
+export type PathItem = Partial<Record<"get" | "post" | "put" | "patch" | "delete", Operation>> & {
+  parameters?: unknown[];
+};
 
 /** One area of the API (one group of endpoints): a tag, its paths and the schemas only it uses. */
 export interface ApiArea {

@@ -13,15 +13,29 @@ const idParam = {
 };
 
 const pageParams = [
-  { name: "limit", in: "query", required: false, description: "Items per page.", schema: { type: "integer", minimum: 1, maximum: 100, default: 20 } },
-  { name: "cursor", in: "query", required: false, description: "The `nextCursor` of the previous page.", schema: { type: "string", pattern: "^[A-Za-z0-9_-]{1,200}$" } },
+  {
+    name: "limit",
+    in: "query",
+    required: false,
+    description: "Items per page.",
+    schema: { type: "integer", minimum: 1, maximum: 100, default: 20 },
+  },
+  {
+    name: "cursor",
+    in: "query",
+    required: false,
+    description: "The `nextCursor` of the previous page.",
+    schema: { type: "string", pattern: "^[A-Za-z0-9_-]{1,200}$" },
+  },
 ];
 
 const pageInvalid = jsonAnswer("`limit` or `cursor` is invalid; `field` names it.", schemaRef("ValidationFailed"));
 const notFound = errorAnswer("No such webhook in this organization.", ["NOT_FOUND"]);
 const nullableTime = { type: ["string", "null"], format: "date-time" };
 
-const retries = RETRY_SCHEDULE_MS.map((ms) => (ms < 60_000 ? `${ms / 1_000} s` : ms < 3_600_000 ? `${ms / 60_000} min` : `${ms / 3_600_000} h`)).join(", ");
+const retries = RETRY_SCHEDULE_MS.map((ms) =>
+  ms < 60_000 ? `${ms / 1_000} s` : ms < 3_600_000 ? `${ms / 60_000} min` : `${ms / 3_600_000} h`,
+).join(", ");
 
 export const webhooksArea: ApiArea = {
   tag: {
@@ -33,15 +47,23 @@ export const webhooksArea: ApiArea = {
       post: apiOperation({
         operationId: "createWebhook",
         summary: "Create a webhook",
-        description: "Registers an endpoint for the given event types. The answer holds the signing secret, shown this once.",
+        description:
+          "Registers an endpoint for the given event types. The answer holds the signing secret, shown this once.",
         tags: ["Webhooks"],
         requestBody: { required: true, content: { "application/json": { schema: schemaRef("CreateWebhookRequest") } } },
         responses: {
-          "201": jsonAnswer("Created; keep the secret.", { allOf: [schemaRef("Webhook")], required: ["secret"], properties: { secret: { type: "string", pattern: "^whsec_[A-Za-z0-9+/]+={0,2}$" } } }),
+          "201": jsonAnswer("Created; keep the secret.", {
+            allOf: [schemaRef("Webhook")],
+            required: ["secret"],
+            properties: { secret: { type: "string", pattern: "^whsec_[A-Za-z0-9+/]+={0,2}$" } },
+          }),
           "400": errorAnswer("The body is not JSON.", ["INVALID_JSON"]),
           "413": errorAnswer("The body is larger than 1 MB.", ["PAYLOAD_TOO_LARGE"]),
           "415": errorAnswer("The body is not sent as application/json.", ["UNSUPPORTED_MEDIA_TYPE"]),
-          "422": jsonAnswer("A field is invalid; `field` names it (`url`, `events`, `events[2]`, ...).", schemaRef("ValidationFailed")),
+          "422": jsonAnswer(
+            "A field is invalid; `field` names it (`url`, `events`, `events[2]`, ...).",
+            schemaRef("ValidationFailed"),
+          ),
         },
       }),
       get: apiOperation({
@@ -54,7 +76,10 @@ export const webhooksArea: ApiArea = {
           "200": jsonAnswer("A page of webhooks.", {
             type: "object",
             required: ["data", "nextCursor"],
-            properties: { data: { type: "array", items: schemaRef("Webhook") }, nextCursor: { type: ["string", "null"] } },
+            properties: {
+              data: { type: "array", items: schemaRef("Webhook") },
+              nextCursor: { type: ["string", "null"] },
+            },
           }),
           "422": pageInvalid,
         },
@@ -77,14 +102,18 @@ export const webhooksArea: ApiArea = {
       get: apiOperation({
         operationId: "listWebhookDeliveries",
         summary: "List a webhook's deliveries",
-        description: "The webhook's deliveries, newest first, each with its attempts (time, duration, status code or error) and state.",
+        description:
+          "The webhook's deliveries, newest first, each with its attempts (time, duration, status code or error) and state.",
         tags: ["Webhooks"],
         parameters: [idParam, ...pageParams],
         responses: {
           "200": jsonAnswer("A page of deliveries.", {
             type: "object",
             required: ["data", "nextCursor"],
-            properties: { data: { type: "array", items: schemaRef("WebhookDelivery") }, nextCursor: { type: ["string", "null"] } },
+            properties: {
+              data: { type: "array", items: schemaRef("WebhookDelivery") },
+              nextCursor: { type: ["string", "null"] },
+            },
           }),
           "404": notFound,
           "422": pageInvalid,
@@ -133,8 +162,14 @@ export const webhooksArea: ApiArea = {
               attempt: { type: "integer", minimum: 1 },
               at: { type: "string", format: "date-time" },
               durationMs: { type: "integer", minimum: 0 },
-              statusCode: { type: ["integer", "null"], description: "The receiver's HTTP status; null when it did not answer." },
-              error: { type: ["string", "null"], description: "Why there was no answer (timeout, connection refused)." },
+              statusCode: {
+                type: ["integer", "null"],
+                description: "The receiver's HTTP status; null when it did not answer.",
+              },
+              error: {
+                type: ["string", "null"],
+                description: "Why there was no answer (timeout, connection refused).",
+              },
             },
           },
         },

@@ -85,7 +85,10 @@ export class EmbeddedHot implements HotStore {
       this.db.exec("BEGIN IMMEDIATE; COMMIT;");
     } catch (err) {
       this.db.close();
-      if (String(err).includes("locked")) throw new Error(`${path} is in use by another limiterd: one daemon owns the embedded store (use Redis to run several)`);
+      if (String(err).includes("locked"))
+        throw new Error(
+          `${path} is in use by another limiterd: one daemon owns the embedded store (use Redis to run several)`,
+        );
       throw err;
     }
     this.lanes = new EmbeddedLanes(this.db);
@@ -99,7 +102,8 @@ export class EmbeddedHot implements HotStore {
 
   private admitOne(input: AdmitInput, nowMs: number): AdmitResult {
     const lookup: TokenLookup = input.tokenHash ? this.lookup(input.tokenHash) : { kind: "invalid" };
-    if (lookup.kind === "miss") return { verdict: Verdict.UNSPECIFIED, miss: true, remaining: 0, resetMs: 0, retryAfterMs: 0 };
+    if (lookup.kind === "miss")
+      return { verdict: Verdict.UNSPECIFIED, miss: true, remaining: 0, resetMs: 0, retryAfterMs: 0 };
 
     const ipKey = `ip:${input.ip}`;
     const ipLevel = levelAt(this.buckets.get(ipKey), IP_LIMIT, nowMs);
@@ -107,7 +111,12 @@ export class EmbeddedHot implements HotStore {
     if (lookup.kind === "invalid") {
       const minimum = planQuota(MINIMUM_PLAN);
       if (!ipAllows) {
-        return { verdict: Verdict.IP_LIMITED, remaining: minimum, resetMs: 0, retryAfterMs: msUntilAdmit(ipLevel, IP_LIMIT) };
+        return {
+          verdict: Verdict.IP_LIMITED,
+          remaining: minimum,
+          resetMs: 0,
+          retryAfterMs: msUntilAdmit(ipLevel, IP_LIMIT),
+        };
       }
       this.save(ipKey, ipLevel - IP_LIMIT.periodMs, IP_LIMIT, nowMs);
       return { verdict: Verdict.UNAUTHENTICATED, remaining: minimum, resetMs: 0, retryAfterMs: 0 };
@@ -130,7 +139,13 @@ export class EmbeddedHot implements HotStore {
     const orgAfter = orgLevel - orgLimit.periodMs;
     this.save(ipKey, ipLevel - IP_LIMIT.periodMs, IP_LIMIT, nowMs);
     this.save(orgKey, orgAfter, orgLimit, nowMs);
-    return { verdict: Verdict.ALLOWED, org, remaining: remaining(orgAfter, orgLimit), resetMs: msUntilFull(orgAfter, orgLimit), retryAfterMs: 0 };
+    return {
+      verdict: Verdict.ALLOWED,
+      org,
+      remaining: remaining(orgAfter, orgLimit),
+      resetMs: msUntilFull(orgAfter, orgLimit),
+      retryAfterMs: 0,
+    };
   }
 
   private lookup(tokenHash: string): TokenLookup {
@@ -138,7 +153,9 @@ export class EmbeddedHot implements HotStore {
     if (!t || t.expiresMs <= this.clock()) return { kind: "miss" };
     if (t.orgId === null) return { kind: "invalid" };
     const o = this.orgs.get(t.orgId);
-    return o ? { kind: "valid", org: { id: o.id, slug: o.slug, plan: o.plan, audienceStamp: o.audienceStamp } } : { kind: "miss" };
+    return o
+      ? { kind: "valid", org: { id: o.id, slug: o.slug, plan: o.plan, audienceStamp: o.audienceStamp } }
+      : { kind: "miss" };
   }
 
   async lookupToken(tokenHash: string): Promise<TokenLookup> {
@@ -148,7 +165,14 @@ export class EmbeddedHot implements HotStore {
   async projectOrg(p: OrgProjection): Promise<void> {
     const have = this.orgs.get(p.id);
     if (have && have.version > p.version) return;
-    this.orgs.set(p.id, { id: p.id, slug: p.slug, plan: p.plan as Plan, version: p.version, domains: new Set(p.verifiedDomains), audienceStamp: newAudienceStamp() });
+    this.orgs.set(p.id, {
+      id: p.id,
+      slug: p.slug,
+      plan: p.plan as Plan,
+      version: p.version,
+      domains: new Set(p.verifiedDomains),
+      audienceStamp: newAudienceStamp(),
+    });
   }
 
   async touchAudience(orgId: string): Promise<void> {
@@ -160,7 +184,10 @@ export class EmbeddedHot implements HotStore {
     const have = this.tokens.get(tokenHash);
     if (mode === "fill" && have && have.expiresMs > this.clock()) return;
     if (this.tokens.size >= TOKENS_MAX) this.tokens.clear();
-    this.tokens.set(tokenHash, { orgId, expiresMs: orgId === null ? this.clock() + INVALID_TOKEN_TTL_MS : Number.POSITIVE_INFINITY });
+    this.tokens.set(tokenHash, {
+      orgId,
+      expiresMs: orgId === null ? this.clock() + INVALID_TOKEN_TTL_MS : Number.POSITIVE_INFINITY,
+    });
   }
 
   enqueue(input: EnqueueInput, nowMs: number) {
@@ -201,7 +228,12 @@ export class EmbeddedHot implements HotStore {
       resetMs: msUntilFull(level, limit),
       refusals: Array.from({ length: REFUSAL_MINUTES }, (_, i) => {
         const m = minute - REFUSAL_MINUTES + 1 + i;
-        return { minuteStartMs: m * 60_000, quota: this.refusals.get(orgId, m, "quota"), ip: this.refusals.get(orgId, m, "ip"), recipient: this.refusals.get(orgId, m, "recipient") };
+        return {
+          minuteStartMs: m * 60_000,
+          quota: this.refusals.get(orgId, m, "quota"),
+          ip: this.refusals.get(orgId, m, "ip"),
+          recipient: this.refusals.get(orgId, m, "recipient"),
+        };
       }),
       lanes: LANES.map((lane) => {
         let released = 0;

@@ -72,7 +72,10 @@ export class EmbeddedLanes {
       CREATE TABLE IF NOT EXISTS idempotency (org_id TEXT NOT NULL, key TEXT NOT NULL, body_hash TEXT NOT NULL, message_id TEXT NOT NULL,
         expires_ms INTEGER NOT NULL, PRIMARY KEY (org_id, key));
     `);
-    const bounds = db.query("SELECT COALESCE(MIN(seq), 0) AS lo, COALESCE(MAX(seq), 0) AS hi FROM messages").get() as { lo: number; hi: number };
+    const bounds = db.query("SELECT COALESCE(MIN(seq), 0) AS lo, COALESCE(MAX(seq), 0) AS hi FROM messages").get() as {
+      lo: number;
+      hi: number;
+    };
     this.seq = bounds.hi;
     this.headSeq = bounds.lo;
   }
@@ -91,7 +94,10 @@ export class EmbeddedLanes {
       const prev = this.db
         .query("SELECT body_hash, message_id FROM idempotency WHERE org_id = ? AND key = ? AND expires_ms > ?")
         .get(orgId, idempotency.key, now) as { body_hash: string; message_id: string } | null;
-      if (prev) return prev.body_hash === idempotency.bodyHash ? { kind: "replayed", messageId: prev.message_id } : { kind: "conflict" };
+      if (prev)
+        return prev.body_hash === idempotency.bodyHash
+          ? { kind: "replayed", messageId: prev.message_id }
+          : { kind: "conflict" };
     }
     const verified = domainVerified();
     if (verified === undefined) return { kind: "miss" };
@@ -103,18 +109,26 @@ export class EmbeddedLanes {
       if (wait > retry) [retry, reason] = [wait, why];
     };
     if (input.checkCooldown) {
-      const cd = this.db.query("SELECT until_ms FROM cooldowns WHERE mailbox = ?").get(mailbox) as { until_ms: number } | null;
+      const cd = this.db.query("SELECT until_ms FROM cooldowns WHERE mailbox = ?").get(mailbox) as {
+        until_ms: number;
+      } | null;
       if (cd) refuse(cd.until_ms - now, "bounce_cooldown");
     }
     if (input.countGuards) {
       // An accept at t counts while now < t + window.
-      this.db.query("DELETE FROM guard_log WHERE org_id = ? AND mailbox = ? AND at_ms <= ?").run(orgId, mailbox, now - guards.longWindowMs);
-      const times = (this.db.query("SELECT at_ms FROM guard_log WHERE org_id = ? AND mailbox = ? ORDER BY at_ms").all(orgId, mailbox) as { at_ms: number }[]).map(
-        (r) => r.at_ms,
-      );
+      this.db
+        .query("DELETE FROM guard_log WHERE org_id = ? AND mailbox = ? AND at_ms <= ?")
+        .run(orgId, mailbox, now - guards.longWindowMs);
+      const times = (
+        this.db
+          .query("SELECT at_ms FROM guard_log WHERE org_id = ? AND mailbox = ? ORDER BY at_ms")
+          .all(orgId, mailbox) as { at_ms: number }[]
+      ).map((r) => r.at_ms);
       const recent = times.filter((t) => t > now - guards.shortWindowMs);
-      if (recent.length >= guards.shortMax) refuse(recent[recent.length - guards.shortMax]! + guards.shortWindowMs - now, "short_window");
-      if (times.length >= guards.longMax) refuse(times[times.length - guards.longMax]! + guards.longWindowMs - now, "long_window");
+      if (recent.length >= guards.shortMax)
+        refuse(recent[recent.length - guards.shortMax]! + guards.shortWindowMs - now, "short_window");
+      if (times.length >= guards.longMax)
+        refuse(times[times.length - guards.longMax]! + guards.longWindowMs - now, "long_window");
     }
     if (retry > 0) return { kind: "limited", reason, retryAfterMs: retry };
 
@@ -128,11 +142,26 @@ export class EmbeddedLanes {
         `INSERT INTO messages (id, org_id, lane, payload, mailbox, from_header, to_header, subject, status, attempts, created_ms, updated_ms, state, seq)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, 'waiting', ?)`,
       )
-      .run(messageId, orgId, input.lane, input.payload, mailbox, input.from, input.to, input.subject, MessageStatus.QUEUED, now, now, ++this.seq);
+      .run(
+        messageId,
+        orgId,
+        input.lane,
+        input.payload,
+        mailbox,
+        input.from,
+        input.to,
+        input.subject,
+        MessageStatus.QUEUED,
+        now,
+        now,
+        ++this.seq,
+      );
     this.event(messageId, now, MessageStatus.QUEUED, "accepted");
     if (idempotency) {
       this.db
-        .query("INSERT OR REPLACE INTO idempotency (org_id, key, body_hash, message_id, expires_ms) VALUES (?, ?, ?, ?, ?)")
+        .query(
+          "INSERT OR REPLACE INTO idempotency (org_id, key, body_hash, message_id, expires_ms) VALUES (?, ?, ?, ?, ?)",
+        )
         .run(orgId, idempotency.key, idempotency.bodyHash, messageId, now + idempotency.ttlMs);
     }
     return { kind: "accepted", messageId };
@@ -140,8 +169,10 @@ export class EmbeddedLanes {
 
   async release(lane: Lane, nowMs: number): Promise<Released | null> {
     return this.db.transaction(() => {
-      const next = "SELECT org_id FROM messages WHERE lane = ? AND state = 'waiting' AND org_id > ? ORDER BY org_id LIMIT 1";
-      const org = (this.db.query(next).get(lane, this.lastServed.get(lane) ?? "") ?? this.db.query(next).get(lane, "")) as { org_id: string } | null;
+      const next =
+        "SELECT org_id FROM messages WHERE lane = ? AND state = 'waiting' AND org_id > ? ORDER BY org_id LIMIT 1";
+      const org = (this.db.query(next).get(lane, this.lastServed.get(lane) ?? "") ??
+        this.db.query(next).get(lane, "")) as { org_id: string } | null;
       if (!org) return null;
       const msg = this.db
         .query("SELECT id FROM messages WHERE lane = ? AND state = 'waiting' AND org_id = ? ORDER BY seq LIMIT 1")
@@ -159,16 +190,27 @@ export class EmbeddedLanes {
       const prefix = `ls_${randomBytes(8).toString("hex")}`;
       for (const lane of LANES) {
         const rows = this.db
-          .query("SELECT id, org_id, lane, payload, attempts FROM messages WHERE state = 'ready' AND lane = ? ORDER BY seq LIMIT ?")
+          .query(
+            "SELECT id, org_id, lane, payload, attempts FROM messages WHERE state = 'ready' AND lane = ? ORDER BY seq LIMIT ?",
+          )
           .all(lane, max - out.length) as MessageRow[];
         for (const row of rows) {
           const leaseId = `${prefix}.${out.length}`;
           const attempt = row.attempts + 1;
           this.db
-            .query("UPDATE messages SET state = 'inflight', status = ?, attempts = ?, lease_id = ?, due_ms = ?, updated_ms = ? WHERE id = ?")
+            .query(
+              "UPDATE messages SET state = 'inflight', status = ?, attempts = ?, lease_id = ?, due_ms = ?, updated_ms = ? WHERE id = ?",
+            )
             .run(MessageStatus.SENDING, attempt, leaseId, nowMs + visibilityMs, nowMs, row.id);
           this.event(row.id, nowMs, MessageStatus.SENDING, `attempt ${attempt}`);
-          out.push({ leaseId, messageId: row.id, orgId: row.org_id, lane: row.lane as Lane, payload: row.payload, attempt });
+          out.push({
+            leaseId,
+            messageId: row.id,
+            orgId: row.org_id,
+            lane: row.lane as Lane,
+            payload: row.payload,
+            attempt,
+          });
         }
       }
       return out;
@@ -189,7 +231,9 @@ export class EmbeddedLanes {
       if (input.outcome === DeliveryOutcome.DELIVERED) status = MessageStatus.DELIVERED;
       else if (input.outcome === DeliveryOutcome.BOUNCED) {
         status = MessageStatus.BOUNCED;
-        this.db.query("INSERT OR REPLACE INTO cooldowns (mailbox, until_ms) VALUES (?, ?)").run(row.mailbox, nowMs + policy.bounceCooldownMs);
+        this.db
+          .query("INSERT OR REPLACE INTO cooldowns (mailbox, until_ms) VALUES (?, ?)")
+          .run(row.mailbox, nowMs + policy.bounceCooldownMs);
       } else if (row.attempts >= policy.maxAttempts) status = MessageStatus.FAILED;
       else {
         status = MessageStatus.DEFERRED;
@@ -206,7 +250,9 @@ export class EmbeddedLanes {
 
   async recover(nowMs: number, policy: DeliveryPolicy): Promise<RecoverResult> {
     return this.db.transaction(() => {
-      const expired = this.db.query("SELECT id, attempts FROM messages WHERE state = 'inflight' AND due_ms <= ? LIMIT ?").all(nowMs, RECOVER_BATCH) as {
+      const expired = this.db
+        .query("SELECT id, attempts FROM messages WHERE state = 'inflight' AND due_ms <= ? LIMIT ?")
+        .all(nowMs, RECOVER_BATCH) as {
         id: string;
         attempts: number;
       }[];
@@ -214,7 +260,9 @@ export class EmbeddedLanes {
       for (const { id, attempts } of expired) {
         if (attempts >= policy.maxAttempts) {
           this.db
-            .query("UPDATE messages SET state = 'done', status = ?, lease_id = NULL, due_ms = NULL, updated_ms = ? WHERE id = ?")
+            .query(
+              "UPDATE messages SET state = 'done', status = ?, lease_id = NULL, due_ms = NULL, updated_ms = ? WHERE id = ?",
+            )
             .run(MessageStatus.FAILED, nowMs, id);
           this.event(id, nowMs, MessageStatus.FAILED, "lease expired after the last attempt");
           failed++;
@@ -222,14 +270,20 @@ export class EmbeddedLanes {
         }
         // Back at the head of its organization's queue in the lane, released again through the pacing.
         this.db
-          .query("UPDATE messages SET state = 'waiting', status = ?, lease_id = NULL, due_ms = NULL, seq = ?, updated_ms = ? WHERE id = ?")
+          .query(
+            "UPDATE messages SET state = 'waiting', status = ?, lease_id = NULL, due_ms = NULL, seq = ?, updated_ms = ? WHERE id = ?",
+          )
           .run(MessageStatus.QUEUED, --this.headSeq, nowMs, id);
         this.event(id, nowMs, MessageStatus.QUEUED, "lease expired; back in its lane");
       }
-      const due = this.db.query("SELECT id FROM messages WHERE state = 'deferred' AND due_ms <= ? LIMIT ?").all(nowMs, RECOVER_BATCH) as { id: string }[];
+      const due = this.db
+        .query("SELECT id FROM messages WHERE state = 'deferred' AND due_ms <= ? LIMIT ?")
+        .all(nowMs, RECOVER_BATCH) as { id: string }[];
       for (const { id } of due) {
         this.db
-          .query("UPDATE messages SET state = 'waiting', status = ?, due_ms = NULL, seq = ?, updated_ms = ? WHERE id = ?")
+          .query(
+            "UPDATE messages SET state = 'waiting', status = ?, due_ms = NULL, seq = ?, updated_ms = ? WHERE id = ?",
+          )
           .run(MessageStatus.QUEUED, ++this.seq, nowMs, id);
         this.event(id, nowMs, MessageStatus.QUEUED, "retry");
       }
@@ -238,19 +292,25 @@ export class EmbeddedLanes {
   }
 
   async getMessage(orgId: string, messageId: string): Promise<MessageHistory | null> {
-    const row = this.db.query("SELECT * FROM messages WHERE id = ? AND org_id = ?").get(messageId, orgId) as MessageRow | null;
+    const row = this.db
+      .query("SELECT * FROM messages WHERE id = ? AND org_id = ?")
+      .get(messageId, orgId) as MessageRow | null;
     return row ? this.histories([row])[0]! : null;
   }
 
   async changedMessages(max: number): Promise<MessageHistory[]> {
-    return this.histories(this.db.query("SELECT * FROM messages WHERE dirty = 1 ORDER BY updated_ms LIMIT ?").all(max) as MessageRow[]);
+    return this.histories(
+      this.db.query("SELECT * FROM messages WHERE dirty = 1 ORDER BY updated_ms LIMIT ?").all(max) as MessageRow[],
+    );
   }
 
   async settle(written: Written[]): Promise<number> {
     return this.db.transaction(() => {
       let gone = 0;
       for (const w of written) {
-        const { changes } = this.db.query("UPDATE messages SET dirty = 0 WHERE id = ? AND org_id = ? AND v = ?").run(w.id, w.orgId, w.version);
+        const { changes } = this.db
+          .query("UPDATE messages SET dirty = 0 WHERE id = ? AND org_id = ? AND v = ?")
+          .run(w.id, w.orgId, w.version);
         if (changes === 0) continue;
         const { changes: deleted } = this.db.query("DELETE FROM messages WHERE id = ? AND state = 'done'").run(w.id);
         if (deleted > 0) {
@@ -264,7 +324,9 @@ export class EmbeddedLanes {
 
   async laneCounts(nowMs: number): Promise<LaneCounts[]> {
     const rows = this.db
-      .query("SELECT lane, state, COUNT(*) AS n, MIN(created_ms) AS oldest FROM messages WHERE state != 'done' GROUP BY lane, state")
+      .query(
+        "SELECT lane, state, COUNT(*) AS n, MIN(created_ms) AS oldest FROM messages WHERE state != 'done' GROUP BY lane, state",
+      )
       .all() as { lane: number; state: State; n: number; oldest: number }[];
     return LANES.map((lane) => {
       const of = (state: State) => rows.find((r) => r.lane === lane && r.state === state);
@@ -282,7 +344,11 @@ export class EmbeddedLanes {
 
   /** An organization's messages waiting in a lane. */
   orgDepth(orgId: string, lane: Lane): number {
-    return (this.db.query("SELECT COUNT(*) AS n FROM messages WHERE org_id = ? AND lane = ? AND state = 'waiting'").get(orgId, lane) as { n: number }).n;
+    return (
+      this.db
+        .query("SELECT COUNT(*) AS n FROM messages WHERE org_id = ? AND lane = ? AND state = 'waiting'")
+        .get(orgId, lane) as { n: number }
+    ).n;
   }
 
   /** Drops what has expired: old guard entries, idempotency records, cooldowns. */
@@ -299,9 +365,12 @@ export class EmbeddedLanes {
     if (rows.length === 0) return [];
     const events = new Map<string, MessageHistory["events"]>(rows.map((r) => [r.id, []]));
     const all = this.db
-      .query(`SELECT message_id, at_ms, status, detail FROM message_events WHERE message_id IN (${rows.map(() => "?").join(",")}) ORDER BY message_id, seq`)
+      .query(
+        `SELECT message_id, at_ms, status, detail FROM message_events WHERE message_id IN (${rows.map(() => "?").join(",")}) ORDER BY message_id, seq`,
+      )
       .all(...rows.map((r) => r.id)) as { message_id: string; at_ms: number; status: number; detail: string }[];
-    for (const e of all) events.get(e.message_id)!.push({ status: e.status as MessageStatus, atMs: e.at_ms, detail: e.detail });
+    for (const e of all)
+      events.get(e.message_id)!.push({ status: e.status as MessageStatus, atMs: e.at_ms, detail: e.detail });
     return rows.map((row) => ({
       id: row.id,
       orgId: row.org_id,
@@ -321,7 +390,11 @@ export class EmbeddedLanes {
 
   /** Appends an event; the message is marked changed for the records. */
   private event(messageId: string, atMs: number, status: MessageStatus, detail: string): void {
-    const { v } = this.db.query("UPDATE messages SET v = v + 1, dirty = 1 WHERE id = ? RETURNING v").get(messageId) as { v: number };
-    this.db.query("INSERT INTO message_events (message_id, seq, at_ms, status, detail) VALUES (?, ?, ?, ?, ?)").run(messageId, v - 1, atMs, status, detail);
+    const { v } = this.db.query("UPDATE messages SET v = v + 1, dirty = 1 WHERE id = ? RETURNING v").get(messageId) as {
+      v: number;
+    };
+    this.db
+      .query("INSERT INTO message_events (message_id, seq, at_ms, status, detail) VALUES (?, ?, ?, ?, ?)")
+      .run(messageId, v - 1, atMs, status, detail);
   }
 }

@@ -8,7 +8,8 @@ const PRELUDE = readFileSync(join(import.meta.dir, "prelude.lua"), "utf8");
 
 function table(name: string): Map<string, string> {
   const entries = new Map<string, string>();
-  for (const m of PRELUDE.matchAll(new RegExp(`^${name}\\.(\\w+) = ('[^']*'|\\d+)`, "gm"))) entries.set(m[1]!, m[2]!.replace(/^'|'$/g, ""));
+  for (const m of PRELUDE.matchAll(new RegExp(`^${name}\\.(\\w+) = ('[^']*'|\\d+)`, "gm")))
+    entries.set(m[1]!, m[2]!.replace(/^'|'$/g, ""));
   return entries;
 }
 
@@ -19,7 +20,8 @@ const templates = new Map([...table("K")].map(([name, template]) => [name, templ
 function key(name: string, ...parts: (string | number)[]): string {
   const pieces = templates.get(name);
   if (pieces === undefined) throw new Error(`prelude.lua defines no key ${name}`);
-  if (pieces.length !== parts.length + 1) throw new Error(`key ${name} takes ${pieces.length - 1} parts, not ${parts.length}`);
+  if (pieces.length !== parts.length + 1)
+    throw new Error(`key ${name} takes ${pieces.length - 1} parts, not ${parts.length}`);
   let out = pieces[0]!;
   for (let i = 0; i < parts.length; i++) out += parts[i]! + pieces[i + 1]!;
   return out;

@@ -59,7 +59,21 @@ const SCRIPTS = {
 
 type AdmitReply = [number, number, string, number, number, number, string?];
 /** readMessage's shape in prelude.lua. */
-type MessageReply = [string, string, number, string, string, string, string, number, number, number, number, number, [number, number, string][]];
+type MessageReply = [
+  string,
+  string,
+  number,
+  string,
+  string,
+  string,
+  string,
+  number,
+  number,
+  number,
+  number,
+  number,
+  [number, number, string][],
+];
 type Args = (string | number)[];
 type Commands = { [K in keyof typeof SCRIPTS]: (...args: Args) => Promise<never> };
 
@@ -71,7 +85,12 @@ const FAST = { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeou
 
 /** Opens a connection to one Redis primary. */
 export async function connectRedis(url: string, connectTimeoutMs = 2_000): Promise<Redis> {
-  const redis = new Redis(url, { ...FAST, enableAutoPipelining: true, connectTimeout: connectTimeoutMs, retryStrategy: (attempt) => Math.min(attempt * 100, 1_000) });
+  const redis = new Redis(url, {
+    ...FAST,
+    enableAutoPipelining: true,
+    connectTimeout: connectTimeoutMs,
+    retryStrategy: (attempt) => Math.min(attempt * 100, 1_000),
+  });
   redis.on("error", () => {}); // surfaced per command; the client reconnects by itself
   await redis.connect();
   return redis;
@@ -127,7 +146,8 @@ export class RedisHot implements HotStore {
   private readonly tokenOrg = new Map<string, string>();
 
   constructor(redis: RedisClient) {
-    for (const [name, numberOfKeys] of Object.entries(SCRIPTS)) redis.defineCommand(name, { lua: script(name), numberOfKeys });
+    for (const [name, numberOfKeys] of Object.entries(SCRIPTS))
+      redis.defineCommand(name, { lua: script(name), numberOfKeys });
     this.redis = redis as RedisClient & Commands;
     this.cluster = redis instanceof Cluster;
   }
@@ -146,8 +166,7 @@ export class RedisHot implements HotStore {
     const ipArgs = [nowMs, IP_QUOTA, IP_PERIOD_MS];
     const ipKey = keys.ipBucket(input.ip);
     const [owner, [taken, ipRetry]] = await Promise.all([
-      input.tokenHash ? this.redis.get(
-      keys.token(input.tokenHash)) : Promise.resolve(""),
+      input.tokenHash ? this.redis.get(keys.token(input.tokenHash)) : Promise.resolve(""),
       this.redis.admit_ip(ipKey, ...ipArgs) as Promise<[number, number]>,
     ]);
     const refund = () => (taken === 1 ? this.redis.refund_ip(ipKey, ...ipArgs) : undefined);
@@ -171,7 +190,13 @@ export class RedisHot implements HotStore {
     )) as AdmitReply;
     if (verdict !== Verdict.ALLOWED) await refund();
     if (verdict === MISS) return { verdict: verdict as Verdict, miss: true, remaining: 0, resetMs: 0, retryAfterMs: 0 };
-    return { verdict: verdict as Verdict, org: { id: owner, slug, plan: plan as Plan, audienceStamp }, remaining, resetMs, retryAfterMs: taken === 1 ? retryAfterMs : ipRetry };
+    return {
+      verdict: verdict as Verdict,
+      org: { id: owner, slug, plan: plan as Plan, audienceStamp },
+      remaining,
+      resetMs,
+      retryAfterMs: taken === 1 ? retryAfterMs : ipRetry,
+    };
   }
 
   /**
@@ -217,7 +242,14 @@ export class RedisHot implements HotStore {
       results[i] =
         verdict === MISS
           ? { verdict: verdict as Verdict, miss: true, remaining: 0, resetMs: 0, retryAfterMs: 0 }
-          : { verdict: verdict as Verdict, org: plan === 0 || orgId === undefined ? undefined : { id: orgId, slug, plan: plan as Plan, audienceStamp }, remaining, resetMs, retryAfterMs };
+          : {
+              verdict: verdict as Verdict,
+              org:
+                plan === 0 || orgId === undefined ? undefined : { id: orgId, slug, plan: plan as Plan, audienceStamp },
+              remaining,
+              resetMs,
+              retryAfterMs,
+            };
     });
     return results;
   }
@@ -316,22 +348,33 @@ export class RedisHot implements HotStore {
   }
 
   async release(lane: Lane, nowMs: number): Promise<Released | null> {
-    const reply = (await this.redis.release(keys.roster(lane), keys.ready(lane), keys.depth(lane), nowMs, lane)) as [string, string] | null;
+    const reply = (await this.redis.release(keys.roster(lane), keys.ready(lane), keys.depth(lane), nowMs, lane)) as
+      | [string, string]
+      | null;
     return reply ? { orgId: reply[0], messageId: reply[1] } : null;
   }
 
   async lease(max: number, nowMs: number, visibilityMs: number): Promise<LeasedRecord[]> {
     const [t, b] = LANES;
     const prefix = `ls_${randomBytes(8).toString("hex")}`;
-    const reply = (await this.redis.lease(keys.ready(t), keys.ready(b), keys.inFlight(t), keys.inFlight(b), nowMs, max, visibilityMs, prefix)) as [
-      string,
-      string,
-      string,
-      string,
-      string,
-      number,
-    ][];
-    return reply.map(([leaseId, messageId, orgId, lane, payload, attempt]) => ({ leaseId, messageId, orgId, lane: Number(lane) as Lane, payload, attempt }));
+    const reply = (await this.redis.lease(
+      keys.ready(t),
+      keys.ready(b),
+      keys.inFlight(t),
+      keys.inFlight(b),
+      nowMs,
+      max,
+      visibilityMs,
+      prefix,
+    )) as [string, string, string, string, string, number][];
+    return reply.map(([leaseId, messageId, orgId, lane, payload, attempt]) => ({
+      leaseId,
+      messageId,
+      orgId,
+      lane: Number(lane) as Lane,
+      payload,
+      attempt,
+    }));
   }
 
   async ack(input: AckInput, policy: DeliveryPolicy, nowMs: number): Promise<AckResult> {
@@ -384,14 +427,11 @@ export class RedisHot implements HotStore {
     return Promise.all(
       LANES.map(async (lane) => {
         const [depth, ready, inFlight, deferred, roster] = await Promise.all([
-          this.redis.get(
-          keys.depth(lane)),
+          this.redis.get(keys.depth(lane)),
           this.redis.llen(keys.ready(lane)),
-          this.redis.zcard(
-          keys.inFlight(lane)),
+          this.redis.zcard(keys.inFlight(lane)),
           this.redis.zcard(keys.deferred(lane)),
-          this.redis.lrange(
-        keys.roster(lane), 0, -1),
+          this.redis.lrange(keys.roster(lane), 0, -1),
         ]);
         const heads = await Promise.all(
           roster.map(async (org) => {
@@ -400,7 +440,14 @@ export class RedisHot implements HotStore {
           }),
         );
         const oldest = Math.min(...heads);
-        return { lane, depth: Number(depth ?? 0), ready, inFlight, deferred, oldestAgeMs: Number.isFinite(oldest) ? Math.max(0, nowMs - oldest) : 0 };
+        return {
+          lane,
+          depth: Number(depth ?? 0),
+          ready,
+          inFlight,
+          deferred,
+          oldestAgeMs: Number.isFinite(oldest) ? Math.max(0, nowMs - oldest) : 0,
+        };
       }),
     );
   }
@@ -421,7 +468,13 @@ export class RedisHot implements HotStore {
     // Two scripts, one slot each: the organization's bucket and refusals; its part of the lanes.
     const [[remaining, resetMs, minutes], lanes] = (await Promise.all([
       this.redis.usage_org(keys.orgBucket(orgId), nowMs, orgId, planQuota(plan), ORG_PERIOD_MS, REFUSAL_MINUTES),
-      this.redis.usage_lanes(...LANES.map((lane) => keys.orgQueue(orgId, lane)), nowMs, orgId, RELEASE_WINDOW_S, ...LANES),
+      this.redis.usage_lanes(
+        ...LANES.map((lane) => keys.orgQueue(orgId, lane)),
+        nowMs,
+        orgId,
+        RELEASE_WINDOW_S,
+        ...LANES,
+      ),
     ])) as [[number, number, [number, number, number, number][]], [number, number][]];
     return {
       remaining,
