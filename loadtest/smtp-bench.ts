@@ -187,7 +187,10 @@ export async function smtpBench(
     const pools = new Map<number, ReturnType<typeof smtpTransport>>();
     const viaPool = async (org: Org, loop: number) => {
       let tr = pools.get(loop);
-      if (!tr) pools.set(loop, (tr = smtpTransport(port, org, true, loop)));
+      if (!tr) {
+        tr = smtpTransport(port, org, true, loop);
+        pools.set(loop, tr);
+      }
       const info = await tr.sendMail(message(org));
       return info.response.startsWith("250") ? undefined : info.response.slice(0, 40);
     };

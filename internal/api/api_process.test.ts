@@ -1,7 +1,6 @@
 // End to end over separate processes: limiterd and API processes started with `bun run`,
 // on a redis-server this file starts or on the embedded store, talked to over real HTTP.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Redis } from "ioredis";
 import {
   freePort,
   type RedisServer,

@@ -58,7 +58,10 @@ async function finished(token: string, id: string, want: (c: Json) => boolean, t
   let c: Json = {};
   await waitFor(
     `campaign ${id}`,
-    async () => want((c = (await api(token, "GET", `/api/v1/campaigns/${id}`)).body)),
+    async () => {
+      c = (await api(token, "GET", `/api/v1/campaigns/${id}`)).body;
+      return want(c);
+    },
     timeoutMs,
   );
   return c;

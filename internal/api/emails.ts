@@ -70,8 +70,7 @@ function mailbox(field: string, value: unknown): { header: string; address: stri
   if (input.length > MAX_ADDRESS_FIELD)
     throw new InvalidField(field, `must be at most ${MAX_ADDRESS_FIELD} characters`);
   const parsed = withinStack(field, () => emailAddresses.parseOneAddress({ input, rfc6532: true, rejectTLD: true }));
-  if (!parsed || parsed.type !== "mailbox")
-    throw new InvalidField(field, `${JSON.stringify(value)} is not one email address`);
+  if (parsed?.type !== "mailbox") throw new InvalidField(field, `${JSON.stringify(value)} is not one email address`);
   return { header: input, address: parsed.address };
 }
 

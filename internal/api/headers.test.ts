@@ -13,7 +13,7 @@ test("rate-limit headers are byte-exact", () => {
     "X-RateLimit-Remaining": "699",
     "X-RateLimit-Reset": "1",
   });
-  expect(rateLimitHeaders({ plan: Plan.FREE, limit: 100, remaining: 100, resetSeconds: 0 })["RateLimit"]).toBe(
+  expect(rateLimitHeaders({ plan: Plan.FREE, limit: 100, remaining: 100, resetSeconds: 0 }).RateLimit).toBe(
     '"free";r=100;t=0',
   );
 });

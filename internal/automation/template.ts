@@ -14,7 +14,7 @@ export interface TemplateValues {
 const PLACEHOLDER =
   /\{\{\s*(subscriber\.name|subscriber\.email|subscriber\.fields\.[A-Za-z0-9_-]{1,64}|unsubscribeUrl)\s*\}\}/g;
 
-function valueOf(name: string, v: TemplateValues): string {
+function placeholderValue(name: string, v: TemplateValues): string {
   if (name === "unsubscribeUrl") return v.unsubscribeUrl;
   if (name === "subscriber.name") return v.subscriber.name;
   if (name === "subscriber.email") return v.subscriber.email;
@@ -25,7 +25,7 @@ function valueOf(name: string, v: TemplateValues): string {
 /** Fills the placeholders of template; in HTML, every value is escaped. */
 export function fillTemplate(template: string, values: TemplateValues, o: { html: boolean }): string {
   return template.replace(PLACEHOLDER, (_, name: string) => {
-    const value = valueOf(name, values);
+    const value = placeholderValue(name, values);
     return o.html ? escapeHtml(value) : value;
   });
 }

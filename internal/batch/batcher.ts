@@ -44,7 +44,7 @@ export class MicroBatcher<I, O> {
       this.send(batch.map((p) => p.item))
         .then((out) => {
           if (out.length !== batch.length) throw new Error(`batch of ${batch.length} answered with ${out.length}`);
-          batch.forEach((p, i) => p.resolve(out[i]!));
+          for (const [i, p] of batch.entries()) p.resolve(out[i]!);
         })
         .catch((err) => {
           for (const p of batch) p.reject(err);

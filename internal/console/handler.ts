@@ -229,7 +229,7 @@ export function consoleHandler(
               email,
             );
           }
-          let res;
+          let res: Awaited<ReturnType<typeof daemon.signIn>>;
           try {
             res = await daemon.signIn({ email, password: field(f, "password"), clientIp: ctx.ip }, slow);
           } catch (err) {

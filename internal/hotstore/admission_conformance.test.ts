@@ -2,7 +2,7 @@
 // the embedded hot store, and the Redis hot store on a redis-server and on a Redis Cluster of
 // three primaries of its own.
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import { ManualClock } from "../clock/clock";
 import { Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { planQuota } from "../plans/plans";

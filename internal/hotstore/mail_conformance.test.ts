@@ -1,6 +1,6 @@
 // The sending half of the hot store contract, run against every adapter (embedded, Redis, Redis
 // Cluster) with a moved clock.
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { afterAll, beforeEach, describe, expect, test } from "bun:test";
 import { ManualClock } from "../clock/clock";
 import { DeliveryOutcome, Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";

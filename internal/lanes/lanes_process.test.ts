@@ -160,10 +160,14 @@ for (const kind of ["one Redis", "a Redis Cluster"] as const) {
     let secondUrl: string;
     beforeAll(async () => {
       pg = await startPostgres();
-      const hot =
-        kind === "one Redis"
-          ? { redisUrl: (redis = await startRedis()).url }
-          : { redisClusterNodes: (cluster = await startRedisCluster()).nodes };
+      let hot: { redisUrl: string } | { redisClusterNodes: string[] };
+      if (kind === "one Redis") {
+        redis = await startRedis();
+        hot = { redisUrl: redis.url };
+      } else {
+        cluster = await startRedisCluster();
+        hot = { redisClusterNodes: cluster.nodes };
+      }
       stack = await startStack({ ...hot, env: { ...PROXY, DATABASE_URL: pg.url } });
       const port = await freePort();
       secondUrl = `http://127.0.0.1:${port}`;

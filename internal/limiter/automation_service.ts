@@ -183,7 +183,7 @@ export function automationRoutes(deps: AutomationDeps) {
 
       async createWorkflow(req) {
         const w = req.workflow;
-        if (!req.orgId || !w || !w.name)
+        if (!req.orgId || !w?.name)
           throw new ConnectError("org_id and workflow.name are required", Code.InvalidArgument);
         const input = {
           name: w.name,

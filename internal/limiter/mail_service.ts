@@ -124,7 +124,7 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
     router.service(MailService, {
       async send(req) {
         const email = req.email;
-        if (!req.orgId || !email || !email.fromAddress.includes("@") || !email.toAddress.includes("@")) {
+        if (!req.orgId || !email?.fromAddress.includes("@") || !email.toAddress.includes("@")) {
           throw new ConnectError("org_id, email.from_address and email.to_address are required", Code.InvalidArgument);
         }
         if (req.lane !== Lane.TRANSACTIONAL && req.lane !== Lane.BULK)

@@ -138,10 +138,15 @@ function serveUnary(req: Http2ServerRequest, res: Http2ServerResponse, contentTy
   const fail = (err: ConnectError) =>
     answer(undefined, { "grpc-status": String(err.code), "grpc-message": percentEncode(err.rawMessage) });
   const encoding = req.headers["grpc-encoding"];
-  if (encoding !== undefined && encoding !== "identity")
-    return fail(new ConnectError(`unsupported compression ${encoding}`, Code.Unimplemented));
+  if (encoding !== undefined && encoding !== "identity") {
+    fail(new ConnectError(`unsupported compression ${encoding}`, Code.Unimplemented));
+    return;
+  }
   const deadline = parseTimeout((req.headers["grpc-timeout"] as string | undefined) ?? null, MAX_TIMEOUT_MS);
-  if (deadline.error) return fail(deadline.error);
+  if (deadline.error) {
+    fail(deadline.error);
+    return;
+  }
   if (deadline.timeoutMs !== undefined)
     timer = setTimeout(() => fail(new ConnectError("the deadline passed", Code.DeadlineExceeded)), deadline.timeoutMs);
   // A client that gives up (RST_STREAM) gets nothing more.

@@ -1,7 +1,6 @@
 // One data layer, two databases, one suite: every test here runs on a SQLite file and on a
 // PostgreSQL server this file starts (initdb + postgres in a temporary directory).
 import { describe, expect, test } from "bun:test";
-import { join } from "node:path";
 import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import { recordDatabases } from "../testkit/recorddbs";

@@ -121,7 +121,10 @@ export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SubmissionServ
   const states = new WeakMap<SMTPServerSession, State>();
   const state = (session: SMTPServerSession): State => {
     let s = states.get(session);
-    if (!s) states.set(session, (s = { failures: 0, inTransaction: false, forwarding: false }));
+    if (!s) {
+      s = { failures: 0, inTransaction: false, forwarding: false };
+      states.set(session, s);
+    }
     return s;
   };
   /** Open connections per client address, and failed AUTH attempts per address across connections. */
@@ -311,7 +314,7 @@ export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SubmissionServ
           rcptTo: session.envelope.rcptTo[0]!.address,
         };
         void (async () => {
-          let parsed;
+          let parsed: Awaited<ReturnType<typeof simpleParser>>;
           try {
             parsed = await simpleParser(Buffer.concat(chunks, kept), PARSE_OPTIONS);
           } catch (err) {

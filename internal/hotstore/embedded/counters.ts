@@ -17,7 +17,10 @@ export class SlotCounters<F extends string | number> {
     const slot = this.slotOf(nowMs);
     const key = `${orgId}|${slot}`;
     let entry = this.slots.get(key);
-    if (!entry) this.slots.set(key, (entry = { slot, counts: new Map() }));
+    if (!entry) {
+      entry = { slot, counts: new Map() };
+      this.slots.set(key, entry);
+    }
     entry.counts.set(field, (entry.counts.get(field) ?? 0) + n);
   }
 
