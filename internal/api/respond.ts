@@ -1,10 +1,8 @@
 import type { Admission } from "../limiterclient/client";
+import { MAX_BODY_BYTES } from "../limits/limits";
 
 // What every route handler of the API shares: the admitted request it is given, and the JSON
 // answers and body reading of /api/v1.
-
-/** The largest request body the API accepts (spec 8.3: 1 MB messages). */
-export const MAX_BODY_BYTES = 1024 * 1024;
 
 export type Headers_ = Record<string, string>;
 

@@ -20,12 +20,13 @@ import { findRoute, templatePattern } from "../web/routes";
 import { audienceRoutes, createTagHandler } from "./audience";
 import { type AutomationCalls, campaignRoutes } from "./campaigns";
 import { workflowRoutes } from "./workflows";
-import { clientIp } from "./clientip";
+import { clientIp } from "../clientip/clientip";
+import { MAX_BODY_BYTES } from "../limits/limits";
 import { rateLimitDocsPage } from "./docs";
 import { InvalidField, type SendInput } from "./emails";
 import { rateLimitHeaders } from "./headers";
 import { observed } from "./observe";
-import { error, type Headers_, invalid, iso, json, MAX_BODY_BYTES, readJson, type Route } from "./respond";
+import { error, type Headers_, invalid, iso, json, readJson, type Route } from "./respond";
 import { type WebhookCalls, webhookRoutes } from "./webhooks";
 
 export const DOCS_PATH = "/docs/rate-limits";

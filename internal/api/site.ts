@@ -6,7 +6,7 @@ import { OPENAPI_PATH } from "./openapi/service";
 import { referenceHandler } from "./reference";
 import type { AutomationCalls } from "./campaigns";
 import type { SiteHandler } from "./server";
-import { clientIp } from "./clientip";
+import { clientIp } from "../clientip/clientip";
 import { unsubscribePages } from "./unsubscribe";
 
 const API_PREFIX = "/api/";

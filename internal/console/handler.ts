@@ -1,6 +1,6 @@
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { randomBytes } from "node:crypto";
-import { clientIp, normalizeIp } from "../api/clientip";
+import { clientIp, normalizeIp } from "../clientip/clientip";
 import { type ConsoleService, type GetSessionResponse, SignInOutcome } from "../gen/mailcore/limiter/v1/console_pb";
 import type { Logger } from "../log/log";
 import { sameSecret } from "../token/token";

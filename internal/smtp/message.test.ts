@@ -2,7 +2,7 @@
 import { describe, expect, test } from "bun:test";
 import { simpleParser } from "mailparser";
 import { parseSendRequest } from "../api/emails";
-import { MAX_BODY_BYTES } from "../api/respond";
+import { MAX_BODY_BYTES } from "../limits/limits";
 import { type Conversion, idempotencyKey, mailboxHeader, PARSE_OPTIONS, toSendRequest } from "./message";
 
 const ENV = { mailFrom: "bounce@acme.example", rcptTo: "jane@dest.example" };

@@ -5,7 +5,7 @@
 import { isUtf8 } from "node:buffer";
 import { createHash } from "node:crypto";
 import type { AddressObject, ParsedMail } from "mailparser";
-import { MAX_BODY_BYTES } from "../api/respond";
+import { MAX_BODY_BYTES } from "../limits/limits";
 import { isAllowedHeader, MAX_HEADER_VALUE, MAX_HEADERS } from "../mail/headers";
 import { attachmentsRefused, invalidMessage, invalidSender, type Reply } from "./replies";
 

@@ -1,6 +1,7 @@
 // Which SMTP reply for which situation, as pure functions (spec 4.5, 5, 7.2; DESIGN.md
 // "SMTP submission"). The socket layer (server.ts) only asks these and sends the answer.
 // Every reply carries an RFC 3463 enhanced status code and a reason a person can act on.
+import { MAX_MESSAGE_BYTES } from "../limits/limits";
 
 /** An SMTP reply: the basic code, the enhanced status code, the human reason. */
 export interface Reply {
@@ -9,8 +10,6 @@ export interface Reply {
   text: string;
 }
 
-/** The fixed maximum message size (spec 8.3: 1 MB), advertised as SIZE and enforced on the stream. */
-export const MAX_MESSAGE_BYTES = 1024 * 1024;
 /** Failed AUTH attempts after which the connection is closed. */
 export const MAX_AUTH_FAILURES = 3;
 /** SMTP reply lines are at most 512 octets (RFC 5321 4.5.3.1.5); keep the reason well below. */

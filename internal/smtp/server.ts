@@ -5,7 +5,8 @@ import { simpleParser } from "mailparser";
 import { randomBytes } from "node:crypto";
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from "smtp-server";
 import { SMTPConnection } from "smtp-server/lib/smtp-connection.js";
-import { normalizeIp } from "../api/clientip";
+import { normalizeIp } from "../clientip/clientip";
+import { MAX_MESSAGE_BYTES } from "../limits/limits";
 import type { Logger } from "../log/log";
 import type { SmtpMetrics } from "../metrics/metrics";
 import { isWellFormed } from "../token/token";
@@ -22,7 +23,6 @@ import {
   checkRecipient,
   dataAborted,
   invalidMessage,
-  MAX_MESSAGE_BYTES,
   type Reply,
   replyLine,
   sessionExpired,
