@@ -1,8 +1,9 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { MicroBatcher } from "../batch/batcher";
 import { HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb";
-import { type Admission, type AdmitCall, type LimiterClients, MAX_ADMIT_BATCH } from "../limiterclient/client";
-import { DEADLINE_HEADER, NOT_QUEUED_HEADER, REQUEST_ID_HEADER, SEND_GRACE_MS } from "../limiterclient/metadata";
+import type { Admission, AdmitCall, LimiterClients } from "../limiterclient/client";
+import { MAX_ADMIT_BATCH } from "../wire/admit";
+import { DEADLINE_HEADER, NOT_QUEUED_HEADER, REQUEST_ID_HEADER, SEND_GRACE_MS } from "../wire/metadata";
 import type { Logger } from "../log/log";
 import { type ApiDeps, NotQueued } from "./server";
 import type { SendValidation } from "./validation";

@@ -1,7 +1,7 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import type { SendRequest, SendResponse } from "../gen/mailcore/limiter/v1/mail_pb";
 import { SendOutcome } from "../gen/mailcore/limiter/v1/mail_pb";
-import { DEADLINE_HEADER, NOT_QUEUED_HEADER, REQUEST_ID_HEADER } from "../limiterclient/metadata";
+import { DEADLINE_HEADER, NOT_QUEUED_HEADER, REQUEST_ID_HEADER } from "../wire/metadata";
 import type { Logger } from "../log/log";
 import { laneName } from "../mail/policy";
 

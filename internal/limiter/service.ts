@@ -13,8 +13,6 @@ import {
 import type { Clock } from "../clock/clock";
 import type { AdmitInput, AdmitResult, HotStore, OrgRef } from "../hotstore/hotstore";
 import type { TagCount } from "../records/audience";
-import { ADMIT_BATCH_PATH } from "../limiterclient/admit";
-import { MAX_ADMIT_BATCH } from "../limiterclient/client";
 import { MINIMUM_PLAN, PLANS, planQuota } from "../plans/plans";
 import type { Organization } from "../records/directory";
 import { RecordError } from "../records/db";
@@ -22,7 +20,14 @@ import type { Records } from "../records/records";
 import { hashToken, isWellFormed } from "../token/token";
 import type { LimiterMetrics } from "../metrics/metrics";
 import type { Projection } from "./projection";
-import { type Admission, type AdmitCall, decodeAdmitBatchRequest, encodeAdmitBatchResponse } from "../wire/admit";
+import {
+  ADMIT_BATCH_PATH,
+  type Admission,
+  type AdmitCall,
+  decodeAdmitBatchRequest,
+  encodeAdmitBatchResponse,
+  MAX_ADMIT_BATCH,
+} from "../wire/admit";
 import type { RefusalCounter } from "./refusals";
 import type { RecordsWriter } from "./recordswriter";
 import type { RawUnary } from "./server";

@@ -5,8 +5,8 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { type RpcServer, serveRpc } from "../limiter/server";
 import { freePort } from "../testkit/testkit";
-import { type Admission, decodeAdmitBatchRequest, encodeAdmitBatchResponse } from "../wire/admit";
-import { ADMIT_BATCH_PATH, type AdmitBatchCaller, admitBatchCaller } from "./admit";
+import { ADMIT_BATCH_PATH, type Admission, decodeAdmitBatchRequest, encodeAdmitBatchResponse } from "../wire/admit";
+import { type AdmitBatchCaller, admitBatchCaller } from "./admit";
 
 // The daemon's side is switched per test: how it answers the batch it decoded.
 let answer: (calls: ReturnType<typeof decodeAdmitBatchRequest>) => Promise<Admission[]>;

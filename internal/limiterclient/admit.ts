@@ -13,11 +13,14 @@ import {
   type IncomingHttpHeaders,
   type IncomingHttpStatusHeader,
 } from "node:http2";
-import { LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
-import { type Admission, type AdmitCall, decodeAdmitBatchResponse, encodeAdmitBatchRequest } from "../wire/admit";
+import {
+  ADMIT_BATCH_PATH,
+  type Admission,
+  type AdmitCall,
+  decodeAdmitBatchResponse,
+  encodeAdmitBatchRequest,
+} from "../wire/admit";
 import { envelope, unenvelope } from "../wire/grpc";
-
-export const ADMIT_BATCH_PATH = `/${LimiterService.typeName}/${LimiterService.method.admitBatch.name}`;
 
 /** The error a gRPC status in HTTP/2 headers or trailers stands for, as Connect's client reads it; undefined for OK. */
 function statusError(h: IncomingHttpHeaders): ConnectError | undefined {

@@ -12,9 +12,6 @@ import { admitBatchCaller } from "./admit";
 
 export type { Admission, AdmitCall };
 
-/** The most admissions one AdmitBatch call may carry: fronts batch up to it, the daemon refuses more. */
-export const MAX_ADMIT_BATCH = 1_000;
-
 export interface LimiterClients {
   /** LimiterService.AdmitBatch on the hot path, without Connect's client, on a connection of its own (see admit.ts). */
   admitBatch(calls: readonly AdmitCall[], timeoutMs: number): Promise<Admission[]>;

@@ -2,7 +2,13 @@
 // proto/mailcore/limiter/v1/limiter.proto, encoded and decoded without protobuf-es's
 // reflection: plain objects in, bytes out, and back. The proto file stays the contract:
 // admit.test.ts checks every byte against the generated code, both ways.
-import type { AdmitRequest, AdmitResponse } from "../gen/mailcore/limiter/v1/limiter_pb";
+import { type AdmitRequest, type AdmitResponse, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
+
+/** The HTTP/2 path of LimiterService.AdmitBatch: the client calls it, the daemon serves it by hand. */
+export const ADMIT_BATCH_PATH = `/${LimiterService.typeName}/${LimiterService.method.admitBatch.name}`;
+
+/** The most admissions one AdmitBatch call may carry: fronts batch up to it, the daemon refuses more. */
+export const MAX_ADMIT_BATCH = 1_000;
 
 /** AdmitRequest, as a plain object. */
 export type AdmitCall = Omit<AdmitRequest, "$typeName" | "$unknown">;

@@ -1,7 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { DeliveryOutcome, type LeaseResponse } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { LimiterClients } from "../limiterclient/client";
-import { REQUEST_ID_HEADER } from "../limiterclient/metadata";
+import { REQUEST_ID_HEADER } from "../wire/metadata";
 import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
 import type { WorkerMetrics } from "../metrics/metrics";

@@ -1,5 +1,5 @@
 // The gRPC metadata the fronts send with their calls to limiterd, and what limiterd answers in
-// it. Shared here so that neither side spells a name by hand.
+// it. Shared here, in the wire module both sides import, so that neither side spells a name by hand.
 
 /** The request id (X-Request-Id), followed through the daemon into the message for the worker. */
 export const REQUEST_ID_HEADER = "x-request-id";
