@@ -1,11 +1,10 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Client } from "@connectrpc/connect";
-import { renderTemplateMarkdown } from "../automation/template";
 import { type AutomationService, type Campaign, CampaignStatus } from "../gen/mailcore/limiter/v1/automation_pb";
-import { body, decoded, paging, route } from "./audience";
-import { InvalidField, parseSendRequest } from "./emails";
-import { renderMarkdown } from "../markdown/markdown";
-import { type Admitted, error, json, type Route } from "./respond";
+import { InvalidField } from "./emails";
+import { parseMessageTemplate } from "./message_template";
+import { type Admitted, error, iso, json, type Route } from "./respond";
+import { body, decoded, paging, route } from "./routing";
 import { tagList } from "./subscribers";
 
 // The campaign endpoints: draft, send (now or at scheduledAt), cancel, read with stats. Each
@@ -24,10 +23,6 @@ const STATUS_NAMES: Record<number, string> = {
 };
 const FIELDS = new Set(["name", "from", "subject", "html", "text", "markdown", "audience"]);
 const MAX_NAME = 256;
-/** parseSendRequest checks a message to one recipient; a campaign's recipients come later. */
-const SOME_RECIPIENT = "recipient@campaign.invalid";
-
-const iso = (ms: bigint) => new Date(Number(ms)).toISOString();
 
 function campaignJson(c: Campaign) {
   const s = c.stats!;
@@ -74,41 +69,6 @@ export function parseCampaign(b: unknown) {
     audienceTags = tagList("audience.tags", audience.tags);
   else throw new InvalidField("audience", 'must be {"tags":[one or more tags]} or {"all":true}');
   return { name: o.name.trim(), ...message, audienceTags };
-}
-
-/**
- * A message to subscribers (a campaign's, a workflow email step's): from, subject and one of
- * html, text or markdown, checked as a send is; its placeholders are filled for each subscriber.
- */
-export function parseMessageTemplate(o: Record<string, unknown>): {
-  from: string;
-  fromAddress: string;
-  subject: string;
-  html: string;
-  text: string;
-} {
-  const { email } = parseSendRequest({ from: o.from, to: SOME_RECIPIENT, subject: o.subject, ...bodies(o) });
-  return {
-    from: email.from,
-    fromAddress: email.fromAddress,
-    subject: email.subject,
-    html: email.html,
-    text: email.text,
-  };
-}
-
-/** html and text, with Markdown rendered around the placeholders (and kept as the text part when there is none). */
-function bodies(o: Record<string, unknown>): { html: unknown; text: unknown } {
-  if (o.markdown === undefined || o.markdown === null || o.markdown === "") return { html: o.html, text: o.text };
-  if (typeof o.markdown !== "string") throw new InvalidField("markdown", "must be a string");
-  if (o.html !== undefined && o.html !== null) throw new InvalidField("markdown", "cannot be combined with html");
-  let html: string;
-  try {
-    html = renderTemplateMarkdown(o.markdown, renderMarkdown);
-  } catch {
-    throw new InvalidField("markdown", "cannot be rendered (nested too deeply)");
-  }
-  return { html, text: o.text ?? o.markdown };
 }
 
 /** POST .../send: {"scheduledAt"?: an ISO 8601 time}; the time in ms, 0 for now. */

@@ -1,6 +1,4 @@
-import type { Client } from "@connectrpc/connect";
 import type { Server } from "bun";
-import type { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
 import { Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import {
   type Email,
@@ -17,7 +15,7 @@ import type { ApiMetrics } from "../metrics/metrics";
 import { laneName } from "../mail/policy";
 import { isWellFormed } from "../token/token";
 import { findRoute, templatePattern } from "../web/routes";
-import { audienceRoutes, createTagHandler } from "./audience";
+import { type AudienceCalls, audienceRoutes, createTagHandler } from "./audience";
 import { type AutomationCalls, campaignRoutes } from "./campaigns";
 import { workflowRoutes } from "./workflows";
 import { clientIp } from "../clientip/clientip";
@@ -33,9 +31,6 @@ export const DOCS_PATH = "/docs/rate-limits";
 const TAGS_PATH = "/api/v1/tags";
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 const BEARER = /^Bearer +(\S+) *$/i;
-
-/** The daemon's audience RPCs. */
-export type AudienceCalls = Client<typeof AudienceService>;
 
 /** What the front needs from the daemon; every call fails closed by rejecting. */
 export interface ApiDeps {

@@ -1,9 +1,10 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Workflow, WorkflowRun, WorkflowSchema } from "../gen/mailcore/limiter/v1/automation_pb";
-import { body, decoded, paging, route } from "./audience";
-import { type AutomationCalls, parseMessageTemplate } from "./campaigns";
+import type { AutomationCalls } from "./campaigns";
+import { parseMessageTemplate } from "./message_template";
 import { InvalidField } from "./emails";
 import { type Admitted, json, type Route } from "./respond";
+import { body, decoded, paging, route } from "./routing";
 import { tagName } from "./subscribers";
 
 // The workflow endpoints: create, list, read, change, delete, and a workflow's runs. Each

@@ -1,0 +1,62 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { InvalidField } from "./emails";
+import { type Admitted, error, invalid, readJson } from "./respond";
+
+// What the resource endpoints (audience, campaigns, workflows) share around their one call to
+// the daemon: path segments, paging, the body, and the answers for what the daemon refuses.
+
+const DEFAULT_LIMIT = 20;
+const MAX_LIMIT = 100;
+
+/** A path segment: an id, or an email or tag name as it is or percent-encoded. */
+export function decoded(param: string): string {
+  try {
+    return decodeURIComponent(param);
+  } catch {
+    throw new ConnectError(`nothing is named ${param} in this organization`, Code.NotFound);
+  }
+}
+
+/** ?limit= (1-100, default 20) and ?cursor=. */
+export function paging(url: URL): { limit: number; cursor: string } {
+  const raw = url.searchParams.get("limit");
+  const limit = raw === null ? DEFAULT_LIMIT : Number(raw);
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT)
+    throw new InvalidField("limit", `must be a whole number from 1 to ${MAX_LIMIT}`);
+  return { limit, cursor: url.searchParams.get("cursor") ?? "" };
+}
+
+/** A body refused before it was parsed (415, 413, 400). */
+class Refused extends Error {
+  constructor(readonly response: Response) {
+    super("refused");
+  }
+}
+
+/** The body as JSON; Refused when it cannot be read. */
+export async function body(a: Admitted): Promise<unknown> {
+  const b = await readJson(a.req, a.headers);
+  if (b instanceof Response) throw new Refused(b);
+  return b;
+}
+
+/**
+ * A handler with the answers every resource endpoint shares: a body that cannot be read as
+ * readJson says, an invalid field 422, a subscriber or tag the daemon does not find (another
+ * organization's too) 404, a cursor it does not know 422. Other failures go to the caller (503).
+ */
+export function route(run: (a: Admitted) => Promise<Response>): (a: Admitted) => Promise<Response> {
+  return async (a) => {
+    try {
+      return await run(a);
+    } catch (err) {
+      if (err instanceof Refused) return err.response;
+      if (err instanceof InvalidField) return invalid(err.field, err.message, a.headers);
+      if (err instanceof ConnectError && err.code === Code.NotFound)
+        return error(404, "NOT_FOUND", `${err.rawMessage}.`, a.headers);
+      if (err instanceof ConnectError && err.code === Code.InvalidArgument && /cursor/.test(err.rawMessage))
+        return invalid("cursor", `cursor: ${err.rawMessage}`, a.headers);
+      throw err;
+    }
+  };
+}
