@@ -2,13 +2,13 @@
 // Beside the API: the console (/console) and the reference (/docs), thin pages over limiterd.
 import { daemonDeps } from "../../internal/api/deps";
 import { serveApi } from "../../internal/api/server";
-import { apiSite } from "../../internal/api/site";
 import { offloadedValidation } from "../../internal/api/validation";
 import { apiConfig, loadOrExit } from "../../internal/config/config";
 import { limiterClients } from "../../internal/limiterclient/client";
 import { logger, setLogFormat } from "../../internal/log/log";
 import { apiMetrics, newRegistry, serveMetrics } from "../../internal/metrics/metrics";
 import { exitGracefully } from "../../internal/shutdown/shutdown";
+import { apiSite } from "../../internal/site/site";
 
 const log = logger("api");
 const cfg = loadOrExit("api", () => apiConfig(process.env));

@@ -20,7 +20,6 @@ import { type AutomationCalls, campaignRoutes } from "./campaigns";
 import { workflowRoutes } from "./workflows";
 import { clientIp } from "../clientip/clientip";
 import { MAX_BODY_BYTES } from "../limits/limits";
-import { rateLimitDocsPage } from "./docs";
 import { InvalidField, type SendInput } from "./emails";
 import { rateLimitHeaders } from "./headers";
 import { observed } from "./observe";
@@ -111,7 +110,6 @@ function messageJson(m: MessageInfo) {
 
 /** The HTTP front: admission through the daemon, then the route. */
 export function apiHandler(deps: ApiDeps, site?: SiteHandler) {
-  const docsPage = rateLimitDocsPage();
   const admissionFailing = new FailureEpisode(deps.log, "admission");
   const sendFailing = new FailureEpisode(deps.log, "send");
 
@@ -226,7 +224,6 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler) {
       return error(400, "INVALID_HOST", "The Host header is not a valid host[:port].");
     }
     const path = url.pathname;
-    if (path === DOCS_PATH) return new Response(docsPage, { headers: { "Content-Type": "text/html; charset=utf-8" } });
     if (path === "/healthz") return json(200, { status: "ok" });
     const page = site?.(req, url, peerIp);
     if (page) return page;

@@ -2,7 +2,7 @@
 // clock the test moves: for behaviour over hours and days (the recipient guards).
 import { daemonDeps } from "../api/deps";
 import { serveApi } from "../api/server";
-import { apiSite } from "../api/site";
+import { apiSite } from "../site/site";
 import { offloadedValidation } from "../api/validation";
 import type { Clock } from "../clock/clock";
 import type { DeliveryPolicy, HotStore } from "../hotstore/hotstore";

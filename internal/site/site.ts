@@ -2,18 +2,19 @@ import { type ConsoleOptions, consoleHandler } from "../console/handler";
 import { Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { Admission, AdmitCall } from "../limiterclient/client";
 import { assetHandler } from "../web/assets";
-import { OPENAPI_PATH } from "./openapi/service";
+import { OPENAPI_PATH } from "../api/openapi/service";
 import { referenceHandler } from "./reference";
-import type { AutomationCalls } from "./campaigns";
-import type { SiteHandler } from "./server";
+import type { AutomationCalls } from "../api/campaigns";
+import { DOCS_PATH, type SiteHandler } from "../api/server";
+import { rateLimitDocsPage } from "./docs";
 import { clientIp } from "../clientip/clientip";
 import { unsubscribePages } from "./unsubscribe";
 
 const API_PREFIX = "/api/";
 
 /**
- * What the API process serves to browsers beside the API: the console, the API reference, their
- * assets, the unsubscribe pages. `admit` is the API's admission: the unsubscribe pages, which
+ * What the API process serves to browsers beside the API: the rate-limit page, the console, the API
+ * reference, their assets, the unsubscribe pages. `admit` is the API's admission: the unsubscribe pages, which
  * anyone may call, count against the client IP's limit through it (an admission without a token).
  */
 export function apiSite(
@@ -21,6 +22,7 @@ export function apiSite(
   automation: AutomationCalls,
   admit: (call: AdmitCall) => Promise<Admission>,
 ): SiteHandler {
+  const docsPage = rateLimitDocsPage();
   const assets = assetHandler();
   const reference = referenceHandler();
   const pages = consoleHandler(console);
@@ -35,6 +37,7 @@ export function apiSite(
   const unsubscribe = unsubscribePages(automation, gate, console.timeoutMs, console.log);
   return (req, url, peerIp) => {
     const path = url.pathname;
+    if (path === DOCS_PATH) return new Response(docsPage, { headers: { "Content-Type": "text/html; charset=utf-8" } });
     // The API's own paths are not pages: answered without asking each page handler (the hot path).
     if (path.startsWith(API_PREFIX) && path !== OPENAPI_PATH) return undefined;
     return assets(path) ?? reference(req, url) ?? unsubscribe(req, url, peerIp) ?? pages(req, url, peerIp);

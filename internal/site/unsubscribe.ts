@@ -2,7 +2,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "../log/log";
 import { type Html, html } from "../web/html";
 import { pageHeaders } from "../web/headers";
-import type { AutomationCalls } from "./campaigns";
+import type { AutomationCalls } from "../api/campaigns";
 
 // The one-click unsubscribe of campaign messages (RFC 8058), at PUBLIC_URL/u/{token}: a POST
 // (the mail client's one click, or the confirm page's button) unsubscribes and is idempotent;

@@ -1,7 +1,7 @@
 import { type Html, html } from "../web/html";
 import { pageHeaders } from "../web/headers";
-import { openApiDocument } from "./openapi/document";
-import { OPENAPI_PATH } from "./openapi/service";
+import { openApiDocument } from "../api/openapi/document";
+import { OPENAPI_PATH } from "../api/openapi/service";
 
 // The API reference at /docs: the OpenAPI document rendered on the server as plain HTML (no
 // script, no CDN), and the document itself at /api/v1/openapi.json. Both are made once at start.
