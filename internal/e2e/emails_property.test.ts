@@ -9,7 +9,7 @@ import { isAllowedHeader, MAX_HEADER_VALUE } from "../mail/headers";
 import { EmbeddedHot } from "../hotstore/embedded/embedded";
 import { fuzzParams, reportFuzz } from "../testkit/fuzz";
 import { type InProcess, startInProcess } from "../testkit/inprocess";
-import { InvalidField, parseSendRequest } from "./emails";
+import { InvalidField, parseSendRequest } from "../api/emails";
 
 const repeat = (unit: string) => fc.integer({ min: 1, max: 400 }).map((n) => unit.repeat(n));
 /** Inputs that broke parsers before: nesting, unclosed emphasis, comments, quotes, control characters. */
