@@ -2,8 +2,8 @@ import { randomBytes } from "node:crypto";
 import type { Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { DeliveryOutcome, Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { GuardLimits } from "../mail/policy";
-import type { OrgProjection } from "../records/directory";
-import type { MessageHistory } from "../records/history";
+import type { OrgProjection } from "../model/projection";
+import type { MessageHistory } from "../model/history";
 
 // The hot store: what the hot path and the lanes touch many times a second. Token buckets,
 // guard logs, idempotency records, bounce cooldowns, the lanes with the payload of every

@@ -18,7 +18,7 @@ import type { ReleaseRecord } from "../lanes/scheduler";
 import { Notifier } from "../lanes/notifier";
 import { domainOf, fixtureKind, GUARD_LIMITS, IDEMPOTENCY_TTL_MS, LANES, normalizeMailbox } from "../mail/policy";
 import type { DeliveryPolicy, EnqueueInput, EnqueueResult, HotStore } from "../hotstore/hotstore";
-import type { MessageHistory } from "../records/history";
+import type { MessageHistory } from "../model/history";
 import type { Records } from "../records/records";
 import type { Projection } from "./projection";
 import type { RefusalCounter } from "./refusals";

@@ -1,5 +1,6 @@
 import type { HotStore } from "../hotstore/hotstore";
-import type { DirectoryRecords, OrgProjection } from "../records/directory";
+import type { OrgProjection } from "../model/projection";
+import type { DirectoryRecords } from "../records/directory";
 
 /**
  * Keeps the hot store's projection of the directory (token hash to organization, organization

@@ -4,8 +4,8 @@ import type { Lane, MessageStatus } from "../../gen/mailcore/limiter/v1/mail_pb"
 import { type Plan, Verdict } from "../../gen/mailcore/limiter/v1/limiter_pb";
 import { LANES } from "../../mail/policy";
 import { IP_PERIOD_MS, IP_QUOTA, MINIMUM_PLAN, ORG_PERIOD_MS, PLANS, planQuota } from "../../plans/plans";
-import type { OrgProjection } from "../../records/directory";
-import type { MessageHistory } from "../../records/history";
+import type { OrgProjection } from "../../model/projection";
+import type { MessageHistory } from "../../model/history";
 import {
   type AckInput,
   type AckResult,
