@@ -1,4 +1,4 @@
-import type { HotStore } from "../hotstore/hotstore";
+import type { AdmissionStore } from "../hotstore/hotstore";
 import type { OrgProjection } from "../model/projection";
 import type { DirectoryRecords } from "../records/directory";
 
@@ -10,7 +10,7 @@ import type { DirectoryRecords } from "../records/directory";
  */
 export class Projection {
   constructor(
-    private readonly hot: HotStore,
+    private readonly hot: AdmissionStore,
     private readonly directory: DirectoryRecords,
   ) {}
 
