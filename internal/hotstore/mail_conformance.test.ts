@@ -3,7 +3,7 @@
 import { afterAll, beforeEach, describe, expect, test } from "bun:test";
 import { ManualClock } from "../clock/clock";
 import { DeliveryOutcome, Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
-import { hotStoreServers, hotStores, projectSuiteOrg, SUITE_POLICY, suiteSends } from "../testkit/hotstores";
+import { hotStoreServers, hotStores, projectSuiteOrg, SUITE_POLICY as POLICY, suiteSends } from "../testkit/hotstores";
 import type { AdmissionStore, MailStore, StoreLifecycle } from "./hotstore";
 
 const MIN = 60_000;
@@ -135,7 +135,7 @@ for (const [name, open] of hotStores(servers)) {
       const ack = (l: typeof txLease, outcome: DeliveryOutcome) =>
         store.ack(
           { orgId: l.orgId, messageId: l.messageId, leaseId: l.leaseId, outcome, detail: `outcome ${outcome}` },
-          SUITE_POLICY,
+          POLICY,
           clock.nowMs(),
         );
       expect(await ack(txLease, DeliveryOutcome.DELIVERED)).toEqual({ current: true, status: MessageStatus.DELIVERED });
@@ -152,9 +152,9 @@ for (const [name, open] of hotStores(servers)) {
       ] as const) {
         expect(await ack(lease, DeliveryOutcome.DEFERRED)).toEqual({ current: true, status: MessageStatus.DEFERRED });
         clock.advance(wait - 1);
-        expect(await store.recover(clock.nowMs(), SUITE_POLICY)).toEqual({ expired: 0, retried: 0, failed: 0 });
+        expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: 0, retried: 0, failed: 0 });
         clock.advance(1);
-        expect(await store.recover(clock.nowMs(), SUITE_POLICY)).toEqual({ expired: 0, retried: 1, failed: 0 });
+        expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: 0, retried: 1, failed: 0 });
         expect((await store.laneCounts(clock.nowMs())).find((c) => c.lane === Lane.BULK)).toMatchObject({
           depth: 1,
           deferred: 0,
@@ -199,7 +199,7 @@ for (const [name, open] of hotStores(servers)) {
       const [l] = await store.lease(1, clock.nowMs(), 30_000);
       await store.ack(
         { orgId: org, messageId: l!.messageId, leaseId: l!.leaseId, outcome: DeliveryOutcome.BOUNCED, detail: "550" },
-        SUITE_POLICY,
+        POLICY,
         clock.nowMs(),
       );
       clock.advance(1_000);
@@ -222,7 +222,7 @@ for (const [name, open] of hotStores(servers)) {
       await drain(Lane.TRANSACTIONAL);
       const [first] = await store.lease(1, clock.nowMs(), 5_000);
       clock.advance(5_000);
-      expect(await store.recover(clock.nowMs(), SUITE_POLICY)).toEqual({ expired: 1, retried: 0, failed: 0 });
+      expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: 1, retried: 0, failed: 0 });
       // Not ready for a worker until the lane releases it again.
       expect((await store.laneCounts(clock.nowMs()))[0]).toMatchObject({ depth: 1, ready: 1, inFlight: 0 });
       expect(await store.release(Lane.TRANSACTIONAL, clock.nowMs())).toEqual({
@@ -231,17 +231,17 @@ for (const [name, open] of hotStores(servers)) {
       });
       const [other, second] = await store.lease(2, clock.nowMs(), 5_000);
       expect(other!.messageId).not.toBe(first!.messageId); // released before the expiry, still first in line
-      await store.ack({ ...other!, outcome: DeliveryOutcome.DELIVERED, detail: "ok" }, SUITE_POLICY, clock.nowMs());
+      await store.ack({ ...other!, outcome: DeliveryOutcome.DELIVERED, detail: "ok" }, POLICY, clock.nowMs());
       expect(second).toMatchObject({ messageId: first!.messageId, attempt: 2 });
       const stale = await store.ack(
         { ...first!, outcome: DeliveryOutcome.DELIVERED, detail: "late" },
-        SUITE_POLICY,
+        POLICY,
         clock.nowMs(),
       );
       expect(stale.current).toBe(false);
       const fresh = await store.ack(
         { ...second!, outcome: DeliveryOutcome.DELIVERED, detail: "ok" },
-        SUITE_POLICY,
+        POLICY,
         clock.nowMs(),
       );
       expect(fresh).toEqual({ current: true, status: MessageStatus.DELIVERED });
@@ -249,13 +249,13 @@ for (const [name, open] of hotStores(servers)) {
 
     test("a lease that expires on the last attempt fails the message", async () => {
       await send();
-      for (let attempt = 1; attempt <= SUITE_POLICY.maxAttempts; attempt++) {
+      for (let attempt = 1; attempt <= POLICY.maxAttempts; attempt++) {
         await drain(Lane.TRANSACTIONAL);
         const [l] = await store.lease(1, clock.nowMs(), 5_000);
         expect(l!.attempt).toBe(attempt);
         clock.advance(5_000);
-        const last = attempt === SUITE_POLICY.maxAttempts;
-        expect(await store.recover(clock.nowMs(), SUITE_POLICY)).toEqual({
+        const last = attempt === POLICY.maxAttempts;
+        expect(await store.recover(clock.nowMs(), POLICY)).toEqual({
           expired: last ? 0 : 1,
           retried: 0,
           failed: last ? 1 : 0,
@@ -263,7 +263,7 @@ for (const [name, open] of hotStores(servers)) {
         if (last)
           expect(await store.getMessage(org, l!.messageId)).toMatchObject({
             status: MessageStatus.FAILED,
-            attempts: SUITE_POLICY.maxAttempts,
+            attempts: POLICY.maxAttempts,
           });
       }
       expect(await store.laneCounts(clock.nowMs())).toEqual([

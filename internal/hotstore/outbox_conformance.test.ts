@@ -3,7 +3,7 @@
 import { afterAll, beforeEach, describe, expect, test } from "bun:test";
 import { ManualClock } from "../clock/clock";
 import { DeliveryOutcome, Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
-import { hotStoreServers, hotStores, projectSuiteOrg, SUITE_POLICY, suiteSends } from "../testkit/hotstores";
+import { hotStoreServers, hotStores, projectSuiteOrg, SUITE_POLICY as POLICY, suiteSends } from "../testkit/hotstores";
 import type { AdmissionStore, MailStore, OutboxStore, StoreLifecycle } from "./hotstore";
 
 const HOUR = 3_600_000;
@@ -55,7 +55,7 @@ for (const [name, open] of hotStores(servers)) {
       await drain(Lane.TRANSACTIONAL);
       const leased = await store.lease(2, clock.nowMs(), 30_000);
       for (const l of leased)
-        await store.ack({ ...l, outcome: DeliveryOutcome.DELIVERED, detail: "250 ok" }, SUITE_POLICY, clock.nowMs());
+        await store.ack({ ...l, outcome: DeliveryOutcome.DELIVERED, detail: "250 ok" }, POLICY, clock.nowMs());
       changed = await store.changedMessages(10);
       expect(changed.map((m) => [m.version, m.status])).toEqual([
         [4, MessageStatus.DELIVERED],
