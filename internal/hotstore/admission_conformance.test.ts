@@ -7,7 +7,7 @@ import { ManualClock } from "../clock/clock";
 import { Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { planQuota } from "../plans/plans";
 import { hotStoreServers, hotStores } from "../testkit/hotstores";
-import type { AdmitInput, HotStore } from "./hotstore";
+import type { AdmissionStore, AdmitInput, StoreLifecycle } from "./hotstore";
 import { keys } from "./redis/layout";
 import { connectRedis, RedisHot } from "./redis/redis";
 
@@ -18,7 +18,7 @@ const adapters = hotStores(servers);
 
 for (const [name, open] of adapters) {
   describe(`hot store admission: ${name}`, () => {
-    let store: HotStore;
+    let store: AdmissionStore & StoreLifecycle;
     let clock: ManualClock;
 
     beforeEach(async () => {

@@ -2,15 +2,15 @@ import { randomBytes } from "node:crypto";
 import type { Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { DeliveryOutcome, Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { GuardLimits } from "../mail/policy";
-import type { OrgProjection } from "../records/directory";
-import type { MessageHistory } from "../records/history";
+import type { OrgProjection } from "../model/projection";
+import type { MessageHistory } from "../model/history";
 
 // The hot store: what the hot path and the lanes touch many times a second. Token buckets,
 // guard logs, idempotency records, bounce cooldowns, the lanes with the payload of every
 // message not yet in a final state, leases, and the projection admission reads (token hash to
 // organization, organization to plan and verified domains), which is written through on every
 // change and rebuilt from the records on a miss. Two adapters, Redis and embedded (memory plus
-// a SQLite file), run one conformance suite.
+// a SQLite file), run the conformance suite of every seam.
 
 /** Expired leases and due retries put back per lane and recovery round, at most. */
 export const RECOVER_BATCH = 500;
@@ -179,7 +179,11 @@ export interface Written {
   version: number;
 }
 
-export interface HotStore {
+// The hot store is several seams, one per job; an adapter offers them all (HotStore), and each
+// consumer asks only for the ones it uses.
+
+/** Admission, and the projection of the records it reads (written through, rebuilt on a miss). */
+export interface AdmissionStore {
   /**
    * Admits each input independently: the IP bucket and, for a valid token, the organization
    * bucket are checked and consumed in one atomic step (both or neither).
@@ -197,7 +201,10 @@ export interface HotStore {
    * fills a gap (a rebuild from the records, which must not undo a newer write).
    */
   projectToken(tokenHash: string, orgId: string | null, mode: "write" | "fill"): Promise<void>;
+}
 
+/** The mail pipeline: accepted messages in their lanes, released, leased to workers, acknowledged. */
+export interface MailStore {
   /** Idempotency, the verified-domain check, guards, record and enqueue in one atomic step. */
   enqueue(input: EnqueueInput, nowMs: number): Promise<EnqueueResult>;
   /** Releases the next message of the lane, round-robin over organizations; null when empty. */
@@ -210,12 +217,18 @@ export interface HotStore {
   /** A message that is still in the hot store (not yet settled in the records); null otherwise. */
   getMessage(orgId: string, messageId: string): Promise<MessageHistory | null>;
   laneCounts(nowMs: number): Promise<LaneCounts[]>;
+}
 
+/** What the console shows of an organization's use of the service. */
+export interface UsageStore {
   /** Adds to the organizations' refusal counts of the minute of nowMs (shared by every daemon on the store). */
   countRefusals(counts: RefusalCount[], nowMs: number): Promise<void>;
   /** An organization's bucket, refusals over the last hour and lanes; reads only. */
   orgUsage(orgId: string, plan: Plan, nowMs: number): Promise<OrgUsage>;
+}
 
+/** The outbox of message changes the records writer copies to the records. */
+export interface OutboxStore {
   /** Messages that changed since they were last written to the records (at most max). */
   changedMessages(max: number): Promise<MessageHistory[]>;
   /**
@@ -223,11 +236,20 @@ export interface HotStore {
    * since and is in a final state leaves the hot store. Returns how many left.
    */
   settle(written: Written[]): Promise<number>;
+}
 
+/** The leases that let one daemon at a time run a singleton. */
+export interface SingletonLeases {
   /** Takes or renews the right to run a singleton (a lane's scheduler, the history writer); false while another daemon holds it. */
   holdLease(name: string, owner: string, ttlMs: number): Promise<boolean>;
+}
 
+/** The connection to the backing service. */
+export interface StoreLifecycle {
   /** Rejects when the backing service cannot be reached. */
   ping(): Promise<void>;
   close(): Promise<void>;
 }
+
+/** Every seam: what an adapter offers and the daemon wires. */
+export interface HotStore extends AdmissionStore, MailStore, UsageStore, OutboxStore, SingletonLeases, StoreLifecycle {}

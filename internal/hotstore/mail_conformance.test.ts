@@ -1,23 +1,20 @@
-// The sending half of the hot store contract, run against every adapter (embedded, Redis, Redis
-// Cluster) with a moved clock.
+// The mail pipeline of the hot store (MailStore), run against every adapter (embedded, Redis,
+// Redis Cluster) with a moved clock.
 import { afterAll, beforeEach, describe, expect, test } from "bun:test";
 import { ManualClock } from "../clock/clock";
 import { DeliveryOutcome, Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
-import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
-import { hotStoreServers, hotStores } from "../testkit/hotstores";
-import type { DeliveryPolicy, EnqueueInput, HotStore } from "./hotstore";
+import { hotStoreServers, hotStores, projectSuiteOrg, SUITE_POLICY as POLICY, suiteSends } from "../testkit/hotstores";
+import type { AdmissionStore, MailStore, StoreLifecycle } from "./hotstore";
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
-const GUARDS = { shortMax: 5, shortWindowMs: 10 * MIN, longMax: 20, longWindowMs: 24 * HOUR };
-const POLICY: DeliveryPolicy = { maxAttempts: 3, retryBaseMs: 1_000, bounceCooldownMs: HOUR };
 
 let seq = 0;
 const servers = hotStoreServers();
 
 for (const [name, open] of hotStores(servers)) {
   describe(`hot store sending: ${name}`, () => {
-    let store: HotStore;
+    let store: MailStore & AdmissionStore & StoreLifecycle;
     let clock: ManualClock;
     let org: string;
 
@@ -30,39 +27,14 @@ for (const [name, open] of hotStores(servers)) {
     });
 
     /** An organization as the daemon projects it, with the verified domain d.example. */
-    const project = (id: string, version = 1, verifiedDomains = ["d.example"]) =>
-      store.projectOrg({ id, slug: `slug-${id}`, plan: Plan.FREE, version, verifiedDomains });
+    const project = (id: string, version?: number, verifiedDomains?: string[]) =>
+      projectSuiteOrg(store, id, version, verifiedDomains);
     afterAll(async () => {
       await store?.close();
     });
 
-    let ids = 0;
-    function send(over: Partial<EnqueueInput> = {}) {
-      const input: EnqueueInput = {
-        orgId: org,
-        messageId: `msg_${name}_${seq}_${++ids}`,
-        lane: Lane.TRANSACTIONAL,
-        payload: JSON.stringify({ n: ids }),
-        from: "Sender <s@d.example>",
-        to: "user@example.com",
-        subject: `message ${ids}`,
-        fromDomain: "d.example",
-        mailbox: "user@example.com",
-        checkCooldown: true,
-        countGuards: true,
-        guards: GUARDS,
-        ...over,
-      };
-      return store.enqueue(input, clock.nowMs());
-    }
-
-    /** Releases everything waiting in a lane and returns the org ids in release order. */
-    async function drain(lane: Lane) {
-      const order: string[] = [];
-      for (let r = await store.release(lane, clock.nowMs()); r; r = await store.release(lane, clock.nowMs()))
-        order.push(r.orgId);
-      return order;
-    }
+    const sends = suiteSends(() => ({ store, clock, org, idPrefix: `msg_${name}_${seq}` }));
+    const { send, drain } = sends;
 
     test("short window: 5 in any 10 minutes, the 6th refused with the exact wait", async () => {
       for (let i = 0; i < 5; i++) {
@@ -154,7 +126,7 @@ for (const [name, open] of hotStores(servers)) {
         [Lane.TRANSACTIONAL, 1],
         [Lane.BULK, 1],
       ]);
-      expect(leased[0]!.payload).toBe(JSON.stringify({ n: ids }));
+      expect(leased[0]!.payload).toBe(JSON.stringify({ n: sends.ids }));
       const [txLease, bulkLease] = leased as [(typeof leased)[0], (typeof leased)[0]];
       expect(txLease.messageId).toBe((tx as { messageId: string }).messageId);
       expect(bulkLease.messageId).toBe((bulk as { messageId: string }).messageId);
@@ -334,59 +306,6 @@ for (const [name, open] of hotStores(servers)) {
         kind: "replayed",
         messageId: (first as { messageId: string }).messageId,
       });
-    });
-
-    test("the outbox: changed messages until written; a final one then leaves the hot store", async () => {
-      const a = (await send({ countGuards: false })) as { messageId: string };
-      const b = (await send({ countGuards: false, mailbox: "b@example.com" })) as { messageId: string };
-      let changed = await store.changedMessages(10);
-      expect(changed.map((m) => [m.id, m.version, m.events.length])).toEqual([
-        [a.messageId, 1, 1],
-        [b.messageId, 1, 1],
-      ]);
-      expect(changed[0]).toMatchObject({
-        orgId: org,
-        to: "user@example.com",
-        toMailbox: "user@example.com",
-        status: MessageStatus.QUEUED,
-        attempts: 0,
-      });
-      expect(await store.changedMessages(1)).toHaveLength(1);
-      // Written at version 1: both leave the outbox, neither the hot store (not final).
-      expect(await store.settle(changed.map((m) => ({ orgId: m.orgId, id: m.id, version: m.version })))).toBe(0);
-      expect(await store.changedMessages(10)).toEqual([]);
-      expect(await store.getMessage(org, a.messageId)).not.toBeNull();
-
-      await drain(Lane.TRANSACTIONAL);
-      const leased = await store.lease(2, clock.nowMs(), 30_000);
-      for (const l of leased)
-        await store.ack({ ...l, outcome: DeliveryOutcome.DELIVERED, detail: "250 ok" }, POLICY, clock.nowMs());
-      changed = await store.changedMessages(10);
-      expect(changed.map((m) => [m.version, m.status])).toEqual([
-        [4, MessageStatus.DELIVERED],
-        [4, MessageStatus.DELIVERED],
-      ]);
-      // A message that changed after it was read stays: here b is written at an older version.
-      const [ma, mb] = changed as [(typeof changed)[0], (typeof changed)[0]];
-      expect(
-        await store.settle([
-          { orgId: org, id: ma.id, version: ma.version },
-          { orgId: org, id: mb.id, version: mb.version - 1 },
-        ]),
-      ).toBe(1);
-      expect(await store.getMessage(org, ma.id)).toBeNull();
-      expect((await store.changedMessages(10)).map((m) => m.id)).toEqual([mb.id]);
-      expect(await store.settle([{ orgId: org, id: mb.id, version: mb.version }])).toBe(1);
-      expect(await store.changedMessages(10)).toEqual([]);
-      expect(await store.getMessage(org, mb.id)).toBeNull();
-    });
-
-    test("leases: one holder at a time, renewed by its owner, taken over when it lapses", async () => {
-      expect(await store.holdLease("history", "a", 1_000)).toBe(true);
-      expect(await store.holdLease("history", "a", 1_000)).toBe(true);
-      const other = await store.holdLease("history", "b", 1_000);
-      // The embedded store belongs to one daemon, which always holds its leases.
-      expect(other).toBe(name === "embedded");
     });
   });
 }

@@ -7,7 +7,7 @@ import { Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { GUARD_LIMITS } from "../mail/policy";
 import { hotStoreServers, hotStores } from "../testkit/hotstores";
-import { type HotStore, REFUSAL_MINUTES } from "./hotstore";
+import { type AdmissionStore, type MailStore, REFUSAL_MINUTES, type StoreLifecycle, type UsageStore } from "./hotstore";
 import { keys } from "./redis/layout";
 
 const MIN = 60_000;
@@ -17,7 +17,7 @@ const servers = hotStoreServers();
 
 for (const [name, open] of hotStores(servers)) {
   describe(`hot store usage: ${name}`, () => {
-    let store: HotStore;
+    let store: UsageStore & AdmissionStore & MailStore & StoreLifecycle;
     let clock: ManualClock;
     let org: string;
 

@@ -2,13 +2,13 @@ import type { Clock } from "../clock/clock";
 import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
 import { LANES } from "../mail/policy";
-import type { DeliveryPolicy, HotStore } from "../hotstore/hotstore";
+import type { DeliveryPolicy, MailStore, SingletonLeases } from "../hotstore/hotstore";
 import { LaneScheduler, type ReleaseRecord } from "./scheduler";
 
 const RECOVER_EVERY_MS = 250;
 
 export interface LanesOptions {
-  store: HotStore;
+  store: MailStore & SingletonLeases;
   clock: Clock;
   ratePerSecond: number;
   owner: string;

@@ -2,7 +2,7 @@ import type { Clock } from "../clock/clock";
 import type { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
-import type { HotStore, Released } from "../hotstore/hotstore";
+import type { MailStore, Released, SingletonLeases } from "../hotstore/hotstore";
 
 export interface ReleaseRecord extends Released {
   lane: Lane;
@@ -12,7 +12,7 @@ export interface ReleaseRecord extends Released {
 }
 
 export interface SchedulerOptions {
-  store: Pick<HotStore, "release" | "holdLease">;
+  store: Pick<MailStore, "release"> & SingletonLeases;
   lane: Lane;
   ratePerSecond: number;
   /** This daemon's name; with Redis, one daemon at a time runs a lane's scheduler. */

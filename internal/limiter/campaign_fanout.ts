@@ -1,6 +1,6 @@
 import type { Clock } from "../clock/clock";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
-import type { EnqueueResult, HotStore } from "../hotstore/hotstore";
+import type { EnqueueResult, MailStore, SingletonLeases } from "../hotstore/hotstore";
 import type { Logger } from "../log/log";
 import { type Campaign, pending } from "../records/campaigns";
 import type { Records } from "../records/records";
@@ -26,7 +26,7 @@ const LEASE_TTL_MS = 5_000;
 
 export interface FanoutOptions {
   records: Records;
-  hot: HotStore;
+  hot: MailStore & SingletonLeases;
   clock: Clock;
   /** This daemon's name for the fan-out's lease. */
   owner: string;

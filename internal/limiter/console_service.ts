@@ -9,7 +9,7 @@ import {
   SendingDomainSchema,
   SignInOutcome,
 } from "../gen/mailcore/limiter/v1/console_pb";
-import { type HotStore, RELEASE_WINDOW_S } from "../hotstore/hotstore";
+import { RELEASE_WINDOW_S, type UsageStore } from "../hotstore/hotstore";
 import { normalizeEmail } from "../mail/policy";
 import { planQuota } from "../plans/plans";
 import type { ConsoleSession } from "../records/console";
@@ -35,7 +35,7 @@ const ARGON2 = { algorithm: "argon2id", memoryCost: 19_456, timeCost: 2 } as con
 const SESSION_TOKEN = /^mcs_[A-Za-z0-9_-]{43}$/;
 
 export interface ConsoleDeps {
-  hot: HotStore;
+  hot: UsageStore;
   records: Records;
   projection: Projection;
   refusals: RefusalCounter;

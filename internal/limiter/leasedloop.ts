@@ -1,4 +1,4 @@
-import type { HotStore } from "../hotstore/hotstore";
+import type { SingletonLeases } from "../hotstore/hotstore";
 import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
 
@@ -7,7 +7,7 @@ import type { Logger } from "../log/log";
 // once; failures logged as one episode, not a line per tick.
 
 export interface LeasedLoopOptions {
-  hot: HotStore;
+  hot: SingletonLeases;
   /** The lease's name, and this daemon's name for it. */
   lease: string;
   owner: string;

@@ -17,8 +17,8 @@ import {
 import type { ReleaseRecord } from "../lanes/scheduler";
 import { Notifier } from "../lanes/notifier";
 import { domainOf, fixtureKind, GUARD_LIMITS, IDEMPOTENCY_TTL_MS, LANES, normalizeMailbox } from "../mail/policy";
-import type { DeliveryPolicy, EnqueueInput, EnqueueResult, HotStore } from "../hotstore/hotstore";
-import type { MessageHistory } from "../records/history";
+import type { DeliveryPolicy, EnqueueInput, EnqueueResult, MailStore } from "../hotstore/hotstore";
+import type { MessageHistory } from "../model/history";
 import type { Records } from "../records/records";
 import type { Projection } from "./projection";
 import type { RefusalCounter } from "./refusals";
@@ -29,7 +29,7 @@ const MAX_IN_FLIGHT = 256;
 const IDLE_POLL_MS = 20;
 
 export interface MailDeps {
-  hot: HotStore;
+  hot: MailStore;
   records: Records;
   projection: Projection;
   clock: Clock;

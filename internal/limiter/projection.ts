@@ -1,5 +1,6 @@
-import type { HotStore } from "../hotstore/hotstore";
-import type { DirectoryRecords, OrgProjection } from "../records/directory";
+import type { AdmissionStore } from "../hotstore/hotstore";
+import type { OrgProjection } from "../model/projection";
+import type { DirectoryRecords } from "../records/directory";
 
 /**
  * Keeps the hot store's projection of the directory (token hash to organization, organization
@@ -9,7 +10,7 @@ import type { DirectoryRecords, OrgProjection } from "../records/directory";
  */
 export class Projection {
   constructor(
-    private readonly hot: HotStore,
+    private readonly hot: AdmissionStore,
     private readonly directory: DirectoryRecords,
   ) {}
 

@@ -1,5 +1,5 @@
 import type { Clock } from "../clock/clock";
-import type { HotStore } from "../hotstore/hotstore";
+import type { OutboxStore, SingletonLeases } from "../hotstore/hotstore";
 import type { Logger } from "../log/log";
 import { laneName } from "../mail/policy";
 import type { NewMessageEvent } from "../records/history";
@@ -18,7 +18,7 @@ export const TOKEN_USE_RESOLUTION_MS = 60_000;
 const WRITER_LEASE_TTL_MS = 5_000;
 
 export interface RecordsWriterOptions {
-  hot: HotStore;
+  hot: OutboxStore & SingletonLeases;
   records: Records;
   clock: Clock;
   /** This daemon's name for the writer's lease (one daemon writes the history at a time). */

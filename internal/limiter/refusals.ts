@@ -1,5 +1,5 @@
 import type { Clock } from "../clock/clock";
-import type { HotStore, RefusalCount, RefusalKind } from "../hotstore/hotstore";
+import type { RefusalCount, RefusalKind, UsageStore } from "../hotstore/hotstore";
 import type { Logger } from "../log/log";
 
 /** How often the counts are added to the hot store. */
@@ -18,7 +18,7 @@ export class RefusalCounter {
   private failing = false;
 
   constructor(
-    private readonly hot: HotStore,
+    private readonly hot: UsageStore,
     private readonly clock: Clock,
     private readonly log: Logger,
   ) {}

@@ -11,7 +11,7 @@ import {
   Verdict,
 } from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { Clock } from "../clock/clock";
-import type { AdmitInput, AdmitResult, HotStore, OrgRef } from "../hotstore/hotstore";
+import type { AdmissionStore, AdmitInput, AdmitResult, OrgRef, StoreLifecycle } from "../hotstore/hotstore";
 import type { TagCount } from "../records/audience";
 import { MINIMUM_PLAN, PLANS, planQuota } from "../plans/plans";
 import type { Organization } from "../records/directory";
@@ -41,7 +41,7 @@ const TAG_CACHE_MAX_AGE_MS = 10_000;
 const TAG_CACHE_MAX_ORGS = 100_000;
 
 export interface ServiceDeps {
-  hot: HotStore;
+  hot: AdmissionStore & StoreLifecycle;
   records: Records;
   projection: Projection;
   writer: RecordsWriter;

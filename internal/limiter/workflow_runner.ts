@@ -1,6 +1,6 @@
 import type { Clock } from "../clock/clock";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
-import type { EnqueueResult, HotStore } from "../hotstore/hotstore";
+import type { EnqueueResult, SingletonLeases } from "../hotstore/hotstore";
 import type { Logger } from "../log/log";
 import type { Subscriber } from "../records/audience";
 import type { Records } from "../records/records";
@@ -27,7 +27,7 @@ const WEBHOOK_ATTEMPTS = 10;
 
 export interface RunnerOptions {
   records: Records;
-  hot: HotStore;
+  hot: SingletonLeases;
   clock: Clock;
   owner: string;
   accept: (send: SendInput) => Promise<EnqueueResult>;

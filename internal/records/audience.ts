@@ -3,7 +3,7 @@ import { MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import { fixtureKind, normalizeEmail } from "../mail/policy";
 import { adjustTagCounts, type Announce, Changes, diff, eventRow, type EventRow } from "./audience_changes";
 import { chunks, type Db, num, type Sql } from "./db";
-import type { MessageHistory } from "./history";
+import type { MessageHistory } from "../model/history";
 
 // The audience: subscribers (one per email and organization), their fields and tags, the
 // organization's tags, and every subscriber's events. Upserts compare old and new so that a

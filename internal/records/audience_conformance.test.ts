@@ -4,7 +4,7 @@ import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import { recordDatabases, recordsWithTwoOrgs } from "../testkit/recorddbs";
 import { decodeCursor, type UpsertInput } from "./audience";
-import type { MessageHistory } from "./history";
+import type { MessageHistory } from "../model/history";
 import type { Records } from "./records";
 
 const databases = recordDatabases("audience");

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import { encodeCursor, type Fields, type Page } from "./audience";
 import { chunks, type Db, num, numOrNull, type Sql } from "./db";
-import type { MessageHistory } from "./history";
+import type { MessageHistory } from "../model/history";
 
 // Campaigns: one message to every subscriber of an audience (some tags, or all), sent through
 // the bulk lane a page at a time. The walk over the audience (cursor_seq up to last_seq, the

@@ -4,7 +4,7 @@ import { Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import { recordDatabases, recordsWithTwoOrgs } from "../testkit/recorddbs";
 import { decodeCursor } from "./audience";
 import { type NewCampaign, pending } from "./campaigns";
-import type { MessageHistory } from "./history";
+import type { MessageHistory } from "../model/history";
 import type { Records } from "./records";
 
 const databases = recordDatabases("campaigns");

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
+import type { OrgProjection } from "../model/projection";
 import { type Db, isUniqueViolation, num, numOrNull, RecordError, type Sql } from "./db";
 
 // Organizations, their plans, API tokens (hashes only) and sending domains.
@@ -19,19 +20,6 @@ export interface Organization {
   slug: string;
   plan: Plan;
   domains: Domain[];
-}
-
-/**
- * What admission and sending read, kept in the hot store (written through on every change and
- * rebuilt from here on a miss). version grows with every change of the organization, so an
- * older projection never overwrites a newer one.
- */
-export interface OrgProjection {
-  id: string;
-  slug: string;
-  plan: Plan;
-  version: number;
-  verifiedDomains: string[];
 }
 
 export interface TokenInfo {

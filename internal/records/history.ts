@@ -1,34 +1,10 @@
 import type { Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
+import type { MessageEvent, MessageHistory } from "../model/history";
 import { FINAL_STATUSES } from "../mail/policy";
 import { chunks, type Db, num, type Sql } from "./db";
 
 // The history of every message: its record and its events, kept for the retention period.
 // The hot store writes it here in batches as messages change (see limiter/history.ts).
-
-export interface MessageEvent {
-  status: MessageStatus;
-  atMs: number;
-  detail: string;
-}
-
-export interface MessageHistory {
-  id: string;
-  orgId: string;
-  lane: Lane;
-  from: string;
-  to: string;
-  /** The recipient as the guards compare it (lower case, no +tag). */
-  toMailbox: string;
-  subject: string;
-  status: MessageStatus;
-  attempts: number;
-  createdMs: number;
-  updatedMs: number;
-  /** Grows with every change in the hot store: an older copy never overwrites a newer one. */
-  version: number;
-  /** Every event so far, oldest first. */
-  events: MessageEvent[];
-}
 
 /** A message event written for the first time, with its message. */
 export interface NewMessageEvent {

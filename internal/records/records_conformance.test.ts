@@ -6,7 +6,7 @@ import { Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import { recordDatabases } from "../testkit/recorddbs";
 import { runToEnd, tempDir } from "../testkit/testkit";
 import { Db } from "./db";
-import type { MessageHistory } from "./history";
+import type { MessageHistory } from "../model/history";
 import { MIGRATIONS, MigrationError, migrate } from "./migrations";
 import { Records } from "./records";
 

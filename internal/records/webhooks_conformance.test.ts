@@ -7,7 +7,7 @@ import { Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import { emailWebhookEvents } from "../limiter/recordswriter";
 import { recordDatabases } from "../testkit/recorddbs";
 import { DISABLE_AFTER_MS, RETRY_SCHEDULE_MS, webhookRetryPolicy } from "../webhooks/schedule";
-import type { MessageHistory } from "./history";
+import type { MessageHistory } from "../model/history";
 import { Records } from "./records";
 import { type AttemptReport, DeliveryState, type WebhookEventInput } from "./webhooks";
 

@@ -1,7 +1,17 @@
 // The hot store adapters the conformance suites run against: all of them, always.
 import { afterAll, beforeAll } from "bun:test";
+import type { Clock } from "../clock/clock";
+import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
+import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { EmbeddedHot } from "../hotstore/embedded/embedded";
-import type { HotStore } from "../hotstore/hotstore";
+import type {
+  AdmissionStore,
+  DeliveryPolicy,
+  EnqueueInput,
+  EnqueueResult,
+  HotStore,
+  MailStore,
+} from "../hotstore/hotstore";
 import { connectRedis, connectRedisCluster, RedisHot } from "../hotstore/redis/redis";
 import { type RedisClusterServer, type RedisServer, startRedis, startRedisCluster } from "./testkit";
 
@@ -40,9 +50,72 @@ export function hotStoreServers(): HotStoreServers {
   let cluster: RedisClusterServer | undefined;
   beforeAll(async () => {
     [redis, cluster] = await Promise.all([startRedis(), startRedisCluster()]);
-  });
+  }, 30_000); // four redis-servers and the cluster's forming, on a busy machine
   afterAll(async () => {
     await Promise.all([redis?.stop(), cluster?.stop()]);
   });
   return { redisUrl: () => redis!.url, clusterNodes: () => cluster!.nodes };
+}
+
+const MIN = 60_000;
+const HOUR = 60 * MIN;
+
+/** The guards the suites send under: 5 in 10 minutes, 20 in 24 hours per mailbox. */
+const SUITE_GUARDS = { shortMax: 5, shortWindowMs: 10 * MIN, longMax: 20, longWindowMs: 24 * HOUR };
+
+/** The delivery policy of the suites: 3 attempts, retries after 1 s then 2 s, an hour of bounce cooldown. */
+export const SUITE_POLICY: DeliveryPolicy = { maxAttempts: 3, retryBaseMs: 1_000, bounceCooldownMs: HOUR };
+
+/** An organization as the daemon projects it (plan FREE), by default with the verified domain d.example. */
+export function projectSuiteOrg(store: AdmissionStore, id: string, version = 1, verifiedDomains = ["d.example"]) {
+  return store.projectOrg({ id, slug: `slug-${id}`, plan: Plan.FREE, version, verifiedDomains });
+}
+
+/** The n-th message of a suite: transactional, from d.example to user@example.com, checked and counted by the guards. */
+function suiteMessage(orgId: string, messageId: string, n: number, over: Partial<EnqueueInput>): EnqueueInput {
+  return {
+    orgId,
+    messageId,
+    lane: Lane.TRANSACTIONAL,
+    payload: JSON.stringify({ n }),
+    from: "Sender <s@d.example>",
+    to: "user@example.com",
+    subject: `message ${n}`,
+    fromDomain: "d.example",
+    mailbox: "user@example.com",
+    checkCooldown: true,
+    countGuards: true,
+    guards: SUITE_GUARDS,
+    ...over,
+  };
+}
+
+/** Where a suite's test sends: its store, clock and organization (fresh for each test), and the prefix of its message ids. */
+export interface SendingTest {
+  store: MailStore;
+  clock: Clock;
+  org: string;
+  idPrefix: string;
+}
+
+/** The sends of a suite's tests: the next message (numbered across the suite) to the test's organization, and draining a lane. */
+export function suiteSends(current: () => SendingTest) {
+  const sends = {
+    /** The number of the last message sent. */
+    ids: 0,
+    send(over: Partial<EnqueueInput> = {}): Promise<EnqueueResult> {
+      const n = ++sends.ids;
+      const { store, clock, org, idPrefix } = current();
+      return store.enqueue(suiteMessage(org, `${idPrefix}_${n}`, n, over), clock.nowMs());
+    },
+    /** Releases everything waiting in a lane and returns the org ids in release order. */
+    async drain(lane: Lane): Promise<string[]> {
+      const { store, clock } = current();
+      const order: string[] = [];
+      for (let r = await store.release(lane, clock.nowMs()); r; r = await store.release(lane, clock.nowMs()))
+        order.push(r.orgId);
+      return order;
+    },
+  };
+  return sends;
 }

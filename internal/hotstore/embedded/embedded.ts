@@ -5,7 +5,7 @@ import { type Plan, Verdict } from "../../gen/mailcore/limiter/v1/limiter_pb";
 import type { Lane } from "../../gen/mailcore/limiter/v1/mail_pb";
 import { type BucketLimit, type BucketState, levelAt, msUntilAdmit, msUntilFull, remaining } from "../../bucket/bucket";
 import { IP_PERIOD_MS, IP_QUOTA, MINIMUM_PLAN, ORG_PERIOD_MS, planQuota } from "../../plans/plans";
-import type { OrgProjection } from "../../records/directory";
+import type { OrgProjection } from "../../model/projection";
 import {
   type AckInput,
   type AdmitInput,

@@ -2,7 +2,7 @@ import type { Database } from "bun:sqlite";
 import { randomBytes } from "node:crypto";
 import { DeliveryOutcome, type Lane, MessageStatus } from "../../gen/mailcore/limiter/v1/mail_pb";
 import { LANES } from "../../mail/policy";
-import type { MessageHistory } from "../../records/history";
+import type { MessageHistory } from "../../model/history";
 import {
   type AckInput,
   type AckResult,

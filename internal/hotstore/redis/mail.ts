@@ -1,0 +1,216 @@
+import { createHash, randomBytes } from "node:crypto";
+import type { Lane, MessageStatus } from "../../gen/mailcore/limiter/v1/mail_pb";
+import { LANES } from "../../mail/policy";
+import type { MessageHistory } from "../../model/history";
+import {
+  type AckInput,
+  type AckResult,
+  type DeliveryPolicy,
+  type EnqueueInput,
+  type EnqueueResult,
+  type GuardReason,
+  type LaneCounts,
+  type LeasedRecord,
+  type MailStore,
+  RECOVER_BATCH,
+  type RecoverResult,
+  type Released,
+} from "../hotstore";
+import { keys } from "./layout";
+import type { ScriptedRedis } from "./scripts";
+
+/** readMessage's shape in prelude.lua. */
+export type MessageReply = [
+  string,
+  string,
+  number,
+  string,
+  string,
+  string,
+  string,
+  number,
+  number,
+  number,
+  number,
+  number,
+  [number, number, string][],
+];
+
+/** readMessage's reply as the records keep a message. */
+export function toHistory(m: MessageReply): MessageHistory {
+  const [id, orgId, lane, from, to, toMailbox, subject, status, attempts, createdMs, updatedMs, version, events] = m;
+  return {
+    id,
+    orgId,
+    lane: lane as Lane,
+    from,
+    to,
+    toMailbox,
+    subject,
+    status: status as MessageStatus,
+    attempts,
+    createdMs,
+    updatedMs,
+    version,
+    events: events.map(([s, atMs, detail]) => ({ status: s as MessageStatus, atMs, detail })),
+  };
+}
+
+/** The mail pipeline in Redis: the lanes, the messages, their leases and retries. */
+export class RedisMail implements MailStore {
+  constructor(private readonly redis: ScriptedRedis) {}
+
+  async enqueue(input: EnqueueInput, nowMs: number): Promise<EnqueueResult> {
+    const { orgId, messageId, lane, mailbox, guards, idempotency } = input;
+    const keyHash = createHash("sha256")
+      .update(idempotency?.key ?? "")
+      .digest("hex");
+    // The projection is in the organization's slot, the accept step in {mail}: read it first.
+    const [version, verified] = await this.redis.hmget(keys.org(orgId), "v", `d:${input.fromDomain}`);
+    const domain = version === null ? "miss" : verified === null ? "unverified" : "verified";
+    const reply = (await this.redis.enqueue(
+      keys.idempotency(orgId, keyHash),
+      keys.guardLog(orgId, mailbox),
+      keys.cooldown(mailbox),
+      keys.message(orgId, messageId),
+      keys.events(orgId, messageId),
+      keys.orgQueue(orgId, lane),
+      keys.roster(lane),
+      keys.depth(lane),
+      nowMs,
+      messageId,
+      orgId,
+      lane,
+      input.payload,
+      mailbox,
+      input.checkCooldown ? 1 : 0,
+      input.countGuards ? 1 : 0,
+      idempotency?.bodyHash ?? "",
+      idempotency?.ttlMs ?? 0,
+      guards.shortMax,
+      guards.shortWindowMs,
+      guards.longMax,
+      guards.longWindowMs,
+      domain,
+      input.from,
+      input.to,
+      input.subject,
+    )) as [string, string?, number?];
+    switch (reply[0]) {
+      case "accepted":
+      case "replayed":
+        return { kind: reply[0], messageId: reply[1]! };
+      case "conflict":
+      case "domain_not_verified":
+      case "miss":
+        return { kind: reply[0] as "conflict" | "domain_not_verified" | "miss" };
+      default:
+        return { kind: "limited", reason: reply[1] as GuardReason, retryAfterMs: Number(reply[2]) };
+    }
+  }
+
+  async release(lane: Lane, nowMs: number): Promise<Released | null> {
+    const reply = (await this.redis.release(keys.roster(lane), keys.ready(lane), keys.depth(lane), nowMs, lane)) as
+      | [string, string]
+      | null;
+    return reply ? { orgId: reply[0], messageId: reply[1] } : null;
+  }
+
+  async lease(max: number, nowMs: number, visibilityMs: number): Promise<LeasedRecord[]> {
+    const [t, b] = LANES;
+    const prefix = `ls_${randomBytes(8).toString("hex")}`;
+    const reply = (await this.redis.lease(
+      keys.ready(t),
+      keys.ready(b),
+      keys.inFlight(t),
+      keys.inFlight(b),
+      nowMs,
+      max,
+      visibilityMs,
+      prefix,
+    )) as [string, string, string, string, string, number][];
+    return reply.map(([leaseId, messageId, orgId, lane, payload, attempt]) => ({
+      leaseId,
+      messageId,
+      orgId,
+      lane: Number(lane) as Lane,
+      payload,
+      attempt,
+    }));
+  }
+
+  async ack(input: AckInput, policy: DeliveryPolicy, nowMs: number): Promise<AckResult> {
+    const { orgId, messageId } = input;
+    const lane = Number(await this.redis.hget(keys.message(orgId, messageId), "lane")) as Lane;
+    if (!LANES.includes(lane as (typeof LANES)[number])) return { current: false, status: 0 as MessageStatus };
+    const [current, status] = (await this.redis.ack(
+      keys.message(orgId, messageId),
+      keys.inFlight(lane),
+      keys.deferred(lane),
+      nowMs,
+      input.leaseId,
+      input.outcome,
+      input.detail,
+      policy.maxAttempts,
+      policy.retryBaseMs,
+      policy.bounceCooldownMs,
+      orgId,
+      messageId,
+    )) as [number, number];
+    return { current: current === 1, status: status as MessageStatus };
+  }
+
+  async recover(nowMs: number, policy: DeliveryPolicy): Promise<RecoverResult> {
+    const total = { expired: 0, retried: 0, failed: 0 };
+    for (const lane of LANES) {
+      const [expired, retried, failed] = (await this.redis.recover(
+        keys.inFlight(lane),
+        keys.deferred(lane),
+        keys.roster(lane),
+        keys.depth(lane),
+        nowMs,
+        lane,
+        RECOVER_BATCH,
+        policy.maxAttempts,
+      )) as [number, number, number];
+      total.expired += expired;
+      total.retried += retried;
+      total.failed += failed;
+    }
+    return total;
+  }
+
+  async getMessage(orgId: string, messageId: string): Promise<MessageHistory | null> {
+    const reply = (await this.redis.message(keys.message(orgId, messageId), orgId, messageId)) as MessageReply | null;
+    return reply ? toHistory(reply) : null;
+  }
+
+  async laneCounts(nowMs: number): Promise<LaneCounts[]> {
+    return Promise.all(
+      LANES.map(async (lane) => {
+        const [depth, ready, inFlight, deferred, roster] = await Promise.all([
+          this.redis.get(keys.depth(lane)),
+          this.redis.llen(keys.ready(lane)),
+          this.redis.zcard(keys.inFlight(lane)),
+          this.redis.zcard(keys.deferred(lane)),
+          this.redis.lrange(keys.roster(lane), 0, -1),
+        ]);
+        const heads = await Promise.all(
+          roster.map(async (org) => {
+            const id = await this.redis.lindex(keys.orgQueue(org, lane), 0);
+            return id ? Number(await this.redis.hget(keys.message(org, id), "created")) : Number.POSITIVE_INFINITY;
+          }),
+        );
+        const oldest = Math.min(...heads);
+        return {
+          lane,
+          depth: Number(depth ?? 0),
+          ready,
+          inFlight,
+          deferred,
+          oldestAgeMs: Number.isFinite(oldest) ? Math.max(0, nowMs - oldest) : 0,
+        };
+      }),
+    );
+  }
+}

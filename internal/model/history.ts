@@ -1,0 +1,29 @@
+import type { Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
+
+// A message's history as the hot store keeps it while the message is under way and the
+// records keep it afterwards: below both, so that neither depends on the other for it.
+
+export interface MessageEvent {
+  status: MessageStatus;
+  atMs: number;
+  detail: string;
+}
+
+export interface MessageHistory {
+  id: string;
+  orgId: string;
+  lane: Lane;
+  from: string;
+  to: string;
+  /** The recipient as the guards compare it (lower case, no +tag). */
+  toMailbox: string;
+  subject: string;
+  status: MessageStatus;
+  attempts: number;
+  createdMs: number;
+  updatedMs: number;
+  /** Grows with every change in the hot store: an older copy never overwrites a newer one. */
+  version: number;
+  /** Every event so far, oldest first. */
+  events: MessageEvent[];
+}
