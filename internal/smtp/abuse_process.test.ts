@@ -2,7 +2,7 @@
 // out, and AUTH guessing at 19 tries a second over fresh connections.
 // 127.0.0.2 plays the abuser, 127.0.0.1 the legitimate client.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { freePort, runBun, type Stack, startStack, waitFor } from "../testkit/testkit";
+import { type SmtpProc, type Stack, startSmtp, startStack } from "../testkit/testkit";
 import { parseReply, RawSmtp, viaNodemailer } from "../testkit/smtpclients";
 
 /** One abusing address per test, so that one test's connections do not count against the other's. */
@@ -14,16 +14,11 @@ describe("one address abusing the SMTP front", () => {
   let stack: Stack;
   let token: string;
   let port: number;
-  let smtp: ReturnType<typeof runBun>;
+  let smtp: SmtpProc;
   beforeAll(async () => {
     stack = await startStack({ workers: 1 });
     token = await stack.org("acme", "enterprise");
-    port = await freePort();
-    smtp = runBun("cmd/smtp/index.ts", [], {
-      DATA_DIR: stack.dataDir,
-      LIMITER_URL: stack.limiterUrl,
-      API_URL: stack.apiUrls[0]!,
-      SMTP_PORT: String(port),
+    smtp = await startSmtp(stack, {
       // Above what one address may hold before AUTH (5) and keep waiting (20).
       SMTP_MAX_CLIENTS: "40",
       SMTP_MAX_CLIENTS_PER_IP: "5",
@@ -32,10 +27,10 @@ describe("one address abusing the SMTP front", () => {
       // A busy machine must not turn the legitimate client's token check into a 451.
       LIMITER_TIMEOUT_MS: "5000",
     });
-    await waitFor("smtp", async () => smtp.stderr().includes('"msg":"listening"'), 15_000);
+    port = smtp.port;
   }, 40_000);
   afterAll(async () => {
-    await smtp?.stop("SIGKILL");
+    await smtp?.proc.stop("SIGKILL");
     await stack?.stop();
   });
 

@@ -3,6 +3,15 @@ import { SessionSlots } from "./admission";
 
 const limits = { perAddress: 2, waitingPerAddress: 2, perOrganization: 3 };
 
+/** Slots whose address "a" holds its cap of unauthenticated sessions; admitted records the waiting ones greeted. */
+function addressAtItsCap() {
+  const slots = new SessionSlots(limits);
+  const admitted: string[] = [];
+  slots.arrive("a", () => {});
+  slots.arrive("a", () => {});
+  return { slots, admitted };
+}
+
 describe("SessionSlots", () => {
   test("an address holds its cap, then waits in a bounded room, then is refused; another address is not affected", () => {
     const slots = new SessionSlots(limits);
@@ -18,10 +27,7 @@ describe("SessionSlots", () => {
   });
 
   test("a freed slot goes to the longest waiting connection of that address, which then holds it", () => {
-    const slots = new SessionSlots(limits);
-    const admitted: string[] = [];
-    slots.arrive("a", () => {});
-    slots.arrive("a", () => {});
+    const { slots, admitted } = addressAtItsCap();
     slots.arrive("a", () => admitted.push("first"));
     slots.arrive("a", () => admitted.push("second"));
     slots.leaveAddress("a");
@@ -37,10 +43,7 @@ describe("SessionSlots", () => {
   });
 
   test("a connection that stops waiting is not admitted later", () => {
-    const slots = new SessionSlots(limits);
-    const admitted: string[] = [];
-    slots.arrive("a", () => {});
-    slots.arrive("a", () => {});
+    const { slots, admitted } = addressAtItsCap();
     const gone = () => admitted.push("gone");
     slots.arrive("a", gone);
     slots.arrive("a", () => admitted.push("kept"));

@@ -6,32 +6,18 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { CLIENTS, type ClientName, parseReply, RawSmtp, viaNodemailer } from "../testkit/smtpclients";
-import { freePort, type Proc, runBun, type Stack, startStack, waitFor } from "../testkit/testkit";
+import { type SmtpProc, type Stack, startSmtp, startStack, waitFor } from "../testkit/testkit";
 
 const BAD_TOKEN = `mc_${"Q".repeat(43)}`;
-
-async function startSmtp(stack: Stack, env: Record<string, string> = {}): Promise<{ port: number; proc: Proc }> {
-  const port = await freePort();
-  const proc = runBun("cmd/smtp/index.ts", [], {
-    DATA_DIR: stack.dataDir,
-    LIMITER_URL: stack.limiterUrl,
-    API_URL: stack.apiUrls[0]!,
-    SMTP_PORT: String(port),
-    LIMITER_TIMEOUT_MS: stack.env.LIMITER_TIMEOUT_MS!,
-    ...env,
-  });
-  await waitFor(`smtp on ${port}`, async () => proc.stderr().includes('"msg":"listening"'), 15_000);
-  return { port, proc };
-}
 
 describe("SMTP connection policy", () => {
   let stack: Stack;
   let acme: string;
   let globex: string;
   /** The default limits, as a new user runs it. */
-  let smtp: { port: number; proc: Proc };
+  let smtp: SmtpProc;
   /** At most 3 authenticated sessions per organization. */
-  let orgCapped: { port: number; proc: Proc };
+  let orgCapped: SmtpProc;
 
   beforeAll(async () => {
     // A busy machine (a hundred TLS sessions at once on two cores) must not turn a token
@@ -39,7 +25,11 @@ describe("SMTP connection policy", () => {
     stack = await startStack({ env: { LANE_RATE: "1000", LIMITER_TIMEOUT_MS: "5000" } });
     stack.startWorker({ WORKER_CONCURRENCY: "64" });
     [acme, globex] = await Promise.all([stack.org("acme", "enterprise"), stack.org("globex", "enterprise")]);
-    [smtp, orgCapped] = await Promise.all([startSmtp(stack), startSmtp(stack, { SMTP_MAX_SESSIONS_PER_ORG: "3" })]);
+    const timeout = { LIMITER_TIMEOUT_MS: stack.env.LIMITER_TIMEOUT_MS! };
+    [smtp, orgCapped] = await Promise.all([
+      startSmtp(stack, timeout),
+      startSmtp(stack, { ...timeout, SMTP_MAX_SESSIONS_PER_ORG: "3" }),
+    ]);
   }, 40_000);
 
   afterAll(async () => {
