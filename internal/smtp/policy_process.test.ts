@@ -160,4 +160,18 @@ describe("SMTP connection policy", () => {
       patient.destroy();
     }
   }, 30_000);
+
+  test("an early talker waiting for a slot of its address is refused", async () => {
+    // The address holds its 10 unauthenticated sessions (SMTP_MAX_CLIENTS_PER_IP's default).
+    const holding = await Promise.all(Array.from({ length: 10 }, () => RawSmtp.connect(smtp.port, "127.0.0.9")));
+    try {
+      for (const c of holding) expect(await c.read()).toStartWith("220 ");
+      const talker = await RawSmtp.connect(smtp.port, "127.0.0.9");
+      talker.write("EHLO early.test\r\n");
+      expect(await talker.read()).toMatch(/^421 .*You talk too soon/);
+      await talker.closed;
+    } finally {
+      for (const c of holding) c.destroy();
+    }
+  }, 30_000);
 });
