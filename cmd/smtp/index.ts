@@ -48,6 +48,8 @@ const server = submissionServer(
     tls,
     maxClients: cfg.maxClients,
     maxClientsPerIp: cfg.maxClientsPerIp,
+    maxWaitingPerIp: cfg.maxWaitingPerIp,
+    maxSessionsPerOrg: cfg.maxSessionsPerOrg,
     authTimeoutMs: cfg.authTimeoutMs,
     authFailuresPerIp: cfg.authFailuresPerIp,
     socketTimeoutMs: cfg.socketTimeoutMs,

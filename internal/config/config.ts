@@ -260,8 +260,13 @@ export interface SmtpConfig {
   metricsHost: string;
   /** 0: no metrics endpoint. */
   metricsPort: number;
+  /** Unauthenticated connections one client address may hold at once. */
   maxClientsPerIp: number;
-  /** A connection without a successful AUTH this long after connecting is closed (421). */
+  /** Connections of one address above maxClientsPerIp held before their greeting until a slot frees. */
+  maxWaitingPerIp: number;
+  /** Authenticated sessions one organization may hold at once. */
+  maxSessionsPerOrg: number;
+  /** A connection without a successful AUTH this long after its greeting is closed (421); also the longest wait for a slot. */
   authTimeoutMs: number;
   authFailuresPerIp: number;
 }
@@ -297,7 +302,7 @@ export function smtpConfig(env: Env): SmtpConfig {
     limiterUrl: limiterUrl(env),
     limiterTimeoutMs: intVar(env, "LIMITER_TIMEOUT_MS", 1_000, 10, 60_000),
     dataDir: dirVar(env, "DATA_DIR", "data"),
-    maxClients: intVar(env, "SMTP_MAX_CLIENTS", 100, 1, 100_000),
+    maxClients: intVar(env, "SMTP_MAX_CLIENTS", 1_000, 1, 100_000),
     socketTimeoutMs: intVar(env, "SMTP_SOCKET_TIMEOUT_MS", 60_000, 100, 3_600_000),
     sessionTimeoutMs: intVar(env, "SMTP_SESSION_TIMEOUT_MS", 300_000, 1_000, 86_400_000),
     apiTimeoutMs: intVar(env, "SMTP_API_TIMEOUT_MS", 10_000, 100, 300_000),
@@ -305,6 +310,8 @@ export function smtpConfig(env: Env): SmtpConfig {
     metricsHost: hostVar(env, "METRICS_HOST", "127.0.0.1"),
     metricsPort: intVar(env, "SMTP_METRICS_PORT", 0, 0, 65_535),
     maxClientsPerIp: intVar(env, "SMTP_MAX_CLIENTS_PER_IP", 10, 1, 100_000),
+    maxWaitingPerIp: intVar(env, "SMTP_MAX_WAITING_PER_IP", 100, 0, 100_000),
+    maxSessionsPerOrg: intVar(env, "SMTP_MAX_SESSIONS_PER_ORG", 200, 1, 100_000),
     authTimeoutMs: intVar(env, "SMTP_AUTH_TIMEOUT_MS", 10_000, 100, 3_600_000),
     authFailuresPerIp: intVar(env, "SMTP_AUTH_FAILURES_PER_IP", 10, 1, 1_000_000),
   };

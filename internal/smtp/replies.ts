@@ -1,6 +1,6 @@
-// Which SMTP reply for which situation, as pure functions (spec 4.5, 5, 7.2; DESIGN.md
-// "SMTP submission"). The socket layer (server.ts) only asks these and sends the answer.
-// Every reply carries an RFC 3463 enhanced status code and a reason a person can act on.
+// Which SMTP reply for which situation, as pure functions (spec 4.5, 5, 7.2). The socket
+// layer (server.ts) only asks these and sends the answer. Every reply carries an RFC 3463
+// enhanced status code and a reason a person can act on.
 import { MAX_MESSAGE_BYTES } from "../limits/limits";
 
 /** An SMTP reply: the basic code, the enhanced status code, the human reason. */
@@ -100,12 +100,33 @@ function authFailed(reason: string, failures: number): { verify: false; reply: R
   };
 }
 
-/** A new connection from an address that already holds its share (SMTP_MAX_CLIENTS_PER_IP). */
-export function tooManyConnectionsFromAddress(limit: number): Reply {
+/**
+ * A new connection from an address that already holds its unauthenticated sessions
+ * (SMTP_MAX_CLIENTS_PER_IP) and has its waiting room full (SMTP_MAX_WAITING_PER_IP).
+ */
+export function tooManyConnectionsFromAddress(limit: number, waiting: number): Reply {
   return reply(
     421,
     "4.7.0",
-    `Too many connections from your address (at most ${limit} at once); close idle ones and try again`,
+    `Too many connections from your address that have not authenticated (at most ${limit} at once, ${waiting} more waiting); authenticate or close idle ones and try again`,
+  );
+}
+
+/** A connection that waited SMTP_AUTH_TIMEOUT_MS for a slot of its address before its greeting. */
+export function noSlotInTime(ms: number): Reply {
+  return reply(
+    421,
+    "4.7.0",
+    `Too many connections from your address that have not authenticated; no slot freed within ${ms / 1_000} s, try again`,
+  );
+}
+
+/** A successful AUTH of an organization that already holds SMTP_MAX_SESSIONS_PER_ORG sessions. */
+export function tooManySessionsForOrganization(limit: number): Reply {
+  return reply(
+    421,
+    "4.7.0",
+    `Too many sessions for your organization (at most ${limit} authenticated at once); close idle ones and try again in a moment`,
   );
 }
 

@@ -3,6 +3,7 @@
 // checked by the daemon at AUTH and everything else is decided by POST /api/v1/emails.
 import { simpleParser } from "mailparser";
 import { randomBytes } from "node:crypto";
+import { createRequire } from "node:module";
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from "smtp-server";
 import { SMTPConnection } from "smtp-server/lib/smtp-connection.js";
 import { normalizeIp } from "../clientip/clientip";
@@ -10,6 +11,7 @@ import { MAX_MESSAGE_BYTES } from "../limits/limits";
 import type { Logger } from "../log/log";
 import type { SmtpMetrics } from "../metrics/metrics";
 import { isWellFormed } from "../token/token";
+import { SessionSlots } from "./admission";
 import type { ApiClient } from "./api";
 import { PARSE_OPTIONS, toSendRequest } from "./message";
 import {
@@ -23,6 +25,7 @@ import {
   checkRecipient,
   dataAborted,
   invalidMessage,
+  noSlotInTime,
   type Reply,
   replyLine,
   sessionExpired,
@@ -30,6 +33,7 @@ import {
   type TokenVerdict,
   tooLarge,
   tooManyConnectionsFromAddress,
+  tooManySessionsForOrganization,
 } from "./replies";
 import { AuthThrottle } from "./throttle";
 
@@ -46,9 +50,13 @@ export interface SmtpDeps {
 export interface SmtpOptions {
   tls: { cert: Buffer | string; key: Buffer | string };
   maxClients: number;
-  /** Connections one client address may hold at once. */
+  /** Unauthenticated connections one client address may hold at once; admission.ts. */
   maxClientsPerIp: number;
-  /** A connection without a successful AUTH this long after connecting is closed. */
+  /** Connections of one address above maxClientsPerIp that wait for a slot before their greeting. */
+  maxWaitingPerIp: number;
+  /** Authenticated sessions one organization may hold at once. */
+  maxSessionsPerOrg: number;
+  /** A connection without a successful AUTH this long after its greeting is closed; also the longest wait for a slot. */
   authTimeoutMs: number;
   /** Failed AUTH attempts (draining at one a minute) at which an address is refused; throttle.ts. */
   authFailuresPerIp: number;
@@ -71,8 +79,15 @@ interface State {
   /** The session time limit passed or the front is stopping: close with this once the current reply is out. */
   closeWith?: Reply;
   timer?: ReturnType<typeof setTimeout>;
-  /** The client's address, once the connection counts against its share. */
+  /** The client's address. */
   ip?: string;
+  /** What the connection counts against (admission.ts): waiting for a slot, its address's slot, its organization. */
+  slot?: "waiting" | "address" | "organization";
+  /** The organization it counts for once authenticated. */
+  orgId?: string;
+  /** While waiting: the call that greets it once a slot is its own, and the bound of the wait. */
+  admit?: () => void;
+  waitTimer?: ReturnType<typeof setTimeout>;
   authTimer?: ReturnType<typeof setTimeout>;
 }
 
@@ -103,6 +118,44 @@ function keepOwnEnhancedCodes(): void {
   proto[PATCHED] = true;
 }
 
+const GREETING_PATCHED = Symbol.for("mailcore.smtp.greetingAtOnce");
+/** The smtp-server release whose SMTPConnection.init() greetAtOnce() replaces. */
+const GREETING_PATCH_FOR = "3.21.6";
+const installedSmtpServer: string = createRequire(import.meta.url)("smtp-server/package.json").version;
+/** The library's early-talker pause, kept for the addresses where it matters (onConnect). */
+const EARLY_TALKER_PAUSE_MS = 100;
+
+/** The private members of SMTPConnection that init() uses. */
+type ConnectionInternals = SMTPConnection & {
+  _setListeners(callback: () => void): void;
+  _server: SMTPServer;
+  name: string;
+};
+
+/**
+ * smtp-server holds every greeting 100 ms in SMTPConnection.init() (a hard-coded pause to
+ * catch clients that talk before the greeting; no option turns it off). A submission port
+ * does not need it for every client: onConnect pauses the greeting where it matters. This is
+ * the library's init() without the pause; whatever a client sends before its greeting is
+ * still refused by the library ("421 You talk too soon"), also while onConnect holds the
+ * greeting. Applied only to the release it was written against; false otherwise (the pause stays).
+ */
+function greetAtOnce(): boolean {
+  const proto = SMTPConnection.prototype as ConnectionInternals & { [GREETING_PATCHED]?: true };
+  if (proto[GREETING_PATCHED]) return true;
+  if (installedSmtpServer !== GREETING_PATCH_FOR) return false;
+  proto.init = function (this: ConnectionInternals) {
+    this._setListeners(() => {
+      const { maxClients } = this._server.options;
+      if (maxClients && this._server.connections.size > maxClients)
+        return this.send(421, `${this.name} Too many connected clients, try again in a moment`, false);
+      this.connectionReady();
+    });
+  };
+  proto[GREETING_PATCHED] = true;
+  return true;
+}
+
 const smtpError = (r: Reply) => Object.assign(new Error(replyLine(r)), { responseCode: r.code });
 
 /** A username is a log label only; one that looks like a token is not written down. */
@@ -112,6 +165,11 @@ const logLabel = (username: string) =>
 export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SubmissionServer {
   keepOwnEnhancedCodes();
   const { log } = deps;
+  if (!greetAtOnce())
+    log.warn("smtp-server is not the release the greeting patch was written for; greetings keep its 100 ms pause", {
+      installed: installedSmtpServer,
+      patchedFor: GREETING_PATCH_FOR,
+    });
   const counted = (code: number) => deps.metrics?.replies.inc({ code: String(code) });
   /** An error reply to a handler's callback, counted. */
   const refusal = (r: Reply) => {
@@ -127,8 +185,12 @@ export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SubmissionServ
     }
     return s;
   };
-  /** Open connections per client address, and failed AUTH attempts per address across connections. */
-  const perIp = new Map<string, number>();
+  /** Sessions per address before AUTH and per organization after, and failed AUTH attempts per address across connections. */
+  const slots = new SessionSlots({
+    perAddress: o.maxClientsPerIp,
+    waitingPerAddress: o.maxWaitingPerIp,
+    perOrganization: o.maxSessionsPerOrg,
+  });
   const throttle = new AuthThrottle(o.authFailuresPerIp);
   /** An idle connection before AUTH only holds a slot: it gets a short time (paused while an AUTH is answered). */
   const armAuthTimer = (session: SMTPServerSession) => {
@@ -178,17 +240,34 @@ export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SubmissionServ
       const ip = normalizeIp(session.remoteAddress);
       const throttled = throttle.refusedForSeconds(ip);
       if (throttled > 0) return done(refusal(authThrottled(throttled)));
-      if ((perIp.get(ip) ?? 0) >= o.maxClientsPerIp)
-        return done(refusal(tooManyConnectionsFromAddress(o.maxClientsPerIp)));
-      perIp.set(ip, (perIp.get(ip) ?? 0) + 1);
       // AUTH is neither offered nor accepted before STARTTLS (cleared in onSecure).
       session.disabledCommands = ["AUTH"];
       const s = state(session);
       s.ip = ip;
-      s.timer = setTimeout(() => closeWhenIdle(session, sessionExpired()), o.sessionTimeoutMs);
-      s.timer.unref?.();
-      armAuthTimer(session);
-      done();
+      // An address with failed AUTH attempts not yet drained keeps the early-talker pause:
+      // what it sends before its greeting is refused.
+      const pauseMs = throttle.hasFailures(ip) ? EARLY_TALKER_PAUSE_MS : 0;
+      const greet = () => {
+        clearTimeout(s.waitTimer);
+        Object.assign(s, { slot: "address", admit: undefined, waitTimer: undefined });
+        s.timer = setTimeout(() => closeWhenIdle(session, sessionExpired()), o.sessionTimeoutMs);
+        s.timer.unref?.();
+        armAuthTimer(session);
+        if (pauseMs > 0) setTimeout(done, pauseMs);
+        else done();
+      };
+      const arrival = slots.arrive(ip, greet);
+      if (arrival === "admitted") return greet();
+      if (arrival === "refused")
+        return done(refusal(tooManyConnectionsFromAddress(o.maxClientsPerIp, o.maxWaitingPerIp)));
+      // Its greeting waits for one of its address's slots (another connection authenticates or closes).
+      Object.assign(s, { slot: "waiting", admit: greet });
+      s.waitTimer = setTimeout(() => {
+        slots.stopWaiting(ip, greet);
+        Object.assign(s, { slot: undefined, admit: undefined });
+        done(refusal(noSlotInTime(o.authTimeoutMs)));
+      }, o.authTimeoutMs);
+      s.waitTimer.unref?.();
     },
 
     onSecure(_socket, session, done) {
@@ -232,8 +311,18 @@ export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SubmissionServ
               log.warn("token check failed: the daemon is unavailable", { session: session.id, user: label });
             return fail(next.reply, next.close);
           }
-          const orgSlug = "orgSlug" in result ? result.orgSlug : "";
-          Object.assign(s, { label, orgSlug, token: password! });
+          const [orgId, orgSlug] = "orgId" in result ? [result.orgId, result.orgSlug] : ["", ""];
+          // From here on the session counts for its organization, no longer for its address (and
+          // for neither when it closed while its token was checked).
+          if (s.slot === "address") {
+            if (!slots.joinOrganization(orgId)) {
+              log.warn("auth refused: the organization holds its sessions", { session: session.id, org: orgSlug });
+              return done(refusal(tooManySessionsForOrganization(o.maxSessionsPerOrg)));
+            }
+            slots.leaveAddress(s.ip!);
+            s.slot = "organization";
+          }
+          Object.assign(s, { label, orgSlug, orgId, token: password! });
           clearTimeout(s.authTimer);
           log.info("authenticated", { session: session.id, user: label, org: orgSlug, ip: session.remoteAddress });
           counted(235);
@@ -351,11 +440,11 @@ export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SubmissionServ
       const s = states.get(session);
       clearTimeout(s?.timer);
       clearTimeout(s?.authTimer);
-      if (s?.ip !== undefined) {
-        const left = (perIp.get(s.ip) ?? 1) - 1;
-        if (left > 0) perIp.set(s.ip, left);
-        else perIp.delete(s.ip);
-      }
+      clearTimeout(s?.waitTimer);
+      if (s?.slot === "waiting") slots.stopWaiting(s.ip!, s.admit!);
+      else if (s?.slot === "address") slots.leaveAddress(s.ip!);
+      else if (s?.slot === "organization") slots.leaveOrganization(s.orgId!);
+      if (s) s.slot = undefined;
       states.delete(session);
     },
   });

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { simpleParser } from "mailparser";
-import { type Proc, freePort, runBun, type Stack, startStack, waitFor } from "../testkit/testkit";
+import { freePort, type SmtpProc, type Stack, startSmtp, startStack, waitFor } from "../testkit/testkit";
 import {
   CLIENTS,
   type ClientName,
@@ -15,24 +15,6 @@ import {
   type Submission,
   viaNodemailer,
 } from "../testkit/smtpclients";
-
-interface SmtpProc {
-  port: number;
-  proc: Proc;
-}
-
-async function startSmtp(stack: Stack, env: Record<string, string> = {}): Promise<SmtpProc> {
-  const port = await freePort();
-  const proc = runBun("cmd/smtp/index.ts", [], {
-    DATA_DIR: stack.dataDir,
-    LIMITER_URL: stack.limiterUrl,
-    API_URL: stack.apiUrls[0]!,
-    SMTP_PORT: String(port),
-    ...env,
-  });
-  await waitFor(`smtp on ${port}`, async () => proc.stderr().includes('"msg":"listening"'), 15_000);
-  return { port, proc };
-}
 
 const sinkFile = (stack: Stack, id: string) => join(stack.dataDir, "sink", `${id}.eml`);
 

@@ -18,3 +18,14 @@ test("failures from one address are slowed from the 3rd, refused at the 10th, an
   expect(t.refusedForSeconds("192.0.2.1")).toBe(0);
   expect(t.failed("192.0.2.1")).toBe(0);
 });
+
+test("an address has failures until all of them have drained", () => {
+  let now = 0;
+  const t = new AuthThrottle(10, () => now);
+  expect(t.hasFailures("192.0.2.1")).toBe(false);
+  t.failed("192.0.2.1");
+  expect(t.hasFailures("192.0.2.1")).toBe(true);
+  expect(t.hasFailures("192.0.2.2")).toBe(false);
+  now += 60_000;
+  expect(t.hasFailures("192.0.2.1")).toBe(false);
+});

@@ -38,6 +38,8 @@ function queuedFrom(line: string | undefined): Outcome["queued"] {
 
 export interface Submission {
   port: number;
+  /** Another loopback address (127.0.0.2) to connect from, playing another client. */
+  localAddress?: string;
   /** undefined: no AUTH at all. */
   user?: string;
   pass?: string;
@@ -62,6 +64,7 @@ export async function viaNodemailer(s: Submission): Promise<Outcome> {
   const transport = createTransport({
     host: "127.0.0.1",
     port: s.port,
+    localAddress: s.localAddress,
     secure: false,
     ignoreTLS: s.tls === false,
     requireTLS: s.tls !== false,
@@ -120,6 +123,7 @@ export async function viaSwaks(s: Submission): Promise<Outcome> {
     "--to",
     s.to.join(","),
   ];
+  if (s.localAddress !== undefined) args.push("--local-interface", s.localAddress);
   if (s.tls !== false) args.push("--tls");
   if (s.user !== undefined) args.push("--auth-user", s.user, "--auth-password", s.pass ?? "");
   if (s.raw !== undefined) {

@@ -427,3 +427,23 @@ export async function startRedisCluster(
     stop: stopAll,
   };
 }
+
+/** An SMTP front started by startSmtp. */
+export interface SmtpProc {
+  port: number;
+  proc: Proc;
+}
+
+/** Starts cmd/smtp against the stack on a free port; env adds to or overrides its variables. */
+export async function startSmtp(stack: Stack, env: Record<string, string> = {}): Promise<SmtpProc> {
+  const port = await freePort();
+  const proc = runBun("cmd/smtp/index.ts", [], {
+    DATA_DIR: stack.dataDir,
+    LIMITER_URL: stack.limiterUrl,
+    API_URL: stack.apiUrls[0]!,
+    SMTP_PORT: String(port),
+    ...env,
+  });
+  await waitFor(`smtp on ${port}`, async () => proc.stderr().includes('"msg":"listening"'), 15_000);
+  return { port, proc };
+}
