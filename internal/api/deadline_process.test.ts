@@ -1,4 +1,4 @@
-// A 503 that says "not served" must mean it (issue 12, defect 2): limiterd paused while sends
+// A 503 that says "not served" must mean it: limiterd paused while sends
 // are in flight, then resumed; a send the API answered 503 is never queued afterwards.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync } from "node:fs";

@@ -1,4 +1,4 @@
-// The import graph is the runtime graph (STYLE.md 13): the API process loads the daemon's
+// The import graph is the runtime graph : the API process loads the daemon's
 // client and the generated contracts, never daemon code.
 import { expect, test } from "bun:test";
 import { runtimeImports } from "../testkit/imports";

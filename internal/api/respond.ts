@@ -3,7 +3,7 @@ import type { Admission } from "../limiterclient/client";
 // What every route handler of the API shares: the admitted request it is given, and the JSON
 // answers and body reading of /api/v1.
 
-/** The largest request body the API accepts (spec 8.3: 1 MB messages). */
+/** The largest request body the API accepts (1 MB: a message and its JSON). */
 export const MAX_BODY_BYTES = 1024 * 1024;
 
 export type Headers_ = Record<string, string>;

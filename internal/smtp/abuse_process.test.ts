@@ -1,5 +1,5 @@
-// The SMTP front under abuse from one address (issue 12, defects 5 and 6): idle connections
-// that locked everyone out, and AUTH guessing at 19 tries a second over fresh connections.
+// The SMTP front under abuse from one address: idle connections that once locked everyone
+// out, and AUTH guessing at 19 tries a second over fresh connections.
 // 127.0.0.2 plays the abuser, 127.0.0.1 the legitimate client.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { freePort, runBun, type Stack, startStack, waitFor } from "../testkit/testkit";

@@ -1,5 +1,4 @@
-// Which SMTP reply for which situation, as pure functions (spec 4.5, 5, 7.2; DESIGN.md
-// "SMTP submission"). The socket layer (server.ts) only asks these and sends the answer.
+// Which SMTP reply for which situation, as pure functions (the table in docs/smtp.md, "Replies"). The socket layer (server.ts) only asks these and sends the answer.
 // Every reply carries an RFC 3463 enhanced status code and a reason a person can act on.
 
 /** An SMTP reply: the basic code, the enhanced status code, the human reason. */
@@ -9,7 +8,7 @@ export interface Reply {
   text: string;
 }
 
-/** The fixed maximum message size (spec 8.3: 1 MB), advertised as SIZE and enforced on the stream. */
+/** The fixed maximum message size (1 MB, the API's body limit), advertised as SIZE and enforced on the stream. */
 export const MAX_MESSAGE_BYTES = 1024 * 1024;
 /** Failed AUTH attempts after which the connection is closed. */
 export const MAX_AUTH_FAILURES = 3;
@@ -132,7 +131,7 @@ export function sessionExpired(): Reply {
 
 // ---- envelope -----------------------------------------------------------------------------
 
-/** RCPT TO: exactly one envelope recipient per message (spec 4.5). undefined: accept. */
+/** RCPT TO: exactly one envelope recipient per message (the guards are per mailbox). undefined: accept. */
 export function checkRecipient(accepted: readonly string[], address: string): Reply | undefined {
   if (accepted.length === 0 || accepted.some((a) => a.toLowerCase() === address.toLowerCase())) return undefined;
   return reply(

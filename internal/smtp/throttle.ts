@@ -1,4 +1,4 @@
-// Failed AUTH attempts per client address, across connections (issue 12: 19 tries a second
+// Failed AUTH attempts per client address, across connections (measured once: 19 tries a second
 // from one address that reconnected after every third failure). Each failure fills the
 // address's bucket by one and the bucket drains by one a minute. From 30% of the limit on (the
 // 3rd failure of 10) the 535 reply is held back (250 ms, doubling up to 4 s); at the limit the
