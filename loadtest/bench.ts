@@ -13,7 +13,7 @@
 //    against redis-benchmark running the very same admit.lua with EVALSHA on that Redis.
 // 4. SMTP: messages per second through the SMTP front (smtp-bench.ts) against direct POSTs.
 // 5. Memory: VmRSS and VmHWM of each process, read at the end of its load run.
-// Last, the goals of issue 11, each met or missed by this run's figures.
+// Last, the performance goals (docs/performance.md, "Goals"), each met or missed by this run's figures.
 // --quick shortens every run (about half the time in all).
 //
 // Prints tables and writes loadtest/results/bench-<timestamp>.json.
@@ -540,7 +540,7 @@ interface Goal {
   verdict: "met" | "met, stretch too" | "missed" | "not measured here";
 }
 
-/** Issue 11's goals, from one run's figures. */
+/** The performance goals (docs/performance.md), from one run's figures. */
 function goals(m: {
   fullToBare: number;
   fullToPeer: number;
@@ -771,7 +771,7 @@ async function main(): Promise<number> {
       mem.map(({ process, during, m }) => [process, during, m.rssMiB.toFixed(1), m.peakMiB.toFixed(1)]),
     ),
     table(
-      "Goals of issue 11 (this run)",
+      "Performance goals (this run)",
       ["goal", "target", "stretch", "measured", ""],
       goalRows.map((g) => [g.goal, g.target, g.stretch ?? "", g.measured, g.verdict]),
     ),

@@ -9,7 +9,7 @@ export interface SendValidation {
 
 /**
  * Validates send bodies on worker threads under a time cap. Parsing addresses and rendering
- * Markdown can take seconds on hostile input (issue 12: 26 s for 800 KB of "*a"); here it
+ * Markdown can take seconds on hostile input (measured: 26 s for 800 KB of "*a"); here it
  * never touches the event loop, and a body that needs more than the cap is refused (422).
  */
 export function offloadedValidation(o: { workers: number; timeoutMs: number }): SendValidation {

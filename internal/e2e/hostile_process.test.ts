@@ -1,4 +1,4 @@
-// Hostile input against a real API process: inputs that froze the event loop,
+// Hostile input against a real API process: inputs that once froze the event loop,
 // overflowed the parsers' stacks, crashed the URL parser, or slipped refused headers through.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { connect } from "node:net";

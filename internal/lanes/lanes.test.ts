@@ -1,5 +1,5 @@
 // What the lanes log while their store is down: a state change once, then a summary, not a
-// line per slot (issue 12: 80 lines per second during a Redis outage).
+// line per slot (once: 80 lines per second during a Redis outage).
 import { expect, test } from "bun:test";
 import { systemClock } from "../clock/clock";
 import type { HotStore } from "../hotstore/hotstore";

@@ -1,4 +1,4 @@
-// Prometheus metrics (prom-client): every metric name of DESIGN.md "Observability" is defined
+// Prometheus metrics (prom-client): every metric name of docs/operations.md ("Metrics") is defined
 // here, once, per process, each on the process's own registry with the default process
 // metrics (CPU, memory, event-loop lag, file descriptors).
 import client from "prom-client";

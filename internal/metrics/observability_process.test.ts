@@ -1,5 +1,5 @@
-// Metrics, logs and shutdown of the real processes (DESIGN.md "Observability"; issue 12,
-// build items 1 and 2): each process serves its Prometheus registry on its own port, a request
+// Metrics, logs and shutdown of the real processes (docs/operations.md, "Logs", "Metrics",
+// "Shutdown"): each process serves its Prometheus registry on its own port, a request
 // id follows a message from the API through limiterd to the worker, no token reaches a log,
 // and SIGTERM ends every process within 10 s without losing the work under way.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -91,7 +91,7 @@ describe("observability of the running service", () => {
     expect(other.headers.get("X-Request-Id")).toMatch(/^req_[0-9a-f]{24}$/);
   });
 
-  test("each process serves the metrics DESIGN.md names, and the default process metrics", async () => {
+  test("each process serves the metrics docs/operations.md names, and the default process metrics", async () => {
     const o = await viaNodemailer({
       port: ports.smtp,
       user: "acme",

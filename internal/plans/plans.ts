@@ -1,6 +1,6 @@
 import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
 
-// The organization window (spec 8.1) and the IP limit (500 requests per second).
+// The organization window (a token bucket refilled over 60 s) and the IP limit (500 requests per second).
 export const ORG_PERIOD_MS = 60_000;
 export const IP_QUOTA = 500;
 export const IP_PERIOD_MS = 1_000;

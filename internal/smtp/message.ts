@@ -1,5 +1,5 @@
 // A parsed SMTP message (mailparser's result) and its envelope, turned into the body of
-// POST /api/v1/emails (spec 4.5): the recipient from the envelope, never from headers; HTML
+// POST /api/v1/emails: the recipient from the envelope, never from headers; HTML
 // kept when present, otherwise the text part as Markdown; tracking off; the transactional
 // lane. Pure: the same message always gives the same body and the same Idempotency-Key.
 import { isUtf8 } from "node:buffer";

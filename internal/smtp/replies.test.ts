@@ -26,7 +26,7 @@ const http = (status: number, body: unknown, headers: Record<string, string> = {
 const err = (code: string, message: string, extra: Record<string, unknown> = {}) => ({ code, message, ...extra });
 const FREE_429 = { "retry-after": "37", "ratelimit-policy": '"free";q=100;w=60', "ratelimit-remaining": "0" };
 
-describe("the API's answer to an SMTP reply (DESIGN.md: 401 535, 403/400/422 550, 413 552, 429 452, 5xx or none 451)", () => {
+describe("the API's answer to an SMTP reply (401 535, 403/400/422 550, 413 552, 429 452, 5xx or none 451)", () => {
   test.each<[string, ApiAnswer, number, string, string]>([
     [
       "202 queued",

@@ -1,5 +1,5 @@
-// Which SMTP reply for which situation, as pure functions (spec 4.5, 5, 7.2). The socket
-// layer (server.ts) only asks these and sends the answer. Every reply carries an RFC 3463
+// Which SMTP reply for which situation, as pure functions (the table in docs/smtp.md, "Replies"). The
+// socket layer (server.ts) only asks these and sends the answer. Every reply carries an RFC 3463
 // enhanced status code and a reason a person can act on.
 import { MAX_MESSAGE_BYTES } from "../limits/limits";
 
@@ -152,7 +152,7 @@ export function sessionExpired(): Reply {
 
 // ---- envelope -----------------------------------------------------------------------------
 
-/** RCPT TO: exactly one envelope recipient per message (spec 4.5). undefined: accept. */
+/** RCPT TO: exactly one envelope recipient per message (the guards are per mailbox). undefined: accept. */
 export function checkRecipient(accepted: readonly string[], address: string): Reply | undefined {
   if (accepted.length === 0 || accepted.some((a) => a.toLowerCase() === address.toLowerCase())) return undefined;
   return reply(

@@ -1,6 +1,6 @@
 // Property-based test of the SMTP reply mapping: whatever the API answers (any status, any
 // body, any headers) or fails to answer, the reply is a well-formed SMTP reply of the class the
-// DESIGN.md mapping gives, and 250 comes only with a queued message.
+// mapping in replies.ts gives (docs/smtp.md lists it), and 250 comes only with a queued message.
 import { expect, test } from "bun:test";
 import fc from "fast-check";
 import { fuzzParams, reportFuzz } from "../testkit/fuzz";

@@ -1,5 +1,5 @@
-// Failed AUTH attempts per client address, across connections (an attacker once made 19
-// tries a second from one address that reconnected after every third failure). Each failure fills the
+// Failed AUTH attempts per client address, across connections (measured once: 19 tries a second
+// from one address that reconnected after every third failure). Each failure fills the
 // address's bucket by one and the bucket drains by one a minute. From 30% of the limit on (the
 // 3rd failure of 10) the 535 reply is held back (250 ms, doubling up to 4 s); at the limit the
 // address is refused (421) at connect and at AUTH until one failure has drained (a minute). A

@@ -1,6 +1,6 @@
 import { MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 
-// The webhook event types of DESIGN.md ("Automation"): what an endpoint may subscribe to.
+// The webhook event types (docs/guide.md, "Webhooks"): what an endpoint may subscribe to.
 
 export const WEBHOOK_EVENTS = [
   "email.queued",

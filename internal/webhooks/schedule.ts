@@ -1,5 +1,5 @@
-// When webhook deliveries are retried and when an endpoint is given up on (DESIGN.md,
-// "Automation"). Pure: the caller passes the random source, so tests pin the jitter.
+// When webhook deliveries are retried and when an endpoint is given up on (docs/guide.md,
+// "Webhooks"). Pure: the caller passes the random source, so tests pin the jitter.
 
 const S = 1_000;
 const MIN = 60 * S;

@@ -1,4 +1,4 @@
-// A delivery whose ack cannot reach limiterd (issue 12, defect 9): the worker keeps the ack
+// A delivery whose ack cannot reach limiterd : the worker keeps the ack
 // until it is accepted, on disk, so an outage longer than a few seconds, or a worker killed
 // meanwhile, does not deliver the message twice.
 import { afterEach, describe, expect, test } from "bun:test";

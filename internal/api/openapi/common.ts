@@ -1,7 +1,7 @@
 import type { Operation, Schema } from "./types";
 
 // What every endpoint of /api/v1 shares: bearer authentication, the rate-limit headers on
-// every answer (spec 2.1), the error body, and the answers any endpoint may give (401, 429,
+// every answer, the error body, and the answers any endpoint may give (401, 429,
 // 503).
 
 const ref = (name: string) => ({ $ref: `#/components/${name}` });
