@@ -2,7 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { randomBytes } from "node:crypto";
 import { fillTemplate } from "../automation/template";
 import { type Email, EmailSchema } from "../gen/mailcore/limiter/v1/mail_pb";
-import type { Fields } from "../records/audience";
+import type { Fields } from "../records/audience_types";
 
 // A message to one subscriber, as campaigns and workflow emails send it: the placeholders
 // filled for the subscriber, and the one-click unsubscribe of RFC 8058.

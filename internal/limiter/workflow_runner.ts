@@ -2,7 +2,7 @@ import type { Clock } from "../clock/clock";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { EnqueueResult, HotStore } from "../hotstore/hotstore";
 import type { Logger } from "../log/log";
-import type { Subscriber } from "../records/audience";
+import type { Subscriber } from "../records/audience_types";
 import type { Records } from "../records/records";
 import type { Step, Workflow, WorkflowRun } from "../records/workflows";
 import { audienceEmail, newUnsubscribeToken, unsubscribeUrl } from "./audience_email";
