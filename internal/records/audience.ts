@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import { MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import { fixtureKind, normalizeEmail } from "../mail/policy";
 import { adjustTagCounts, type Announce, Changes, diff } from "./audience_changes";
@@ -11,9 +10,9 @@ import {
   type SubscriberChange,
   type SubscriberStatus,
 } from "./audience_types";
-import { chunks, type Db, num, type Sql } from "./db";
+import { chunks, type Db, num, type Sql, timeOrderedId } from "./db";
 import type { MessageHistory } from "./history";
-import { BY_SEQ, newestFirst, type Order, type Page } from "./paging";
+import { BY_SEQ, mapPage, newestFirst, type Order, type Page } from "./paging";
 
 // The audience: subscribers (one per email and organization), their fields and tags, the
 // organization's tags, and every subscriber's events. Upserts compare old and new so that a
@@ -219,7 +218,7 @@ export class AudienceRecords {
         sql,
         page.data.map((r) => r.id),
       );
-      return { data: page.data.map((r) => fromRow(r, tags.get(r.id) ?? [])), nextCursor: page.nextCursor };
+      return mapPage(page, (r) => fromRow(r, tags.get(r.id) ?? []));
     });
   }
 
@@ -239,15 +238,12 @@ export class AudienceRecords {
         BY_SEQ,
         { limit, cursor },
       );
-      return {
-        data: page.data.map((e) => ({
-          type: e.type,
-          atMs: num(e.at_ms),
-          data: JSON.parse(e.data),
-          triggerWorkflows: num(e.trigger_workflows) === 1,
-        })),
-        nextCursor: page.nextCursor,
-      };
+      return mapPage(page, (e) => ({
+        type: e.type,
+        atMs: num(e.at_ms),
+        data: JSON.parse(e.data),
+        triggerWorkflows: num(e.trigger_workflows) === 1,
+      }));
     });
   }
 
@@ -335,14 +331,6 @@ function recipientAddress(to: string): string {
   return normalizeEmail(/<([^>]*)>\s*$/.exec(to)?.[1] ?? to);
 }
 
-/**
- * 96 bits: the time in milliseconds, then 48 random bits. Ids made together sort together, so
- * a batch writes to the ends of the indexes keyed by subscriber rather than all over them.
- */
-function newSubscriberId(): string {
-  return `sub_${Date.now().toString(16).padStart(12, "0")}${randomBytes(6).toString("hex")}`;
-}
-
 async function tagsOfSubscribers(sql: Sql, ids: string[]): Promise<Map<string, string[]>> {
   const tags = new Map<string, string[]>();
   if (ids.length === 0) return tags;
@@ -405,7 +393,7 @@ async function createOrLock(
     const input = firsts.get(email)!;
     const status: SubscriberStatus = input.status ?? "subscribed";
     return {
-      id: newSubscriberId(),
+      id: timeOrderedId("sub"),
       org_id: orgId,
       email,
       name: input.name ?? "",

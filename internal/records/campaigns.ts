@@ -1,9 +1,8 @@
-import { randomBytes } from "node:crypto";
 import { Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { Fields } from "./audience_types";
-import { chunks, type Db, num, numOrNull, type Sql } from "./db";
+import { chunks, type Db, num, numOrNull, type Sql, timeOrderedId } from "./db";
 import type { MessageHistory } from "./history";
-import { BY_SEQ, newestFirst, type Page } from "./paging";
+import { BY_SEQ, mapPage, newestFirst, type Page } from "./paging";
 
 // Campaigns: one message to every subscriber of an audience (some tags, or all), sent through
 // the bulk lane a page at a time. The walk over the audience (cursor_seq up to last_seq, the
@@ -139,10 +138,6 @@ export function pending(c: Campaign): number {
   return c.stats.queued - c.stats.delivered - c.stats.bounced - c.stats.failed;
 }
 
-function newCampaignId(): string {
-  return `cmp_${Date.now().toString(16).padStart(12, "0")}${randomBytes(6).toString("hex")}`;
-}
-
 /** The audience condition of a campaign; tags [""] stand for "every subscriber" (IN needs a list). */
 function audienceOf(c: Campaign): { all: number; tags: string[] } {
   return c.audienceTags.length === 0 ? { all: 1, tags: [""] } : { all: 0, tags: c.audienceTags };
@@ -155,7 +150,7 @@ export class CampaignRecords {
     const [row] = (await this.db.run(
       (sql) =>
         sql`INSERT INTO campaigns ${sql({
-          id: newCampaignId(),
+          id: timeOrderedId("cmp"),
           org_id: orgId,
           name: input.name,
           from_header: input.from,
@@ -196,7 +191,7 @@ export class CampaignRecords {
         limit,
         cursor,
       });
-      return { data: page.data.map(fromRow), nextCursor: page.nextCursor };
+      return mapPage(page, fromRow);
     });
   }
 

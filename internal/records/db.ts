@@ -1,4 +1,5 @@
 import { SQL } from "bun";
+import { randomBytes } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 
@@ -139,4 +140,13 @@ export function chunks<T>(items: T[], size = CHUNK): T[][] {
   const out: T[][] = [];
   for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
   return out;
+}
+
+/**
+ * A new id: prefix_, then 96 bits, the time in milliseconds and 48 random bits. Ids made
+ * together sort together, so a batch writes to the ends of the indexes keyed by them rather
+ * than all over them.
+ */
+export function timeOrderedId(prefix: string): string {
+  return `${prefix}_${Date.now().toString(16).padStart(12, "0")}${randomBytes(6).toString("hex")}`;
 }

@@ -80,3 +80,8 @@ export async function newestFirst<R extends object>(
     nextCursor: rows.length > o.limit && last ? encodeCursor(key(last)) : null,
   };
 }
+
+/** page with each row mapped by f. */
+export function mapPage<R, T>(page: Page<R>, f: (row: R) => T): Page<T> {
+  return { data: page.data.map(f), nextCursor: page.nextCursor };
+}

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { type Db, num, numOrNull, type Sql } from "./db";
-import { newestFirst, type Order, type Page } from "./paging";
+import { mapPage, newestFirst, type Order, type Page } from "./paging";
 
 // Webhook endpoints, their deliveries and every attempt. The deliveries are also the queue the
 // workers are fed from: a pending delivery is due at due_ms, a claim moves due_ms to the end of
@@ -135,7 +135,7 @@ export class WebhookRecords {
         },
       ),
     );
-    return { data: page.data.map(endpointOf), nextCursor: page.nextCursor };
+    return mapPage(page, endpointOf);
   }
 
   /** Deletes the endpoint with its deliveries; false when the organization has no such endpoint. */
@@ -168,7 +168,7 @@ export class WebhookRecords {
           ? []
           : await sql`SELECT * FROM webhook_attempts WHERE delivery_id IN ${sql(ids)} ORDER BY attempt`;
       const byDelivery = Map.groupBy(attempts as Record<string, unknown>[], (a) => a.delivery_id as string);
-      const deliveries = page.data.map((r) => {
+      return mapPage(page, (r): WebhookDelivery => {
         const state = num(r.state) as DeliveryState;
         return {
           id: r.id as string,
@@ -185,7 +185,6 @@ export class WebhookRecords {
           createdMs: num(r.created_ms),
         };
       });
-      return { data: deliveries, nextCursor: page.nextCursor };
     });
   }
 

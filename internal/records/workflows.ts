@@ -1,7 +1,6 @@
-import { randomBytes } from "node:crypto";
 import { type EventRow, eventRow } from "./audience_types";
-import { chunks, type Db, num, type Sql } from "./db";
-import { BY_SEQ, newestFirst, type Page } from "./paging";
+import { chunks, type Db, num, type Sql, timeOrderedId } from "./db";
+import { BY_SEQ, mapPage, newestFirst, type Page } from "./paging";
 
 // Workflows: steps run for a subscriber when a trigger happens to it (it is created, or a tag
 // is added), once per run. A run is a row: the step it is at, when that step is due (a wait is
@@ -114,11 +113,6 @@ function fromRunRow(r: RunRow): WorkflowRun {
   };
 }
 
-/** Ids made together sort together (see newSubscriberId). */
-function newId(prefix: string): string {
-  return `${prefix}_${Date.now().toString(16).padStart(12, "0")}${randomBytes(6).toString("hex")}`;
-}
-
 const TRIGGERS = new Set<string>(["subscriber.created", "tag.added"]);
 
 /**
@@ -139,7 +133,7 @@ export async function startWorkflowRuns(sql: Sql, orgId: string, events: EventRo
     const tag = e.type === "tag.added" ? (JSON.parse(e.data) as { tag: string }).tag : undefined;
     for (const w of workflows) {
       if (w.trigger.type !== e.type || (tag !== undefined && w.trigger.tag !== tag)) continue;
-      const id = newId("run");
+      const id = timeOrderedId("run");
       runs.push({
         id,
         workflow_id: w.id,
@@ -167,7 +161,7 @@ export class WorkflowRecords {
     const [row] = (await this.db.run(
       (sql) =>
         sql`INSERT INTO workflows ${sql({
-          id: newId("wf"),
+          id: timeOrderedId("wf"),
           org_id: orgId,
           name: input.name,
           trigger_type: input.trigger.type,
@@ -195,7 +189,7 @@ export class WorkflowRecords {
         limit,
         cursor,
       });
-      return { data: page.data.map(fromRow), nextCursor: page.nextCursor };
+      return mapPage(page, fromRow);
     });
   }
 
@@ -234,7 +228,7 @@ export class WorkflowRecords {
         BY_SEQ,
         { limit, cursor },
       );
-      return { data: page.data.map(fromRunRow), nextCursor: page.nextCursor };
+      return mapPage(page, fromRunRow);
     });
   }
 
