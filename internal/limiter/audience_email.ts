@@ -41,17 +41,14 @@ export function newUnsubscribeToken(): string {
   return randomBytes(16).toString("base64url");
 }
 
-/** The link of a message's one-click unsubscribe (RFC 8058). */
-export function unsubscribeUrl(publicUrl: string, token: string): string {
-  return `${publicUrl.replace(/\/+$/, "")}/u/${token}`;
-}
-
+/** The message to a subscriber; its one-click unsubscribe (RFC 8058) links to /u/<token> of publicUrl. */
 export function audienceEmail(
   t: MessageTemplate,
   to: { email: string; name: string; fields: Fields },
-  url: string,
+  unsubscribe: { publicUrl: string; token: string },
   requestId: string,
 ): Email {
+  const url = `${unsubscribe.publicUrl.replace(/\/+$/, "")}/u/${unsubscribe.token}`;
   const values = { subscriber: to, unsubscribeUrl: url };
   return create(EmailSchema, {
     from: t.from,

@@ -1,12 +1,6 @@
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { type Campaign, pending } from "../records/campaigns";
-import {
-  type AudienceSendParts,
-  audienceEmail,
-  newUnsubscribeToken,
-  unsubscribeUrl,
-  unverifiedDomain,
-} from "./audience_email";
+import { type AudienceSendParts, audienceEmail, newUnsubscribeToken, unverifiedDomain } from "./audience_email";
 import { newMessageId } from "./mail_service";
 import { LeasedLoop } from "./leasedloop";
 
@@ -65,7 +59,7 @@ export class CampaignFanout extends LeasedLoop {
       const result = await this.o.accept({
         orgId: c.orgId,
         lane: Lane.BULK,
-        email: audienceEmail(c, m, unsubscribeUrl(this.o.publicUrl, r.token), c.id),
+        email: audienceEmail(c, m, { publicUrl: this.o.publicUrl, token: r.token }, c.id),
         idempotencyKey: `campaign:${c.id}:${m.id}`,
         bodyHash: c.id,
         messageId: r.messageId,

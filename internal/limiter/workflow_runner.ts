@@ -1,13 +1,7 @@
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { Subscriber } from "../records/audience_types";
 import type { Step, Workflow, WorkflowRun } from "../records/workflows";
-import {
-  type AudienceSendParts,
-  audienceEmail,
-  newUnsubscribeToken,
-  unsubscribeUrl,
-  unverifiedDomain,
-} from "./audience_email";
+import { type AudienceSendParts, audienceEmail, newUnsubscribeToken, unverifiedDomain } from "./audience_email";
 import { newMessageId } from "./mail_service";
 import { LeasedLoop } from "./leasedloop";
 
@@ -131,7 +125,7 @@ export class WorkflowRunner extends LeasedLoop {
     const result = await this.o.accept({
       orgId: run.orgId,
       lane: Lane.TRANSACTIONAL,
-      email: audienceEmail(step, subscriber, unsubscribeUrl(this.o.publicUrl, reserved.token), run.id),
+      email: audienceEmail(step, subscriber, { publicUrl: this.o.publicUrl, token: reserved.token }, run.id),
       idempotencyKey: `workflow:${key}`,
       bodyHash: key,
       messageId: reserved.messageId,
