@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { Fields } from "../records/audience";
+import type { Fields } from "../records/audience_types";
 import { escapeHtml } from "../web/html";
 
 // The placeholders of campaign and workflow messages: {{subscriber.name}},

@@ -1,11 +1,33 @@
 import { create } from "@bufbuild/protobuf";
 import { randomBytes } from "node:crypto";
 import { fillTemplate } from "../automation/template";
+import type { Clock } from "../clock/clock";
 import { type Email, EmailSchema } from "../gen/mailcore/limiter/v1/mail_pb";
-import type { Fields } from "../records/audience";
+import type { EnqueueResult, MailStore, SingletonLeases } from "../hotstore/hotstore";
+import type { Fields } from "../records/audience_types";
+import type { Records } from "../records/records";
+import type { LoopParts } from "./leasedloop";
+import type { SendInput } from "./mail_service";
 
 // A message to one subscriber, as campaigns and workflow emails send it: the placeholders
 // filled for the subscriber, and the one-click unsubscribe of RFC 8058.
+
+/** What the loops that send audience emails (the campaign fan-out, the workflow runner) are given. */
+export interface AudienceSendParts extends LoopParts {
+  /** The fan-out reads the bulk lane's depth to keep a page ahead of its release. */
+  hot: SingletonLeases & Pick<MailStore, "laneCounts">;
+  records: Records;
+  clock: Clock;
+  /** The accept step of every send (mail_service.ts). */
+  accept: (send: SendInput) => Promise<EnqueueResult>;
+  /** Where the unsubscribe links of the messages point (PUBLIC_URL). */
+  publicUrl: string;
+}
+
+/** Why a send from fromAddress was refused for its domain. */
+export function unverifiedDomain(fromAddress: string): string {
+  return `${fromAddress.split("@").pop()} is not a verified sending domain of this organization`;
+}
 
 /** The message as written, with its placeholders. */
 export interface MessageTemplate {
@@ -21,17 +43,14 @@ export function newUnsubscribeToken(): string {
   return randomBytes(16).toString("base64url");
 }
 
-/** The link of a message's one-click unsubscribe (RFC 8058). */
-export function unsubscribeUrl(publicUrl: string, token: string): string {
-  return `${publicUrl.replace(/\/+$/, "")}/u/${token}`;
-}
-
+/** The message to a subscriber; its one-click unsubscribe (RFC 8058) links to /u/<token> of publicUrl. */
 export function audienceEmail(
   t: MessageTemplate,
   to: { email: string; name: string; fields: Fields },
-  url: string,
+  unsubscribe: { publicUrl: string; token: string },
   requestId: string,
 ): Email {
+  const url = `${unsubscribe.publicUrl.replace(/\/+$/, "")}/u/${unsubscribe.token}`;
   const values = { subscriber: to, unsubscribeUrl: url };
   return create(EmailSchema, {
     from: t.from,

@@ -11,16 +11,10 @@ import {
   type UpsertResult as UpsertResultMsg,
   UpsertResultSchema,
 } from "../gen/mailcore/limiter/v1/audience_pb";
-import {
-  decodeCursor,
-  type Fields,
-  type Subscriber,
-  type SubscriberChange,
-  type SubscriberStatus as Status,
-  type UpsertResult,
-} from "../records/audience";
+import type { UpsertResult } from "../records/audience";
+import type { Fields, Subscriber, SubscriberChange, SubscriberStatus as Status } from "../records/audience_types";
 import type { Records } from "../records/records";
-import { guard } from "./service";
+import { guard, pageCursor } from "./service";
 
 // The audience RPCs over the records. The API front has validated every request; here the
 // messages become record changes and back.
@@ -92,12 +86,9 @@ function briefResultMsg(r: UpsertResult): UpsertResultMsg {
   });
 }
 
-function page(limit: number, cursor: string): { limit: number; cursor: number | undefined } {
+function page(limit: number, cursor: string): { limit: number; cursor: string | undefined } {
   if (limit < 1 || limit > MAX_LIMIT) throw new ConnectError(`limit must be 1 to ${MAX_LIMIT}`, Code.InvalidArgument);
-  if (cursor === "") return { limit, cursor: undefined };
-  const at = decodeCursor(cursor);
-  if (at === undefined) throw new ConnectError("not a cursor of this list", Code.InvalidArgument);
-  return { limit, cursor: at };
+  return { limit, cursor: pageCursor(cursor) };
 }
 
 function notFound(ref: string): ConnectError {

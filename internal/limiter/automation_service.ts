@@ -11,11 +11,10 @@ import {
   WorkflowRunSchema,
   WorkflowSchema,
 } from "../gen/mailcore/limiter/v1/automation_pb";
-import { decodeCursor } from "../records/audience";
 import type { Campaign, CampaignStatus as Status } from "../records/campaigns";
 import type { Records } from "../records/records";
 import type { Step, Trigger, TriggerType, Workflow, WorkflowRun } from "../records/workflows";
-import { guard } from "./service";
+import { guard, pageCursor } from "./service";
 
 // The automation RPCs over the records: campaigns (their fan-out is campaign_fanout.ts), the
 // one-click unsubscribe of their messages, and workflows (their runs: workflow_runner.ts). The
@@ -107,14 +106,6 @@ function toSteps(json: string): Step[] {
   throw new ConnectError("steps_json must be a JSON array of steps", Code.InvalidArgument);
 }
 
-/** A page's cursor as the seq it names; InvalidArgument when it is none. */
-function before(cursor: string): number | undefined {
-  if (cursor === "") return undefined;
-  const seq = decodeCursor(cursor);
-  if (seq === undefined) throw new ConnectError("not a cursor of this list", Code.InvalidArgument);
-  return seq;
-}
-
 const limitOf = (limit: number) => Math.min(MAX_LIMIT, Math.max(1, limit || 20));
 const notFound = (id: string) => new ConnectError(`no campaign ${id} in this organization`, Code.NotFound);
 const workflowNotFound = (id: string) => new ConnectError(`no workflow ${id} in this organization`, Code.NotFound);
@@ -141,7 +132,7 @@ export function automationRoutes(deps: AutomationDeps) {
       },
 
       async listCampaigns(req) {
-        const page = await guard(() => records.campaigns.list(req.orgId, limitOf(req.limit), before(req.cursor)));
+        const page = await guard(() => records.campaigns.list(req.orgId, limitOf(req.limit), pageCursor(req.cursor)));
         return { campaigns: page.data.map(toCampaignMsg), nextCursor: page.nextCursor ?? "" };
       },
 
@@ -203,7 +194,7 @@ export function automationRoutes(deps: AutomationDeps) {
       },
 
       async listWorkflows(req) {
-        const page = await guard(() => records.workflows.list(req.orgId, limitOf(req.limit), before(req.cursor)));
+        const page = await guard(() => records.workflows.list(req.orgId, limitOf(req.limit), pageCursor(req.cursor)));
         return { workflows: page.data.map(toWorkflowMsg), nextCursor: page.nextCursor ?? "" };
       },
 
@@ -230,7 +221,7 @@ export function automationRoutes(deps: AutomationDeps) {
 
       async listWorkflowRuns(req) {
         const page = await guard(() =>
-          records.workflows.runs(req.orgId, req.workflowId, limitOf(req.limit), before(req.cursor)),
+          records.workflows.runs(req.orgId, req.workflowId, limitOf(req.limit), pageCursor(req.cursor)),
         );
         if (!page) throw workflowNotFound(req.workflowId);
         return { runs: page.data.map(toRunMsg), nextCursor: page.nextCursor ?? "" };

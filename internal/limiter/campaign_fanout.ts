@@ -1,11 +1,7 @@
-import type { Clock } from "../clock/clock";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
-import type { EnqueueResult, MailStore, SingletonLeases } from "../hotstore/hotstore";
-import type { Logger } from "../log/log";
 import { type Campaign, pending } from "../records/campaigns";
-import type { Records } from "../records/records";
-import { audienceEmail, newUnsubscribeToken, unsubscribeUrl } from "./audience_email";
-import { newMessageId, type SendInput } from "./mail_service";
+import { type AudienceSendParts, audienceEmail, newUnsubscribeToken, unverifiedDomain } from "./audience_email";
+import { newMessageId } from "./mail_service";
 import { LeasedLoop } from "./leasedloop";
 
 // The fan-out of campaigns into the bulk lane: a page of the audience at a time, and only
@@ -21,48 +17,14 @@ export const CAMPAIGN_PAGE = 100;
 const TICK_MS = 200;
 /** Messages queued between turns of the event loop. */
 const YIELD_EVERY = 5;
-const LEASE = "campaigns";
-const LEASE_TTL_MS = 5_000;
 
-export interface FanoutOptions {
-  records: Records;
-  hot: MailStore & SingletonLeases;
-  clock: Clock;
-  /** This daemon's name for the fan-out's lease. */
-  owner: string;
-  /** The accept step of every send (mail_service.ts). */
-  accept: (send: SendInput) => Promise<EnqueueResult>;
-  /** Where the unsubscribe links of the messages point (PUBLIC_URL). */
-  publicUrl: string;
-  log: Logger;
-}
-
-export class CampaignFanout {
-  private readonly loop: LeasedLoop;
-
-  constructor(private readonly o: FanoutOptions) {
-    this.loop = new LeasedLoop({
-      hot: o.hot,
-      lease: LEASE,
-      owner: o.owner,
-      leaseTtlMs: LEASE_TTL_MS,
-      tickMs: TICK_MS,
-      what: "campaign fan-out",
-      log: o.log,
-      round: () => this.run(),
-    });
-  }
-
-  start(): void {
-    this.loop.start();
-  }
-
-  stop(): Promise<void> {
-    return this.loop.stop();
+export class CampaignFanout extends LeasedLoop {
+  constructor(private readonly o: AudienceSendParts) {
+    super(o, { lease: "campaigns", tickMs: TICK_MS, what: "campaign fan-out" });
   }
 
   /** One round: starts what is due, then tops up every sending campaign by a page. */
-  private async run(): Promise<void> {
+  protected async round(): Promise<void> {
     const { records, clock } = this.o;
     await records.campaigns.startDue(clock.nowMs());
     const sending = await records.campaigns.sending();
@@ -97,17 +59,13 @@ export class CampaignFanout {
       const result = await this.o.accept({
         orgId: c.orgId,
         lane: Lane.BULK,
-        email: audienceEmail(c, m, unsubscribeUrl(this.o.publicUrl, r.token), c.id),
+        email: audienceEmail(c, m, { publicUrl: this.o.publicUrl, token: r.token }, c.id),
         idempotencyKey: `campaign:${c.id}:${m.id}`,
         bodyHash: c.id,
         messageId: r.messageId,
       });
       if (result.kind === "domain_not_verified") {
-        await records.campaigns.fail(
-          c.id,
-          `${c.fromAddress.split("@").pop()} is not a verified sending domain of this organization`,
-          clock.nowMs(),
-        );
+        await records.campaigns.fail(c.id, unverifiedDomain(c.fromAddress), clock.nowMs());
         return;
       }
       if (result.kind === "accepted" || result.kind === "replayed") queued++;

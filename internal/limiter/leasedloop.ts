@@ -4,33 +4,43 @@ import type { Logger } from "../log/log";
 
 // A daemon's background loop that one daemon at a time runs (campaign fan-out, workflow runs):
 // every tickMs, a round if this daemon holds the lease in the hot store; never two rounds at
-// once; failures logged as one episode, not a line per tick.
+// once; failures logged as one episode, not a line per tick. A loop is a subclass: its round.
 
-export interface LeasedLoopOptions {
+/** How long a holder keeps a lease without renewing it (a dead daemon's lease passes on after this). */
+const LEASE_TTL_MS = 5_000;
+
+/** What every leased loop of a daemon is given. */
+export interface LoopParts {
   hot: SingletonLeases;
-  /** The lease's name, and this daemon's name for it. */
-  lease: string;
+  /** This daemon's name for the leases. */
   owner: string;
-  /** How long a holder keeps the lease without renewing it (a dead daemon's lease passes on after this). */
-  leaseTtlMs: number;
-  tickMs: number;
-  /** What the loop does, for its log lines. */
-  what: string;
   log: Logger;
-  round: () => Promise<void>;
 }
 
-export class LeasedLoop {
+/** What one loop is: its lease's name, its tick, and what it does (for its log lines). */
+export interface LoopSpec {
+  lease: string;
+  tickMs: number;
+  what: string;
+}
+
+export abstract class LeasedLoop {
   private timer: ReturnType<typeof setInterval> | undefined;
   private running: Promise<void> | undefined;
   private readonly failing: FailureEpisode;
 
-  constructor(private readonly o: LeasedLoopOptions) {
-    this.failing = new FailureEpisode(o.log, o.what);
+  constructor(
+    private readonly parts: LoopParts,
+    private readonly spec: LoopSpec,
+  ) {
+    this.failing = new FailureEpisode(parts.log, spec.what);
   }
 
+  /** One round, run while this daemon holds the lease. */
+  protected abstract round(): Promise<void>;
+
   start(): void {
-    this.timer = setInterval(() => void this.tick(), this.o.tickMs);
+    this.timer = setInterval(() => void this.tick(), this.spec.tickMs);
   }
 
   /** Stops ticking and waits for the round under way. */
@@ -52,6 +62,6 @@ export class LeasedLoop {
   }
 
   private async leased(): Promise<void> {
-    if (await this.o.hot.holdLease(this.o.lease, this.o.owner, this.o.leaseTtlMs)) await this.o.round();
+    if (await this.parts.hot.holdLease(this.spec.lease, this.parts.owner, LEASE_TTL_MS)) await this.round();
   }
 }

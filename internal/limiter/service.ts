@@ -16,6 +16,7 @@ import type { TagCount } from "../records/audience";
 import { MINIMUM_PLAN, PLANS, planQuota } from "../plans/plans";
 import type { Organization } from "../records/directory";
 import { RecordError } from "../records/db";
+import { isCursor } from "../records/paging";
 import type { Records } from "../records/records";
 import { hashToken, isWellFormed } from "../token/token";
 import type { LimiterMetrics } from "../metrics/metrics";
@@ -326,4 +327,11 @@ export async function guard<T>(op: () => Promise<T>): Promise<T> {
       throw new ConnectError(err.message, err.kind === "not_found" ? Code.NotFound : Code.AlreadyExists);
     throw new ConnectError(`store unavailable: ${(err as Error).message}`, Code.Unavailable);
   }
+}
+
+/** A list's cursor for the records: undefined for the first page; InvalidArgument when no page handed it out. */
+export function pageCursor(cursor: string): string | undefined {
+  if (cursor === "") return undefined;
+  if (!isCursor(cursor)) throw new ConnectError("not a cursor of this list", Code.InvalidArgument);
+  return cursor;
 }

@@ -75,7 +75,7 @@ export function webhookRoutes(deps: WebhookDeps) {
 
       async listWebhooks(req) {
         const page = await guard(() => records.webhooks.list(req.orgId, pageSize(req.limit), req.cursor));
-        return { endpoints: page.data.map(endpointMessage), nextCursor: page.next ?? "" };
+        return { endpoints: page.data.map(endpointMessage), nextCursor: page.nextCursor ?? "" };
       },
 
       async deleteWebhook(req) {
@@ -104,7 +104,7 @@ export function webhookRoutes(deps: WebhookDeps) {
             nextAttemptAtMs: BigInt(d.nextAttemptMs ?? 0),
             createdAtMs: BigInt(d.createdMs),
           })),
-          nextCursor: page.next ?? "",
+          nextCursor: page.nextCursor ?? "",
         };
       },
     });

@@ -1,12 +1,8 @@
-import type { Clock } from "../clock/clock";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
-import type { EnqueueResult, SingletonLeases } from "../hotstore/hotstore";
-import type { Logger } from "../log/log";
-import type { Subscriber } from "../records/audience";
-import type { Records } from "../records/records";
+import type { Subscriber } from "../records/audience_types";
 import type { Step, Workflow, WorkflowRun } from "../records/workflows";
-import { audienceEmail, newUnsubscribeToken, unsubscribeUrl } from "./audience_email";
-import { newMessageId, type SendInput } from "./mail_service";
+import { type AudienceSendParts, audienceEmail, newUnsubscribeToken, unverifiedDomain } from "./audience_email";
+import { newMessageId } from "./mail_service";
 import { LeasedLoop } from "./leasedloop";
 
 // The runner of workflow runs: every due run is taken a step at a time until it waits, fails
@@ -17,23 +13,11 @@ import { LeasedLoop } from "./leasedloop";
 
 const TICK_MS = 250;
 const DUE_BATCH = 50;
-const LEASE = "workflows";
-const LEASE_TTL_MS = 5_000;
 /** A webhook step: the receiver's deadline, and its retries (5 s, doubling, at most 10 minutes apart) before the run fails. */
 const WEBHOOK_TIMEOUT_MS = 15_000;
 const WEBHOOK_RETRY_BASE_MS = 5_000;
 const WEBHOOK_RETRY_MAX_MS = 600_000;
 const WEBHOOK_ATTEMPTS = 10;
-
-export interface RunnerOptions {
-  records: Records;
-  hot: SingletonLeases;
-  clock: Clock;
-  owner: string;
-  accept: (send: SendInput) => Promise<EnqueueResult>;
-  publicUrl: string;
-  log: Logger;
-}
 
 /** What running a step came to. */
 type StepResult =
@@ -63,32 +47,13 @@ export async function postWorkflowWebhook(
   }
 }
 
-export class WorkflowRunner {
-  private readonly loop: LeasedLoop;
-
-  constructor(private readonly o: RunnerOptions) {
-    this.loop = new LeasedLoop({
-      hot: o.hot,
-      lease: LEASE,
-      owner: o.owner,
-      leaseTtlMs: LEASE_TTL_MS,
-      tickMs: TICK_MS,
-      what: "workflow runs",
-      log: o.log,
-      round: () => this.run(),
-    });
-  }
-
-  start(): void {
-    this.loop.start();
-  }
-
-  stop(): Promise<void> {
-    return this.loop.stop();
+export class WorkflowRunner extends LeasedLoop {
+  constructor(private readonly o: AudienceSendParts) {
+    super(o, { lease: "workflows", tickMs: TICK_MS, what: "workflow runs" });
   }
 
   /** One round: every due run (a batch), side by side. */
-  private async run(): Promise<void> {
+  protected async round(): Promise<void> {
     const due = await this.o.records.workflows.dueRuns(this.o.clock.nowMs(), DUE_BATCH);
     await Promise.all(due.map((r) => this.advance(r)));
   }
@@ -160,7 +125,7 @@ export class WorkflowRunner {
     const result = await this.o.accept({
       orgId: run.orgId,
       lane: Lane.TRANSACTIONAL,
-      email: audienceEmail(step, subscriber, unsubscribeUrl(this.o.publicUrl, reserved.token), run.id),
+      email: audienceEmail(step, subscriber, { publicUrl: this.o.publicUrl, token: reserved.token }, run.id),
       idempotencyKey: `workflow:${key}`,
       bodyHash: key,
       messageId: reserved.messageId,
@@ -178,7 +143,7 @@ export class WorkflowRunner {
       case "domain_not_verified":
         return {
           kind: "fail",
-          detail: `${step.fromAddress.split("@").pop()} is not a verified sending domain of this organization`,
+          detail: unverifiedDomain(step.fromAddress),
         };
       default:
         return { kind: "fail", detail: `the send was refused (${result.kind})` };

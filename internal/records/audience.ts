@@ -1,45 +1,22 @@
-import { randomBytes } from "node:crypto";
 import { MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import { fixtureKind, normalizeEmail } from "../mail/policy";
-import { adjustTagCounts, type Announce, Changes, diff, eventRow, type EventRow } from "./audience_changes";
-import { chunks, type Db, num, type Sql } from "./db";
+import { adjustTagCounts, type Announce, Changes, diff } from "./audience_changes";
+import {
+  type EventRow,
+  type EventType,
+  eventRow,
+  type Fields,
+  type Subscriber,
+  type SubscriberChange,
+  type SubscriberStatus,
+} from "./audience_types";
+import { chunks, type Db, num, type Sql, timeOrderedId } from "./db";
 import type { MessageHistory } from "../model/history";
+import { BY_SEQ, mapPage, newestFirst, type Order, type Page } from "./paging";
 
 // The audience: subscribers (one per email and organization), their fields and tags, the
 // organization's tags, and every subscriber's events. Upserts compare old and new so that a
 // repeated identical upsert writes nothing and records no event.
-
-export type SubscriberStatus = "subscribed" | "unsubscribed";
-export type FieldValue = string | number | boolean | null;
-export type Fields = Record<string, FieldValue>;
-
-export interface Subscriber {
-  id: string;
-  email: string;
-  name: string;
-  status: SubscriberStatus;
-  fields: Fields;
-  tags: string[];
-  createdMs: number;
-  updatedMs: number;
-}
-
-/** What an upsert or a partial update may change; undefined leaves a part as it is. */
-export interface SubscriberChange {
-  name?: string;
-  /** Merged into the subscriber's fields. */
-  fields?: Fields;
-  tags?: string[];
-  /** Tags to take off (the tags endpoint's DELETE). */
-  removeTags?: string[];
-  status?: SubscriberStatus;
-  /** The subscriber's tags become exactly `tags` (when given). */
-  replaceTags?: boolean;
-  /** Without it, an unsubscribed subscriber stays unsubscribed. */
-  resubscribe?: boolean;
-  /** Recorded with the change's events: whether they may start workflows. */
-  triggerWorkflows: boolean;
-}
 
 export interface UpsertInput extends SubscriberChange {
   email: string;
@@ -52,30 +29,11 @@ export interface UpsertResult {
   subscriber: Subscriber;
 }
 
-export type EventType =
-  | "subscriber.created"
-  | "subscriber.updated"
-  | "subscriber.unsubscribed"
-  | "subscriber.resubscribed"
-  | "tag.added"
-  | "tag.removed"
-  | "email.queued"
-  | "email.delivered"
-  | "email.bounced"
-  | "email.complained"
-  | "workflow.started"
-  | "workflow.completed";
-
 export interface SubscriberEvent {
   type: EventType;
   atMs: number;
   data: Record<string, unknown>;
   triggerWorkflows: boolean;
-}
-
-export interface Page<T> {
-  data: T[];
-  nextCursor: string | null;
 }
 
 export interface SubscriberFilter {
@@ -97,19 +55,8 @@ const EMAIL_EVENTS: Partial<Record<MessageStatus, EventType>> = {
   [MessageStatus.BOUNCED]: "email.bounced",
 };
 
-/** A cursor is the seq of the last row of a page, opaque to clients. */
-export function encodeCursor(seq: number): string {
-  return Buffer.from(`s${seq}`).toString("base64url");
-}
-
-/** The seq a cursor names; undefined when it is not a cursor. */
-export function decodeCursor(cursor: string): number | undefined {
-  const m = /^s(\d{1,15})$/.exec(Buffer.from(cursor, "base64url").toString());
-  return m ? Number(m[1]) : undefined;
-}
-
-/** Rows above every seq: the first page. */
-const FIRST_PAGE = Number.MAX_SAFE_INTEGER;
+/** By tag: along the tag's index, whose subscriber_seq is the subscriber's seq. */
+const BY_TAG_SEQ: Order = { at: "t.subscriber_seq" };
 
 interface SubscriberRow {
   seq: unknown;
@@ -239,7 +186,7 @@ export class AudienceRecords {
   }
 
   /** Newest first; a walk by cursor neither skips nor repeats a row while rows are added. */
-  list(orgId: string, filter: SubscriberFilter, limit: number, cursor?: number): Promise<Page<Subscriber>> {
+  list(orgId: string, filter: SubscriberFilter, limit: number, cursor?: string): Promise<Page<Subscriber>> {
     const status = filter.status ?? "";
     const tag = filter.tag ?? "";
     const prefix =
@@ -247,56 +194,56 @@ export class AudienceRecords {
         ? ""
         : `${normalizeEmail(filter.emailPrefix).replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
     return this.db.run(async (sql) => {
-      const before = cursor ?? FIRST_PAGE;
       // By tag: newest first along the tag's index; otherwise along the organization's.
-      const rows = (
-        tag
-          ? await sql`SELECT s.* FROM subscriber_tags t JOIN subscribers s ON s.id = t.subscriber_id
-              WHERE t.org_id = ${orgId} AND t.tag = ${tag} AND t.subscriber_seq < ${before}
+      const page = tag
+        ? await newestFirst<SubscriberRow>(
+            sql,
+            sql`SELECT s.*, t.subscriber_seq FROM subscriber_tags t JOIN subscribers s ON s.id = t.subscriber_id
+              WHERE t.org_id = ${orgId} AND t.tag = ${tag}
                 AND (${status} = '' OR s.status = ${status})
-                AND (${prefix} = '' OR s.email LIKE ${prefix} ESCAPE '\\')
-              ORDER BY t.subscriber_seq DESC LIMIT ${limit + 1}`
-          : await sql`SELECT * FROM subscribers
-              WHERE org_id = ${orgId} AND seq < ${before}
+                AND (${prefix} = '' OR s.email LIKE ${prefix} ESCAPE '\\')`,
+            BY_TAG_SEQ,
+            { limit, cursor },
+          )
+        : await newestFirst<SubscriberRow>(
+            sql,
+            sql`SELECT * FROM subscribers
+              WHERE org_id = ${orgId}
                 AND (${status} = '' OR status = ${status})
-                AND (${prefix} = '' OR email LIKE ${prefix} ESCAPE '\\')
-              ORDER BY seq DESC LIMIT ${limit + 1}`
-      ) as SubscriberRow[];
-      const page = rows.slice(0, limit);
+                AND (${prefix} = '' OR email LIKE ${prefix} ESCAPE '\\')`,
+            BY_SEQ,
+            { limit, cursor },
+          );
       const tags = await tagsOfSubscribers(
         sql,
-        page.map((r) => r.id),
+        page.data.map((r) => r.id),
       );
-      return {
-        data: page.map((r) => fromRow(r, tags.get(r.id) ?? [])),
-        nextCursor: rows.length > limit ? encodeCursor(num(page.at(-1)!.seq)) : null,
-      };
+      return mapPage(page, (r) => fromRow(r, tags.get(r.id) ?? []));
     });
   }
 
   /** The subscriber's events, newest first; undefined when there is no such subscriber. */
-  events(orgId: string, ref: string, limit: number, cursor?: number): Promise<Page<SubscriberEvent> | undefined> {
+  events(orgId: string, ref: string, limit: number, cursor?: string): Promise<Page<SubscriberEvent> | undefined> {
     return this.db.run(async (sql) => {
       const current = (await find(sql, orgId, ref))?.subscriber;
       if (!current) return undefined;
-      const rows = await sql`SELECT seq, type, at_ms, data, trigger_workflows FROM subscriber_events
-        WHERE subscriber_id = ${current.id} AND seq < ${cursor ?? FIRST_PAGE} ORDER BY seq DESC LIMIT ${limit + 1}`;
-      const page = rows.slice(0, limit) as {
-        seq: unknown;
+      const page = await newestFirst<{
         type: EventType;
         at_ms: unknown;
         data: string;
         trigger_workflows: unknown;
-      }[];
-      return {
-        data: page.map((e) => ({
-          type: e.type,
-          atMs: num(e.at_ms),
-          data: JSON.parse(e.data),
-          triggerWorkflows: num(e.trigger_workflows) === 1,
-        })),
-        nextCursor: rows.length > limit ? encodeCursor(num(page.at(-1)!.seq)) : null,
-      };
+      }>(
+        sql,
+        sql`SELECT seq, type, at_ms, data, trigger_workflows FROM subscriber_events WHERE subscriber_id = ${current.id}`,
+        BY_SEQ,
+        { limit, cursor },
+      );
+      return mapPage(page, (e) => ({
+        type: e.type,
+        atMs: num(e.at_ms),
+        data: JSON.parse(e.data),
+        triggerWorkflows: num(e.trigger_workflows) === 1,
+      }));
     });
   }
 
@@ -384,14 +331,6 @@ function recipientAddress(to: string): string {
   return normalizeEmail(/<([^>]*)>\s*$/.exec(to)?.[1] ?? to);
 }
 
-/**
- * 96 bits: the time in milliseconds, then 48 random bits. Ids made together sort together, so
- * a batch writes to the ends of the indexes keyed by subscriber rather than all over them.
- */
-function newSubscriberId(): string {
-  return `sub_${Date.now().toString(16).padStart(12, "0")}${randomBytes(6).toString("hex")}`;
-}
-
 async function tagsOfSubscribers(sql: Sql, ids: string[]): Promise<Map<string, string[]>> {
   const tags = new Map<string, string[]>();
   if (ids.length === 0) return tags;
@@ -454,7 +393,7 @@ async function createOrLock(
     const input = firsts.get(email)!;
     const status: SubscriberStatus = input.status ?? "subscribed";
     return {
-      id: newSubscriberId(),
+      id: timeOrderedId("sub"),
       org_id: orgId,
       email,
       name: input.name ?? "",

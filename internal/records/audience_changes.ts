@@ -1,4 +1,4 @@
-import type { EventType, Subscriber, SubscriberChange } from "./audience";
+import { type EventRow, type EventType, eventRow, type Subscriber, type SubscriberChange } from "./audience_types";
 import { chunks, type Sql } from "./db";
 import type { WebhookEventInput } from "./webhooks";
 import { startWorkflowRuns } from "./workflows";
@@ -7,8 +7,6 @@ import { startWorkflowRuns } from "./workflows";
 // with the subscriber as the transaction last left it (so a batch of a thousand is a handful
 // of multi-row statements), and what differs from the rows as they were read is written at
 // the end, with the events in the order the changes were made.
-
-export type EventRow = ReturnType<typeof eventRow>;
 
 /** Hands webhook events to the webhooks inside the caller's transaction. */
 export type Announce = (sql: Sql, events: WebhookEventInput[], nowMs: number) => Promise<unknown>;
@@ -39,24 +37,6 @@ function webhookEvents(orgId: string, s: Subscriber, types: Set<EventType>, nowM
   if ([...types].some((t) => t !== "subscriber.unsubscribed")) out.push(event("subscriber.updated"));
   if (types.has("subscriber.unsubscribed")) out.push(event("subscriber.unsubscribed"));
   return out;
-}
-
-export function eventRow(
-  subscriberId: string,
-  type: EventType,
-  atMs: number,
-  data: Record<string, unknown>,
-  triggerWorkflows: boolean,
-  dedupe: string | null = null,
-) {
-  return {
-    subscriber_id: subscriberId,
-    type,
-    at_ms: atMs,
-    data: JSON.stringify(data),
-    trigger_workflows: triggerWorkflows ? 1 : 0,
-    dedupe,
-  };
 }
 
 /** A subscriber after a change, and the change's events; undefined when nothing would change. */

@@ -1,8 +1,8 @@
-import { randomBytes } from "node:crypto";
 import { Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
-import { encodeCursor, type Fields, type Page } from "./audience";
-import { chunks, type Db, num, numOrNull, type Sql } from "./db";
+import type { Fields } from "./audience_types";
+import { chunks, type Db, num, numOrNull, type Sql, timeOrderedId } from "./db";
 import type { MessageHistory } from "../model/history";
+import { BY_SEQ, mapPage, newestFirst, type Page } from "./paging";
 
 // Campaigns: one message to every subscriber of an audience (some tags, or all), sent through
 // the bulk lane a page at a time. The walk over the audience (cursor_seq up to last_seq, the
@@ -138,10 +138,6 @@ export function pending(c: Campaign): number {
   return c.stats.queued - c.stats.delivered - c.stats.bounced - c.stats.failed;
 }
 
-function newCampaignId(): string {
-  return `cmp_${Date.now().toString(16).padStart(12, "0")}${randomBytes(6).toString("hex")}`;
-}
-
 /** The audience condition of a campaign; tags [""] stand for "every subscriber" (IN needs a list). */
 function audienceOf(c: Campaign): { all: number; tags: string[] } {
   return c.audienceTags.length === 0 ? { all: 1, tags: [""] } : { all: 0, tags: c.audienceTags };
@@ -154,7 +150,7 @@ export class CampaignRecords {
     const [row] = (await this.db.run(
       (sql) =>
         sql`INSERT INTO campaigns ${sql({
-          id: newCampaignId(),
+          id: timeOrderedId("cmp"),
           org_id: orgId,
           name: input.name,
           from_header: input.from,
@@ -188,13 +184,14 @@ export class CampaignRecords {
     return row ? fromRow(row) : undefined;
   }
 
-  /** Newest first; before is the seq a cursor names. */
-  list(orgId: string, limit: number, before = Number.MAX_SAFE_INTEGER): Promise<Page<Campaign>> {
+  /** Newest first (in the order they were made). */
+  list(orgId: string, limit: number, cursor?: string): Promise<Page<Campaign>> {
     return this.db.run(async (sql) => {
-      const rows =
-        (await sql`SELECT * FROM campaigns WHERE org_id = ${orgId} AND seq < ${before} ORDER BY seq DESC LIMIT ${limit + 1}`) as CampaignRow[];
-      const page = rows.slice(0, limit);
-      return { data: page.map(fromRow), nextCursor: rows.length > limit ? encodeCursor(num(page.at(-1)!.seq)) : null };
+      const page = await newestFirst<CampaignRow>(sql, sql`SELECT * FROM campaigns WHERE org_id = ${orgId}`, BY_SEQ, {
+        limit,
+        cursor,
+      });
+      return mapPage(page, fromRow);
     });
   }
 

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { type Db, num, numOrNull, type Sql } from "./db";
+import { mapPage, newestFirst, type Order, type Page } from "./paging";
 
 // Webhook endpoints, their deliveries and every attempt. The deliveries are also the queue the
 // workers are fed from: a pending delivery is due at due_ms, a claim moves due_ms to the end of
@@ -83,27 +84,8 @@ export interface RetryPolicy {
   disableAfterMs: number;
 }
 
-export interface Page<T> {
-  data: T[];
-  next: string | null;
-}
-
-/** Keyset cursors over (created_ms, id), newest first: rows added during a walk are not met. */
-function encodeCursor(createdMs: number, id: string): string {
-  return Buffer.from(`${createdMs}.${id}`).toString("base64url");
-}
-
-function decodeCursor(cursor: string | undefined): { ms: number; id: string } | undefined {
-  if (!cursor) return undefined;
-  const m = /^(\d{1,16})\.([\w]{1,64})$/.exec(Buffer.from(cursor, "base64url").toString());
-  return m ? { ms: Number(m[1]), id: m[2]! } : { ms: -1, id: "" };
-}
-
-function page<T extends { id: string; createdMs: number }>(rows: T[], limit: number): Page<T> {
-  const data = rows.slice(0, limit);
-  const last = data.at(-1);
-  return { data, next: rows.length > limit && last ? encodeCursor(last.createdMs, last.id) : null };
-}
+/** Endpoints and deliveries newest first: by creation time, then id (ids are random, so times tie). */
+const BY_CREATED: Order = { at: "created_ms", id: "id" };
 
 const newId = (prefix: string) => `${prefix}_${randomBytes(12).toString("hex")}`;
 
@@ -142,14 +124,18 @@ export class WebhookRecords {
   }
 
   async list(orgId: string, limit: number, cursor?: string): Promise<Page<WebhookEndpoint>> {
-    const after = decodeCursor(cursor);
-    const rows = await this.db.run((sql) =>
-      after
-        ? sql`SELECT * FROM webhook_endpoints WHERE org_id = ${orgId} AND (created_ms < ${after.ms} OR (created_ms = ${after.ms} AND id < ${after.id}))
-              ORDER BY created_ms DESC, id DESC LIMIT ${limit + 1}`
-        : sql`SELECT * FROM webhook_endpoints WHERE org_id = ${orgId} ORDER BY created_ms DESC, id DESC LIMIT ${limit + 1}`,
+    const page = await this.db.run((sql) =>
+      newestFirst<Record<string, unknown>>(
+        sql,
+        sql`SELECT * FROM webhook_endpoints WHERE org_id = ${orgId}`,
+        BY_CREATED,
+        {
+          limit,
+          cursor,
+        },
+      ),
     );
-    return page(rows.map(endpointOf), limit);
+    return mapPage(page, endpointOf);
   }
 
   /** Deletes the endpoint with its deliveries; false when the organization has no such endpoint. */
@@ -167,21 +153,22 @@ export class WebhookRecords {
     limit: number,
     cursor?: string,
   ): Promise<Page<WebhookDelivery> | undefined> {
-    const after = decodeCursor(cursor);
     return this.db.run(async (sql) => {
       const [owner] = await sql`SELECT id FROM webhook_endpoints WHERE id = ${endpointId} AND org_id = ${orgId}`;
       if (!owner) return undefined;
-      const rows = after
-        ? await sql`SELECT * FROM webhook_deliveries WHERE endpoint_id = ${endpointId} AND (created_ms < ${after.ms} OR (created_ms = ${after.ms} AND id < ${after.id}))
-                    ORDER BY created_ms DESC, id DESC LIMIT ${limit + 1}`
-        : await sql`SELECT * FROM webhook_deliveries WHERE endpoint_id = ${endpointId} ORDER BY created_ms DESC, id DESC LIMIT ${limit + 1}`;
-      const ids = rows.map((r: { id: string }) => r.id);
+      const page = await newestFirst<Record<string, unknown>>(
+        sql,
+        sql`SELECT * FROM webhook_deliveries WHERE endpoint_id = ${endpointId}`,
+        BY_CREATED,
+        { limit, cursor },
+      );
+      const ids = page.data.map((r) => r.id as string);
       const attempts =
         ids.length === 0
           ? []
           : await sql`SELECT * FROM webhook_attempts WHERE delivery_id IN ${sql(ids)} ORDER BY attempt`;
       const byDelivery = Map.groupBy(attempts as Record<string, unknown>[], (a) => a.delivery_id as string);
-      const deliveries = rows.map((r: Record<string, unknown>) => {
+      return mapPage(page, (r): WebhookDelivery => {
         const state = num(r.state) as DeliveryState;
         return {
           id: r.id as string,
@@ -198,7 +185,6 @@ export class WebhookRecords {
           createdMs: num(r.created_ms),
         };
       });
-      return page(deliveries, limit);
     });
   }
 

@@ -110,14 +110,14 @@ for (const [name, fresh] of databases) {
         secret: "whsec_b",
         nowMs: T0 + 10,
       });
-      const second = await r.webhooks.list(orgB, 2, first.next!);
-      const third = await r.webhooks.list(orgB, 2, second.next!);
+      const second = await r.webhooks.list(orgB, 2, first.nextCursor!);
+      const third = await r.webhooks.list(orgB, 2, second.nextCursor!);
       expect([...second.data, ...third.data].map((e) => e.url)).toEqual([
         "https://b.example/2",
         "https://b.example/1",
         "https://b.example/0",
       ]);
-      expect(third.next).toBeNull();
+      expect(third.nextCursor).toBeNull();
       expect((await r.webhooks.list(orgB, 2, "garbage")).data).toEqual([]);
       expect(first.data[0]).toEqual({
         id: made[4]!.id,

@@ -1,7 +1,6 @@
-import { randomBytes } from "node:crypto";
-import { encodeCursor, type Page } from "./audience";
-import { eventRow, type EventRow } from "./audience_changes";
-import { chunks, type Db, num, type Sql } from "./db";
+import { type EventRow, eventRow } from "./audience_types";
+import { chunks, type Db, num, type Sql, timeOrderedId } from "./db";
+import { BY_SEQ, mapPage, newestFirst, type Page } from "./paging";
 
 // Workflows: steps run for a subscriber when a trigger happens to it (it is created, or a tag
 // is added), once per run. A run is a row: the step it is at, when that step is due (a wait is
@@ -114,11 +113,6 @@ function fromRunRow(r: RunRow): WorkflowRun {
   };
 }
 
-/** Ids made together sort together (see newSubscriberId). */
-function newId(prefix: string): string {
-  return `${prefix}_${Date.now().toString(16).padStart(12, "0")}${randomBytes(6).toString("hex")}`;
-}
-
 const TRIGGERS = new Set<string>(["subscriber.created", "tag.added"]);
 
 /**
@@ -139,7 +133,7 @@ export async function startWorkflowRuns(sql: Sql, orgId: string, events: EventRo
     const tag = e.type === "tag.added" ? (JSON.parse(e.data) as { tag: string }).tag : undefined;
     for (const w of workflows) {
       if (w.trigger.type !== e.type || (tag !== undefined && w.trigger.tag !== tag)) continue;
-      const id = newId("run");
+      const id = timeOrderedId("run");
       runs.push({
         id,
         workflow_id: w.id,
@@ -167,7 +161,7 @@ export class WorkflowRecords {
     const [row] = (await this.db.run(
       (sql) =>
         sql`INSERT INTO workflows ${sql({
-          id: newId("wf"),
+          id: timeOrderedId("wf"),
           org_id: orgId,
           name: input.name,
           trigger_type: input.trigger.type,
@@ -188,13 +182,14 @@ export class WorkflowRecords {
     return row ? fromRow(row) : undefined;
   }
 
-  /** Newest first; before is the seq a cursor names. */
-  list(orgId: string, limit: number, before = Number.MAX_SAFE_INTEGER): Promise<Page<Workflow>> {
+  /** Newest first. */
+  list(orgId: string, limit: number, cursor?: string): Promise<Page<Workflow>> {
     return this.db.run(async (sql) => {
-      const rows =
-        (await sql`SELECT * FROM workflows WHERE org_id = ${orgId} AND seq < ${before} ORDER BY seq DESC LIMIT ${limit + 1}`) as WorkflowRow[];
-      const page = rows.slice(0, limit);
-      return { data: page.map(fromRow), nextCursor: rows.length > limit ? encodeCursor(num(page.at(-1)!.seq)) : null };
+      const page = await newestFirst<WorkflowRow>(sql, sql`SELECT * FROM workflows WHERE org_id = ${orgId}`, BY_SEQ, {
+        limit,
+        cursor,
+      });
+      return mapPage(page, fromRow);
     });
   }
 
@@ -223,22 +218,17 @@ export class WorkflowRecords {
   }
 
   /** The workflow's runs, newest first; undefined when there is no such workflow. */
-  runs(
-    orgId: string,
-    workflowId: string,
-    limit: number,
-    before = Number.MAX_SAFE_INTEGER,
-  ): Promise<Page<WorkflowRun> | undefined> {
+  runs(orgId: string, workflowId: string, limit: number, cursor?: string): Promise<Page<WorkflowRun> | undefined> {
     return this.db.run(async (sql) => {
       const [w] = await sql`SELECT id FROM workflows WHERE org_id = ${orgId} AND id = ${workflowId}`;
       if (!w) return undefined;
-      const rows =
-        (await sql`SELECT * FROM workflow_runs WHERE workflow_id = ${workflowId} AND seq < ${before} ORDER BY seq DESC LIMIT ${limit + 1}`) as RunRow[];
-      const page = rows.slice(0, limit);
-      return {
-        data: page.map(fromRunRow),
-        nextCursor: rows.length > limit ? encodeCursor(num(page.at(-1)!.seq)) : null,
-      };
+      const page = await newestFirst<RunRow>(
+        sql,
+        sql`SELECT * FROM workflow_runs WHERE workflow_id = ${workflowId}`,
+        BY_SEQ,
+        { limit, cursor },
+      );
+      return mapPage(page, fromRunRow);
     });
   }
 

@@ -1,4 +1,3 @@
-import { Code, ConnectError } from "@connectrpc/connect";
 import { MicroBatcher } from "../batch/batcher";
 import {
   type WebhookAttemptReport,
@@ -8,6 +7,7 @@ import {
 import type { LimiterClients } from "../limiterclient/client";
 import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
+import { isPermanent } from "./retry_policy";
 import type { WorkerMetrics } from "../metrics/metrics";
 import { ATTEMPT_TIMEOUT_MS } from "../webhooks/schedule";
 import { refusedTarget } from "../webhooks/target";
@@ -21,13 +21,6 @@ const REPORT_GIVE_UP_MS = 10_000;
 const ENDPOINT_SHARE = 0.25;
 /** Reports per call: the attempts that end while one report call is under way go in the next. */
 const MAX_REPORT_BATCH = 256;
-const PERMANENT = new Set([
-  Code.InvalidArgument,
-  Code.NotFound,
-  Code.FailedPrecondition,
-  Code.PermissionDenied,
-  Code.Unimplemented,
-]);
 
 export interface WebhookDelivererOptions {
   workerId: string;
@@ -191,7 +184,7 @@ export class WebhookDeliverer {
         this.reportFailing.succeeded();
         return result;
       } catch (err) {
-        if (err instanceof ConnectError && PERMANENT.has(err.code)) return undefined;
+        if (isPermanent(err)) return undefined;
         this.reportFailing.failed(err as Error);
         if (performance.now() + waitMs > giveUpAt) return undefined;
         await Bun.sleep(waitMs);

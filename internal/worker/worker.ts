@@ -1,9 +1,9 @@
-import { Code, ConnectError } from "@connectrpc/connect";
 import { DeliveryOutcome, type LeaseResponse } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { LimiterClients } from "../limiterclient/client";
 import { REQUEST_ID_HEADER } from "../wire/metadata";
 import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
+import { isPermanent } from "./retry_policy";
 import type { WorkerMetrics } from "../metrics/metrics";
 import type { AckJournal, PendingAck } from "./acks";
 import { type DeliveryResult, simulateFixture, type Transport } from "./transport";
@@ -16,14 +16,6 @@ const OUTCOMES: Record<number, string> = {
 const ACK_TIMEOUT_MS = 2_000;
 // Short: when the daemon is back, the ack must beat the recovery loop to a lease that expired meanwhile.
 const ACK_RETRY_MAX_MS = 1_000;
-/** An ack the daemon refuses for what it is (not for being unavailable) is dropped, not retried. */
-const PERMANENT = new Set([
-  Code.InvalidArgument,
-  Code.NotFound,
-  Code.FailedPrecondition,
-  Code.PermissionDenied,
-  Code.Unimplemented,
-]);
 
 export interface WorkerOptions {
   workerId: string;
@@ -151,7 +143,7 @@ export class Worker {
           this.o.acks.remove(ack.leaseId);
           return;
         } catch (err) {
-          if (err instanceof ConnectError && PERMANENT.has(err.code)) {
+          if (isPermanent(err)) {
             this.o.log.error("ack refused; dropped", { message: ack.messageId, error: err.message });
             this.o.acks.remove(ack.leaseId);
             return;
