@@ -12,6 +12,7 @@ import { connectRedis, connectRedisCluster, RedisHot } from "../../internal/hots
 import { limiterDaemon } from "../../internal/limiter/daemon";
 import { daemonInterceptors } from "../../internal/limiter/observe";
 import { serveRpc } from "../../internal/limiter/server";
+import { roleGate } from "../../internal/plane/roles";
 import { logger, setLogFormat } from "../../internal/log/log";
 import { laneName } from "../../internal/mail/policy";
 import { limiterMetrics, newRegistry, serveMetrics } from "../../internal/metrics/metrics";
@@ -65,6 +66,13 @@ if (cfg.webhookScheduleDivisor !== 1) {
   });
 }
 
+if (cfg.insecure && !cfg.tls) {
+  log.warn(
+    "LIMITER_INSECURE=1: cleartext, and every RPC is served to anyone who reaches the port; set LIMITER_TLS_CERT, LIMITER_TLS_KEY and LIMITER_TLS_CLIENT_CA for mutual TLS",
+    { addr: `${cfg.host}:${cfg.port}` },
+  );
+}
+
 const registry = newRegistry("limiterd");
 const metrics = limiterMetrics(registry, async () =>
   (await hot.laneCounts(systemClock.nowMs())).map((c) => ({ lane: laneName(c.lane), depth: c.depth })),
@@ -87,11 +95,17 @@ const daemon = limiterDaemon({
 const server = await serveRpc((router) => daemon.routes(router), cfg.host, cfg.port, {
   interceptors: daemonInterceptors({ log }),
   raw: daemon.raw,
+  tls: cfg.tls && {
+    ...cfg.tls,
+    authorize: roleGate(log),
+    handshakeRefused: (err, from) => log.warn("refused a client at the TLS handshake", { from, error: err.message }),
+  },
 });
 daemon.start();
 const metricsServer = serveMetrics(registry, cfg.metricsHost, cfg.metricsPort, log);
 log.info("listening", {
   addr: `${cfg.host}:${server.port}`,
+  tls: cfg.tls ? "mutual TLS, an RPC to its role only" : "cleartext",
   hot: hotKind,
   records: records.db.where,
   laneRate: cfg.laneRate,

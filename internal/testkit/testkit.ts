@@ -6,6 +6,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { withAllocatorEnv } from "../config/allocator";
+import type { Role } from "../plane/tls";
 
 export const REPO_ROOT = resolve(import.meta.dir, "../..");
 
@@ -163,6 +164,17 @@ export interface StackOptions {
   apis?: number;
   workers?: number;
   env?: Record<string, string>;
+  /** A directory written by initCerts: the daemon on mutual TLS, each process with its role's certificate. */
+  certs?: string;
+}
+
+/** The variables of a client of limiterd that holds the certificate of `role` from an initCerts directory. */
+export function clientTlsEnv(certs: string, role: Role): Record<string, string> {
+  return {
+    LIMITER_TLS_CA: join(certs, "ca.pem"),
+    LIMITER_TLS_CLIENT_CERT: join(certs, `${role}.pem`),
+    LIMITER_TLS_CLIENT_KEY: join(certs, `${role}.key`),
+  };
 }
 
 export async function waitHttpOk(url: string, timeoutMs = 10_000): Promise<void> {
@@ -173,7 +185,8 @@ export async function waitHttpOk(url: string, timeoutMs = 10_000): Promise<void>
 export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const dataDir = tempDir();
   const limiterPort = await freePort();
-  const limiterUrl = `http://127.0.0.1:${limiterPort}`;
+  const limiterUrl = `${opts.certs ? "https" : "http"}://127.0.0.1:${limiterPort}`;
+  const roleEnv = (role: Role) => (opts.certs ? clientTlsEnv(opts.certs, role) : {});
   const base = {
     DATA_DIR: dataDir,
     LIMITER_URL: limiterUrl,
@@ -181,24 +194,34 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     ...(opts.redisClusterNodes ? { REDIS_CLUSTER_NODES: opts.redisClusterNodes.join(",") } : {}),
     ...opts.env,
   };
-  const env: Record<string, string> = { ...base, LIMITER_PORT: String(limiterPort) };
+  const env: Record<string, string> = {
+    ...base,
+    LIMITER_PORT: String(limiterPort),
+    ...(opts.certs
+      ? {
+          LIMITER_TLS_CERT: join(opts.certs, "daemon.pem"),
+          LIMITER_TLS_KEY: join(opts.certs, "daemon.key"),
+          LIMITER_TLS_CLIENT_CA: join(opts.certs, "ca.pem"),
+        }
+      : {}),
+  };
   const limiterd = runBun("cmd/limiterd/index.ts", [], env);
   const apis: Proc[] = [];
   const workers: Proc[] = [];
   const startWorker = (extra: Record<string, string> = {}) => {
-    const w = runBun("cmd/worker/index.ts", [], { ...env, ...extra });
+    const w = runBun("cmd/worker/index.ts", [], { ...env, ...roleEnv("worker"), ...extra });
     workers.push(w);
     return w;
   };
   const apiUrls: string[] = [];
   for (let i = 0; i < (opts.apis ?? 1); i++) {
     const port = await freePort();
-    apis.push(runBun("cmd/api/index.ts", [], { ...base, API_PORT: String(port) }));
+    apis.push(runBun("cmd/api/index.ts", [], { ...base, ...roleEnv("front"), API_PORT: String(port) }));
     apiUrls.push(`http://127.0.0.1:${port}`);
   }
   for (const url of apiUrls) await waitHttpOk(`${url}/readyz`);
   for (let i = 0; i < (opts.workers ?? 0); i++) startWorker();
-  const admin = (...args: string[]) => runToEnd("cmd/admin/index.ts", args, base);
+  const admin = (...args: string[]) => runToEnd("cmd/admin/index.ts", args, { ...base, ...roleEnv("admin") });
   const stack: Stack = {
     limiterUrl,
     apiUrls,

@@ -1,0 +1,239 @@
+// The internal plane on real processes and real TLS: limiterd on mutual TLS with Redis and
+// PostgreSQL, the api, smtp, worker and admin CLI each with its role's certificate; and every
+// way in that must be refused, with its code.
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb";
+import { DirectoryService } from "../gen/mailcore/limiter/v1/limiter_pb";
+import { limiterClients } from "../limiterclient/client";
+import { type PostgresServer, startPostgres } from "../testkit/postgres";
+import { viaNodemailer } from "../testkit/smtpclients";
+import {
+  clientTlsEnv,
+  freePort,
+  type RedisServer,
+  runBun,
+  runToEnd,
+  type Stack,
+  sendEmail,
+  startRedis,
+  startStack,
+  tempDir,
+  waitFor,
+} from "../testkit/testkit";
+import { initCerts, issueCert, newCa } from "./certs";
+import type { ClientTls, Role } from "./tls";
+
+let certs: string;
+let redis: RedisServer;
+let postgres: PostgresServer;
+let stack: Stack;
+let token: string;
+
+const pem = (name: string) => readFileSync(join(certs, name));
+/** A client's TLS with the certificate of `role` from the stack's certificates. */
+const roleTls = (role: Role): ClientTls => ({ ca: pem("ca.pem"), cert: pem(`${role}.pem`), key: pem(`${role}.key`) });
+const delivered = (id: string) =>
+  waitFor(`${id} in the sink`, async () => existsSync(join(stack.dataDir, "sink", `${id}.eml`)), 15_000);
+/** "answered", or the code of the error and its message, as "Code: message". */
+const codeOf = (p: Promise<unknown>) =>
+  p.then(
+    () => "answered",
+    (err) => `${Code[ConnectError.from(err).code]}: ${ConnectError.from(err).rawMessage}`,
+  );
+
+/** Calls fn, and waits for the daemon to log the handshake it refused, with the reason; returns the reason. */
+async function refusedHandshake(fn: () => Promise<string>): Promise<string> {
+  const seen = () =>
+    stack.limiterd
+      .stderr()
+      .split("\n")
+      .filter((line) => line.includes("refused a client at the TLS handshake"));
+  const before = seen().length;
+  expect(await fn()).not.toBe("answered");
+  await waitFor("the refused handshake in the log", async () => seen().length > before);
+  return JSON.parse(seen()[before]!).error;
+}
+
+beforeAll(async () => {
+  certs = tempDir("mailcore-certs-");
+  await initCerts(certs, []);
+  [redis, postgres] = await Promise.all([startRedis(), startPostgres()]);
+  stack = await startStack({
+    certs,
+    redisUrl: redis.url,
+    workers: 1,
+    env: { DATABASE_URL: await postgres.newDatabase(), LANE_RATE: "1000" },
+  });
+  token = await stack.org("acme", "enterprise");
+}, 60_000);
+afterAll(async () => {
+  await stack?.stop();
+  await Promise.all([redis?.stop(), postgres?.stop()]);
+});
+
+describe("limiterd on mutual TLS, with Redis and PostgreSQL", () => {
+  test("the admin CLI with the admin certificate created the organization and its token", () => {
+    expect(token).toMatch(/^mc_/);
+  });
+
+  test("a send through the API is accepted and delivered", async () => {
+    const sent = await sendEmail(stack.apiUrls[0]!, token, {
+      from: "Acme <no-reply@acme.example>",
+      to: "jane@dest.example",
+      subject: "over TLS",
+      text: "Hello",
+    });
+    expect(sent.status).toBe(202);
+    await delivered(sent.body.id as string);
+  });
+
+  test("a send through SMTP is accepted and delivered", async () => {
+    const port = await freePort();
+    const smtp = runBun("cmd/smtp/index.ts", [], {
+      DATA_DIR: stack.dataDir,
+      LIMITER_URL: stack.limiterUrl,
+      API_URL: stack.apiUrls[0]!,
+      SMTP_PORT: String(port),
+      ...clientTlsEnv(certs, "front"),
+    });
+    try {
+      await waitFor(`smtp on ${port}`, async () => smtp.stderr().includes('"msg":"listening"'), 15_000);
+      const outcome = await viaNodemailer({
+        port,
+        user: "acme",
+        pass: token,
+        mailFrom: "bounces@acme.example",
+        to: ["joe@dest.example"],
+        from: "Acme <no-reply@acme.example>",
+        subject: "over TLS by SMTP",
+        text: "Hello",
+      });
+      expect(outcome.failure, outcome.transcript).toBeUndefined();
+      await delivered(outcome.queued!.id);
+    } finally {
+      await smtp.stop();
+    }
+  });
+
+  test("Connect and gRPC-Web work over TLS too (ALPN h2)", async () => {
+    const tls = roleTls("front");
+    for (const transport of [
+      createConnectTransport({ baseUrl: stack.limiterUrl, httpVersion: "2", nodeOptions: tls }),
+      createGrpcWebTransport({ baseUrl: stack.limiterUrl, httpVersion: "2", nodeOptions: tls }),
+    ]) {
+      expect((await createClient(Health, transport).check({})).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+      const directory = createClient(DirectoryService, transport);
+      expect(await codeOf(directory.createToken({ slug: "acme" }))).toMatch(/^PermissionDenied: /);
+    }
+  });
+});
+
+describe("refused", () => {
+  const createToken = (url: string, tls?: Partial<ClientTls>) =>
+    codeOf(limiterClients(url, tls as ClientTls).directory.createToken({ slug: "acme" }, { timeoutMs: 5_000 }));
+
+  test("cleartext h2c on the TLS port", async () => {
+    // Connect's client sees the connection closed; the daemon read the h2c preface as a broken handshake.
+    const url = stack.limiterUrl.replace("https:", "http:");
+    expect(await refusedHandshake(() => createToken(url))).toMatch(/WRONG_VERSION_NUMBER/);
+  });
+
+  test("TLS without a client certificate, with one from another CA, and with an expired one: at the handshake", async () => {
+    const ca = pem("ca.pem");
+    const stranger = await issueCert(await newCa("another CA"), { name: "stranger", roles: ["admin"] });
+    const expired = await issueCert(
+      { cert: ca.toString(), key: pem("ca.key").toString() },
+      {
+        name: "expired admin",
+        roles: ["admin"],
+        notBefore: new Date(Date.now() - 10 * 86_400_000),
+        notAfter: new Date(Date.now() - 86_400_000),
+      },
+    );
+    const withCert = (c: { cert: string; key: string }) => ({ ca, cert: Buffer.from(c.cert), key: Buffer.from(c.key) });
+    expect(await refusedHandshake(() => createToken(stack.limiterUrl, { ca }))).toMatch(
+      /PEER_DID_NOT_RETURN_A_CERTIFICATE/,
+    );
+    expect(await refusedHandshake(() => createToken(stack.limiterUrl, withCert(stranger)))).toBe(
+      "unable to verify the first certificate",
+    );
+    expect(await refusedHandshake(() => createToken(stack.limiterUrl, withCert(expired)))).toBe(
+      "certificate has expired",
+    );
+    // The admin certificate itself is let in: the refusals above were the certificates'.
+    expect(await createToken(stack.limiterUrl, roleTls("admin"))).toBe("answered");
+  });
+
+  test("a certificate without the RPC's role: permission_denied, logged with the RPC and the subject", async () => {
+    expect(await createToken(stack.limiterUrl, roleTls("front"))).toMatch(/^PermissionDenied: /);
+    const worker = limiterClients(stack.limiterUrl, roleTls("worker"));
+    expect(await codeOf(worker.admitBatch([{ token, clientIp: "192.0.2.1", withTags: false }], 5_000))).toMatch(
+      /^PermissionDenied: /,
+    );
+    expect(await codeOf(worker.limiter.admit({ token, clientIp: "192.0.2.1" }))).toMatch(/^PermissionDenied: /);
+    const admin = limiterClients(stack.limiterUrl, roleTls("admin"));
+    const lease = async () => {
+      for await (const _ of admin.delivery.lease({ maxInFlight: 1 }, { timeoutMs: 5_000 })) return;
+    };
+    expect(await codeOf(lease())).toMatch(/^PermissionDenied: /);
+    await waitFor("the refusals in the log", async () =>
+      stack.limiterd.stderr().includes("/mailcore.limiter.v1.DeliveryService/Lease"),
+    );
+    const refusals = stack.limiterd
+      .stderr()
+      .split("\n")
+      .filter((line) => line.includes("refused an RPC"));
+    expect(refusals.some((l) => l.includes("DirectoryService/CreateToken") && l.includes("CN=mailcore front"))).toBe(
+      true,
+    );
+    expect(refusals.some((l) => l.includes("LimiterService/AdmitBatch") && l.includes("CN=mailcore worker"))).toBe(
+      true,
+    );
+    expect(refusals.some((l) => l.includes("DeliveryService/Lease") && l.includes("CN=mailcore admin"))).toBe(true);
+    expect(refusals.some((l) => l.includes(token))).toBe(false);
+  });
+});
+
+describe("starting limiterd", () => {
+  const start = (env: Record<string, string>) =>
+    runBun("cmd/limiterd/index.ts", [], { DATA_DIR: tempDir(), LIMITER_HOST: "0.0.0.0", ...env });
+
+  test("refuses an address other than loopback without mutual TLS, naming the variables", async () => {
+    const r = await runToEnd("cmd/limiterd/index.ts", [], {
+      DATA_DIR: tempDir(),
+      LIMITER_HOST: "0.0.0.0",
+      LIMITER_PORT: String(await freePort()),
+    });
+    expect(r.code).toBe(2);
+    for (const name of [
+      "LIMITER_HOST",
+      "LIMITER_TLS_CERT",
+      "LIMITER_TLS_KEY",
+      "LIMITER_TLS_CLIENT_CA",
+      "LIMITER_INSECURE",
+    ])
+      expect(r.stderr).toContain(name);
+  });
+
+  test("LIMITER_INSECURE=1 starts it anyway, with a warning; mutual TLS starts it without one", async () => {
+    const insecure = start({ LIMITER_PORT: String(await freePort()), LIMITER_INSECURE: "1" });
+    const secure = start({
+      LIMITER_PORT: String(await freePort()),
+      LIMITER_TLS_CERT: join(certs, "daemon.pem"),
+      LIMITER_TLS_KEY: join(certs, "daemon.key"),
+      LIMITER_TLS_CLIENT_CA: join(certs, "ca.pem"),
+    });
+    try {
+      for (const p of [insecure, secure])
+        await waitFor("listening", async () => p.stderr().includes('"msg":"listening"'), 15_000);
+      expect(insecure.stderr()).toContain("LIMITER_INSECURE=1");
+      expect(secure.stderr()).not.toContain("LIMITER_INSECURE");
+    } finally {
+      await Promise.all([insecure.stop(), secure.stop()]);
+    }
+  }, 30_000);
+});
