@@ -23,6 +23,8 @@ const deps = {
     }
   },
   readStdin: () => Bun.stdin.text(),
+  // Loaded for certs init only: the X.509 library is a large import for every other command.
+  initCerts: async (dir: string, hosts: string[]) => (await import("../../internal/plane/certs")).initCerts(dir, hosts),
 };
 try {
   await runAdmin(process.argv.slice(2), deps, { out: (line) => console.log(line) });

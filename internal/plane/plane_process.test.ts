@@ -4,7 +4,8 @@
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync } from "node:fs";
+import { X509Certificate } from "node:crypto";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb";
 import { DirectoryService } from "../gen/mailcore/limiter/v1/limiter_pb";
@@ -237,3 +238,23 @@ describe("starting limiterd", () => {
     }
   }, 30_000);
 });
+
+test("certs init writes the CA, the daemon's and each role's pair, keys mode 0600, and never over a CA", async () => {
+  const dir = join(tempDir(), "certs");
+  const r = await runToEnd(
+    "cmd/admin/index.ts",
+    ["certs", "init", dir, "--host", "limiterd.internal", "--host", "10.0.0.7"],
+    {},
+  );
+  expect(r.code).toBe(0);
+  for (const name of ["ca", "daemon", "front", "worker", "admin"]) {
+    expect(statSync(join(dir, `${name}.key`)).mode & 0o777).toBe(0o600);
+    expect(existsSync(join(dir, `${name}.pem`))).toBe(true);
+  }
+  const daemon = new X509Certificate(readFileSync(join(dir, "daemon.pem")));
+  expect(daemon.subjectAltName).toBe("DNS:localhost, IP Address:127.0.0.1, DNS:limiterd.internal, IP Address:10.0.0.7");
+  const front = new X509Certificate(readFileSync(join(dir, "front.pem")));
+  expect(front.subjectAltName).toBe("URI:urn:mailcore:role:front");
+  const again = await runToEnd("cmd/admin/index.ts", ["certs", "init", dir], {});
+  expect([again.code, again.stderr]).toEqual([1, expect.stringContaining("already holds")]);
+}, 30_000);
