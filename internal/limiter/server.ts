@@ -64,12 +64,16 @@ export interface RpcOptions {
 /** The verified client certificate's holder, for handlers and interceptors (undefined without TLS). */
 export const PEER = createContextKey<Peer | undefined>(undefined, { description: "the client certificate's holder" });
 
+/** On a TLS port: the refusal of a call by its path, for the client (a call without a verified client is refused). */
+function refusal(authorize: Authorize, path: string, peer: Peer | undefined): ConnectError | undefined {
+  return peer ? authorize(path, peer) : new ConnectError("no verified client certificate", Code.PermissionDenied);
+}
+
 /** Refuses a call that the client's certificate does not allow, before any handler sees it. */
 function authorizing(authorize: Authorize): Interceptor {
   return (next) => async (req) => {
-    const peer = req.contextValues.get(PEER);
-    const refusal = peer && authorize(`/${req.service.typeName}/${req.method.name}`, peer);
-    if (refusal) throw refusal;
+    const refused = refusal(authorize, `/${req.service.typeName}/${req.method.name}`, req.contextValues.get(PEER));
+    if (refused) throw refused;
     return next(req);
   };
 }
@@ -101,8 +105,7 @@ export async function serveRpc(
     const method = raw[req.url];
     const type = req.headers["content-type"];
     if (method !== undefined && req.method === "POST" && parseContentType(type ?? null)?.binary === true) {
-      const peer = tls && peerOfRequest(req);
-      serveUnary(req, res, type!, method, peer ? tls.authorize(req.url, peer) : undefined);
+      serveUnary(req, res, type!, method, tls && refusal(tls.authorize, req.url, peerOfRequest(req)));
     } else {
       void connect(req, res);
     }
@@ -169,13 +172,13 @@ export function percentEncode(message: string): string {
   return out;
 }
 
-/** Answers one raw call; with refusal, answers that error without reading the request. */
+/** Answers one raw call; when refused, answers that error without reading the request. */
 function serveUnary(
   req: Http2ServerRequest,
   res: Http2ServerResponse,
   contentType: string,
   method: RawUnary,
-  refusal: ConnectError | undefined,
+  refused: ConnectError | undefined,
 ): void {
   let answered = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -191,8 +194,8 @@ function serveUnary(
   // Headers and trailers, no message: what Connect's handlers send for an error too.
   const fail = (err: ConnectError) =>
     answer(undefined, { "grpc-status": String(err.code), "grpc-message": percentEncode(err.rawMessage) });
-  if (refusal) {
-    fail(refusal);
+  if (refused) {
+    fail(refused);
     return;
   }
   const encoding = req.headers["grpc-encoding"];

@@ -67,7 +67,8 @@ beforeAll(async () => {
     certs,
     redisUrl: redis.url,
     workers: 1,
-    env: { DATABASE_URL: await postgres.newDatabase(), LANE_RATE: "1000" },
+    // Generous deadlines: the machine running the tests may be loaded.
+    env: { DATABASE_URL: await postgres.newDatabase(), LANE_RATE: "1000", LIMITER_TIMEOUT_MS: "5000" },
   });
   token = await stack.org("acme", "enterprise");
 }, 60_000);
@@ -90,7 +91,7 @@ describe("limiterd on mutual TLS, with Redis and PostgreSQL", () => {
     });
     expect(sent.status).toBe(202);
     await delivered(sent.body.id as string);
-  });
+  }, 30_000);
 
   test("a send through SMTP is accepted and delivered", async () => {
     const port = await freePort();
@@ -99,6 +100,7 @@ describe("limiterd on mutual TLS, with Redis and PostgreSQL", () => {
       LIMITER_URL: stack.limiterUrl,
       API_URL: stack.apiUrls[0]!,
       SMTP_PORT: String(port),
+      LIMITER_TIMEOUT_MS: "5000",
       ...clientTlsEnv(certs, "front"),
     });
     try {
@@ -118,7 +120,7 @@ describe("limiterd on mutual TLS, with Redis and PostgreSQL", () => {
     } finally {
       await smtp.stop();
     }
-  });
+  }, 30_000);
 
   test("Connect and gRPC-Web work over TLS too (ALPN h2)", async () => {
     const tls = roleTls("front");
@@ -130,7 +132,7 @@ describe("limiterd on mutual TLS, with Redis and PostgreSQL", () => {
       const directory = createClient(DirectoryService, transport);
       expect(await codeOf(directory.createToken({ slug: "acme" }))).toMatch(/^PermissionDenied: /);
     }
-  });
+  }, 30_000);
 });
 
 describe("refused", () => {
@@ -141,7 +143,7 @@ describe("refused", () => {
     // Connect's client sees the connection closed; the daemon read the h2c preface as a broken handshake.
     const url = stack.limiterUrl.replace("https:", "http:");
     expect(await refusedHandshake(() => createToken(url))).toMatch(/WRONG_VERSION_NUMBER/);
-  });
+  }, 30_000);
 
   test("TLS without a client certificate, with one from another CA, and with an expired one: at the handshake", async () => {
     const ca = pem("ca.pem");
@@ -167,7 +169,7 @@ describe("refused", () => {
     );
     // The admin certificate itself is let in: the refusals above were the certificates'.
     expect(await createToken(stack.limiterUrl, roleTls("admin"))).toBe("answered");
-  });
+  }, 30_000);
 
   test("a certificate without the RPC's role: permission_denied, logged with the RPC and the subject", async () => {
     expect(await createToken(stack.limiterUrl, roleTls("front"))).toMatch(/^PermissionDenied: /);
@@ -196,7 +198,7 @@ describe("refused", () => {
     );
     expect(refusals.some((l) => l.includes("DeliveryService/Lease") && l.includes("CN=mailcore admin"))).toBe(true);
     expect(refusals.some((l) => l.includes(token))).toBe(false);
-  });
+  }, 30_000);
 });
 
 describe("starting limiterd", () => {
@@ -218,7 +220,7 @@ describe("starting limiterd", () => {
       "LIMITER_INSECURE",
     ])
       expect(r.stderr).toContain(name);
-  });
+  }, 30_000);
 
   test("LIMITER_INSECURE=1 starts it anyway, with a warning; mutual TLS starts it without one", async () => {
     const insecure = start({ LIMITER_PORT: String(await freePort()), LIMITER_INSECURE: "1" });
