@@ -42,7 +42,7 @@ const hotKind = cfg.redisClusterNodes
     : `embedded (${embeddedHotFile(cfg.dataDir)})`;
 try {
   if (cfg.redisClusterNodes) hot = new RedisHot(await connectRedisCluster(cfg.redisClusterNodes));
-  else if (cfg.redisUrl) hot = new RedisHot(await connectRedis(cfg.redisUrl));
+  else if (cfg.redisUrl) hot = new RedisHot(await connectRedis(cfg.redisUrl, { tlsCa: cfg.redisTlsCa }));
   else hot = new EmbeddedHot(embeddedHotFile(cfg.dataDir));
 } catch (err) {
   log.error("cannot open the hot store", { store: hotKind, error: (err as Error).message });

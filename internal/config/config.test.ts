@@ -208,6 +208,16 @@ describe("the internal plane's TLS", () => {
     expect(() => limiterdConfig({ LIMITER_INSECURE: "yes" })).toThrow("LIMITER_INSECURE");
   });
 
+  test("REDIS_TLS_CA: the CA of a rediss:// server", () => {
+    const ca = join(dir, "ca.pem");
+    expect(limiterdConfig({ REDIS_URL: "rediss://redis.internal:6380", REDIS_TLS_CA: ca }).redisTlsCa).toBeInstanceOf(
+      Buffer,
+    );
+    expect(() => limiterdConfig({ REDIS_URL: "redis://redis.internal:6379", REDIS_TLS_CA: ca })).toThrow(
+      "REDIS_TLS_CA needs REDIS_URL=rediss://",
+    );
+  });
+
   test("clients: https:// with a client certificate, http:// without TLS variables", () => {
     const https = { LIMITER_URL: "https://limiterd.internal:7070" };
     expect(apiConfig({ ...https, ...frontTls }).limiterTls?.cert.toString()).toContain("BEGIN CERTIFICATE");

@@ -101,6 +101,8 @@ export function loadOrExit<T>(process_: string, load: () => T): T {
 export interface LimiterdConfig {
   dataDir: string;
   redisUrl: string | undefined;
+  /** REDIS_TLS_CA: the CA that verifies a rediss:// server; undefined: the system's CAs. */
+  redisTlsCa: Buffer | undefined;
   /** Seed nodes of a Redis Cluster for the hot store (instead of redisUrl). */
   redisClusterNodes: string[] | undefined;
   /** PostgreSQL for the records; unset: a SQLite file under dataDir. */
@@ -140,6 +142,8 @@ export function limiterdConfig(env: Env): LimiterdConfig {
   const redisClusterNodes = hostPortListVar(env, "REDIS_CLUSTER_NODES");
   if (redisUrl && redisClusterNodes)
     throw new ConfigError("set REDIS_URL (one Redis primary) or REDIS_CLUSTER_NODES (a Redis Cluster), not both");
+  const redisTlsCa = pemVar(env, "REDIS_TLS_CA");
+  if (redisTlsCa && !redisUrl?.startsWith("rediss:")) throw new ConfigError("REDIS_TLS_CA needs REDIS_URL=rediss://");
   const host = hostVar(env, "LIMITER_HOST", "127.0.0.1");
   const tls = limiterdTls(env);
   const insecure = intVar(env, "LIMITER_INSECURE", 0, 0, 1) === 1;
@@ -150,6 +154,7 @@ export function limiterdConfig(env: Env): LimiterdConfig {
   return {
     dataDir: dirVar(env, "DATA_DIR", "data"),
     redisUrl,
+    redisTlsCa,
     redisClusterNodes,
     databaseUrl: databaseUrl(env),
     host,

@@ -5,11 +5,14 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { X509Certificate } from "node:crypto";
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb";
 import { DirectoryService } from "../gen/mailcore/limiter/v1/limiter_pb";
+import { SQL } from "bun";
+import { connectRedis } from "../hotstore/redis/redis";
 import { limiterClients } from "../limiterclient/client";
+import { Db } from "../records/db";
 import { type PostgresServer, startPostgres } from "../testkit/postgres";
 import { viaNodemailer } from "../testkit/smtpclients";
 import {
@@ -25,12 +28,14 @@ import {
   tempDir,
   waitFor,
 } from "../testkit/testkit";
-import { initCerts, issueCert, newCa } from "./certs";
+import { type CertPem, initCerts, issueCert, newCa } from "./certs";
 import type { ClientTls, Role } from "./tls";
 
 let certs: string;
 let redis: RedisServer;
 let postgres: PostgresServer;
+let storesCa: CertPem;
+let database: string;
 let stack: Stack;
 let token: string;
 
@@ -62,13 +67,26 @@ async function refusedHandshake(fn: () => Promise<string>): Promise<string> {
 beforeAll(async () => {
   certs = tempDir("mailcore-certs-");
   await initCerts(certs, []);
-  [redis, postgres] = await Promise.all([startRedis(), startPostgres()]);
+  // The stores' own CA and certificate, as a managed Redis or PostgreSQL would have.
+  storesCa = await newCa("stores CA");
+  const stores = await issueCert(storesCa, { name: "stores", hosts: ["localhost", "127.0.0.1"] });
+  writeFileSync(join(certs, "stores-ca.pem"), storesCa.cert);
+  [redis, postgres] = await Promise.all([
+    startRedis({ tls: { ...stores, ca: storesCa.cert } }),
+    startPostgres({ tls: stores }),
+  ]);
+  database = await postgres.newDatabase();
   stack = await startStack({
     certs,
     redisUrl: redis.url,
     workers: 1,
     // Generous deadlines: the machine running the tests may be loaded.
-    env: { DATABASE_URL: await postgres.newDatabase(), LANE_RATE: "1000", LIMITER_TIMEOUT_MS: "5000" },
+    env: {
+      REDIS_TLS_CA: join(certs, "stores-ca.pem"),
+      DATABASE_URL: `${database}?sslmode=verify-full&sslrootcert=${join(certs, "stores-ca.pem")}`,
+      LANE_RATE: "1000",
+      LIMITER_TIMEOUT_MS: "5000",
+    },
   });
   token = await stack.org("acme", "enterprise");
 }, 60_000);
@@ -132,6 +150,45 @@ describe("limiterd on mutual TLS, with Redis and PostgreSQL", () => {
       const directory = createClient(DirectoryService, transport);
       expect(await codeOf(directory.createToken({ slug: "acme" }))).toMatch(/^PermissionDenied: /);
     }
+  }, 30_000);
+});
+
+describe("the stores over TLS", () => {
+  test("limiterd's records are on TLS connections to PostgreSQL (sslmode=verify-full), its hot state on rediss://", async () => {
+    // The Redis server takes TLS only (port 0), so the daemon's hot state reached it over TLS.
+    expect(redis.url).toStartWith("rediss://");
+    const sql = new SQL({ url: postgres.url, max: 1 });
+    try {
+      const [row] = await sql`SELECT count(*)::int AS n FROM pg_stat_ssl JOIN pg_stat_activity USING (pid)
+        WHERE datname = ${new URL(database).pathname.slice(1)} AND ssl`;
+      expect(row.n).toBeGreaterThan(0);
+    } finally {
+      await sql.close();
+    }
+  }, 30_000);
+
+  test("a store whose certificate the given CA did not sign is refused", async () => {
+    const other = Buffer.from((await newCa("another stores CA")).cert);
+    // ioredis reports the failed handshake as a closed connection; the right CA connects.
+    const tryRedis = (tlsCa: Buffer) =>
+      connectRedis(redis.url, { tlsCa, connectTimeoutMs: 5_000 }).then(
+        async (r) => {
+          await r.quit();
+          return "connected";
+        },
+        (e: Error) => e.message,
+      );
+    expect(await tryRedis(other)).toBe("Connection is closed.");
+    expect(await tryRedis(Buffer.from(storesCa.cert))).toBe("connected");
+    const otherFile = join(certs, "other-stores-ca.pem");
+    writeFileSync(otherFile, other);
+    const opened = Db.open({ url: `${database}?sslmode=verify-full&sslrootcert=${otherFile}`, sqliteFile: ":memory:" });
+    expect(
+      await opened.then(
+        () => "opened",
+        (e) => e.message,
+      ),
+    ).toBe("unable to verify the first certificate");
   }, 30_000);
 });
 

@@ -1,7 +1,7 @@
 // Helpers for tests that start real things: a redis-server of their own on a free port,
 // and the project's processes as separate `bun run cmd/...` processes.
 import { type Subprocess, spawn } from "bun";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -49,22 +49,34 @@ export interface RedisServer {
   stop(): Promise<void>;
 }
 
-/** Starts a redis-server of the test's own on a free port; with aof, every write is fsynced to an append-only file. */
-export async function startRedis(opts: { aof?: boolean } = {}): Promise<RedisServer> {
+/**
+ * Starts a redis-server of the test's own on a free port; with aof, every write is fsynced to an
+ * append-only file; with tls (PEM), it takes TLS connections only (rediss://), without client
+ * certificates.
+ */
+export async function startRedis(
+  opts: { aof?: boolean; tls?: { cert: string; key: string; ca: string } } = {},
+): Promise<RedisServer> {
   const port = await freePort();
   const dir = tempDir("mailcore-redis-");
   const persistence = opts.aof ? ["--appendonly", "yes", "--appendfsync", "always"] : ["--appendonly", "no"];
+  let listen = ["--port", String(port)];
+  let cliTls: string[] = [];
+  if (opts.tls) {
+    for (const [name, pem] of Object.entries(opts.tls)) writeFileSync(join(dir, `${name}.pem`), pem, { mode: 0o600 });
+    listen = ["--port", "0", "--tls-port", String(port), "--tls-auth-clients", "no"];
+    listen.push("--tls-cert-file", join(dir, "cert.pem"), "--tls-key-file", join(dir, "key.pem"));
+    listen.push("--tls-ca-cert-file", join(dir, "ca.pem"));
+    cliTls = ["--tls", "--cacert", join(dir, "ca.pem")];
+  }
   const start = async () => {
-    const p = spawn(
-      ["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", ...persistence, "--dir", dir],
-      {
-        stdout: "ignore",
-        stderr: "ignore",
-      },
-    );
+    const p = spawn(["redis-server", ...listen, "--bind", "127.0.0.1", "--save", "", ...persistence, "--dir", dir], {
+      stdout: "ignore",
+      stderr: "ignore",
+    });
     try {
       await waitFor(`redis-server on ${port}`, async () => {
-        const res = spawn(["redis-cli", "-p", String(port), "ping"], { stdout: "pipe", stderr: "ignore" });
+        const res = spawn(["redis-cli", ...cliTls, "-p", String(port), "ping"], { stdout: "pipe", stderr: "ignore" });
         return (await new Response(res.stdout).text()).trim() === "PONG";
       });
     } catch (err) {
@@ -76,7 +88,7 @@ export async function startRedis(opts: { aof?: boolean } = {}): Promise<RedisSer
   };
   let proc = await start();
   return {
-    url: `redis://127.0.0.1:${port}`,
+    url: `${opts.tls ? "rediss" : "redis"}://127.0.0.1:${port}`,
     port,
     async restart() {
       proc.kill("SIGKILL");
