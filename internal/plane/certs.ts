@@ -85,9 +85,11 @@ export async function initCerts(dir: string, hosts: string[]): Promise<string[]>
     ["daemon", await issueCert(ca, { name: "limiterd", hosts: ["localhost", "127.0.0.1", ...hosts] })],
   ];
   for (const role of ROLES) pairs.push([role, await issueCert(ca, { name: `mailcore ${role}`, roles: [role] })]);
+  // Each file ends with a line end, so that `cat old/ca.pem new/ca.pem` is a valid bundle (rotation).
+  const line = (pem: string) => (pem.endsWith("\n") ? pem : `${pem}\n`);
   for (const [name, pem] of pairs) {
-    writeFileSync(join(dir, `${name}.key`), pem.key, { mode: 0o600 });
-    writeFileSync(join(dir, `${name}.pem`), pem.cert, { mode: 0o644 });
+    writeFileSync(join(dir, `${name}.key`), line(pem.key), { mode: 0o600 });
+    writeFileSync(join(dir, `${name}.pem`), line(pem.cert), { mode: 0o644 });
   }
   return CERT_FILES.map((f) => join(dir, f));
 }

@@ -308,7 +308,8 @@ test("certs init writes the CA, the daemon's and each role's pair, keys mode 060
   expect(r.code).toBe(0);
   for (const name of ["ca", "daemon", "front", "worker", "admin"]) {
     expect(statSync(join(dir, `${name}.key`)).mode & 0o777).toBe(0o600);
-    expect(existsSync(join(dir, `${name}.pem`))).toBe(true);
+    // A line end at the end: `cat` of two CA files is a bundle that TLS reads (rotation).
+    expect(readFileSync(join(dir, `${name}.pem`), "utf8")).toEndWith("-----END CERTIFICATE-----\n");
   }
   const daemon = new X509Certificate(readFileSync(join(dir, "daemon.pem")));
   expect(daemon.subjectAltName).toBe("DNS:localhost, IP Address:127.0.0.1, DNS:limiterd.internal, IP Address:10.0.0.7");
