@@ -11,12 +11,14 @@ import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1
 import { DirectoryService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { SQL } from "bun";
 import { connectRedis } from "../hotstore/redis/redis";
+import { limiterTls } from "../config/config";
 import { limiterClients } from "../limiterclient/client";
 import { Db } from "../records/db";
 import { type PostgresServer, startPostgres } from "../testkit/postgres";
 import { viaNodemailer } from "../testkit/smtpclients";
 import {
   clientTlsEnv,
+  daemonTlsEnv,
   freePort,
   type RedisServer,
   runBun,
@@ -41,7 +43,7 @@ let token: string;
 
 const pem = (name: string) => readFileSync(join(certs, name));
 /** A client's TLS with the certificate of `role` from the stack's certificates. */
-const roleTls = (role: Role): ClientTls => ({ ca: pem("ca.pem"), cert: pem(`${role}.pem`), key: pem(`${role}.key`) });
+const roleTls = (role: Role): ClientTls => limiterTls(clientTlsEnv(certs, role), stack.limiterUrl)!;
 const delivered = (id: string) =>
   waitFor(`${id} in the sink`, async () => existsSync(join(stack.dataDir, "sink", `${id}.eml`)), 15_000);
 /** "answered", or the code of the error and its message, as "Code: message". */
@@ -283,9 +285,7 @@ describe("starting limiterd", () => {
     const insecure = start({ LIMITER_PORT: String(await freePort()), LIMITER_INSECURE: "1" });
     const secure = start({
       LIMITER_PORT: String(await freePort()),
-      LIMITER_TLS_CERT: join(certs, "daemon.pem"),
-      LIMITER_TLS_KEY: join(certs, "daemon.key"),
-      LIMITER_TLS_CLIENT_CA: join(certs, "ca.pem"),
+      ...daemonTlsEnv(certs),
     });
     try {
       for (const p of [insecure, secure])

@@ -180,6 +180,15 @@ export interface StackOptions {
   certs?: string;
 }
 
+/** limiterd's variables for mutual TLS with the certificates of an initCerts directory. */
+export function daemonTlsEnv(certs: string): Record<string, string> {
+  return {
+    LIMITER_TLS_CERT: join(certs, "daemon.pem"),
+    LIMITER_TLS_KEY: join(certs, "daemon.key"),
+    LIMITER_TLS_CLIENT_CA: join(certs, "ca.pem"),
+  };
+}
+
 /** The variables of a client of limiterd that holds the certificate of `role` from an initCerts directory. */
 export function clientTlsEnv(certs: string, role: Role): Record<string, string> {
   return {
@@ -209,13 +218,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const env: Record<string, string> = {
     ...base,
     LIMITER_PORT: String(limiterPort),
-    ...(opts.certs
-      ? {
-          LIMITER_TLS_CERT: join(opts.certs, "daemon.pem"),
-          LIMITER_TLS_KEY: join(opts.certs, "daemon.key"),
-          LIMITER_TLS_CLIENT_CA: join(opts.certs, "ca.pem"),
-        }
-      : {}),
+    ...(opts.certs ? daemonTlsEnv(opts.certs) : {}),
   };
   const limiterd = runBun("cmd/limiterd/index.ts", [], env);
   const apis: Proc[] = [];
