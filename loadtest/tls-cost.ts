@@ -23,7 +23,7 @@ import {
   tempDir,
   waitFor,
 } from "../internal/testkit/testkit";
-import { cleanupAll, cpuSeconds, installSignalHandlers, onExit, trackDir, trackProc } from "./procs";
+import { benchJson, cleanupAll, cpuSeconds, installSignalHandlers, onExit, trackDir, trackProc } from "./procs";
 import { table } from "./report";
 
 const num = (name: string, def: number) => Number(process.env[name] ?? def);
@@ -103,14 +103,10 @@ async function measure(d: Daemon): Promise<Window> {
   const cpu0 = cpuSeconds(d.pid) ?? 0;
   await marker("MEASURE_END");
   const daemonCpu = (cpuSeconds(d.pid) ?? cpu0) - cpu0;
-  const code = await gen.proc.exited;
-  await gen.drained;
-  const line = gen
-    .stdout()
-    .split("\n")
-    .find((l) => l.startsWith("BENCH_JSON "));
-  if (code !== 0 || !line) throw new Error(`admit-load exited ${code}: ${gen.stderr()}`);
-  const load = JSON.parse(line.slice("BENCH_JSON ".length));
+  const load = await benchJson<{ admissionsPerSecond: number; admissions: number; cpuSeconds: number; errors: number }>(
+    "admit-load",
+    gen,
+  );
   return {
     mode: d.mode,
     admissionsPerSecond: load.admissionsPerSecond,
