@@ -2,6 +2,7 @@
 // daemon's server certificate, and one client certificate per role. selfsigned (already used
 // for the development SMTP certificate) issues them: it signs with a given CA and writes URI
 // SANs, on @peculiar/x509 and WebCrypto, so no openssl command is needed.
+import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { isIP } from "node:net";
 import { join } from "node:path";
@@ -79,7 +80,11 @@ export async function initCerts(dir: string, hosts: string[]): Promise<string[]>
   const taken = CERT_FILES.filter((f) => existsSync(join(dir, f)));
   if (taken.length > 0) throw new Error(`${dir} already holds ${taken.join(", ")}: give a new directory`);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const ca = await newCa("mailcore internal CA");
+  // A name of its own for each CA: while two CAs are trusted together (rotation), TLS picks the
+  // issuer of a certificate by name, and two CAs of one name fail the other's signatures.
+  const ca = await newCa(
+    `mailcore internal CA ${new Date().toISOString().slice(0, 10)} ${randomBytes(4).toString("hex")}`,
+  );
   const pairs: [string, CertPem][] = [
     ["ca", ca],
     ["daemon", await issueCert(ca, { name: "limiterd", hosts: ["localhost", "127.0.0.1", ...hosts] })],
