@@ -133,7 +133,7 @@ export interface LimiterdConfig {
 }
 
 /** Whether an address LIMITER_HOST may take is reachable from this host only. */
-export function isLoopback(host: string): boolean {
+function isLoopback(host: string): boolean {
   return host === "localhost" || host === "::1" || (isIP(host) === 4 && host.startsWith("127."));
 }
 

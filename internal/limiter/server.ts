@@ -61,8 +61,8 @@ export interface RpcOptions {
   tls?: ServerTls & { authorize: Authorize; handshakeRefused(err: Error, remoteAddress: string | undefined): void };
 }
 
-/** The verified client certificate's holder, for handlers and interceptors (undefined without TLS). */
-export const PEER = createContextKey<Peer | undefined>(undefined, { description: "the client certificate's holder" });
+/** The verified client certificate's holder, for the authorizing interceptor (undefined without TLS). */
+const PEER = createContextKey<Peer | undefined>(undefined, { description: "the client certificate's holder" });
 
 /** On a TLS port: the refusal of a call by its path, for the client (a call without a verified client is refused). */
 function refusal(authorize: Authorize, path: string, peer: Peer | undefined): ConnectError | undefined {
@@ -88,14 +88,15 @@ export async function serveRpc(
   port: number,
   o: RpcOptions = {},
 ): Promise<RpcServer> {
-  // No compression: the daemon's messages are small and local; gzip cost more CPU than it saved.
   const tls = o.tls;
   /** Each TLS connection's verified client, read once when the connection is made. */
   const peers = new WeakMap<ServerHttp2Session, Peer>();
   const peerOfRequest = (req: Http2ServerRequest) => peers.get(req.stream.session as ServerHttp2Session);
+  // No compression: the daemon's messages are small and local; gzip cost more CPU than it saved.
   const connect = connectNodeAdapter({
     routes,
     acceptCompression: [],
+    // Authorization outermost: nothing else runs for a call the certificate does not allow.
     interceptors: tls ? [authorizing(tls.authorize), ...(o.interceptors ?? [])] : o.interceptors,
     shutdownSignal: o.shutdownSignal,
     contextValues: tls ? (req) => createContextValues().set(PEER, peerOfRequest(req as Http2ServerRequest)) : undefined,
