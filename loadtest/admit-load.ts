@@ -5,8 +5,10 @@
 // read the other processes' CPU over exactly that window; the result is one line
 // "BENCH_JSON {...}".
 // Usage: bun run loadtest/admit-load.ts <limiter url> <tokens file>
-//        env: WARMUP_MS, DURATION_MS, BATCH, INFLIGHT, IPS
+//        env: WARMUP_MS, DURATION_MS, BATCH, INFLIGHT, IPS; for an https:// url, the front's
+//        LIMITER_TLS_CA, LIMITER_TLS_CLIENT_CERT and LIMITER_TLS_CLIENT_KEY
 import { readFileSync } from "node:fs";
+import { limiterTls, loadOrExit } from "../internal/config/config";
 import { Verdict } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
 import { type AdmitCall, limiterClients } from "../internal/limiterclient/client";
 import { percentile } from "./report";
@@ -38,7 +40,10 @@ for (let b = 0; b < RING; b++) {
   batches.push(calls);
 }
 
-const { admitBatch } = limiterClients(url);
+const { admitBatch } = limiterClients(
+  url,
+  loadOrExit("admit-load", () => limiterTls(process.env, url)),
+);
 
 interface Stats {
   calls: number;

@@ -30,6 +30,7 @@ import { ensureK6, k6Version } from "./k6tool";
 import { type LatencyResult, runLatency } from "./latency";
 import {
   addShare,
+  benchJson,
   cleanupAll,
   type CpuReport,
   cpuWindow,
@@ -419,14 +420,7 @@ async function daemonPart(s: Settings, cores: number) {
   );
   await marker("MEASURE_END", (s.duration + 30) * 1000);
   const cpu = close();
-  const code = await gen.proc.exited;
-  await gen.drained;
-  const line = gen
-    .stdout()
-    .split("\n")
-    .find((l) => l.startsWith("BENCH_JSON "));
-  if (code !== 0 || !line) throw new Error(`admit-load exited ${code}: ${gen.stderr()}`);
-  const load = JSON.parse(line.slice("BENCH_JSON ".length)) as AdmitLoad;
+  const load = await benchJson<AdmitLoad>("admit-load", gen);
   addShare(cpu, "admit-load (the API's client)", load.cpuSeconds);
 
   // redis-benchmark: the same script, keys and ARGV as RedisStore, for one organization.

@@ -89,6 +89,18 @@ export function installSignalHandlers(): void {
   }
 }
 
+/** Waits for a load generator to exit and returns its one "BENCH_JSON {...}" line, parsed. */
+export async function benchJson<T>(what: string, p: Proc): Promise<T> {
+  const code = await p.proc.exited;
+  await p.drained;
+  const line = p
+    .stdout()
+    .split("\n")
+    .find((l) => l.startsWith("BENCH_JSON "));
+  if (code !== 0 || !line) throw new Error(`${what} exited ${code}: ${p.stderr()}`);
+  return JSON.parse(line.slice("BENCH_JSON ".length)) as T;
+}
+
 /** Runs a command to completion, bounded in time; returns its output. */
 export async function sh(cmd: string[], timeoutMs = 60_000): Promise<{ code: number; stdout: string; stderr: string }> {
   const p = spawn(cmd, { stdout: "pipe", stderr: "pipe", stdin: "ignore" });

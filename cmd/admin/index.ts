@@ -1,6 +1,6 @@
 // admin: the operator's command line, talking to limiterd (and, for migrate, to the records).
 import { explain, runAdmin } from "../../internal/admin/cli";
-import { databaseUrl, dirVar, limiterUrl, loadOrExit } from "../../internal/config/config";
+import { databaseUrl, dirVar, limiterTls, limiterUrl, loadOrExit } from "../../internal/config/config";
 import { limiterClients } from "../../internal/limiterclient/client";
 import { Db } from "../../internal/records/db";
 import { migrate } from "../../internal/records/migrations";
@@ -8,11 +8,12 @@ import { sqliteRecordsFile } from "../../internal/records/records";
 
 const cfg = loadOrExit("admin", () => ({
   limiterUrl: limiterUrl(process.env),
+  limiterTls: limiterTls(process.env, limiterUrl(process.env)),
   databaseUrl: databaseUrl(process.env),
   dataDir: dirVar(process.env, "DATA_DIR", "data"),
 }));
 const deps = {
-  clients: limiterClients(cfg.limiterUrl),
+  clients: limiterClients(cfg.limiterUrl, cfg.limiterTls),
   async migrate() {
     const db = await Db.open({ url: cfg.databaseUrl, sqliteFile: sqliteRecordsFile(cfg.dataDir) });
     try {
@@ -22,6 +23,8 @@ const deps = {
     }
   },
   readStdin: () => Bun.stdin.text(),
+  // Loaded for certs init only: the X.509 library is a large import for every other command.
+  initCerts: async (dir: string, hosts: string[]) => (await import("../../internal/plane/certs")).initCerts(dir, hosts),
 };
 try {
   await runAdmin(process.argv.slice(2), deps, { out: (line) => console.log(line) });

@@ -13,7 +13,7 @@ import { apiSite } from "../../internal/site/site";
 const log = logger("api");
 const cfg = loadOrExit("api", () => apiConfig(process.env));
 setLogFormat(cfg.logFormat);
-const clients = limiterClients(cfg.limiterUrl);
+const clients = limiterClients(cfg.limiterUrl, cfg.limiterTls);
 const validation = offloadedValidation({ workers: cfg.validationWorkers, timeoutMs: cfg.validationTimeoutMs });
 const deps = daemonDeps(clients, {
   timeoutMs: cfg.limiterTimeoutMs,

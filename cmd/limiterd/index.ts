@@ -12,6 +12,7 @@ import { connectRedis, connectRedisCluster, RedisHot } from "../../internal/hots
 import { limiterDaemon } from "../../internal/limiter/daemon";
 import { daemonInterceptors } from "../../internal/limiter/observe";
 import { serveRpc } from "../../internal/limiter/server";
+import { roleGate } from "../../internal/plane/roles";
 import { logger, setLogFormat } from "../../internal/log/log";
 import { laneName } from "../../internal/mail/policy";
 import { limiterMetrics, newRegistry, serveMetrics } from "../../internal/metrics/metrics";
@@ -41,7 +42,7 @@ const hotKind = cfg.redisClusterNodes
     : `embedded (${embeddedHotFile(cfg.dataDir)})`;
 try {
   if (cfg.redisClusterNodes) hot = new RedisHot(await connectRedisCluster(cfg.redisClusterNodes));
-  else if (cfg.redisUrl) hot = new RedisHot(await connectRedis(cfg.redisUrl));
+  else if (cfg.redisUrl) hot = new RedisHot(await connectRedis(cfg.redisUrl, { tlsCa: cfg.redisTlsCa }));
   else hot = new EmbeddedHot(embeddedHotFile(cfg.dataDir));
 } catch (err) {
   log.error("cannot open the hot store", { store: hotKind, error: (err as Error).message });
@@ -63,6 +64,13 @@ if (cfg.webhookScheduleDivisor !== 1) {
   log.warn("WEBHOOK_SCHEDULE_DIVISOR shortens the webhook retry schedule and disable window: for tests only", {
     divisor: cfg.webhookScheduleDivisor,
   });
+}
+
+if (cfg.insecure && !cfg.tls) {
+  log.warn(
+    "LIMITER_INSECURE=1: cleartext, and every RPC is served to anyone who reaches the port; set LIMITER_TLS_CERT, LIMITER_TLS_KEY and LIMITER_TLS_CLIENT_CA for mutual TLS",
+    { addr: `${cfg.host}:${cfg.port}` },
+  );
 }
 
 const registry = newRegistry("limiterd");
@@ -87,11 +95,17 @@ const daemon = limiterDaemon({
 const server = await serveRpc((router) => daemon.routes(router), cfg.host, cfg.port, {
   interceptors: daemonInterceptors({ log }),
   raw: daemon.raw,
+  tls: cfg.tls && {
+    ...cfg.tls,
+    authorize: roleGate(log),
+    handshakeRefused: (err, from) => log.warn("refused a client at the TLS handshake", { from, error: err.message }),
+  },
 });
 daemon.start();
 const metricsServer = serveMetrics(registry, cfg.metricsHost, cfg.metricsPort, log);
 log.info("listening", {
   addr: `${cfg.host}:${server.port}`,
+  tls: cfg.tls ? "mutual TLS, an RPC to its role only" : "cleartext",
   hot: hotKind,
   records: records.db.where,
   laneRate: cfg.laneRate,

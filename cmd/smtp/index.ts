@@ -28,7 +28,7 @@ if (files.source === "self-signed") {
   });
 }
 
-const { directory } = limiterClients(cfg.limiterUrl);
+const { directory } = limiterClients(cfg.limiterUrl, cfg.limiterTls);
 const registry = newRegistry("smtp");
 const server = submissionServer(
   {

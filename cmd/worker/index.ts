@@ -17,7 +17,7 @@ const cfg = loadOrExit("worker", () => workerConfig(process.env));
 setLogFormat(cfg.logFormat);
 const transport = cfg.relayUrl ? new SmtpRelay(cfg.relayUrl) : new FileSink(join(cfg.dataDir, "sink"));
 const registry = newRegistry("worker");
-const clients = limiterClients(cfg.limiterUrl);
+const clients = limiterClients(cfg.limiterUrl, cfg.limiterTls);
 const workerId = `${hostname()}:${process.pid}`;
 const metrics = workerMetrics(registry);
 const worker = new Worker(clients, transport, {

@@ -14,7 +14,11 @@ export const USAGE = `usage: bun run cmd/admin <command>
   user create <slug> <email>   adds a console user; reads the password from stdin
   lanes                        each lane's depth, release rate and oldest age
   migrate                      applies the records' pending migrations (limiterd does at start)
-environment: LIMITER_URL (default http://127.0.0.1:7070); migrate: DATABASE_URL or DATA_DIR`;
+  certs init <dir> [--host <name>]...   writes a CA and the certificates of limiterd (for
+                               localhost, 127.0.0.1 and each --host) and of the front, worker and
+                               admin roles, for mutual TLS between the processes; needs no daemon
+environment: LIMITER_URL (default http://127.0.0.1:7070; https:// with LIMITER_TLS_CA,
+  LIMITER_TLS_CLIENT_CERT, LIMITER_TLS_CLIENT_KEY); migrate: DATABASE_URL or DATA_DIR`;
 
 export class UsageError extends Error {}
 
@@ -46,6 +50,8 @@ export interface AdminDeps {
   migrate(): Promise<{ applied: number[]; version: number }>;
   /** Standard input, all of it (a new console user's password). */
   readStdin(): Promise<string>;
+  /** Writes the internal plane's certificates into dir; returns the files written. */
+  initCerts(dir: string, hosts: string[]): Promise<string[]>;
 }
 
 /** Runs one admin command against the daemon (or, for migrate, the records). Throws UsageError or ConnectError. */
@@ -54,14 +60,20 @@ export async function runAdmin(argv: string[], deps: AdminDeps, io: Output): Pro
   const { directory } = clients;
   const values = new Map<string, string | undefined>();
   const flags = new Set<string>();
+  const hosts: string[] = [];
   const args: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
-    if (VALUE_OPTIONS.has(a)) values.set(a, argv[++i]);
+    if (a === "--host") {
+      const host = argv[++i];
+      if (host === undefined || host === "") throw new UsageError("--host takes a host name or IP address");
+      hosts.push(host);
+    } else if (VALUE_OPTIONS.has(a)) values.set(a, argv[++i]);
     else if (SWITCHES.has(a)) flags.add(a);
     else if (a.startsWith("--")) throw new UsageError(`unknown option ${a}`);
     else args.push(a);
   }
+  if (hosts.length > 0 && args[0] !== "certs") throw new UsageError("--host goes with certs init only");
   const planArg = values.get("--plan");
   const need = (n: number) => {
     const words = Math.min(n, 2);
@@ -92,6 +104,11 @@ export async function runAdmin(argv: string[], deps: AdminDeps, io: Output): Pro
   }
 
   switch (`${args[0]} ${args[1]}`) {
+    case "certs init": {
+      need(3);
+      for (const file of await deps.initCerts(args[2]!, hosts)) io.out(`wrote ${file}`);
+      return;
+    }
     case "org create": {
       need(3);
       const res = await directory.createOrganization({ slug: args[2], plan: plan(planArg) });

@@ -1,7 +1,8 @@
-import { describe, expect, test } from "bun:test";
+import { beforeAll, describe, expect, test } from "bun:test";
 import { runToEnd } from "../testkit/testkit";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { initCerts } from "../plane/certs";
 import { tempDir } from "../testkit/testkit";
 import { apiConfig, ConfigError, limiterdConfig, smtpConfig, workerConfig } from "./config";
 
@@ -167,5 +168,73 @@ describe("configuration", () => {
         `smtp: configuration error: the TLS certificate ${cert} and key ${key} cannot be used`,
       );
     });
+  });
+});
+
+describe("the internal plane's TLS", () => {
+  let dir: string;
+  let daemonTls: Record<string, string>;
+  let frontTls: Record<string, string>;
+  beforeAll(async () => {
+    dir = tempDir();
+    await initCerts(dir, []);
+    daemonTls = {
+      LIMITER_TLS_CERT: join(dir, "daemon.pem"),
+      LIMITER_TLS_KEY: join(dir, "daemon.key"),
+      LIMITER_TLS_CLIENT_CA: join(dir, "ca.pem"),
+    };
+    frontTls = {
+      LIMITER_TLS_CA: join(dir, "ca.pem"),
+      LIMITER_TLS_CLIENT_CERT: join(dir, "front.pem"),
+      LIMITER_TLS_CLIENT_KEY: join(dir, "front.key"),
+    };
+  });
+
+  test("limiterd: the three variables together, read at start", () => {
+    expect(limiterdConfig({}).tls).toBeUndefined();
+    expect(limiterdConfig(daemonTls).tls?.clientCa.toString()).toContain("BEGIN CERTIFICATE");
+    expect(() => limiterdConfig({ LIMITER_TLS_CERT: daemonTls.LIMITER_TLS_CERT })).toThrow(
+      "LIMITER_TLS_CERT, LIMITER_TLS_KEY and LIMITER_TLS_CLIENT_CA go together",
+    );
+    expect(() => limiterdConfig({ ...daemonTls, LIMITER_TLS_KEY: join(dir, "front.key") })).toThrow(
+      "cannot be used together",
+    );
+  });
+
+  test("limiterd off loopback: mutual TLS, or LIMITER_INSECURE=1", () => {
+    for (const host of ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
+      expect(limiterdConfig({ LIMITER_HOST: host }).host).toBe(host);
+    for (const host of ["0.0.0.0", "::", "10.0.0.7"])
+      expect(() => limiterdConfig({ LIMITER_HOST: host })).toThrow(
+        `LIMITER_HOST=${host} is not a loopback address, and anyone who reaches the port could call every RPC: set LIMITER_TLS_CERT, LIMITER_TLS_KEY and LIMITER_TLS_CLIENT_CA (mutual TLS), or LIMITER_INSECURE=1`,
+      );
+    expect(limiterdConfig({ LIMITER_HOST: "0.0.0.0", LIMITER_INSECURE: "1" }).insecure).toBe(true);
+    expect(limiterdConfig({ LIMITER_HOST: "0.0.0.0", ...daemonTls }).insecure).toBe(false);
+    expect(() => limiterdConfig({ LIMITER_INSECURE: "yes" })).toThrow("LIMITER_INSECURE");
+  });
+
+  test("REDIS_TLS_CA: the CA of a rediss:// server", () => {
+    const ca = join(dir, "ca.pem");
+    expect(limiterdConfig({ REDIS_URL: "rediss://redis.internal:6380", REDIS_TLS_CA: ca }).redisTlsCa).toBeInstanceOf(
+      Buffer,
+    );
+    expect(() => limiterdConfig({ REDIS_URL: "redis://redis.internal:6379", REDIS_TLS_CA: ca })).toThrow(
+      "REDIS_TLS_CA needs REDIS_URL=rediss://",
+    );
+  });
+
+  test("clients: https:// with a client certificate, http:// without TLS variables", () => {
+    const https = { LIMITER_URL: "https://limiterd.internal:7070" };
+    expect(apiConfig({ ...https, ...frontTls }).limiterTls?.cert.toString()).toContain("BEGIN CERTIFICATE");
+    expect(workerConfig({}).limiterTls).toBeUndefined();
+    expect(() => workerConfig(https)).toThrow(
+      "LIMITER_URL=https:// needs LIMITER_TLS_CLIENT_CERT and LIMITER_TLS_CLIENT_KEY",
+    );
+    expect(() => smtpConfig(frontTls)).toThrow(
+      "LIMITER_TLS_CA, LIMITER_TLS_CLIENT_CERT and LIMITER_TLS_CLIENT_KEY need LIMITER_URL=https://host:port",
+    );
+    expect(() => apiConfig({ ...https, ...frontTls, LIMITER_TLS_CLIENT_KEY: join(dir, "ca.key") })).toThrow(
+      "cannot be used together",
+    );
   });
 });

@@ -1,6 +1,8 @@
-import { statSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { isIP } from "node:net";
 import { resolve } from "node:path";
+import { createSecureContext } from "node:tls";
+import type { ClientTls, ServerTls } from "../plane/tls";
 
 // Configuration comes from environment variables, each with a default, all validated at
 // start. A bad value is a ConfigError; the process prints its one line and exits 2.
@@ -99,6 +101,8 @@ export function loadOrExit<T>(process_: string, load: () => T): T {
 export interface LimiterdConfig {
   dataDir: string;
   redisUrl: string | undefined;
+  /** REDIS_TLS_CA: the CA that verifies a rediss:// server; undefined: the system's CAs. */
+  redisTlsCa: Buffer | undefined;
   /** Seed nodes of a Redis Cluster for the hot store (instead of redisUrl). */
   redisClusterNodes: string[] | undefined;
   /** PostgreSQL for the records; unset: a SQLite file under dataDir. */
@@ -122,6 +126,15 @@ export interface LimiterdConfig {
   dnsServer: string | undefined;
   /** Where links in mail (one-click unsubscribe) point: the API process as the world reaches it. */
   publicUrl: string;
+  /** Mutual TLS on the daemon's port; undefined: cleartext. */
+  tls: ServerTls | undefined;
+  /** LIMITER_INSECURE=1: cleartext on an address other than loopback, for a network isolated by other means. */
+  insecure: boolean;
+}
+
+/** Whether an address LIMITER_HOST may take is reachable from this host only. */
+function isLoopback(host: string): boolean {
+  return host === "localhost" || host === "::1" || (isIP(host) === 4 && host.startsWith("127."));
 }
 
 export function limiterdConfig(env: Env): LimiterdConfig {
@@ -129,12 +142,22 @@ export function limiterdConfig(env: Env): LimiterdConfig {
   const redisClusterNodes = hostPortListVar(env, "REDIS_CLUSTER_NODES");
   if (redisUrl && redisClusterNodes)
     throw new ConfigError("set REDIS_URL (one Redis primary) or REDIS_CLUSTER_NODES (a Redis Cluster), not both");
+  const redisTlsCa = pemVar(env, "REDIS_TLS_CA");
+  if (redisTlsCa && !redisUrl?.startsWith("rediss:")) throw new ConfigError("REDIS_TLS_CA needs REDIS_URL=rediss://");
+  const host = hostVar(env, "LIMITER_HOST", "127.0.0.1");
+  const tls = limiterdTls(env);
+  const insecure = intVar(env, "LIMITER_INSECURE", 0, 0, 1) === 1;
+  if (!isLoopback(host) && tls === undefined && !insecure)
+    throw new ConfigError(
+      `LIMITER_HOST=${host} is not a loopback address, and anyone who reaches the port could call every RPC: set LIMITER_TLS_CERT, LIMITER_TLS_KEY and LIMITER_TLS_CLIENT_CA (mutual TLS), or LIMITER_INSECURE=1 on a network isolated by other means`,
+    );
   return {
     dataDir: dirVar(env, "DATA_DIR", "data"),
     redisUrl,
+    redisTlsCa,
     redisClusterNodes,
     databaseUrl: databaseUrl(env),
-    host: hostVar(env, "LIMITER_HOST", "127.0.0.1"),
+    host,
     port: portVar(env, "LIMITER_PORT", 7070),
     laneRate: intVar(env, "LANE_RATE", 40, 1, 1_000),
     bounceCooldownMs: intVar(env, "BOUNCE_COOLDOWN_S", 3_600, 1, 365 * 86_400) * 1_000,
@@ -148,7 +171,59 @@ export function limiterdConfig(env: Env): LimiterdConfig {
     metricsPort: intVar(env, "LIMITER_METRICS_PORT", 0, 0, 65_535),
     dnsServer: dnsServerVar(env, "DNS_SERVER"),
     publicUrl: urlVar(env, "PUBLIC_URL", "http://127.0.0.1:8080", ["http", "https"])!,
+    tls,
+    insecure,
   };
+}
+
+/** A PEM file's contents, read at start. */
+function pemVar(env: Env, name: string): Buffer | undefined {
+  const path = existingFile(env, name);
+  return path === undefined ? undefined : readFileSync(path);
+}
+
+/** Checks that TLS can use the material together; a ConfigError naming the variables when it cannot. */
+function usableTls(names: string, material: { ca?: Buffer; cert: Buffer; key: Buffer }): void {
+  try {
+    createSecureContext(material);
+  } catch (err) {
+    throw new ConfigError(`${names} cannot be used together: ${(err as Error).message}`);
+  }
+}
+
+/** limiterd's mutual TLS: all three variables or none. */
+function limiterdTls(env: Env): ServerTls | undefined {
+  const names = "LIMITER_TLS_CERT, LIMITER_TLS_KEY and LIMITER_TLS_CLIENT_CA";
+  const cert = pemVar(env, "LIMITER_TLS_CERT");
+  const key = pemVar(env, "LIMITER_TLS_KEY");
+  const clientCa = pemVar(env, "LIMITER_TLS_CLIENT_CA");
+  if (cert === undefined && key === undefined && clientCa === undefined) return undefined;
+  if (cert === undefined || key === undefined || clientCa === undefined)
+    throw new ConfigError(`${names} go together: set all three (PEM files) or none (cleartext on loopback)`);
+  usableTls(names, { ca: clientCa, cert, key });
+  return { cert, key, clientCa };
+}
+
+/**
+ * A client's TLS to limiterd: with LIMITER_URL=https://, its certificate and key
+ * (LIMITER_TLS_CLIENT_CERT, LIMITER_TLS_CLIENT_KEY) and the CA that verifies the daemon
+ * (LIMITER_TLS_CA, else the system's); with http://, none of them.
+ */
+export function limiterTls(env: Env, limiterUrl: string): ClientTls | undefined {
+  const names = "LIMITER_TLS_CA, LIMITER_TLS_CLIENT_CERT and LIMITER_TLS_CLIENT_KEY";
+  const ca = pemVar(env, "LIMITER_TLS_CA");
+  const cert = pemVar(env, "LIMITER_TLS_CLIENT_CERT");
+  const key = pemVar(env, "LIMITER_TLS_CLIENT_KEY");
+  if (!limiterUrl.startsWith("https:")) {
+    if (ca || cert || key) throw new ConfigError(`${names} need LIMITER_URL=https://host:port`);
+    return undefined;
+  }
+  if (cert === undefined || key === undefined)
+    throw new ConfigError(
+      "LIMITER_URL=https:// needs LIMITER_TLS_CLIENT_CERT and LIMITER_TLS_CLIENT_KEY: limiterd takes no client without a certificate",
+    );
+  usableTls(names, { ca, cert, key });
+  return { ca, cert, key };
 }
 
 /** A DNS server: an IP address, optionally with a port (1.2.3.4:53, [::1]:5353). */
@@ -171,13 +246,14 @@ export function databaseUrl(env: Env): string | undefined {
 }
 
 export function limiterUrl(env: Env): string {
-  return urlVar(env, "LIMITER_URL", "http://127.0.0.1:7070", ["http"])!;
+  return urlVar(env, "LIMITER_URL", "http://127.0.0.1:7070", ["http", "https"])!;
 }
 
 export interface ApiConfig {
   host: string;
   port: number;
   limiterUrl: string;
+  limiterTls: ClientTls | undefined;
   limiterTimeoutMs: number;
   /** The deadline of an audience call: a batch of 1,000 upserts is a larger write than an admission. */
   audienceTimeoutMs: number;
@@ -198,6 +274,7 @@ export function apiConfig(env: Env): ApiConfig {
     host: hostVar(env, "API_HOST", "127.0.0.1"),
     port: portVar(env, "API_PORT", 8080),
     limiterUrl: limiterUrl(env),
+    limiterTls: limiterTls(env, limiterUrl(env)),
     limiterTimeoutMs: intVar(env, "LIMITER_TIMEOUT_MS", 1_000, 10, 60_000),
     audienceTimeoutMs: intVar(env, "AUDIENCE_TIMEOUT_MS", 10_000, 10, 120_000),
     trustProxy: ipListVar(env, "TRUST_PROXY"),
@@ -213,6 +290,7 @@ export function apiConfig(env: Env): ApiConfig {
 export interface WorkerConfig {
   dataDir: string;
   limiterUrl: string;
+  limiterTls: ClientTls | undefined;
   relayUrl: string | undefined;
   maxInFlight: number;
   /** Webhook attempts under way at once, apart from the mail deliveries. */
@@ -229,6 +307,7 @@ export function workerConfig(env: Env): WorkerConfig {
   return {
     dataDir: dirVar(env, "DATA_DIR", "data"),
     limiterUrl: limiterUrl(env),
+    limiterTls: limiterTls(env, limiterUrl(env)),
     relayUrl: urlVar(env, "SMTP_RELAY_URL", undefined, ["smtp", "smtps"]),
     maxInFlight: intVar(env, "WORKER_CONCURRENCY", 16, 1, 256),
     webhookConcurrency: intVar(env, "WEBHOOK_CONCURRENCY", 64, 1, 1_024),
@@ -247,6 +326,7 @@ export interface SmtpConfig {
   tlsKey: string | undefined;
   apiUrl: string;
   limiterUrl: string;
+  limiterTls: ClientTls | undefined;
   limiterTimeoutMs: number;
   dataDir: string;
   maxClients: number;
@@ -300,6 +380,7 @@ export function smtpConfig(env: Env): SmtpConfig {
     tlsKey,
     apiUrl: urlVar(env, "API_URL", "http://127.0.0.1:8080", ["http", "https"])!,
     limiterUrl: limiterUrl(env),
+    limiterTls: limiterTls(env, limiterUrl(env)),
     limiterTimeoutMs: intVar(env, "LIMITER_TIMEOUT_MS", 1_000, 10, 60_000),
     dataDir: dirVar(env, "DATA_DIR", "data"),
     maxClients: intVar(env, "SMTP_MAX_CLIENTS", 1_000, 1, 100_000),

@@ -1,14 +1,26 @@
-import { Code, type ConnectRouter, ConnectError, type Interceptor } from "@connectrpc/connect";
+import {
+  Code,
+  type ConnectRouter,
+  ConnectError,
+  createContextKey,
+  createContextValues,
+  type Interceptor,
+} from "@connectrpc/connect";
 import { parseContentType, parseTimeout } from "@connectrpc/connect/protocol-grpc";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import {
+  createSecureServer,
   createServer,
+  type Http2SecureServer,
   type Http2Server,
   type Http2ServerRequest,
   type Http2ServerResponse,
   type ServerHttp2Session,
   type ServerHttp2Stream,
 } from "node:http2";
+import type { TLSSocket } from "node:tls";
+import type { Authorize } from "../plane/roles";
+import { type Peer, peerOf, type ServerTls } from "../plane/tls";
 import { envelope, unenvelope } from "../wire/grpc";
 
 export interface RpcServer {
@@ -41,11 +53,34 @@ export interface RpcOptions {
    * without the interceptors; the same path in JSON, gRPC-Web or Connect goes to the router.
    */
   raw?: Record<string, RawUnary>;
+  /**
+   * Mutual TLS: only clients with a certificate from tls.clientCa get through the handshake
+   * (each one refused is told to handshakeRefused), and authorize decides, per call, whether
+   * the certificate's holder may make it.
+   */
+  tls?: ServerTls & { authorize: Authorize; handshakeRefused(err: Error, remoteAddress: string | undefined): void };
+}
+
+/** The verified client certificate's holder, for the authorizing interceptor (undefined without TLS). */
+const PEER = createContextKey<Peer | undefined>(undefined, { description: "the client certificate's holder" });
+
+/** On a TLS port: the refusal of a call by its path, for the client (a call without a verified client is refused). */
+function refusal(authorize: Authorize, path: string, peer: Peer | undefined): ConnectError | undefined {
+  return peer ? authorize(path, peer) : new ConnectError("no verified client certificate", Code.PermissionDenied);
+}
+
+/** Refuses a call that the client's certificate does not allow, before any handler sees it. */
+function authorizing(authorize: Authorize): Interceptor {
+  return (next) => async (req) => {
+    const refused = refusal(authorize, `/${req.service.typeName}/${req.method.name}`, req.contextValues.get(PEER));
+    if (refused) throw refused;
+    return next(req);
+  };
 }
 
 /**
- * Serves Connect, gRPC and gRPC-Web on one cleartext HTTP/2 port. node:http2, not
- * Bun.serve: gRPC needs trailers, which Bun.serve cannot send.
+ * Serves Connect, gRPC and gRPC-Web on one HTTP/2 port, cleartext or (with o.tls) mutual TLS
+ * only. node:http2, not Bun.serve: gRPC needs trailers, which Bun.serve cannot send.
  */
 export async function serveRpc(
   routes: (router: ConnectRouter) => void,
@@ -53,28 +88,44 @@ export async function serveRpc(
   port: number,
   o: RpcOptions = {},
 ): Promise<RpcServer> {
+  const tls = o.tls;
+  /** Each TLS connection's verified client, read once when the connection is made. */
+  const peers = new WeakMap<ServerHttp2Session, Peer>();
+  const peerOfRequest = (req: Http2ServerRequest) => peers.get(req.stream.session as ServerHttp2Session);
   // No compression: the daemon's messages are small and local; gzip cost more CPU than it saved.
   const connect = connectNodeAdapter({
     routes,
     acceptCompression: [],
-    interceptors: o.interceptors,
+    // Authorization outermost: nothing else runs for a call the certificate does not allow.
+    interceptors: tls ? [authorizing(tls.authorize), ...(o.interceptors ?? [])] : o.interceptors,
     shutdownSignal: o.shutdownSignal,
+    contextValues: tls ? (req) => createContextValues().set(PEER, peerOfRequest(req as Http2ServerRequest)) : undefined,
   });
   const raw = o.raw ?? {};
-  const server: Http2Server = createServer((req, res) => {
+  const handle = (req: Http2ServerRequest, res: Http2ServerResponse) => {
     const method = raw[req.url];
     const type = req.headers["content-type"];
     if (method !== undefined && req.method === "POST" && parseContentType(type ?? null)?.binary === true) {
-      serveUnary(req, res, type!, method);
+      serveUnary(req, res, type!, method, tls && refusal(tls.authorize, req.url, peerOfRequest(req)));
     } else {
       void connect(req, res);
     }
-  });
+  };
+  // allowHTTP1 off: a TLS client that does not negotiate h2 by ALPN is refused.
+  const server: Http2Server | Http2SecureServer = tls
+    ? createSecureServer(
+        { cert: tls.cert, key: tls.key, ca: tls.clientCa, requestCert: true, rejectUnauthorized: true },
+        handle,
+      )
+    : createServer(handle);
+  if (tls)
+    server.on("tlsClientError", (err: Error, socket: TLSSocket) => tls.handshakeRefused(err, socket.remoteAddress));
   /** Open sessions and the calls under way on each. */
   const sessions = new Map<ServerHttp2Session, number>();
   let closing = false;
   server.on("session", (session: ServerHttp2Session) => {
     sessions.set(session, 0);
+    if (tls) peers.set(session, peerOf((session.socket as TLSSocket).getPeerCertificate()));
     session.once("close", () => sessions.delete(session));
   });
   server.on("stream", (stream: ServerHttp2Stream) => {
@@ -122,7 +173,14 @@ export function percentEncode(message: string): string {
   return out;
 }
 
-function serveUnary(req: Http2ServerRequest, res: Http2ServerResponse, contentType: string, method: RawUnary): void {
+/** Answers one raw call; when refused, answers that error without reading the request. */
+function serveUnary(
+  req: Http2ServerRequest,
+  res: Http2ServerResponse,
+  contentType: string,
+  method: RawUnary,
+  refused: ConnectError | undefined,
+): void {
   let answered = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
   const answer = (message: Uint8Array | undefined, status: { "grpc-status": string; "grpc-message"?: string }) => {
@@ -137,6 +195,10 @@ function serveUnary(req: Http2ServerRequest, res: Http2ServerResponse, contentTy
   // Headers and trailers, no message: what Connect's handlers send for an error too.
   const fail = (err: ConnectError) =>
     answer(undefined, { "grpc-status": String(err.code), "grpc-message": percentEncode(err.rawMessage) });
+  if (refused) {
+    fail(refused);
+    return;
+  }
   const encoding = req.headers["grpc-encoding"];
   if (encoding !== undefined && encoding !== "identity") {
     fail(new ConnectError(`unsupported compression ${encoding}`, Code.Unimplemented));

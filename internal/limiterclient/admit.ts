@@ -13,6 +13,7 @@ import {
   type IncomingHttpHeaders,
   type IncomingHttpStatusHeader,
 } from "node:http2";
+import type { ClientTls } from "../plane/tls";
 import {
   ADMIT_BATCH_PATH,
   type Admission,
@@ -43,14 +44,15 @@ export interface AdmitBatchCaller {
  * again after it closed (a daemon that restarted sends GOAWAY; one that died closes it). No
  * pings: a call that reaches its deadline with nothing read on the connection since it began
  * closes the connection, so a daemon that vanished without a word is left on the next call.
+ * With tls, baseUrl is https:// and the connection is mutual TLS.
  */
-export function admitBatchCaller(baseUrl: string): AdmitBatchCaller {
+export function admitBatchCaller(baseUrl: string, tls?: ClientTls): AdmitBatchCaller {
   let session: ClientHttp2Session | undefined;
   /** When the connection last delivered a response (performance.now()). */
   let lastReadMs = 0;
   const open = (): ClientHttp2Session => {
     if (session && !session.closed && !session.destroyed) return session;
-    const s = connect(baseUrl);
+    const s = connect(baseUrl, tls);
     s.on("error", () => {}); // each stream under way fails with it
     const drop = () => {
       if (session === s) session = undefined;

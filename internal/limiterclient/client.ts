@@ -7,6 +7,7 @@ import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
 import { WebhookDeliveryService, WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
+import type { ClientTls } from "../plane/tls";
 import type { Admission, AdmitCall } from "../wire/admit";
 import { admitBatchCaller } from "./admit";
 
@@ -31,13 +32,14 @@ export interface LimiterClients {
 /**
  * gRPC clients of the daemon over one HTTP/2 connection, pinged while idle and re-established
  * by the session manager after the daemon restarts; AdmitBatch, the hot path, over a second
- * connection of its own (admit.ts).
+ * connection of its own (admit.ts). With tls, baseUrl is https:// and both connections are
+ * mutual TLS.
  */
-export function limiterClients(baseUrl: string): LimiterClients {
-  const session = new Http2SessionManager(baseUrl, { pingIntervalMs: 5_000, pingTimeoutMs: 2_000 });
+export function limiterClients(baseUrl: string, tls?: ClientTls): LimiterClients {
+  const session = new Http2SessionManager(baseUrl, { pingIntervalMs: 5_000, pingTimeoutMs: 2_000 }, tls);
   const transport = createGrpcTransport({ baseUrl, sessionManager: session, acceptCompression: [] });
   return {
-    admitBatch: admitBatchCaller(baseUrl),
+    admitBatch: admitBatchCaller(baseUrl, tls),
     limiter: createClient(LimiterService, transport),
     directory: createClient(DirectoryService, transport),
     health: createClient(Health, transport),

@@ -2,7 +2,7 @@
 // free port, as an unprivileged user when the tests run as root (PostgreSQL refuses root).
 // Never the machine's own server.
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { chownSync, existsSync, readdirSync, realpathSync, rmSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, readdirSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { freePort, tempDir, waitFor } from "./testkit";
 
@@ -45,7 +45,8 @@ export interface PostgresServer {
 
 let databases = 0;
 
-export async function startPostgres(): Promise<PostgresServer> {
+/** With tls, the server takes TLS connections with this certificate and key (PEM) as well as cleartext ones. */
+export async function startPostgres(opts: { tls?: { cert: string; key: string } } = {}): Promise<PostgresServer> {
   const bin = postgresBinDir();
   if (!bin)
     throw new Error("PostgreSQL's server binaries (initdb, postgres) are not installed: apt-get install -y postgresql");
@@ -60,6 +61,20 @@ export async function startPostgres(): Promise<PostgresServer> {
   };
   run("initdb", ["-D", data, "-A", "trust", "-U", "mailcore", "--no-sync", "-E", "UTF8", "--locale=C"]);
   const port = await freePort();
+  const tlsArgs: string[] = [];
+  if (opts.tls) {
+    // PostgreSQL reads a key only when its owner alone may read it.
+    for (const [name, pem] of [
+      ["server.crt", opts.tls.cert],
+      ["server.key", opts.tls.key],
+    ] as const) {
+      writeFileSync(join(dir, name), pem, { mode: 0o600 });
+      chmodSync(join(dir, name), 0o600);
+      if (user) chownSync(join(dir, name), user.uid, user.gid);
+    }
+    tlsArgs.push("-c", "ssl=on", "-c", `ssl_cert_file=${join(dir, "server.crt")}`);
+    tlsArgs.push("-c", `ssl_key_file=${join(dir, "server.key")}`);
+  }
   let proc: ChildProcess | undefined;
   const psql = (sql: string) =>
     run("psql", ["-h", "127.0.0.1", "-p", String(port), "-U", "mailcore", "-d", "postgres", "-tAc", sql]);
@@ -87,6 +102,7 @@ export async function startPostgres(): Promise<PostgresServer> {
               "full_page_writes=off",
               "-c",
               "max_connections=200",
+              ...tlsArgs,
             ],
             { stdio: "ignore", ...user },
           );

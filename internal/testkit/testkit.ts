@@ -1,11 +1,12 @@
 // Helpers for tests that start real things: a redis-server of their own on a free port,
 // and the project's processes as separate `bun run cmd/...` processes.
 import { type Subprocess, spawn } from "bun";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { withAllocatorEnv } from "../config/allocator";
+import type { Role } from "../plane/tls";
 
 export const REPO_ROOT = resolve(import.meta.dir, "../..");
 
@@ -48,22 +49,34 @@ export interface RedisServer {
   stop(): Promise<void>;
 }
 
-/** Starts a redis-server of the test's own on a free port; with aof, every write is fsynced to an append-only file. */
-export async function startRedis(opts: { aof?: boolean } = {}): Promise<RedisServer> {
+/**
+ * Starts a redis-server of the test's own on a free port; with aof, every write is fsynced to an
+ * append-only file; with tls (PEM), it takes TLS connections only (rediss://), without client
+ * certificates.
+ */
+export async function startRedis(
+  opts: { aof?: boolean; tls?: { cert: string; key: string; ca: string } } = {},
+): Promise<RedisServer> {
   const port = await freePort();
   const dir = tempDir("mailcore-redis-");
   const persistence = opts.aof ? ["--appendonly", "yes", "--appendfsync", "always"] : ["--appendonly", "no"];
+  let listen = ["--port", String(port)];
+  let cliTls: string[] = [];
+  if (opts.tls) {
+    for (const [name, pem] of Object.entries(opts.tls)) writeFileSync(join(dir, `${name}.pem`), pem, { mode: 0o600 });
+    listen = ["--port", "0", "--tls-port", String(port), "--tls-auth-clients", "no"];
+    listen.push("--tls-cert-file", join(dir, "cert.pem"), "--tls-key-file", join(dir, "key.pem"));
+    listen.push("--tls-ca-cert-file", join(dir, "ca.pem"));
+    cliTls = ["--tls", "--cacert", join(dir, "ca.pem")];
+  }
   const start = async () => {
-    const p = spawn(
-      ["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", ...persistence, "--dir", dir],
-      {
-        stdout: "ignore",
-        stderr: "ignore",
-      },
-    );
+    const p = spawn(["redis-server", ...listen, "--bind", "127.0.0.1", "--save", "", ...persistence, "--dir", dir], {
+      stdout: "ignore",
+      stderr: "ignore",
+    });
     try {
       await waitFor(`redis-server on ${port}`, async () => {
-        const res = spawn(["redis-cli", "-p", String(port), "ping"], { stdout: "pipe", stderr: "ignore" });
+        const res = spawn(["redis-cli", ...cliTls, "-p", String(port), "ping"], { stdout: "pipe", stderr: "ignore" });
         return (await new Response(res.stdout).text()).trim() === "PONG";
       });
     } catch (err) {
@@ -75,7 +88,7 @@ export async function startRedis(opts: { aof?: boolean } = {}): Promise<RedisSer
   };
   let proc = await start();
   return {
-    url: `redis://127.0.0.1:${port}`,
+    url: `${opts.tls ? "rediss" : "redis"}://127.0.0.1:${port}`,
     port,
     async restart() {
       proc.kill("SIGKILL");
@@ -163,6 +176,26 @@ export interface StackOptions {
   apis?: number;
   workers?: number;
   env?: Record<string, string>;
+  /** A directory written by initCerts: the daemon on mutual TLS, each process with its role's certificate. */
+  certs?: string;
+}
+
+/** limiterd's variables for mutual TLS with the certificates of an initCerts directory. */
+export function daemonTlsEnv(certs: string): Record<string, string> {
+  return {
+    LIMITER_TLS_CERT: join(certs, "daemon.pem"),
+    LIMITER_TLS_KEY: join(certs, "daemon.key"),
+    LIMITER_TLS_CLIENT_CA: join(certs, "ca.pem"),
+  };
+}
+
+/** The variables of a client of limiterd that holds the certificate of `role` from an initCerts directory. */
+export function clientTlsEnv(certs: string, role: Role): Record<string, string> {
+  return {
+    LIMITER_TLS_CA: join(certs, "ca.pem"),
+    LIMITER_TLS_CLIENT_CERT: join(certs, `${role}.pem`),
+    LIMITER_TLS_CLIENT_KEY: join(certs, `${role}.key`),
+  };
 }
 
 export async function waitHttpOk(url: string, timeoutMs = 10_000): Promise<void> {
@@ -173,7 +206,8 @@ export async function waitHttpOk(url: string, timeoutMs = 10_000): Promise<void>
 export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const dataDir = tempDir();
   const limiterPort = await freePort();
-  const limiterUrl = `http://127.0.0.1:${limiterPort}`;
+  const limiterUrl = `${opts.certs ? "https" : "http"}://127.0.0.1:${limiterPort}`;
+  const roleEnv = (role: Role) => (opts.certs ? clientTlsEnv(opts.certs, role) : {});
   const base = {
     DATA_DIR: dataDir,
     LIMITER_URL: limiterUrl,
@@ -181,24 +215,28 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     ...(opts.redisClusterNodes ? { REDIS_CLUSTER_NODES: opts.redisClusterNodes.join(",") } : {}),
     ...opts.env,
   };
-  const env: Record<string, string> = { ...base, LIMITER_PORT: String(limiterPort) };
+  const env: Record<string, string> = {
+    ...base,
+    LIMITER_PORT: String(limiterPort),
+    ...(opts.certs ? daemonTlsEnv(opts.certs) : {}),
+  };
   const limiterd = runBun("cmd/limiterd/index.ts", [], env);
   const apis: Proc[] = [];
   const workers: Proc[] = [];
   const startWorker = (extra: Record<string, string> = {}) => {
-    const w = runBun("cmd/worker/index.ts", [], { ...env, ...extra });
+    const w = runBun("cmd/worker/index.ts", [], { ...env, ...roleEnv("worker"), ...extra });
     workers.push(w);
     return w;
   };
   const apiUrls: string[] = [];
   for (let i = 0; i < (opts.apis ?? 1); i++) {
     const port = await freePort();
-    apis.push(runBun("cmd/api/index.ts", [], { ...base, API_PORT: String(port) }));
+    apis.push(runBun("cmd/api/index.ts", [], { ...base, ...roleEnv("front"), API_PORT: String(port) }));
     apiUrls.push(`http://127.0.0.1:${port}`);
   }
   for (const url of apiUrls) await waitHttpOk(`${url}/readyz`);
   for (let i = 0; i < (opts.workers ?? 0); i++) startWorker();
-  const admin = (...args: string[]) => runToEnd("cmd/admin/index.ts", args, base);
+  const admin = (...args: string[]) => runToEnd("cmd/admin/index.ts", args, { ...base, ...roleEnv("admin") });
   const stack: Stack = {
     limiterUrl,
     apiUrls,

@@ -14,11 +14,13 @@ import { RedisUsage } from "./usage";
 const FAST = { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: 1_000, lazyConnect: true } as const;
 
 /** Opens a connection to one Redis primary. */
-export async function connectRedis(url: string, connectTimeoutMs = 2_000): Promise<Redis> {
+export async function connectRedis(url: string, o: { connectTimeoutMs?: number; tlsCa?: Buffer } = {}): Promise<Redis> {
   const redis = new Redis(url, {
     ...FAST,
     enableAutoPipelining: true,
-    connectTimeout: connectTimeoutMs,
+    connectTimeout: o.connectTimeoutMs ?? 2_000,
+    // rediss:// alone verifies the server against the system's CAs; tlsCa replaces them.
+    ...(o.tlsCa ? { tls: { ca: o.tlsCa } } : {}),
     retryStrategy: (attempt) => Math.min(attempt * 100, 1_000),
   });
   redis.on("error", () => {}); // surfaced per command; the client reconnects by itself

@@ -1,0 +1,50 @@
+// Every RPC of every service in proto/ has a role, read from the generated descriptors, so an
+// RPC added later without one fails here (and is refused to everyone by the daemon).
+import { expect, test } from "bun:test";
+import type { DescFile } from "@bufbuild/protobuf";
+import type { PeerCertificate } from "node:tls";
+import { join } from "node:path";
+import { REPO_ROOT } from "../testkit/testkit";
+import { RPC_ROLES } from "./roles";
+import { peerOf } from "./tls";
+
+async function generatedRpcs(): Promise<string[]> {
+  const gen = join(REPO_ROOT, "internal/gen");
+  const paths: string[] = [];
+  for await (const file of new Bun.Glob("**/*_pb.ts").scan(gen)) {
+    for (const value of Object.values(await import(join(gen, file)))) {
+      if ((value as DescFile | undefined)?.kind !== "file") continue;
+      for (const service of (value as DescFile).services)
+        for (const method of service.methods) paths.push(`/${service.typeName}/${method.name}`);
+    }
+  }
+  return paths.sort();
+}
+
+test("every RPC in proto/ has exactly one role, and the table names no RPC that does not exist", async () => {
+  const rpcs = await generatedRpcs();
+  expect(rpcs.length).toBeGreaterThan(50);
+  expect(rpcs.filter((path) => !RPC_ROLES.has(path))).toEqual([]);
+  expect([...RPC_ROLES.keys()].sort()).toEqual(rpcs);
+});
+
+test("the roles of a handful of RPCs, as the operators' guide lists them", () => {
+  expect(RPC_ROLES.get("/mailcore.limiter.v1.LimiterService/AdmitBatch")).toBe("front");
+  expect(RPC_ROLES.get("/mailcore.limiter.v1.DirectoryService/VerifyToken")).toBe("front");
+  expect(RPC_ROLES.get("/mailcore.limiter.v1.DirectoryService/CreateToken")).toBe("admin");
+  expect(RPC_ROLES.get("/mailcore.limiter.v1.ConsoleService/CreateUser")).toBe("admin");
+  expect(RPC_ROLES.get("/mailcore.limiter.v1.ConsoleService/SignIn")).toBe("front");
+  expect(RPC_ROLES.get("/mailcore.limiter.v1.DeliveryService/Lease")).toBe("worker");
+  expect(RPC_ROLES.get("/mailcore.limiter.v1.WebhookDeliveryService/ReportWebhookAttempts")).toBe("worker");
+  expect(RPC_ROLES.get("/mailcore.limiter.v1.LaneService/GetLanes")).toBe("admin");
+});
+
+test("a certificate's roles are its role URI SANs; other names are not roles", () => {
+  const peer = peerOf({
+    subject: { CN: "mailcore front" },
+    subjectaltname:
+      "DNS:urn:mailcore:role:admin, URI:urn:mailcore:role:front, URI:urn:mailcore:role:root, URI:urn:mailcore:role:worker",
+  } as unknown as PeerCertificate);
+  expect([...peer.roles].sort()).toEqual(["front", "worker"]);
+  expect(peer.subject).toBe("CN=mailcore front");
+});
