@@ -198,7 +198,9 @@ export function clientTlsEnv(certs: string, role: Role): Record<string, string> 
   };
 }
 
-export async function waitHttpOk(url: string, timeoutMs = 10_000): Promise<void> {
+// A process starting on a loaded machine (CI runs several test files at once) can take well over
+// 10 s to answer its first request; this waits for readiness, it asserts no latency.
+export async function waitHttpOk(url: string, timeoutMs = 30_000): Promise<void> {
   await waitFor(url, async () => (await fetch(url)).ok, timeoutMs);
 }
 
