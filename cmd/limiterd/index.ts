@@ -74,9 +74,15 @@ if (cfg.insecure && !cfg.tls) {
 }
 
 const registry = newRegistry("limiterd");
-const metrics = limiterMetrics(registry, async () =>
-  (await hot.laneCounts(systemClock.nowMs())).map((c) => ({ lane: laneName(c.lane), depth: c.depth })),
-);
+const metrics = limiterMetrics(registry, {
+  lanes: async () =>
+    (await hot.laneCounts(systemClock.nowMs())).map((c) => ({
+      lane: laneName(c.lane),
+      depth: c.depth,
+      oldestAgeMs: c.oldestAgeMs,
+    })),
+  ready: () => hot.ping().then(() => true),
+});
 const daemon = limiterDaemon({
   hot,
   records,

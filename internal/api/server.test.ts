@@ -1,9 +1,10 @@
-// The HTTP front's own decisions, with the daemon's answers given: what a failure after
-// admission looks like.
+// The HTTP front's own decisions, with the daemon's answers given: what a failure before and
+// after admission looks like.
 import { create } from "@bufbuild/protobuf";
 import { expect, test } from "bun:test";
 import { AdmitResponseSchema, Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { logger } from "../log/log";
+import { apiMetrics, newRegistry } from "../metrics/metrics";
 import { apiHandler, type ApiDeps } from "./server";
 
 const admitted = create(AdmitResponseSchema, {
@@ -46,4 +47,14 @@ test("a daemon call that fails after admission is a 503 that still carries the r
     expect(res.headers.get("RateLimit")).toBe('"premium";r=699;t=1');
     expect(res.headers.get("RateLimit-Policy")).toBe('"premium";q=700;w=60');
   }
+});
+
+test("an admission the daemon cannot answer is a 503 LIMITER_UNAVAILABLE, counted as such", async () => {
+  const registry = newRegistry("api");
+  const deps = { admit: failing, log: logger("test") } as unknown as ApiDeps;
+  const handle = apiHandler(deps, undefined, apiMetrics(registry));
+  const res = await handle(new Request("http://api.test/api/v1/tags"), "127.0.0.1", "req_1");
+  expect(res.status).toBe(503);
+  expect(await res.json()).toMatchObject({ code: "LIMITER_UNAVAILABLE" });
+  expect(await registry.metrics()).toContain('mailcore_admissions_unavailable_total{process="api"} 1');
 });

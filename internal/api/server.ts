@@ -109,7 +109,7 @@ function messageJson(m: MessageInfo) {
 }
 
 /** The HTTP front: admission through the daemon, then the route. */
-export function apiHandler(deps: ApiDeps, site?: SiteHandler) {
+export function apiHandler(deps: ApiDeps, site?: SiteHandler, metrics?: ApiMetrics) {
   const admissionFailing = new FailureEpisode(deps.log, "admission");
   const sendFailing = new FailureEpisode(deps.log, "send");
 
@@ -244,6 +244,7 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler) {
       admissionFailing.succeeded();
     } catch (err) {
       admissionFailing.failed(err as Error); // every request is refused (503) meanwhile
+      metrics?.admissionsUnavailable.inc();
       return unavailable();
     }
     const headers: Headers_ = { ...rateLimitHeaders(admission), "X-Request-Id": requestId };
@@ -301,7 +302,7 @@ export interface ServeOptions {
 }
 
 export function serveApi(deps: ApiDeps, host: string, port: number, o: ServeOptions = {}): Server<undefined> {
-  const handle = observed(apiHandler(deps, o.site), o.metrics);
+  const handle = observed(apiHandler(deps, o.site, o.metrics), o.metrics);
   return Bun.serve({
     hostname: host,
     port,

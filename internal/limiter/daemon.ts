@@ -39,7 +39,7 @@ export interface DaemonOptions {
   /** Where links in mail (unsubscribe) point: PUBLIC_URL. */
   publicUrl: string;
   log: Logger;
-  /** Counts admissions and releases when set. */
+  /** Counts admissions, releases and the records writer's failures when set. */
   metrics?: LimiterMetrics;
 }
 
@@ -65,6 +65,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     owner: o.owner,
     retentionMs: o.retentionMs,
     log: o.log,
+    metrics: o.metrics,
   });
   const runtime = new MailRuntime();
   const refusals = new RefusalCounter(o.hot, o.clock, o.log);

@@ -1,6 +1,7 @@
 import type { Clock } from "../clock/clock";
 import type { OutboxStore, SingletonLeases } from "../hotstore/hotstore";
 import type { Logger } from "../log/log";
+import type { LimiterMetrics } from "../metrics/metrics";
 import { laneName } from "../mail/policy";
 import type { NewMessageEvent } from "../records/history";
 import type { Records } from "../records/records";
@@ -25,6 +26,8 @@ export interface RecordsWriterOptions {
   owner: string;
   retentionMs: number;
   log: Logger;
+  /** Counts the failed rounds by job when set. */
+  metrics?: Pick<LimiterMetrics, "recordsWriterFailures">;
 }
 
 /**
@@ -104,6 +107,7 @@ export class RecordsWriter {
         this.failing = undefined;
       }
     } catch (err) {
+      this.o.metrics?.recordsWriterFailures.inc({ job });
       if (this.failing === undefined)
         this.o.log.warn("records writer failing; the hot store keeps everything until it recovers", {
           job,

@@ -16,6 +16,7 @@ export function newRegistry(processName: string): Registry {
 export interface ApiMetrics {
   requests: client.Counter<"route" | "status">;
   duration: client.Histogram<"route">;
+  admissionsUnavailable: client.Counter;
 }
 
 export function apiMetrics(registry: Registry): ApiMetrics {
@@ -33,19 +34,39 @@ export function apiMetrics(registry: Registry): ApiMetrics {
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registers: [registry],
     }),
+    admissionsUnavailable: new client.Counter({
+      name: "mailcore_admissions_unavailable_total",
+      help: "Requests refused with 503 LIMITER_UNAVAILABLE because limiterd could not admit them in time",
+      registers: [registry],
+    }),
   };
 }
 
 export interface LimiterMetrics {
   admissions: client.Counter<"verdict">;
   released: client.Counter<"lane">;
+  recordsWriterFailures: client.Counter<"job">;
 }
 
-/** The daemon's metrics; lane depth is read from the store when scraped. */
-export function limiterMetrics(
-  registry: Registry,
-  laneDepths: () => Promise<{ lane: string; depth: number }[]>,
-): LimiterMetrics {
+/** What the daemon's gauges read from its store when scraped. */
+export interface LimiterGauges {
+  /** Each lane's messages waiting for release, and how long the oldest has waited. */
+  lanes(): Promise<{ lane: string; depth: number; oldestAgeMs: number }[]>;
+  /** Whether the daemon serves: its hot store answers (the health check's SERVING). */
+  ready(): Promise<boolean>;
+}
+
+/** The daemon's metrics; the lanes and readiness are read from the store when scraped. */
+export function limiterMetrics(registry: Registry, gauges: LimiterGauges): LimiterMetrics {
+  // Both lane gauges are collected at once on a scrape: they share one read of the store.
+  let reading: ReturnType<LimiterGauges["lanes"]> | undefined;
+  const lanes = () =>
+    (reading ??= gauges
+      .lanes()
+      .catch(() => [])
+      .finally(() => {
+        reading = undefined;
+      }));
   new client.Gauge({
     name: "mailcore_lane_depth",
     help: "Messages waiting for release, by lane",
@@ -53,7 +74,25 @@ export function limiterMetrics(
     registers: [registry],
     async collect() {
       this.reset();
-      for (const { lane, depth } of await laneDepths().catch(() => [])) this.set({ lane }, depth);
+      for (const { lane, depth } of await lanes()) this.set({ lane }, depth);
+    },
+  });
+  new client.Gauge({
+    name: "mailcore_lane_oldest_age_seconds",
+    help: "How long the oldest message waiting for release has waited, by lane (0: none waits)",
+    labelNames: ["lane"],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const { lane, oldestAgeMs } of await lanes()) this.set({ lane }, oldestAgeMs / 1_000);
+    },
+  });
+  new client.Gauge({
+    name: "mailcore_ready",
+    help: "1 when the daemon serves (its hot store answers), 0 when it does not",
+    registers: [registry],
+    async collect() {
+      this.set((await gauges.ready().catch(() => false)) ? 1 : 0);
     },
   });
   return {
@@ -67,6 +106,12 @@ export function limiterMetrics(
       name: "mailcore_lane_released_total",
       help: "Messages released by the lane schedulers, by lane",
       labelNames: ["lane"],
+      registers: [registry],
+    }),
+    recordsWriterFailures: new client.Counter({
+      name: "mailcore_records_writer_failures_total",
+      help: "Rounds of the records writer that failed (the hot store keeps what it could not write), by job",
+      labelNames: ["job"],
       registers: [registry],
     }),
   };

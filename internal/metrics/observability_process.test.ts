@@ -120,11 +120,16 @@ describe("observability of the running service", () => {
       sample(limiterd, 'mailcore_lane_released_total{lane="transactional",process="limiterd"}'),
     ).toBeGreaterThanOrEqual(2);
     expect(limiterd).toContain('mailcore_lane_depth{lane="bulk",process="limiterd"} 0');
+    expect(limiterd).toContain('mailcore_lane_oldest_age_seconds{lane="bulk",process="limiterd"} 0');
+    expect(sample(limiterd, 'mailcore_ready{process="limiterd"}')).toBe(1);
+    expect(limiterd).toContain("# TYPE mailcore_records_writer_failures_total counter");
+    expect(api).toContain("# TYPE mailcore_admissions_unavailable_total counter");
     const smtpText = await scrape(ports.smtpMetrics);
     expect(sample(smtpText, 'mailcore_smtp_replies_total{code="250",process="smtp"}')).toBe(1);
     expect(sample(smtpText, 'mailcore_smtp_replies_total{code="235",process="smtp"}')).toBe(1);
     const worker = await scrape(ports.worker);
     expect(sample(worker, 'mailcore_deliveries_total{outcome="delivered",process="worker"}')).toBeGreaterThanOrEqual(2);
+    expect(worker).toContain("# TYPE mailcore_webhook_attempts_total counter");
     for (const text of [api, limiterd, smtpText, worker]) expect(text).toContain("process_cpu_seconds_total");
   });
 

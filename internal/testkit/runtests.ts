@@ -19,6 +19,8 @@ const TOOLS: Record<string, { check: string; pkg: string }> = {
   },
   // The console's end-to-end tests drive Debian's Chromium through playwright-core.
   chromium: { check: "test -x /usr/bin/chromium", pkg: "chromium" },
+  // The alert rules' tests run promtool (check rules, test rules); Debian ships it with Prometheus.
+  promtool: { check: "command -v promtool", pkg: "prometheus" },
 };
 const has = (tool: string) => spawnSync(["sh", "-c", `${TOOLS[tool]!.check} >/dev/null 2>&1`]).exitCode === 0;
 
