@@ -6,7 +6,7 @@ import { offloadedValidation } from "../../internal/api/validation";
 import { apiConfig, loadOrExit } from "../../internal/config/config";
 import { limiterClients } from "../../internal/limiterclient/client";
 import { logger, setLogFormat } from "../../internal/log/log";
-import { apiMetrics, newRegistry, serveMetrics } from "../../internal/metrics/metrics";
+import { apiMetrics, certificateExpiry, newRegistry, serveMetrics } from "../../internal/metrics/metrics";
 import { exitGracefully } from "../../internal/shutdown/shutdown";
 import { apiSite } from "../../internal/site/site";
 
@@ -29,6 +29,7 @@ const site = apiSite(
   deps.admit,
 );
 const registry = newRegistry("api");
+certificateExpiry(registry, { LIMITER_TLS_CLIENT_CERT: cfg.limiterTls?.cert, LIMITER_TLS_CA: cfg.limiterTls?.ca });
 const server = serveApi(deps, cfg.host, cfg.port, { metrics: apiMetrics(registry), site });
 const metricsServer = serveMetrics(registry, cfg.metricsHost, cfg.metricsPort, log);
 log.info("listening", { url: `http://${cfg.host}:${server.port}`, limiter: cfg.limiterUrl });

@@ -15,7 +15,7 @@ import { serveRpc } from "../../internal/limiter/server";
 import { roleGate } from "../../internal/plane/roles";
 import { logger, setLogFormat } from "../../internal/log/log";
 import { laneName } from "../../internal/mail/policy";
-import { limiterMetrics, newRegistry, serveMetrics } from "../../internal/metrics/metrics";
+import { certificateExpiry, limiterMetrics, newRegistry, serveMetrics } from "../../internal/metrics/metrics";
 import { Records, sqliteRecordsFile } from "../../internal/records/records";
 import { exitGracefully } from "../../internal/shutdown/shutdown";
 import { webhookRetryPolicy } from "../../internal/webhooks/schedule";
@@ -74,6 +74,7 @@ if (cfg.insecure && !cfg.tls) {
 }
 
 const registry = newRegistry("limiterd");
+certificateExpiry(registry, { LIMITER_TLS_CERT: cfg.tls?.cert, LIMITER_TLS_CLIENT_CA: cfg.tls?.clientCa });
 const metrics = limiterMetrics(registry, {
   lanes: async () =>
     (await hot.laneCounts(systemClock.nowMs())).map((c) => ({

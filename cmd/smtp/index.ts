@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { loadOrExit, smtpConfig } from "../../internal/config/config";
 import { limiterClients } from "../../internal/limiterclient/client";
 import { logger, setLogFormat } from "../../internal/log/log";
-import { newRegistry, serveMetrics, smtpMetrics } from "../../internal/metrics/metrics";
+import { certificateExpiry, newRegistry, serveMetrics, smtpMetrics } from "../../internal/metrics/metrics";
 import { exitGracefully } from "../../internal/shutdown/shutdown";
 import { apiClient } from "../../internal/smtp/api";
 import { submissionServer } from "../../internal/smtp/server";
@@ -30,6 +30,11 @@ if (files.source === "self-signed") {
 
 const { directory } = limiterClients(cfg.limiterUrl, cfg.limiterTls);
 const registry = newRegistry("smtp");
+certificateExpiry(registry, {
+  LIMITER_TLS_CLIENT_CERT: cfg.limiterTls?.cert,
+  LIMITER_TLS_CA: cfg.limiterTls?.ca,
+  SMTP_TLS_CERT: tls.cert,
+});
 const server = submissionServer(
   {
     verifyToken: async (token) => {

@@ -1,6 +1,7 @@
 // Prometheus metrics (prom-client): every metric name of docs/operations.md ("Metrics") is defined
 // here, once, per process, each on the process's own registry with the default process
 // metrics (CPU, memory, event-loop lag, file descriptors).
+import { X509Certificate } from "node:crypto";
 import client from "prom-client";
 import type { Logger } from "../log/log";
 
@@ -11,6 +12,31 @@ export function newRegistry(processName: string): Registry {
   registry.setDefaultLabels({ process: processName });
   client.collectDefaultMetrics({ register: registry });
   return registry;
+}
+
+/** The certificates in a PEM file (a CA file may be a bundle: during a rotation it holds two). */
+function pemCertificates(pem: Buffer | string): X509Certificate[] {
+  const blocks = String(pem).match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+  return blocks.map((b) => new X509Certificate(b));
+}
+
+/**
+ * When each certificate the process was started with expires, as a Unix time, by the variable
+ * that named its file (certificates are read at start, so the value holds until a restart). A
+ * bundle reports its latest expiry: during a CA rotation the new CA is the one that counts.
+ */
+export function certificateExpiry(registry: Registry, files: Record<string, Buffer | string | undefined>): void {
+  const gauge = new client.Gauge({
+    name: "mailcore_tls_certificate_expiry_seconds",
+    help: "When a certificate this process was started with expires (Unix time), by the variable naming its file",
+    labelNames: ["file"],
+    registers: [registry],
+  });
+  for (const [file, pem] of Object.entries(files)) {
+    if (pem === undefined) continue;
+    const expiries = pemCertificates(pem).map((c) => Date.parse(c.validTo) / 1_000);
+    if (expiries.length > 0) gauge.set({ file }, Math.max(...expiries));
+  }
 }
 
 export interface ApiMetrics {
