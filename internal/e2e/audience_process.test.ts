@@ -1,6 +1,9 @@
 // The audience endpoints end to end: limiterd, an API process and a worker, each started with
-// `bun run`, on the embedded store, over real HTTP.
+// `bun run`, on the embedded store, over real HTTP. The subscriber calls go through the typed
+// client where the test reads answers; the tests of raw statuses, headers and malformed input
+// keep fetch.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { MailcoreClient, type RequestInput } from "../apiclient/client";
 import { type Stack, startStack, waitFor } from "../testkit/testkit";
 
 interface Answer {
@@ -19,8 +22,9 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-/** A client of one organization's token. */
+/** A client of one organization's token: raw calls, and the typed client as `typed`. */
 function client(token: string) {
+  const typed = new MailcoreClient({ baseUrl: stack.apiUrls[0]!, token });
   const call = async (method: string, path: string, body?: unknown, raw?: string): Promise<Answer> => {
     const res = await fetch(`${stack.apiUrls[0]}${path}`, {
       method,
@@ -35,12 +39,14 @@ function client(token: string) {
   };
   return {
     call,
+    typed,
     get: (path: string) => call("GET", path),
     post: (path: string, body: unknown) => call("POST", path, body),
-    events: async (ref: string) =>
-      ((await call("GET", `/api/v1/subscribers/${encodeURIComponent(ref)}/events?limit=100`)).body.data as Json[]).map(
-        (e) => e.type,
-      ),
+    events: async (ref: string) => {
+      const { data, error } = await typed.call("listSubscriberEvents", { path: { id: ref }, query: { limit: 100 } });
+      if (error) throw error;
+      return data.data.map((e): string => e.type);
+    },
   };
 }
 
@@ -108,21 +114,26 @@ describe("subscribers through the API", () => {
   });
 
   test("PATCH, tags added and removed, unsubscribe and resubscribe, DELETE", async () => {
-    const { body } = await api.post("/api/v1/subscribers", { email: "pat@aud.example" });
-    const path = `/api/v1/subscribers/${body.id}`;
-    expect((await api.call("PATCH", path, { name: "Pat", status: "unsubscribed" })).body).toMatchObject({
-      name: "Pat",
-      status: "unsubscribed",
-    });
+    const { typed } = api;
+    const { data: made } = await typed.call("upsertSubscriber", { body: { email: "pat@aud.example" } });
+    const id = made!.id;
+    const path = `/api/v1/subscribers/${id}`;
     expect(
-      (await api.post("/api/v1/subscribers", { email: "pat@aud.example", status: "subscribed" })).body,
+      (await typed.call("updateSubscriber", { path: { id }, body: { name: "Pat", status: "unsubscribed" } })).data,
+    ).toMatchObject({ name: "Pat", status: "unsubscribed" });
+    expect(
+      (await typed.call("upsertSubscriber", { body: { email: "pat@aud.example", status: "subscribed" } })).data,
     ).toMatchObject({ status: "unsubscribed" });
-    expect((await api.post("/api/v1/subscribers", { email: "pat@aud.example", resubscribe: true })).body).toMatchObject(
-      { status: "subscribed" },
-    );
-    expect((await api.post(`${path}/tags`, { tags: ["a", "b c"] })).body).toMatchObject({ tags: ["a", "b c"] });
-    expect((await api.call("DELETE", `${path}/tags`, { tags: ["a"] })).body).toMatchObject({ tags: ["b c"] });
-    expect(await api.events(body.id as string)).toEqual([
+    expect(
+      (await typed.call("upsertSubscriber", { body: { email: "pat@aud.example", resubscribe: true } })).data,
+    ).toMatchObject({ status: "subscribed" });
+    expect((await typed.call("addSubscriberTags", { path: { id }, body: { tags: ["a", "b c"] } })).data).toMatchObject({
+      tags: ["a", "b c"],
+    });
+    expect((await typed.call("removeSubscriberTags", { path: { id }, body: { tags: ["a"] } })).data).toMatchObject({
+      tags: ["b c"],
+    });
+    expect(await api.events(id)).toEqual([
       "tag.removed",
       "tag.added",
       "tag.added",
@@ -135,9 +146,9 @@ describe("subscribers through the API", () => {
       code: "VALIDATION_FAILED",
       field: "email",
     });
-    expect((await api.call("DELETE", path)).status).toBe(204);
-    expect((await api.get(path)).status).toBe(404);
-    expect((await api.call("DELETE", path)).status).toBe(404);
+    expect((await typed.call("deleteSubscriber", { path: { id } })).response.status).toBe(204);
+    expect((await typed.call("getSubscriber", { path: { id } })).error?.status).toBe(404);
+    expect((await typed.call("deleteSubscriber", { path: { id } })).error?.status).toBe(404);
   });
 
   test("tags: created with POST (201, then 200), counted, deleted from every subscriber", async () => {
@@ -153,21 +164,23 @@ describe("subscribers through the API", () => {
   });
 
   test("list: newest first, filters, pages", async () => {
+    const { typed } = api;
     for (let i = 0; i < 5; i++)
-      await api.post("/api/v1/subscribers", { email: `list${i}@list.aud.example`, tags: i % 2 ? ["odd"] : [] });
-    const first = await api.get("/api/v1/subscribers?email=list&limit=2");
-    expect((first.body.data as Json[]).map((s) => s.email)).toEqual([
-      "list4@list.aud.example",
-      "list3@list.aud.example",
-    ]);
-    const second = await api.get(`/api/v1/subscribers?email=list&limit=2&cursor=${first.body.nextCursor}`);
-    expect((second.body.data as Json[]).map((s) => s.email)).toEqual([
-      "list2@list.aud.example",
-      "list1@list.aud.example",
-    ]);
-    const odd = await api.get("/api/v1/subscribers?tag=odd");
-    expect((odd.body.data as Json[]).map((s) => s.email)).toEqual(["list3@list.aud.example", "list1@list.aud.example"]);
-    expect(odd.body.nextCursor).toBeNull();
+      await typed.call("upsertSubscriber", {
+        body: { email: `list${i}@list.aud.example`, tags: i % 2 ? ["odd"] : [] },
+      });
+    const list = async (query: RequestInput<"listSubscribers">["query"]) => {
+      const { data, error } = await typed.call("listSubscribers", { query });
+      if (error) throw error;
+      return data;
+    };
+    const first = await list({ email: "list", limit: 2 });
+    expect(first.data.map((s) => s.email)).toEqual(["list4@list.aud.example", "list3@list.aud.example"]);
+    const second = await list({ email: "list", limit: 2, cursor: first.nextCursor ?? undefined });
+    expect(second.data.map((s) => s.email)).toEqual(["list2@list.aud.example", "list1@list.aud.example"]);
+    const odd = await list({ tag: "odd" });
+    expect(odd.data.map((s) => s.email)).toEqual(["list3@list.aud.example", "list1@list.aud.example"]);
+    expect(odd.nextCursor).toBeNull();
   });
 
   test("another organization's subscriber is a 404 and never its data", async () => {
