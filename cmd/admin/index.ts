@@ -1,10 +1,7 @@
 // admin: the operator's command line, talking to limiterd (and, for migrate, to the records).
+// Each command loads only the modules it uses: a call costs little CPU, and scripts make many.
 import { explain, runAdmin } from "../../internal/admin/cli";
 import { databaseUrl, dirVar, limiterTls, limiterUrl, loadOrExit } from "../../internal/config/config";
-import { limiterClients } from "../../internal/limiterclient/client";
-import { Db } from "../../internal/records/db";
-import { migrate } from "../../internal/records/migrations";
-import { sqliteRecordsFile } from "../../internal/records/records";
 
 const cfg = loadOrExit("admin", () => ({
   limiterUrl: limiterUrl(process.env),
@@ -13,8 +10,12 @@ const cfg = loadOrExit("admin", () => ({
   dataDir: dirVar(process.env, "DATA_DIR", "data"),
 }));
 const deps = {
-  clients: limiterClients(cfg.limiterUrl, cfg.limiterTls),
+  transport: async () =>
+    (await import("../../internal/limiterclient/transport")).limiterTransport(cfg.limiterUrl, cfg.limiterTls),
   async migrate() {
+    const { Db } = await import("../../internal/records/db");
+    const { migrate } = await import("../../internal/records/migrations");
+    const { sqliteRecordsFile } = await import("../../internal/records/records");
     const db = await Db.open({ url: cfg.databaseUrl, sqliteFile: sqliteRecordsFile(cfg.dataDir) });
     try {
       return await migrate(db);
@@ -23,6 +24,7 @@ const deps = {
     }
   },
   readStdin: () => Bun.stdin.text(),
+  readFile: (path: string) => Bun.file(path).text(),
   // Loaded for certs init only: the X.509 library is a large import for every other command.
   initCerts: async (dir: string, hosts: string[]) => (await import("../../internal/plane/certs")).initCerts(dir, hosts),
 };
@@ -30,7 +32,7 @@ try {
   await runAdmin(process.argv.slice(2), deps, { out: (line) => console.log(line) });
   process.exit(0);
 } catch (err) {
-  const { line, code } = explain(err, cfg.limiterUrl);
+  const { line, code } = explain(err, cfg.limiterUrl, process.argv.includes("--json"));
   console.error(line);
   process.exit(code);
 }

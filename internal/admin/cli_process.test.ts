@@ -1,10 +1,29 @@
 // The admin CLI as scripts use it: its exact interface, stdout, and exit codes.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { DirectoryService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { freePort, type Proc, runBun, runToEnd, tempDir, waitFor } from "../testkit/testkit";
 
 let limiterd: Proc;
 let env: Record<string, string>;
 const admin = (...args: string[]) => runToEnd("cmd/admin/index.ts", args, env);
+/** The one JSON object a --json command printed. */
+const parsed = (r: { code: number; stdout: string; stderr: string }) => {
+  expect([r.code, r.stderr]).toEqual([0, ""]);
+  return JSON.parse(r.stdout);
+};
+/** The organization a token admits for, as the fronts ask the daemon; "" when it admits none. */
+const tokenOwner = async (token: string) => {
+  const directory = createClient(DirectoryService, createGrpcTransport({ baseUrl: env.LIMITER_URL! }));
+  const res = await directory.verifyToken({ token });
+  return res.valid ? res.orgSlug : "";
+};
+const ORG_ID = expect.stringMatching(/^org_[0-9a-f]{16}$/);
+const TOKEN = expect.stringMatching(/^mc_[A-Za-z0-9_-]{43}$/);
+const TOKEN_ID = expect.stringMatching(/^tok_[0-9a-f]{16}$/);
 
 beforeAll(async () => {
   const port = await freePort();
@@ -103,5 +122,204 @@ describe("cmd/admin", () => {
     expect(r.stderr.trim()).toMatch(
       new RegExp(`^limiterd at http://127.0.0.1:${port} is unavailable: .*ECONNREFUSED.*$`),
     );
+  });
+
+  test("--json prints one object per result", async () => {
+    const made = parsed(
+      await admin(
+        "org",
+        "create",
+        "json-co",
+        "--plan",
+        "premium",
+        "--domain",
+        "Mail.Json.example",
+        "--verified",
+        "--token",
+        "--name",
+        "ci",
+        "--json",
+      ),
+    );
+    expect(made).toEqual({
+      id: ORG_ID,
+      slug: "json-co",
+      plan: "premium",
+      domains: [{ name: "mail.json.example", verified: true }],
+      token: TOKEN,
+      tokenId: TOKEN_ID,
+    });
+    // The token it printed admits at once: the organization, its domain and its token were made together.
+    expect(await tokenOwner(made.token)).toBe("json-co");
+    const org = { id: made.id, slug: "json-co" };
+    expect(parsed(await admin("org", "show", "json-co", "--json"))).toEqual({
+      ...org,
+      plan: "premium",
+      domains: made.domains,
+    });
+    expect(parsed(await admin("org", "set-plan", "json-co", "free", "--json"))).toMatchObject({ ...org, plan: "free" });
+    expect(parsed(await admin("domain", "add", "json-co", "news.json.example", "--json")).domains).toEqual([
+      { name: "mail.json.example", verified: true },
+      { name: "news.json.example", verified: false },
+    ]);
+    const token = parsed(await admin("token", "create", "json-co", "--json"));
+    expect(token).toEqual({ slug: "json-co", token: TOKEN, tokenId: TOKEN_ID });
+    expect(parsed(await admin("token", "revoke", token.token, "--json"))).toEqual({ revoked: true });
+    const user = await runToEnd(
+      "cmd/admin/index.ts",
+      ["user", "create", "json-co", "json@json.example", "--json"],
+      env,
+      "correct horse battery staple\n",
+    );
+    expect(parsed(user)).toEqual({
+      slug: "json-co",
+      email: "json@json.example",
+      userId: expect.stringMatching(/^usr_/),
+    });
+    const lanes = await admin("lanes", "--json");
+    expect(lanes.code).toBe(0);
+    const rows = lanes.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(rows.map((r) => r.lane)).toContain("transactional");
+    expect(rows[0]).toEqual({
+      lane: expect.any(String),
+      depth: 0,
+      ready: 0,
+      inFlight: 0,
+      deferred: 0,
+      oldestAgeMs: 0,
+      rate: expect.any(Number),
+      releasedPerSecond: 0,
+    });
+    expect(parsed(await admin("migrate", "--json"))).toEqual({ applied: [], version: expect.any(Number) });
+    // Without --token there is no token in the answer; the text form prints the token on a line of its own.
+    expect(parsed(await admin("org", "create", "json-bare", "--plan", "free", "--json"))).not.toHaveProperty("token");
+    const text = await admin("org", "create", "text-co", "--plan", "free", "--token");
+    expect(text.stdout).toMatch(/^created text-co id=org_[0-9a-f]{16} plan=free domains=none\nmc_[A-Za-z0-9_-]{43}\n$/);
+  });
+
+  test.each([
+    [["org", "create", "acme", "--plan", "free", "--json"], 1, "already_exists", "organization acme already exists"],
+    [["org", "show", "nobody", "--json"], 1, "not_found", "no organization nobody"],
+    [["org", "create", "x", "--plan", "gold", "--json"], 2, "usage", "plan must be free, premium or enterprise"],
+    [["org", "create", "x", "--plan", "free", "--verified", "--json"], 2, "usage", "--verified goes with --domain"],
+    [["org", "create", "x", "--plan", "free", "--name", "n", "--json"], 2, "usage", "--name goes with --token"],
+    [["org", "create", "x", "--plan", "free", "--domain", "no", "--json"], 1, "invalid_argument", "not a domain name"],
+    [["frobnicate", "--json"], 2, "usage", "unknown command: frobnicate"],
+  ])("%p fails as JSON with exit %d", async (args, code, kind, message) => {
+    const r = await admin(...(args as string[]));
+    expect(r.code).toBe(code as number);
+    expect(r.stdout).toBe("");
+    expect(JSON.parse(r.stderr)).toEqual({
+      error: { code: kind, message: expect.stringContaining(message as string) },
+    });
+  });
+
+  test("an unreachable daemon fails as JSON with exit 1", async () => {
+    const port = await freePort();
+    const r = await runToEnd("cmd/admin/index.ts", ["org", "show", "acme", "--json"], {
+      LIMITER_URL: `http://127.0.0.1:${port}`,
+    });
+    expect(r.code).toBe(1);
+    expect(JSON.parse(r.stderr).error).toEqual({
+      code: "unavailable",
+      message: expect.stringMatching(
+        new RegExp(`^limiterd at http://127.0.0.1:${port} is unavailable: .*ECONNREFUSED`),
+      ),
+    });
+  });
+
+  test("import creates organizations, domains, tokens and console users once, however often it runs", async () => {
+    const dir = tempDir();
+    const file = join(dir, "orgs.jsonl");
+    writeFileSync(
+      file,
+      [
+        JSON.stringify({
+          slug: "imp-a",
+          plan: "premium",
+          domains: [{ name: "mail.imp-a.example", verified: true }],
+          token: true,
+          tokenName: "ci",
+          users: ["Ann@Imp-A.example"],
+        }),
+        "",
+        JSON.stringify({ slug: "imp-b", plan: "free" }),
+        JSON.stringify({ slug: "imp-pre", plan: "free", domains: [{ name: "imp-pre.example" }], token: true }),
+      ].join("\n"),
+    );
+    expect((await admin("org", "create", "imp-pre", "--plan", "enterprise")).code).toBe(0);
+    const passwords = join(dir, "passwords.tsv");
+    writeFileSync(passwords, "ann@imp-a.example\tcorrect horse battery staple\n");
+    const run = async () => {
+      const r = await admin("import", file, "--passwords", passwords);
+      expect([r.code, r.stderr]).toEqual([0, ""]);
+      return r.stdout
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l));
+    };
+    const first = await run();
+    expect(first).toEqual([
+      {
+        line: 1,
+        created: true,
+        id: ORG_ID,
+        slug: "imp-a",
+        plan: "premium",
+        domains: [{ name: "mail.imp-a.example", verified: true }],
+        token: TOKEN,
+        tokenId: TOKEN_ID,
+        users: [{ email: "Ann@Imp-A.example", created: true, userId: expect.stringMatching(/^usr_/) }],
+      },
+      { line: 3, created: true, id: ORG_ID, slug: "imp-b", plan: "free", domains: [] },
+      // imp-pre was there before: reported as it is, unchanged (plan, domains), and no token issued.
+      { line: 4, created: false, id: ORG_ID, slug: "imp-pre", plan: "enterprise", domains: [] },
+    ]);
+    expect(await tokenOwner(first[0].token)).toBe("imp-a");
+    const again = await run();
+    expect(again.map((r) => [r.slug, r.created, r.id, r.token])).toEqual(
+      first.map((r) => [r.slug, false, r.id, undefined]),
+    );
+    expect(again[0].users).toEqual([{ email: "Ann@Imp-A.example", created: false }]);
+    expect(parsed(await admin("org", "show", "imp-a", "--json")).plan).toBe("premium");
+    // The import from stdin, its passwords from a file; the passwords from stdin, the import from a file.
+    const fromStdin = await runToEnd(
+      "cmd/admin/index.ts",
+      ["import", "-", "--passwords", passwords],
+      env,
+      '{"slug":"imp-c","plan":"free","users":["ann@imp-a.example"]}\n',
+    );
+    expect([fromStdin.code, JSON.parse(fromStdin.stdout).users]).toEqual([
+      0,
+      [{ email: "ann@imp-a.example", created: false }],
+    ]);
+    writeFileSync(file, JSON.stringify({ slug: "imp-d", plan: "free", users: ["dan@imp-d.example"] }));
+    const stdinPasswords = await runToEnd(
+      "cmd/admin/index.ts",
+      ["import", file, "--passwords", "-"],
+      env,
+      "dan@imp-d.example\tcorrect horse battery staple\n",
+    );
+    expect([stdinPasswords.code, JSON.parse(stdinPasswords.stdout).users[0].created]).toEqual([0, true]);
+  });
+
+  test.each([
+    [
+      '{"slug":"bad-1","plan":"free","users":["eve@bad.example"]}',
+      "line 1: no password for console user eve@bad.example",
+      2,
+    ],
+    ['{"slug":"bad-2","plan":"gold"}', "line 1: plan must be free, premium or enterprise", 2],
+    ['{"slug":"bad-3","plan":"free","password":"x"}', 'line 1: unknown field "password"', 2],
+    ['{"slug":"bad-4","plan":"free"}\nnot json', "line 2: not JSON", 2],
+    ['{"slug":"Bad_5","plan":"free"}', "lines 1-1: organization 1 of the batch: slug must be", 1],
+  ])("import of %p fails as JSON before writing anything", async (input, message, code) => {
+    const r = await runToEnd("cmd/admin/index.ts", ["import", "-", "--json"], env, input);
+    expect([r.code, r.stdout]).toEqual([code, ""]);
+    expect(JSON.parse(r.stderr).error.message).toContain(message);
+    expect((await admin("org", "show", "bad-4")).code).toBe(1);
   });
 });

@@ -3,6 +3,7 @@ import { Code, type ConnectRouter, ConnectError } from "@connectrpc/connect";
 import { isIP } from "node:net";
 import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb";
 import {
+  type CreateOrganizationRequest,
   DirectoryService,
   LimiterService,
   type Organization as OrganizationMsg,
@@ -14,7 +15,7 @@ import type { Clock } from "../clock/clock";
 import type { AdmissionStore, AdmitInput, AdmitResult, OrgRef, StoreLifecycle } from "../hotstore/hotstore";
 import type { TagCount } from "../records/audience";
 import { MINIMUM_PLAN, PLANS, planQuota } from "../plans/plans";
-import type { Organization } from "../records/directory";
+import type { Organization, OrganizationSpec } from "../records/directory";
 import { RecordError } from "../records/db";
 import { isCursor } from "../records/paging";
 import type { Records } from "../records/records";
@@ -36,6 +37,8 @@ import type { RawUnary } from "./server";
 const SLUG_PATTERN = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 const DOMAIN_PATTERN = /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,62}$/;
 const TOKEN_NAME_MAX = 100;
+/** Organizations one ProvisionOrganizations call creates at most (one records transaction). */
+const MAX_PROVISION_BATCH = 1000;
 /** How long a daemon serves an organization's tags from memory at most without reading them again. */
 const TAG_CACHE_MAX_AGE_MS = 10_000;
 /** Organizations whose tags a daemon keeps at most (past it, the cache starts over). */
@@ -66,10 +69,7 @@ export async function issueToken(
   slug: string,
   rawName: string,
 ): Promise<{ token: string; tokenId: string; name: string; createdMs: number }> {
-  const name = rawName.trim() || "default";
-  if (name.length > TOKEN_NAME_MAX || /[\x00-\x1f\x7f]/.test(name)) {
-    throw new ConnectError(`a token name is 1 to ${TOKEN_NAME_MAX} printable characters`, Code.InvalidArgument);
-  }
+  const name = checkTokenName(rawName);
   const token = newToken();
   const hash = hashToken(token);
   const createdMs = clock.nowMs();
@@ -94,6 +94,43 @@ export function limiterService(deps: ServiceDeps): {
     Object.entries(VERDICT_LABELS).map(([verdict, label]) => [Number(verdict), metrics?.admissions.labels(label)]),
   );
   const otherVerdict = metrics?.admissions.labels("unknown");
+
+  /**
+   * Creates the organizations of free slugs with their domains and first tokens (one records
+   * transaction), writes them through to the projection, and reports each, created or found.
+   */
+  const provision = async (specs: OrganizationSpec[], tokens: (string | undefined)[]) => {
+    const done = await guard(() => directory.provisionOrganizations(specs, clock.nowMs()));
+    await guard(() =>
+      Promise.all(
+        done.flatMap((d, i) => {
+          if (!d.created) return [];
+          const token = specs[i]!.token;
+          return [
+            projection.writeOrg(d.projection),
+            ...(token ? [projection.writeToken(token.hash, d.projection.id)] : []),
+          ];
+        }),
+      ),
+    );
+    return done.map((d, i) => ({
+      organization: toOrgMsg(d.organization),
+      created: d.created,
+      token: d.created ? (tokens[i] ?? "") : "",
+      tokenId: d.created ? (d.tokenId ?? "") : "",
+    }));
+  };
+  /** A valid spec of the request, and the new token it asks for (only its hash goes to the records). */
+  const toSpec = (req: CreateOrganizationRequest): { spec: OrganizationSpec; token?: string } => {
+    const slug = checkSlug(req.slug);
+    const plan = checkPlan(req.plan);
+    const domains = new Map<string, boolean>();
+    for (const d of req.domains) domains.set(checkDomain(d.name), d.verified);
+    const spec = { slug, plan, domains: [...domains].map(([name, verified]) => ({ name, verified })) };
+    if (!req.withToken) return { spec };
+    const token = deps.newToken();
+    return { spec: { ...spec, token: { hash: hashToken(token), name: checkTokenName(req.tokenName) } }, token };
+  };
 
   /** Admits against the hot store; a projection miss is rebuilt from the records and admitted again. */
   const admitAll = async (inputs: AdmitInput[]): Promise<AdmitResult[]> => {
@@ -192,11 +229,34 @@ export function limiterService(deps: ServiceDeps): {
 
     router.service(DirectoryService, {
       async createOrganization(req) {
-        const slug = checkSlug(req.slug);
-        const plan = checkPlan(req.plan);
-        const p = await guard(() => directory.createOrganization(slug, plan, clock.nowMs()));
-        await guard(() => projection.writeOrg(p));
-        return { organization: toOrgMsg({ id: p.id, slug, plan, domains: [] }) };
+        const { spec, token } = toSpec(req);
+        const [res] = await provision([spec], [token]);
+        if (!res!.created) throw new ConnectError(`organization ${spec.slug} already exists`, Code.AlreadyExists);
+        return res!;
+      },
+      async provisionOrganizations(req) {
+        if (req.organizations.length > MAX_PROVISION_BATCH)
+          throw new ConnectError(`a batch holds at most ${MAX_PROVISION_BATCH} organizations`, Code.InvalidArgument);
+        const slugs = new Set<string>();
+        const checked = req.organizations.map((o, i) => {
+          try {
+            const c = toSpec(o);
+            if (slugs.has(c.spec.slug))
+              throw new ConnectError(`slug ${c.spec.slug} is in the batch twice`, Code.InvalidArgument);
+            slugs.add(c.spec.slug);
+            return c;
+          } catch (err) {
+            throw err instanceof ConnectError
+              ? new ConnectError(`organization ${i + 1} of the batch: ${err.rawMessage}`, err.code)
+              : err;
+          }
+        });
+        return {
+          results: await provision(
+            checked.map((c) => c.spec),
+            checked.map((c) => c.token),
+          ),
+        };
       },
       async setPlan(req) {
         const slug = checkSlug(req.slug);
@@ -309,6 +369,14 @@ export function checkSlug(slug: string): string {
     );
   }
   return slug;
+}
+
+function checkTokenName(raw: string): string {
+  const name = raw.trim() || "default";
+  if (name.length > TOKEN_NAME_MAX || /[\x00-\x1f\x7f]/.test(name)) {
+    throw new ConnectError(`a token name is 1 to ${TOKEN_NAME_MAX} printable characters`, Code.InvalidArgument);
+  }
+  return name;
 }
 
 function checkPlan(plan: Plan): Plan {

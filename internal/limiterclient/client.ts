@@ -1,5 +1,4 @@
 import { type Client, createClient } from "@connectrpc/connect";
-import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { Health } from "../gen/grpc/health/v1/health_pb";
 import { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
 import { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
@@ -10,6 +9,7 @@ import { WebhookDeliveryService, WebhookService } from "../gen/mailcore/limiter/
 import type { ClientTls } from "../plane/tls";
 import type { Admission, AdmitCall } from "../wire/admit";
 import { admitBatchCaller } from "./admit";
+import { limiterTransport } from "./transport";
 
 export type { Admission, AdmitCall };
 
@@ -30,14 +30,12 @@ export interface LimiterClients {
 }
 
 /**
- * gRPC clients of the daemon over one HTTP/2 connection, pinged while idle and re-established
- * by the session manager after the daemon restarts; AdmitBatch, the hot path, over a second
+ * gRPC clients of the daemon over one HTTP/2 connection (transport.ts); AdmitBatch, the hot path, over a second
  * connection of its own (admit.ts). With tls, baseUrl is https:// and both connections are
  * mutual TLS.
  */
 export function limiterClients(baseUrl: string, tls?: ClientTls): LimiterClients {
-  const session = new Http2SessionManager(baseUrl, { pingIntervalMs: 5_000, pingTimeoutMs: 2_000 }, tls);
-  const transport = createGrpcTransport({ baseUrl, sessionManager: session, acceptCompression: [] });
+  const transport = limiterTransport(baseUrl, tls);
   return {
     admitBatch: admitBatchCaller(baseUrl, tls),
     limiter: createClient(LimiterService, transport),

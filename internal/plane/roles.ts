@@ -28,6 +28,7 @@ export const RPC_ROLES: ReadonlyMap<string, Role> = new Map([
   ...service(LimiterService, { admit: "front", admitBatch: "front" }),
   ...service(DirectoryService, {
     createOrganization: "admin",
+    provisionOrganizations: "admin",
     setPlan: "admin",
     getOrganization: "admin",
     createToken: "admin",

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { OrgProjection } from "../model/projection";
-import { type Db, isUniqueViolation, num, numOrNull, RecordError, type Sql } from "./db";
+import { chunks, type Db, isUniqueViolation, num, numOrNull, RecordError, type Sql } from "./db";
 
 // Organizations, their plans, API tokens (hashes only) and sending domains.
 
@@ -33,6 +33,19 @@ export interface TokenInfo {
 /** A token hash's owner: the organization, or null when the token was revoked. */
 export type TokenOwners = Map<string, string | null>;
 
+/** An organization to create: its plan, the domains it starts with, and its first token's hash and name when it gets one. */
+export interface OrganizationSpec {
+  slug: string;
+  plan: Plan;
+  domains: Domain[];
+  token?: { hash: string; name: string };
+}
+
+/** What provisioning did with one spec: created it, or found the slug taken and left that organization as it was. */
+export type Provisioned =
+  | { created: true; organization: Organization; projection: OrgProjection; tokenId?: string }
+  | { created: false; organization: Organization };
+
 interface OrgRow {
   id: string;
   slug: string;
@@ -44,17 +57,69 @@ export class DirectoryRecords {
   constructor(private readonly db: Db) {}
 
   async createOrganization(slug: string, plan: Plan, nowMs: number): Promise<OrgProjection> {
-    const id = `org_${randomBytes(8).toString("hex")}`;
+    const [done] = await this.provisionOrganizations([{ slug, plan, domains: [] }], nowMs);
+    if (!done!.created) throw new RecordError("already_exists", `organization ${slug} already exists`);
+    return done!.projection;
+  }
+
+  /**
+   * Creates the organizations whose slugs are free, with their domains and tokens, in one
+   * transaction of a few multi-row statements; a taken slug is reported with its organization
+   * as it is. Slugs are distinct, and so are the domain names of each spec.
+   */
+  async provisionOrganizations(specs: OrganizationSpec[], nowMs: number): Promise<Provisioned[]> {
     try {
-      await this.db.run(
-        (sql) =>
-          sql`INSERT INTO organizations (id, slug, plan, version, created_ms) VALUES (${id}, ${slug}, ${plan}, 1, ${nowMs})`,
-      );
+      return await this.db.tx(async (sql) => {
+        const existing = await organizationsBySlug(
+          sql,
+          specs.map((s) => s.slug),
+        );
+        const orgs: Record<string, unknown>[] = [];
+        const domains: Record<string, unknown>[] = [];
+        const tokens: Record<string, unknown>[] = [];
+        const results = specs.map((spec): Provisioned => {
+          const found = existing.get(spec.slug);
+          if (found) return { created: false, organization: found };
+          const id = `org_${randomBytes(8).toString("hex")}`;
+          orgs.push({ id, slug: spec.slug, plan: spec.plan, version: 1, created_ms: nowMs });
+          for (const d of spec.domains)
+            domains.push({
+              org_id: id,
+              name: d.name,
+              verified: d.verified ? 1 : 0,
+              created_ms: nowMs,
+              verify_value: newVerifyValue(),
+            });
+          let tokenId: string | undefined;
+          if (spec.token) {
+            tokenId = `tok_${randomBytes(8).toString("hex")}`;
+            tokens.push({ hash: spec.token.hash, id: tokenId, org_id: id, name: spec.token.name, created_ms: nowMs });
+          }
+          const sorted = [...spec.domains].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+          return {
+            created: true,
+            organization: { id, slug: spec.slug, plan: spec.plan, domains: sorted },
+            projection: {
+              id,
+              slug: spec.slug,
+              plan: spec.plan,
+              version: 1,
+              verifiedDomains: sorted.filter((d) => d.verified).map((d) => d.name),
+            },
+            tokenId,
+          };
+        });
+        for (const rows of chunks(orgs)) await sql`INSERT INTO organizations ${sql(rows)}`;
+        for (const rows of chunks(domains)) await sql`INSERT INTO sending_domains ${sql(rows)}`;
+        for (const rows of chunks(tokens)) await sql`INSERT INTO api_tokens ${sql(rows)}`;
+        return results;
+      });
     } catch (err) {
-      if (isUniqueViolation(err)) throw new RecordError("already_exists", `organization ${slug} already exists`);
+      // Another caller took one of the slugs between the read and the insert: nothing was written.
+      if (isUniqueViolation(err))
+        throw new RecordError("already_exists", "an organization of the batch was created meanwhile; try again");
       throw err;
     }
-    return { id, slug, plan, version: 1, verifiedDomains: [] };
   }
 
   async setPlan(slug: string, plan: Plan): Promise<OrgProjection> {
@@ -219,6 +284,24 @@ export class DirectoryRecords {
 /** The value of a domain's TXT record: 128 random bits, hex. */
 function newVerifyValue(): string {
   return randomBytes(16).toString("hex");
+}
+
+/** The organizations with these slugs, with their domains, by slug. */
+async function organizationsBySlug(sql: Sql, slugs: string[]): Promise<Map<string, Organization>> {
+  const found = new Map<string, Organization>();
+  for (const part of chunks(slugs)) {
+    const orgs = (await sql`SELECT id, slug, plan FROM organizations WHERE slug IN ${sql(part)}`) as OrgRow[];
+    if (orgs.length === 0) continue;
+    const byId = new Map(
+      orgs.map((o) => [o.id, { id: o.id, slug: o.slug, plan: num(o.plan) as Plan, domains: [] as Domain[] }]),
+    );
+    const domains =
+      await sql`SELECT org_id, name, verified FROM sending_domains WHERE org_id IN ${sql([...byId.keys()])} ORDER BY name`;
+    for (const d of domains as { org_id: string; name: string; verified: unknown }[])
+      byId.get(d.org_id)!.domains.push({ name: d.name, verified: num(d.verified) === 1 });
+    for (const o of byId.values()) found.set(o.slug, o);
+  }
+  return found;
 }
 
 function noOrg(slug: string): RecordError {

@@ -153,6 +153,56 @@ for (const [name, fresh] of databases) {
       await r.close();
     });
 
+    test("provisioning: organizations with domains and tokens in one go; a taken slug is reported, unchanged", async () => {
+      const r = await open();
+      const before = await r.directory.createOrganization("prov-old", Plan.ENTERPRISE, T0);
+      const done = await r.directory.provisionOrganizations(
+        [
+          {
+            slug: "prov-a",
+            plan: Plan.PREMIUM,
+            domains: [
+              { name: "z.prov.example", verified: false },
+              { name: "a.prov.example", verified: true },
+            ],
+            token: { hash: "prov-hash", name: "ci" },
+          },
+          { slug: "prov-old", plan: Plan.FREE, domains: [{ name: "old.example", verified: true }] },
+          ...Array.from({ length: 600 }, (_, i) => ({ slug: `prov-${i}`, plan: Plan.FREE, domains: [] })),
+        ],
+        T0,
+      );
+      const [a, old] = done;
+      if (!a!.created) throw new Error("prov-a was not created");
+      expect(a!.organization.domains).toEqual([
+        { name: "a.prov.example", verified: true },
+        { name: "z.prov.example", verified: false },
+      ]);
+      expect(a!.projection).toEqual({
+        id: a!.organization.id,
+        slug: "prov-a",
+        plan: Plan.PREMIUM,
+        version: 1,
+        verifiedDomains: ["a.prov.example"],
+      });
+      expect(await r.directory.orgProjection(a!.organization.id)).toEqual(a!.projection);
+      expect(await r.directory.getOrganization("prov-a")).toEqual(a!.organization);
+      expect(await r.directory.tokenOwners(["prov-hash"])).toEqual(new Map([["prov-hash", a!.organization.id]]));
+      expect(a!.tokenId).toMatch(/^tok_[0-9a-f]{16}$/);
+      expect((await r.directory.listTokens(a!.organization.id)).map((t) => [t.id, t.name])).toEqual([
+        [a!.tokenId!, "ci"],
+      ]);
+      expect(old).toEqual({
+        created: false,
+        organization: { id: before.id, slug: "prov-old", plan: Plan.ENTERPRISE, domains: [] },
+      });
+      expect(done.filter((d) => d.created)).toHaveLength(601);
+      // Again: every slug is taken now, and reported with what it has.
+      const again = await r.directory.provisionOrganizations([{ slug: "prov-a", plan: Plan.FREE, domains: [] }], T0);
+      expect(again).toEqual([{ created: false, organization: a!.organization }]);
+      await r.close();
+    });
+
     test("tokens: hashes only, owners, revocation (twice is fine), coarse last use", async () => {
       const r = await open();
       const org = await r.directory.createOrganization("tok", Plan.PREMIUM, T0);

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file mailcore/limiter/v1/limiter.proto.
  */
 export const file_mailcore_limiter_v1_limiter: GenFile = /*@__PURE__*/
-  fileDesc("CiFtYWlsY29yZS9saW1pdGVyL3YxL2xpbWl0ZXIucHJvdG8SE21haWxjb3JlLmxpbWl0ZXIudjEiQwoMQWRtaXRSZXF1ZXN0Eg0KBXRva2VuGAEgASgJEhEKCWNsaWVudF9pcBgCIAEoCRIRCgl3aXRoX3RhZ3MYAyABKAgihwIKDUFkbWl0UmVzcG9uc2USLQoHdmVyZGljdBgBIAEoDjIcLm1haWxjb3JlLmxpbWl0ZXIudjEuVmVyZGljdBIOCgZvcmdfaWQYAiABKAkSEAoIb3JnX3NsdWcYAyABKAkSJwoEcGxhbhgEIAEoDjIZLm1haWxjb3JlLmxpbWl0ZXIudjEuUGxhbhINCgVsaW1pdBgFIAEoDRIRCglyZW1haW5pbmcYBiABKA0SFQoNcmVzZXRfc2Vjb25kcxgHIAEoDRIbChNyZXRyeV9hZnRlcl9zZWNvbmRzGAggASgNEiYKBHRhZ3MYCSADKAsyGC5tYWlsY29yZS5saW1pdGVyLnYxLlRhZyJIChFBZG1pdEJhdGNoUmVxdWVzdBIzCghyZXF1ZXN0cxgBIAMoCzIhLm1haWxjb3JlLmxpbWl0ZXIudjEuQWRtaXRSZXF1ZXN0IksKEkFkbWl0QmF0Y2hSZXNwb25zZRI1CglyZXNwb25zZXMYASADKAsyIi5tYWlsY29yZS5saW1pdGVyLnYxLkFkbWl0UmVzcG9uc2UifwoMT3JnYW5pemF0aW9uEgoKAmlkGAEgASgJEgwKBHNsdWcYAiABKAkSJwoEcGxhbhgDIAEoDjIZLm1haWxjb3JlLmxpbWl0ZXIudjEuUGxhbhIsCgdkb21haW5zGAQgAygLMhsubWFpbGNvcmUubGltaXRlci52MS5Eb21haW4iKAoGRG9tYWluEgwKBG5hbWUYASABKAkSEAoIdmVyaWZpZWQYAiABKAgiUgoZQ3JlYXRlT3JnYW5pemF0aW9uUmVxdWVzdBIMCgRzbHVnGAEgASgJEicKBHBsYW4YAiABKA4yGS5tYWlsY29yZS5saW1pdGVyLnYxLlBsYW4iVQoaQ3JlYXRlT3JnYW5pemF0aW9uUmVzcG9uc2USNwoMb3JnYW5pemF0aW9uGAEgASgLMiEubWFpbGNvcmUubGltaXRlci52MS5Pcmdhbml6YXRpb24iRwoOU2V0UGxhblJlcXVlc3QSDAoEc2x1ZxgBIAEoCRInCgRwbGFuGAIgASgOMhkubWFpbGNvcmUubGltaXRlci52MS5QbGFuIkoKD1NldFBsYW5SZXNwb25zZRI3Cgxvcmdhbml6YXRpb24YASABKAsyIS5tYWlsY29yZS5saW1pdGVyLnYxLk9yZ2FuaXphdGlvbiImChZHZXRPcmdhbml6YXRpb25SZXF1ZXN0EgwKBHNsdWcYASABKAkiUgoXR2V0T3JnYW5pemF0aW9uUmVzcG9uc2USNwoMb3JnYW5pemF0aW9uGAEgASgLMiEubWFpbGNvcmUubGltaXRlci52MS5Pcmdhbml6YXRpb24iMAoSQ3JlYXRlVG9rZW5SZXF1ZXN0EgwKBHNsdWcYASABKAkSDAoEbmFtZRgCIAEoCSI2ChNDcmVhdGVUb2tlblJlc3BvbnNlEg0KBXRva2VuGAEgASgJEhAKCHRva2VuX2lkGAIgASgJIiMKElJldm9rZVRva2VuUmVxdWVzdBINCgV0b2tlbhgBIAEoCSIVChNSZXZva2VUb2tlblJlc3BvbnNlIkIKEEFkZERvbWFpblJlcXVlc3QSDAoEc2x1ZxgBIAEoCRIOCgZkb21haW4YAiABKAkSEAoIdmVyaWZpZWQYAyABKAgiTAoRQWRkRG9tYWluUmVzcG9uc2USNwoMb3JnYW5pemF0aW9uGAEgASgLMiEubWFpbGNvcmUubGltaXRlci52MS5Pcmdhbml6YXRpb24iIwoSVmVyaWZ5VG9rZW5SZXF1ZXN0Eg0KBXRva2VuGAEgASgJIm8KE1ZlcmlmeVRva2VuUmVzcG9uc2USDQoFdmFsaWQYASABKAgSDgoGb3JnX2lkGAIgASgJEhAKCG9yZ19zbHVnGAMgASgJEicKBHBsYW4YBCABKA4yGS5tYWlsY29yZS5saW1pdGVyLnYxLlBsYW4iIQoPTGlzdFRhZ3NSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCSIoCgNUYWcSDAoEbmFtZRgBIAEoCRITCgtzdWJzY3JpYmVycxgCIAEoDSI6ChBMaXN0VGFnc1Jlc3BvbnNlEiYKBHRhZ3MYASADKAsyGC5tYWlsY29yZS5saW1pdGVyLnYxLlRhZypSCgRQbGFuEhQKEFBMQU5fVU5TUEVDSUZJRUQQABINCglQTEFOX0ZSRUUQARIQCgxQTEFOX1BSRU1JVU0QAhITCg9QTEFOX0VOVEVSUFJJU0UQAyqFAQoHVmVyZGljdBIXChNWRVJESUNUX1VOU1BFQ0lGSUVEEAASEwoPVkVSRElDVF9BTExPV0VEEAESGwoXVkVSRElDVF9VTkFVVEhFTlRJQ0FURUQQAhIXChNWRVJESUNUX09SR19MSU1JVEVEEAMSFgoSVkVSRElDVF9JUF9MSU1JVEVEEAQyvwEKDkxpbWl0ZXJTZXJ2aWNlEk4KBUFkbWl0EiEubWFpbGNvcmUubGltaXRlci52MS5BZG1pdFJlcXVlc3QaIi5tYWlsY29yZS5saW1pdGVyLnYxLkFkbWl0UmVzcG9uc2USXQoKQWRtaXRCYXRjaBImLm1haWxjb3JlLmxpbWl0ZXIudjEuQWRtaXRCYXRjaFJlcXVlc3QaJy5tYWlsY29yZS5saW1pdGVyLnYxLkFkbWl0QmF0Y2hSZXNwb25zZTKoBgoQRGlyZWN0b3J5U2VydmljZRJ1ChJDcmVhdGVPcmdhbml6YXRpb24SLi5tYWlsY29yZS5saW1pdGVyLnYxLkNyZWF0ZU9yZ2FuaXphdGlvblJlcXVlc3QaLy5tYWlsY29yZS5saW1pdGVyLnYxLkNyZWF0ZU9yZ2FuaXphdGlvblJlc3BvbnNlElQKB1NldFBsYW4SIy5tYWlsY29yZS5saW1pdGVyLnYxLlNldFBsYW5SZXF1ZXN0GiQubWFpbGNvcmUubGltaXRlci52MS5TZXRQbGFuUmVzcG9uc2USbAoPR2V0T3JnYW5pemF0aW9uEisubWFpbGNvcmUubGltaXRlci52MS5HZXRPcmdhbml6YXRpb25SZXF1ZXN0GiwubWFpbGNvcmUubGltaXRlci52MS5HZXRPcmdhbml6YXRpb25SZXNwb25zZRJgCgtDcmVhdGVUb2tlbhInLm1haWxjb3JlLmxpbWl0ZXIudjEuQ3JlYXRlVG9rZW5SZXF1ZXN0GigubWFpbGNvcmUubGltaXRlci52MS5DcmVhdGVUb2tlblJlc3BvbnNlEmAKC1Jldm9rZVRva2VuEicubWFpbGNvcmUubGltaXRlci52MS5SZXZva2VUb2tlblJlcXVlc3QaKC5tYWlsY29yZS5saW1pdGVyLnYxLlJldm9rZVRva2VuUmVzcG9uc2USWgoJQWRkRG9tYWluEiUubWFpbGNvcmUubGltaXRlci52MS5BZGREb21haW5SZXF1ZXN0GiYubWFpbGNvcmUubGltaXRlci52MS5BZGREb21haW5SZXNwb25zZRJgCgtWZXJpZnlUb2tlbhInLm1haWxjb3JlLmxpbWl0ZXIudjEuVmVyaWZ5VG9rZW5SZXF1ZXN0GigubWFpbGNvcmUubGltaXRlci52MS5WZXJpZnlUb2tlblJlc3BvbnNlElcKCExpc3RUYWdzEiQubWFpbGNvcmUubGltaXRlci52MS5MaXN0VGFnc1JlcXVlc3QaJS5tYWlsY29yZS5saW1pdGVyLnYxLkxpc3RUYWdzUmVzcG9uc2ViBnByb3RvMw");
+  fileDesc("CiFtYWlsY29yZS9saW1pdGVyL3YxL2xpbWl0ZXIucHJvdG8SE21haWxjb3JlLmxpbWl0ZXIudjEiQwoMQWRtaXRSZXF1ZXN0Eg0KBXRva2VuGAEgASgJEhEKCWNsaWVudF9pcBgCIAEoCRIRCgl3aXRoX3RhZ3MYAyABKAgihwIKDUFkbWl0UmVzcG9uc2USLQoHdmVyZGljdBgBIAEoDjIcLm1haWxjb3JlLmxpbWl0ZXIudjEuVmVyZGljdBIOCgZvcmdfaWQYAiABKAkSEAoIb3JnX3NsdWcYAyABKAkSJwoEcGxhbhgEIAEoDjIZLm1haWxjb3JlLmxpbWl0ZXIudjEuUGxhbhINCgVsaW1pdBgFIAEoDRIRCglyZW1haW5pbmcYBiABKA0SFQoNcmVzZXRfc2Vjb25kcxgHIAEoDRIbChNyZXRyeV9hZnRlcl9zZWNvbmRzGAggASgNEiYKBHRhZ3MYCSADKAsyGC5tYWlsY29yZS5saW1pdGVyLnYxLlRhZyJIChFBZG1pdEJhdGNoUmVxdWVzdBIzCghyZXF1ZXN0cxgBIAMoCzIhLm1haWxjb3JlLmxpbWl0ZXIudjEuQWRtaXRSZXF1ZXN0IksKEkFkbWl0QmF0Y2hSZXNwb25zZRI1CglyZXNwb25zZXMYASADKAsyIi5tYWlsY29yZS5saW1pdGVyLnYxLkFkbWl0UmVzcG9uc2UifwoMT3JnYW5pemF0aW9uEgoKAmlkGAEgASgJEgwKBHNsdWcYAiABKAkSJwoEcGxhbhgDIAEoDjIZLm1haWxjb3JlLmxpbWl0ZXIudjEuUGxhbhIsCgdkb21haW5zGAQgAygLMhsubWFpbGNvcmUubGltaXRlci52MS5Eb21haW4iKAoGRG9tYWluEgwKBG5hbWUYASABKAkSEAoIdmVyaWZpZWQYAiABKAgiqAEKGUNyZWF0ZU9yZ2FuaXphdGlvblJlcXVlc3QSDAoEc2x1ZxgBIAEoCRInCgRwbGFuGAIgASgOMhkubWFpbGNvcmUubGltaXRlci52MS5QbGFuEiwKB2RvbWFpbnMYAyADKAsyGy5tYWlsY29yZS5saW1pdGVyLnYxLkRvbWFpbhISCgp3aXRoX3Rva2VuGAQgASgIEhIKCnRva2VuX25hbWUYBSABKAkidgoaQ3JlYXRlT3JnYW5pemF0aW9uUmVzcG9uc2USNwoMb3JnYW5pemF0aW9uGAEgASgLMiEubWFpbGNvcmUubGltaXRlci52MS5Pcmdhbml6YXRpb24SDQoFdG9rZW4YAiABKAkSEAoIdG9rZW5faWQYAyABKAkiZgodUHJvdmlzaW9uT3JnYW5pemF0aW9uc1JlcXVlc3QSRQoNb3JnYW5pemF0aW9ucxgBIAMoCzIuLm1haWxjb3JlLmxpbWl0ZXIudjEuQ3JlYXRlT3JnYW5pemF0aW9uUmVxdWVzdCKEAQoXUHJvdmlzaW9uZWRPcmdhbml6YXRpb24SNwoMb3JnYW5pemF0aW9uGAEgASgLMiEubWFpbGNvcmUubGltaXRlci52MS5Pcmdhbml6YXRpb24SDwoHY3JlYXRlZBgCIAEoCBINCgV0b2tlbhgDIAEoCRIQCgh0b2tlbl9pZBgEIAEoCSJfCh5Qcm92aXNpb25Pcmdhbml6YXRpb25zUmVzcG9uc2USPQoHcmVzdWx0cxgBIAMoCzIsLm1haWxjb3JlLmxpbWl0ZXIudjEuUHJvdmlzaW9uZWRPcmdhbml6YXRpb24iRwoOU2V0UGxhblJlcXVlc3QSDAoEc2x1ZxgBIAEoCRInCgRwbGFuGAIgASgOMhkubWFpbGNvcmUubGltaXRlci52MS5QbGFuIkoKD1NldFBsYW5SZXNwb25zZRI3Cgxvcmdhbml6YXRpb24YASABKAsyIS5tYWlsY29yZS5saW1pdGVyLnYxLk9yZ2FuaXphdGlvbiImChZHZXRPcmdhbml6YXRpb25SZXF1ZXN0EgwKBHNsdWcYASABKAkiUgoXR2V0T3JnYW5pemF0aW9uUmVzcG9uc2USNwoMb3JnYW5pemF0aW9uGAEgASgLMiEubWFpbGNvcmUubGltaXRlci52MS5Pcmdhbml6YXRpb24iMAoSQ3JlYXRlVG9rZW5SZXF1ZXN0EgwKBHNsdWcYASABKAkSDAoEbmFtZRgCIAEoCSI2ChNDcmVhdGVUb2tlblJlc3BvbnNlEg0KBXRva2VuGAEgASgJEhAKCHRva2VuX2lkGAIgASgJIiMKElJldm9rZVRva2VuUmVxdWVzdBINCgV0b2tlbhgBIAEoCSIVChNSZXZva2VUb2tlblJlc3BvbnNlIkIKEEFkZERvbWFpblJlcXVlc3QSDAoEc2x1ZxgBIAEoCRIOCgZkb21haW4YAiABKAkSEAoIdmVyaWZpZWQYAyABKAgiTAoRQWRkRG9tYWluUmVzcG9uc2USNwoMb3JnYW5pemF0aW9uGAEgASgLMiEubWFpbGNvcmUubGltaXRlci52MS5Pcmdhbml6YXRpb24iIwoSVmVyaWZ5VG9rZW5SZXF1ZXN0Eg0KBXRva2VuGAEgASgJIm8KE1ZlcmlmeVRva2VuUmVzcG9uc2USDQoFdmFsaWQYASABKAgSDgoGb3JnX2lkGAIgASgJEhAKCG9yZ19zbHVnGAMgASgJEicKBHBsYW4YBCABKA4yGS5tYWlsY29yZS5saW1pdGVyLnYxLlBsYW4iIQoPTGlzdFRhZ3NSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCSIoCgNUYWcSDAoEbmFtZRgBIAEoCRITCgtzdWJzY3JpYmVycxgCIAEoDSI6ChBMaXN0VGFnc1Jlc3BvbnNlEiYKBHRhZ3MYASADKAsyGC5tYWlsY29yZS5saW1pdGVyLnYxLlRhZypSCgRQbGFuEhQKEFBMQU5fVU5TUEVDSUZJRUQQABINCglQTEFOX0ZSRUUQARIQCgxQTEFOX1BSRU1JVU0QAhITCg9QTEFOX0VOVEVSUFJJU0UQAyqFAQoHVmVyZGljdBIXChNWRVJESUNUX1VOU1BFQ0lGSUVEEAASEwoPVkVSRElDVF9BTExPV0VEEAESGwoXVkVSRElDVF9VTkFVVEhFTlRJQ0FURUQQAhIXChNWRVJESUNUX09SR19MSU1JVEVEEAMSFgoSVkVSRElDVF9JUF9MSU1JVEVEEAQyvwEKDkxpbWl0ZXJTZXJ2aWNlEk4KBUFkbWl0EiEubWFpbGNvcmUubGltaXRlci52MS5BZG1pdFJlcXVlc3QaIi5tYWlsY29yZS5saW1pdGVyLnYxLkFkbWl0UmVzcG9uc2USXQoKQWRtaXRCYXRjaBImLm1haWxjb3JlLmxpbWl0ZXIudjEuQWRtaXRCYXRjaFJlcXVlc3QaJy5tYWlsY29yZS5saW1pdGVyLnYxLkFkbWl0QmF0Y2hSZXNwb25zZTKsBwoQRGlyZWN0b3J5U2VydmljZRJ1ChJDcmVhdGVPcmdhbml6YXRpb24SLi5tYWlsY29yZS5saW1pdGVyLnYxLkNyZWF0ZU9yZ2FuaXphdGlvblJlcXVlc3QaLy5tYWlsY29yZS5saW1pdGVyLnYxLkNyZWF0ZU9yZ2FuaXphdGlvblJlc3BvbnNlEoEBChZQcm92aXNpb25Pcmdhbml6YXRpb25zEjIubWFpbGNvcmUubGltaXRlci52MS5Qcm92aXNpb25Pcmdhbml6YXRpb25zUmVxdWVzdBozLm1haWxjb3JlLmxpbWl0ZXIudjEuUHJvdmlzaW9uT3JnYW5pemF0aW9uc1Jlc3BvbnNlElQKB1NldFBsYW4SIy5tYWlsY29yZS5saW1pdGVyLnYxLlNldFBsYW5SZXF1ZXN0GiQubWFpbGNvcmUubGltaXRlci52MS5TZXRQbGFuUmVzcG9uc2USbAoPR2V0T3JnYW5pemF0aW9uEisubWFpbGNvcmUubGltaXRlci52MS5HZXRPcmdhbml6YXRpb25SZXF1ZXN0GiwubWFpbGNvcmUubGltaXRlci52MS5HZXRPcmdhbml6YXRpb25SZXNwb25zZRJgCgtDcmVhdGVUb2tlbhInLm1haWxjb3JlLmxpbWl0ZXIudjEuQ3JlYXRlVG9rZW5SZXF1ZXN0GigubWFpbGNvcmUubGltaXRlci52MS5DcmVhdGVUb2tlblJlc3BvbnNlEmAKC1Jldm9rZVRva2VuEicubWFpbGNvcmUubGltaXRlci52MS5SZXZva2VUb2tlblJlcXVlc3QaKC5tYWlsY29yZS5saW1pdGVyLnYxLlJldm9rZVRva2VuUmVzcG9uc2USWgoJQWRkRG9tYWluEiUubWFpbGNvcmUubGltaXRlci52MS5BZGREb21haW5SZXF1ZXN0GiYubWFpbGNvcmUubGltaXRlci52MS5BZGREb21haW5SZXNwb25zZRJgCgtWZXJpZnlUb2tlbhInLm1haWxjb3JlLmxpbWl0ZXIudjEuVmVyaWZ5VG9rZW5SZXF1ZXN0GigubWFpbGNvcmUubGltaXRlci52MS5WZXJpZnlUb2tlblJlc3BvbnNlElcKCExpc3RUYWdzEiQubWFpbGNvcmUubGltaXRlci52MS5MaXN0VGFnc1JlcXVlc3QaJS5tYWlsY29yZS5saW1pdGVyLnYxLkxpc3RUYWdzUmVzcG9uc2ViBnByb3RvMw");
 
 /**
  * @generated from message mailcore.limiter.v1.AdmitRequest
@@ -224,6 +224,25 @@ export type CreateOrganizationRequest = Message<"mailcore.limiter.v1.CreateOrgan
    * @generated from field: mailcore.limiter.v1.Plan plan = 2;
    */
   plan: Plan;
+
+  /**
+   * Sending domains it starts with, each verified or not.
+   *
+   * @generated from field: repeated mailcore.limiter.v1.Domain domains = 3;
+   */
+  domains: Domain[];
+
+  /**
+   * Also issue its first API token, named token_name ("default" when empty).
+   *
+   * @generated from field: bool with_token = 4;
+   */
+  withToken: boolean;
+
+  /**
+   * @generated from field: string token_name = 5;
+   */
+  tokenName: string;
 };
 
 /**
@@ -241,6 +260,18 @@ export type CreateOrganizationResponse = Message<"mailcore.limiter.v1.CreateOrga
    * @generated from field: mailcore.limiter.v1.Organization organization = 1;
    */
   organization?: Organization | undefined;
+
+  /**
+   * When with_token was set: the new token (shown once) and its id.
+   *
+   * @generated from field: string token = 2;
+   */
+  token: string;
+
+  /**
+   * @generated from field: string token_id = 3;
+   */
+  tokenId: string;
 };
 
 /**
@@ -249,6 +280,81 @@ export type CreateOrganizationResponse = Message<"mailcore.limiter.v1.CreateOrga
  */
 export const CreateOrganizationResponseSchema: GenMessage<CreateOrganizationResponse> = /*@__PURE__*/
   messageDesc(file_mailcore_limiter_v1_limiter, 7);
+
+/**
+ * @generated from message mailcore.limiter.v1.ProvisionOrganizationsRequest
+ */
+export type ProvisionOrganizationsRequest = Message<"mailcore.limiter.v1.ProvisionOrganizationsRequest"> & {
+  /**
+   * At most 1000, each slug once. A request that is not valid refuses the whole batch.
+   *
+   * @generated from field: repeated mailcore.limiter.v1.CreateOrganizationRequest organizations = 1;
+   */
+  organizations: CreateOrganizationRequest[];
+};
+
+/**
+ * Describes the message mailcore.limiter.v1.ProvisionOrganizationsRequest.
+ * Use `create(ProvisionOrganizationsRequestSchema)` to create a new message.
+ */
+export const ProvisionOrganizationsRequestSchema: GenMessage<ProvisionOrganizationsRequest> = /*@__PURE__*/
+  messageDesc(file_mailcore_limiter_v1_limiter, 8);
+
+/**
+ * @generated from message mailcore.limiter.v1.ProvisionedOrganization
+ */
+export type ProvisionedOrganization = Message<"mailcore.limiter.v1.ProvisionedOrganization"> & {
+  /**
+   * @generated from field: mailcore.limiter.v1.Organization organization = 1;
+   */
+  organization?: Organization | undefined;
+
+  /**
+   * False when an organization with the slug was already there: it is reported as it is and
+   * left unchanged (its plan and domains stay, no token is issued).
+   *
+   * @generated from field: bool created = 2;
+   */
+  created: boolean;
+
+  /**
+   * When created and with_token was set: the new token (shown once) and its id.
+   *
+   * @generated from field: string token = 3;
+   */
+  token: string;
+
+  /**
+   * @generated from field: string token_id = 4;
+   */
+  tokenId: string;
+};
+
+/**
+ * Describes the message mailcore.limiter.v1.ProvisionedOrganization.
+ * Use `create(ProvisionedOrganizationSchema)` to create a new message.
+ */
+export const ProvisionedOrganizationSchema: GenMessage<ProvisionedOrganization> = /*@__PURE__*/
+  messageDesc(file_mailcore_limiter_v1_limiter, 9);
+
+/**
+ * @generated from message mailcore.limiter.v1.ProvisionOrganizationsResponse
+ */
+export type ProvisionOrganizationsResponse = Message<"mailcore.limiter.v1.ProvisionOrganizationsResponse"> & {
+  /**
+   * One per request, in the same order.
+   *
+   * @generated from field: repeated mailcore.limiter.v1.ProvisionedOrganization results = 1;
+   */
+  results: ProvisionedOrganization[];
+};
+
+/**
+ * Describes the message mailcore.limiter.v1.ProvisionOrganizationsResponse.
+ * Use `create(ProvisionOrganizationsResponseSchema)` to create a new message.
+ */
+export const ProvisionOrganizationsResponseSchema: GenMessage<ProvisionOrganizationsResponse> = /*@__PURE__*/
+  messageDesc(file_mailcore_limiter_v1_limiter, 10);
 
 /**
  * @generated from message mailcore.limiter.v1.SetPlanRequest
@@ -270,7 +376,7 @@ export type SetPlanRequest = Message<"mailcore.limiter.v1.SetPlanRequest"> & {
  * Use `create(SetPlanRequestSchema)` to create a new message.
  */
 export const SetPlanRequestSchema: GenMessage<SetPlanRequest> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_limiter, 8);
+  messageDesc(file_mailcore_limiter_v1_limiter, 11);
 
 /**
  * @generated from message mailcore.limiter.v1.SetPlanResponse
@@ -287,7 +393,7 @@ export type SetPlanResponse = Message<"mailcore.limiter.v1.SetPlanResponse"> & {
  * Use `create(SetPlanResponseSchema)` to create a new message.
  */
 export const SetPlanResponseSchema: GenMessage<SetPlanResponse> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_limiter, 9);
+  messageDesc(file_mailcore_limiter_v1_limiter, 12);
 
 /**
  * @generated from message mailcore.limiter.v1.GetOrganizationRequest
@@ -304,7 +410,7 @@ export type GetOrganizationRequest = Message<"mailcore.limiter.v1.GetOrganizatio
  * Use `create(GetOrganizationRequestSchema)` to create a new message.
  */
 export const GetOrganizationRequestSchema: GenMessage<GetOrganizationRequest> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_limiter, 10);
+  messageDesc(file_mailcore_limiter_v1_limiter, 13);
 
 /**
  * @generated from message mailcore.limiter.v1.GetOrganizationResponse
@@ -321,7 +427,7 @@ export type GetOrganizationResponse = Message<"mailcore.limiter.v1.GetOrganizati
  * Use `create(GetOrganizationResponseSchema)` to create a new message.
  */
 export const GetOrganizationResponseSchema: GenMessage<GetOrganizationResponse> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_limiter, 11);
+  messageDesc(file_mailcore_limiter_v1_limiter, 14);
 
 /**
  * @generated from message mailcore.limiter.v1.CreateTokenRequest
@@ -345,7 +451,7 @@ export type CreateTokenRequest = Message<"mailcore.limiter.v1.CreateTokenRequest
  * Use `create(CreateTokenRequestSchema)` to create a new message.
  */
 export const CreateTokenRequestSchema: GenMessage<CreateTokenRequest> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_limiter, 12);
+  messageDesc(file_mailcore_limiter_v1_limiter, 15);
 
 /**
  * @generated from message mailcore.limiter.v1.CreateTokenResponse
@@ -371,7 +477,7 @@ export type CreateTokenResponse = Message<"mailcore.limiter.v1.CreateTokenRespon
  * Use `create(CreateTokenResponseSchema)` to create a new message.
  */
 export const CreateTokenResponseSchema: GenMessage<CreateTokenResponse> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_limiter, 13);
+  messageDesc(file_mailcore_limiter_v1_limiter, 16);
 
 /**
  * @generated from message mailcore.limiter.v1.RevokeTokenRequest
@@ -390,7 +496,7 @@ export type RevokeTokenRequest = Message<"mailcore.limiter.v1.RevokeTokenRequest
  * Use `create(RevokeTokenRequestSchema)` to create a new message.
  */
 export const RevokeTokenRequestSchema: GenMessage<RevokeTokenRequest> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_limiter, 14);
+  messageDesc(file_mailcore_limiter_v1_limiter, 17);
 
 /**
  * @generated from message mailcore.limiter.v1.RevokeTokenResponse
@@ -403,7 +509,7 @@ export type RevokeTokenResponse = Message<"mailcore.limiter.v1.RevokeTokenRespon
  * Use `create(RevokeTokenResponseSchema)` to create a new message.
  */
 export const RevokeTokenResponseSchema: GenMessage<RevokeTokenResponse> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_limiter, 15);
+  messageDesc(file_mailcore_limiter_v1_limiter, 18);
 
 /**
  * @generated from message mailcore.limiter.v1.AddDomainRequest
@@ -430,7 +536,7 @@ export type AddDomainRequest = Message<"mailcore.limiter.v1.AddDomainRequest"> &
  * Use `create(AddDomainRequestSchema)` to create a new message.
  */
 export const AddDomainRequestSchema: GenMessage<AddDomainRequest> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_limiter, 16);
+  messageDesc(file_mailcore_limiter_v1_limiter, 19);
 
 /**
  * @generated from message mailcore.limiter.v1.AddDomainResponse
@@ -447,7 +553,7 @@ export type AddDomainResponse = Message<"mailcore.limiter.v1.AddDomainResponse">
  * Use `create(AddDomainResponseSchema)` to create a new message.
  */
 export const AddDomainResponseSchema: GenMessage<AddDomainResponse> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_limiter, 17);
+  messageDesc(file_mailcore_limiter_v1_limiter, 20);
 
 /**
  * @generated from message mailcore.limiter.v1.VerifyTokenRequest
@@ -464,7 +570,7 @@ export type VerifyTokenRequest = Message<"mailcore.limiter.v1.VerifyTokenRequest
  * Use `create(VerifyTokenRequestSchema)` to create a new message.
  */
 export const VerifyTokenRequestSchema: GenMessage<VerifyTokenRequest> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_limiter, 18);
+  messageDesc(file_mailcore_limiter_v1_limiter, 21);
 
 /**
  * @generated from message mailcore.limiter.v1.VerifyTokenResponse
@@ -498,7 +604,7 @@ export type VerifyTokenResponse = Message<"mailcore.limiter.v1.VerifyTokenRespon
  * Use `create(VerifyTokenResponseSchema)` to create a new message.
  */
 export const VerifyTokenResponseSchema: GenMessage<VerifyTokenResponse> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_limiter, 19);
+  messageDesc(file_mailcore_limiter_v1_limiter, 22);
 
 /**
  * @generated from message mailcore.limiter.v1.ListTagsRequest
@@ -515,7 +621,7 @@ export type ListTagsRequest = Message<"mailcore.limiter.v1.ListTagsRequest"> & {
  * Use `create(ListTagsRequestSchema)` to create a new message.
  */
 export const ListTagsRequestSchema: GenMessage<ListTagsRequest> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_limiter, 20);
+  messageDesc(file_mailcore_limiter_v1_limiter, 23);
 
 /**
  * @generated from message mailcore.limiter.v1.Tag
@@ -539,7 +645,7 @@ export type Tag = Message<"mailcore.limiter.v1.Tag"> & {
  * Use `create(TagSchema)` to create a new message.
  */
 export const TagSchema: GenMessage<Tag> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_limiter, 21);
+  messageDesc(file_mailcore_limiter_v1_limiter, 24);
 
 /**
  * @generated from message mailcore.limiter.v1.ListTagsResponse
@@ -556,7 +662,7 @@ export type ListTagsResponse = Message<"mailcore.limiter.v1.ListTagsResponse"> &
  * Use `create(ListTagsResponseSchema)` to create a new message.
  */
 export const ListTagsResponseSchema: GenMessage<ListTagsResponse> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_limiter, 22);
+  messageDesc(file_mailcore_limiter_v1_limiter, 25);
 
 /**
  * Plan is an organization's subscription plan; it fixes the requests-per-minute quota.
@@ -677,12 +783,25 @@ export const LimiterService: GenService<{
  */
 export const DirectoryService: GenService<{
   /**
+   * CreateOrganization makes an organization, its domains and its first token in one step.
+   *
    * @generated from rpc mailcore.limiter.v1.DirectoryService.CreateOrganization
    */
   createOrganization: {
     methodKind: "unary";
     input: typeof CreateOrganizationRequestSchema;
     output: typeof CreateOrganizationResponseSchema;
+  },
+  /**
+   * ProvisionOrganizations creates many organizations in one records transaction, idempotent by
+   * slug (bulk imports).
+   *
+   * @generated from rpc mailcore.limiter.v1.DirectoryService.ProvisionOrganizations
+   */
+  provisionOrganizations: {
+    methodKind: "unary";
+    input: typeof ProvisionOrganizationsRequestSchema;
+    output: typeof ProvisionOrganizationsResponseSchema;
   },
   /**
    * @generated from rpc mailcore.limiter.v1.DirectoryService.SetPlan
