@@ -155,11 +155,12 @@ export function workflowRoutes(automation: AutomationCalls, timeoutMs: number): 
           return json(200, { data: res.workflows.map(workflowJson), nextCursor: res.nextCursor || null }, headers);
         }),
         POST: route(async (a) => {
-          const { workflow } = await automation.createWorkflow(
+          const { workflow, secret } = await automation.createWorkflow(
             { orgId: a.admission.orgId, workflow: parseWorkflow(await body(a)) },
             call,
           );
-          return json(201, workflowJson(workflow!), a.headers);
+          // The secret of its webhook steps, this once (like a webhook endpoint's).
+          return json(201, { ...workflowJson(workflow!), secret }, a.headers);
         }),
       },
     ],
@@ -181,6 +182,15 @@ export function workflowRoutes(automation: AutomationCalls, timeoutMs: number): 
         DELETE: route(async (a) => {
           await automation.deleteWorkflow(ref(a), call);
           return new Response(null, { status: 204, headers: a.headers });
+        }),
+      },
+    ],
+    [
+      "/api/v1/workflows/{id}/secret",
+      {
+        POST: route(async (a) => {
+          const { secret } = await automation.rotateWorkflowSecret(ref(a), call);
+          return json(200, { secret }, a.headers);
         }),
       },
     ],

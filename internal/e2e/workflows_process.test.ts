@@ -1,26 +1,57 @@
 // Workflows end to end, through limiterd, an API process and a worker with the file sink: a
 // tag added with triggerWorkflows true runs the steps (the email after the wait), false runs
 // nothing, a retried identical upsert starts one run; a run survives kill -9 of the daemon
-// during its wait and completes once.
+// during its wait and completes once. A webhook step is signed with the secret of the 201 and
+// retried like an endpoint's deliveries (WEBHOOK_SCHEDULE_DIVISOR=10000: the whole schedule in
+// about 10 s); one failing for good fails its run.
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { createHmac } from "node:crypto";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { type Stack, startStack, waitFor } from "../testkit/testkit";
 
 let stack: Stack;
 let token: string;
-const hooks: { body: any; at: number }[] = [];
-let hookStatus = 500;
+interface Hook {
+  path: string;
+  body: any;
+  raw: string;
+  headers: Headers;
+  at: number;
+}
+const hooks: Hook[] = [];
+/** The receiver: /hook fails its first POST and takes the others, /down fails them all. */
 const receiver = Bun.serve({
   port: 0,
   hostname: "127.0.0.1",
   async fetch(req) {
-    hooks.push({ body: await req.json(), at: Date.now() });
-    return new Response(null, { status: hookStatus });
+    const path = new URL(req.url).pathname;
+    const raw = await req.text();
+    hooks.push({ path, body: JSON.parse(raw), raw, headers: req.headers, at: Date.now() });
+    const first = hooks.filter((h) => h.path === path).length === 1;
+    return new Response(null, { status: path === "/hook" && !first ? 200 : 500 });
   },
 });
+const hooksTo = (path: string) => hooks.filter((h) => h.path === path);
+
+/** Whether the hook's signature verifies with secret, as a receiver checks it (Standard Webhooks). */
+function signedWith(secret: string, h: Hook): boolean {
+  const key = Buffer.from(secret.slice("whsec_".length), "base64");
+  const id = h.headers.get("webhook-id");
+  const timestamp = h.headers.get("webhook-timestamp");
+  const expected = createHmac("sha256", key).update(`${id}.${timestamp}.${h.raw}`).digest("base64");
+  return (h.headers.get("webhook-signature") ?? "").split(" ").includes(`v1,${expected}`);
+}
+
 beforeAll(async () => {
-  stack = await startStack({ workers: 1, env: { PUBLIC_URL: "https://mail.example.test" } });
+  stack = await startStack({
+    workers: 1,
+    env: {
+      PUBLIC_URL: "https://mail.example.test",
+      WEBHOOK_ALLOW_PRIVATE_URLS: "1",
+      WEBHOOK_SCHEDULE_DIVISOR: "10000",
+    },
+  });
   token = await stack.org("flows", "enterprise");
 }, 30_000);
 afterAll(async () => {
@@ -131,8 +162,7 @@ test("a tag added with triggerWorkflows true sends the email after the wait, the
   ).toBe(201);
 
   // The receiver fails first: the step is retried, then the run completes.
-  await waitFor("the webhook's first try", async () => hooks.length >= 1, 15_000);
-  hookStatus = 200;
+  await waitFor("the webhook's first try", async () => hooksTo("/hook").length >= 1, 15_000);
   await waitFor("the run to complete", async () => (await runsOf(wf.id)).every((r) => r.state === "completed"), 20_000);
   const runs = await runsOf(wf.id);
   expect(runs).toHaveLength(1);
@@ -145,10 +175,18 @@ test("a tag added with triggerWorkflows true sends the email after the wait, the
   expect(mail[0]!.eml).toMatch(/^List-Unsubscribe: <https:\/\/mail\.example\.test\/u\/[A-Za-z0-9_-]{22}>$/m);
   expect(mail[0]!.eml).toContain("Your plan: pro.");
   expect((await api("GET", "/api/v1/subscribers/ann@example.org")).body.tags).toEqual(["trial", "welcomed"]);
-  expect(hooks.at(-1)!.body).toMatchObject({
+  expect(hooksTo("/hook").at(-1)!.body).toMatchObject({
     type: "workflow.step",
     data: { workflowId: wf.id, runId: runs[0]!.id, subscriber: { email: "ann@example.org" } },
   });
+  // Signed with the secret of the 201, which no read shows again; the retry has the same webhook-id.
+  expect(wf.secret).toMatch(/^whsec_[A-Za-z0-9+/]{32}$/);
+  expect((await api("GET", `/api/v1/workflows/${wf.id}`)).body.secret).toBeUndefined();
+  const tries = hooksTo("/hook");
+  expect(tries).toHaveLength(2);
+  expect(tries.map((h) => signedWith(wf.secret, h))).toEqual([true, true]);
+  expect(new Set(tries.map((h) => h.headers.get("webhook-id"))).size).toBe(1);
+  expect(Math.abs(Number(tries[1]!.headers.get("webhook-timestamp")) - tries[1]!.at / 1_000)).toBeLessThan(5);
   const types = await events("ann@example.org");
   expect(types.filter((t) => t === "workflow.started")).toHaveLength(1);
   expect(types.filter((t) => t === "workflow.completed")).toHaveLength(1);
@@ -201,3 +239,38 @@ test("an email step sends nothing to an unsubscribed subscriber; the run goes on
   await Bun.sleep(500);
   expect(mailTo("gone@example.org")).toHaveLength(0);
 }, 30_000);
+
+test("a webhook step failing for good: retried on the schedule, signed with the rotated secret after a rotation, then its run fails and the steps after it never run", async () => {
+  const wf = (
+    await api("POST", "/api/v1/workflows", {
+      name: "down",
+      trigger: { type: "tag.added", tag: "down" },
+      steps: [
+        { type: "webhook", url: `http://127.0.0.1:${receiver.port}/down` },
+        { type: "add_tag", tag: "after" },
+      ],
+      active: true,
+    })
+  ).body;
+  await api("POST", "/api/v1/subscribers", { email: "dan@example.org", tags: ["down"] });
+  await waitFor("the first attempt", async () => hooksTo("/down").length >= 1, 15_000);
+  const rotated = await api("POST", `/api/v1/workflows/${wf.id}/secret`);
+  expect(rotated.status).toBe(200);
+  expect(rotated.body.secret).toMatch(/^whsec_/);
+  expect(rotated.body.secret).not.toBe(wf.secret);
+  expect((await api("POST", "/api/v1/workflows/wf_none/secret")).status).toBe(404);
+
+  await waitFor("the run to fail", async () => (await runsOf(wf.id))[0]?.state === "failed", 60_000);
+  const tries = hooksTo("/down");
+  expect(tries).toHaveLength(8); // the first attempt and the schedule's 7 retries
+  expect(new Set(tries.map((h) => h.headers.get("webhook-id"))).size).toBe(1);
+  expect(signedWith(wf.secret, tries[0]!)).toBe(true);
+  expect(signedWith(rotated.body.secret, tries.at(-1)!)).toBe(true);
+  expect(signedWith(wf.secret, tries.at(-1)!)).toBe(false);
+  expect((await runsOf(wf.id))[0]).toMatchObject({
+    step: 0,
+    state: "failed",
+    error: `webhook http://127.0.0.1:${receiver.port}/down: HTTP 500 (attempts: 8)`,
+  });
+  expect((await api("GET", "/api/v1/subscribers/dan@example.org")).body.tags).toEqual(["down"]);
+}, 90_000);

@@ -14,6 +14,7 @@ import {
 import type { Campaign, CampaignStatus as Status } from "../records/campaigns";
 import type { Records } from "../records/records";
 import type { Step, Trigger, TriggerType, Workflow, WorkflowRun } from "../records/workflows";
+import { newWebhookSecret } from "../webhooks/signature";
 import { guard, pageCursor } from "./service";
 
 // The automation RPCs over the records: campaigns (their fan-out is campaign_fanout.ts), the
@@ -182,9 +183,10 @@ export function automationRoutes(deps: AutomationDeps) {
           steps: toSteps(w.stepsJson),
           active: w.active,
         };
-        return {
-          workflow: toWorkflowMsg(await guard(() => records.workflows.create(req.orgId, input, clock.nowMs()))),
-        };
+        // Returned this once: the records keep it for signing, and no read gives it back.
+        const secret = newWebhookSecret();
+        const made = await guard(() => records.workflows.create(req.orgId, input, clock.nowMs(), secret));
+        return { workflow: toWorkflowMsg(made), secret };
       },
 
       async getWorkflow(req) {
@@ -217,6 +219,13 @@ export function automationRoutes(deps: AutomationDeps) {
       async deleteWorkflow(req) {
         if (!(await guard(() => records.workflows.delete(req.orgId, req.id)))) throw workflowNotFound(req.id);
         return {};
+      },
+
+      async rotateWorkflowSecret(req) {
+        const secret = newWebhookSecret();
+        if (!(await guard(() => records.workflows.rotateSecret(req.orgId, req.id, secret, clock.nowMs()))))
+          throw workflowNotFound(req.id);
+        return { secret };
       },
 
       async listWorkflowRuns(req) {

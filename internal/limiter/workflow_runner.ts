@@ -13,38 +13,25 @@ import { LeasedLoop } from "./leasedloop";
 
 const TICK_MS = 250;
 const DUE_BATCH = 50;
-/** A webhook step: the receiver's deadline, and its retries (5 s, doubling, at most 10 minutes apart) before the run fails. */
-const WEBHOOK_TIMEOUT_MS = 15_000;
-const WEBHOOK_RETRY_BASE_MS = 5_000;
-const WEBHOOK_RETRY_MAX_MS = 600_000;
-const WEBHOOK_ATTEMPTS = 10;
 
 /** What running a step came to. */
 type StepResult =
   | { kind: "done"; dueMs: number }
   | { kind: "retry"; dueMs: number; detail: string }
-  | { kind: "fail"; detail: string };
+  | { kind: "fail"; detail: string }
+  /** Under way elsewhere (a webhook delivery): the run's due time is already set. */
+  | { kind: "wait" };
 
 /**
- * The webhook step: POSTs {"type":"workflow.step","data":{subscriber,workflowId,runId}} to url
- * and says whether the receiver took it (a 2xx within 15 s).
+ * The body of a webhook step: {"type":"workflow.step","timestamp":...,"data":{subscriber,workflowId,runId}},
+ * the shape of the endpoints' events.
  */
-export async function postWorkflowWebhook(
-  url: string,
-  data: { subscriber: Subscriber; workflowId: string; runId: string },
-): Promise<{ ok: boolean; detail: string }> {
-  try {
-    const res = await fetch(url, {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ type: "workflow.step", data }),
-      signal: AbortSignal.timeout(WEBHOOK_TIMEOUT_MS),
-    });
-    await res.body?.cancel();
-    return { ok: res.ok, detail: `HTTP ${res.status}` };
-  } catch (err) {
-    return { ok: false, detail: (err as Error).message };
-  }
+function workflowStepPayload(subscriber: Subscriber, workflowId: string, runId: string, nowMs: number): string {
+  return JSON.stringify({
+    type: "workflow.step",
+    timestamp: new Date(nowMs).toISOString(),
+    data: { subscriber, workflowId, runId },
+  });
 }
 
 export class WorkflowRunner extends LeasedLoop {
@@ -70,6 +57,7 @@ export class WorkflowRunner extends LeasedLoop {
       const subscriber = await records.audience.get(run.orgId, run.subscriberId);
       if (!subscriber) return records.workflows.finish(run, "failed", "the subscriber was deleted", now);
       const result = await this.step(workflow.steps[run.step]!, run, workflow, subscriber);
+      if (result.kind === "wait") return;
       if (result.kind === "fail") return records.workflows.finish(run, "failed", result.detail, clock.nowMs());
       if (result.kind === "retry") return records.workflows.retry(run, result.dueMs, result.detail, clock.nowMs());
       if (!(await records.workflows.stepDone(run, result.dueMs, clock.nowMs()))) return; // ran elsewhere
@@ -92,15 +80,12 @@ export class WorkflowRunner extends LeasedLoop {
         return { kind: "done", dueMs: now };
       }
       case "webhook": {
-        const res = await postWorkflowWebhook(step.url, { subscriber, workflowId: workflow.id, runId: run.id });
-        if (res.ok) return { kind: "done", dueMs: clock.nowMs() };
-        if (run.attempts + 1 >= WEBHOOK_ATTEMPTS)
-          return { kind: "fail", detail: `webhook ${step.url}: ${res.detail}, ${WEBHOOK_ATTEMPTS} times` };
-        return {
-          kind: "retry",
-          dueMs: clock.nowMs() + Math.min(WEBHOOK_RETRY_MAX_MS, WEBHOOK_RETRY_BASE_MS * 2 ** run.attempts),
-          detail: `webhook: ${res.detail}`,
-        };
+        // A delivery the workers make, signed and retried like an endpoint's; the run waits for its end.
+        const payload = workflowStepPayload(subscriber, workflow.id, run.id, now);
+        const res = await records.workflows.webhookStep(run, step.url, payload, now);
+        if (res.state === "delivered") return { kind: "done", dueMs: clock.nowMs() };
+        if (res.state === "failed") return { kind: "fail", detail: res.detail };
+        return { kind: "wait" };
       }
       case "email":
         return this.email(step, run, subscriber);

@@ -85,6 +85,7 @@ export const RPC_ROLES: ReadonlyMap<string, Role> = new Map([
     updateWorkflow: "front",
     deleteWorkflow: "front",
     listWorkflowRuns: "front",
+    rotateWorkflowSecret: "front",
   }),
 ]);
 

@@ -193,6 +193,19 @@ export const MIGRATIONS: readonly Migration[] = [
     name: "automation: campaigns, their messages and unsubscribe tokens, workflows and their runs",
     up: (dialect) => automationTables(dialect),
   },
+  {
+    version: 7,
+    name: "workflow webhooks: a workflow's signing endpoint, the URL and waiting run of a step's delivery",
+    up: [
+      // A workflow's webhook steps are deliveries of an endpoint row the workflow owns (its
+      // secret); such a row subscribes to no event and is not one of the organization's webhooks.
+      "ALTER TABLE webhook_endpoints ADD COLUMN workflow_id TEXT",
+      "CREATE UNIQUE INDEX webhook_endpoints_workflow ON webhook_endpoints (workflow_id) WHERE workflow_id IS NOT NULL",
+      // A step's delivery goes to the step's URL (null: the endpoint's) and wakes its run when it ends.
+      "ALTER TABLE webhook_deliveries ADD COLUMN url TEXT",
+      "ALTER TABLE webhook_deliveries ADD COLUMN run_id TEXT",
+    ],
+  },
 ];
 
 /** The lock that serializes migrations between processes (PostgreSQL advisory lock key). */

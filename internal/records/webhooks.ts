@@ -1,10 +1,14 @@
 import { randomBytes } from "node:crypto";
+import { newWebhookSecret } from "../webhooks/signature";
 import { type Db, num, numOrNull, type Sql } from "./db";
 import { mapPage, newestFirst, type Order, type Page } from "./paging";
 
 // Webhook endpoints, their deliveries and every attempt. The deliveries are also the queue the
 // workers are fed from: a pending delivery is due at due_ms, a claim moves due_ms to the end of
 // its lease and stamps a lease token, and only the holder of the current token may report.
+// A workflow owns an endpoint row too (workflow_id set): its secret signs the workflow's webhook
+// steps, each a delivery to the step's URL that wakes its run when it ends. Such a row is none of
+// the organization's webhooks: the endpoint reads and writes here leave it out.
 
 export const DeliveryState = { PENDING: 0, DELIVERED: 1, FAILED: 2 } as const;
 export type DeliveryState = (typeof DeliveryState)[keyof typeof DeliveryState];
@@ -127,7 +131,7 @@ export class WebhookRecords {
     const page = await this.db.run((sql) =>
       newestFirst<Record<string, unknown>>(
         sql,
-        sql`SELECT * FROM webhook_endpoints WHERE org_id = ${orgId}`,
+        sql`SELECT * FROM webhook_endpoints WHERE org_id = ${orgId} AND workflow_id IS NULL`,
         BY_CREATED,
         {
           limit,
@@ -141,7 +145,8 @@ export class WebhookRecords {
   /** Deletes the endpoint with its deliveries; false when the organization has no such endpoint. */
   async delete(orgId: string, id: string): Promise<boolean> {
     const gone = await this.db.run(
-      (sql) => sql`DELETE FROM webhook_endpoints WHERE id = ${id} AND org_id = ${orgId} RETURNING id`,
+      (sql) =>
+        sql`DELETE FROM webhook_endpoints WHERE id = ${id} AND org_id = ${orgId} AND workflow_id IS NULL RETURNING id`,
     );
     return gone.length > 0;
   }
@@ -154,7 +159,8 @@ export class WebhookRecords {
     cursor?: string,
   ): Promise<Page<WebhookDelivery> | undefined> {
     return this.db.run(async (sql) => {
-      const [owner] = await sql`SELECT id FROM webhook_endpoints WHERE id = ${endpointId} AND org_id = ${orgId}`;
+      const [owner] =
+        await sql`SELECT id FROM webhook_endpoints WHERE id = ${endpointId} AND org_id = ${orgId} AND workflow_id IS NULL`;
       if (!owner) return undefined;
       const page = await newestFirst<Record<string, unknown>>(
         sql,
@@ -201,7 +207,7 @@ export class WebhookRecords {
     if (events.length === 0) return 0;
     const orgs = [...new Set(events.map((e) => e.orgId))];
     const endpoints: { id: string; orgId: string; events: string[] }[] = (
-      await sql`SELECT id, org_id, events FROM webhook_endpoints WHERE org_id IN ${sql(orgs)} AND disabled_ms IS NULL`
+      await sql`SELECT id, org_id, events FROM webhook_endpoints WHERE org_id IN ${sql(orgs)} AND disabled_ms IS NULL AND workflow_id IS NULL`
     ).map((ep: Record<string, string>) => ({
       id: ep.id!,
       orgId: ep.org_id!,
@@ -260,7 +266,7 @@ export class WebhookRecords {
       if (ids.length === 0) return [];
       const claimed = await sql`UPDATE webhook_deliveries SET due_ms = ${nowMs + leaseMs}, lease_token = ${token}
         WHERE id IN ${sql(ids)} AND state = 0 AND due_ms <= ${nowMs}
-        RETURNING id, endpoint_id, payload, attempts`;
+        RETURNING id, endpoint_id, url, payload, attempts`;
       if (claimed.length === 0) return [];
       const endpointIds = [...new Set(claimed.map((c: { endpoint_id: string }) => c.endpoint_id))];
       const endpoints = new Map<string, Record<string, string>>(
@@ -276,7 +282,7 @@ export class WebhookRecords {
                 id: c.id as string,
                 endpointId: c.endpoint_id as string,
                 leaseToken: token,
-                url: ep.url!,
+                url: (c.url as string | null) ?? ep.url!,
                 secret: ep.secret!,
                 payload: c.payload as string,
                 attempt: num(c.attempts) + 1,
@@ -307,7 +313,7 @@ export class WebhookRecords {
     const state = ok ? DeliveryState.DELIVERED : DeliveryState.PENDING;
     const [d] =
       await sql`UPDATE webhook_deliveries SET attempts = attempts + 1, lease_token = NULL, updated_ms = ${r.atMs}, state = ${state}
-      WHERE id = ${r.deliveryId} AND lease_token = ${r.leaseToken} AND state = 0 RETURNING attempts, endpoint_id`;
+      WHERE id = ${r.deliveryId} AND lease_token = ${r.leaseToken} AND state = 0 RETURNING attempts, endpoint_id, run_id`;
     if (!d) return "stale";
     const attempts = num(d.attempts);
     await sql`INSERT INTO webhook_attempts ${sql({
@@ -318,27 +324,35 @@ export class WebhookRecords {
       status_code: r.statusCode,
       error: r.error,
     })}`;
+    const runId = d.run_id as string | null;
     if (ok) {
       await sql`UPDATE webhook_endpoints SET failing_since_ms = NULL WHERE id = ${d.endpoint_id} AND failing_since_ms IS NOT NULL`;
+      await wakeRun(sql, runId, r.atMs);
       return "delivered";
     }
-    // The endpoint's row is written (locked) on its first failure only: concurrent batches of
-    // reports from several workers then seldom wait for each other (or deadlock, on PostgreSQL).
-    await sql`UPDATE webhook_endpoints SET failing_since_ms = ${r.atMs} WHERE id = ${d.endpoint_id} AND failing_since_ms IS NULL`;
-    const [ep] = await sql`SELECT failing_since_ms FROM webhook_endpoints WHERE id = ${d.endpoint_id}`;
-    if (ep && r.atMs - num(ep.failing_since_ms) >= policy.disableAfterMs) {
-      const days = Math.round(policy.disableAfterMs / 86_400_000);
-      await sql`UPDATE webhook_endpoints SET disabled_ms = ${r.atMs}, disabled_reason = ${`every attempt failed for ${days} days`} WHERE id = ${d.endpoint_id}`;
-      await sql`UPDATE webhook_deliveries SET state = ${DeliveryState.FAILED}, updated_ms = ${r.atMs} WHERE endpoint_id = ${d.endpoint_id} AND state = 0`;
-      return "disabled";
-    }
+    // A workflow's endpoint is never disabled: each of its step's deliveries ends with the schedule.
+    if (runId === null && (await this.disableFailing(sql, d.endpoint_id as string, r.atMs, policy))) return "disabled";
     const wait = policy.retryDelayMs(attempts);
     if (wait === undefined) {
       await sql`UPDATE webhook_deliveries SET state = ${DeliveryState.FAILED} WHERE id = ${r.deliveryId}`;
+      await wakeRun(sql, runId, r.atMs);
       return "failed";
     }
     await sql`UPDATE webhook_deliveries SET due_ms = ${r.atMs + wait} WHERE id = ${r.deliveryId}`;
     return "retrying";
+  }
+
+  /** Marks the endpoint failing since now if it was not; disables it (failing its pending deliveries) once it has failed for too long. */
+  private async disableFailing(sql: Sql, endpointId: string, atMs: number, policy: RetryPolicy): Promise<boolean> {
+    // The endpoint's row is written (locked) on its first failure only: concurrent batches of
+    // reports from several workers then seldom wait for each other (or deadlock, on PostgreSQL).
+    await sql`UPDATE webhook_endpoints SET failing_since_ms = ${atMs} WHERE id = ${endpointId} AND failing_since_ms IS NULL`;
+    const [ep] = await sql`SELECT failing_since_ms FROM webhook_endpoints WHERE id = ${endpointId}`;
+    if (!ep || atMs - num(ep.failing_since_ms) < policy.disableAfterMs) return false;
+    const days = Math.round(policy.disableAfterMs / 86_400_000);
+    await sql`UPDATE webhook_endpoints SET disabled_ms = ${atMs}, disabled_reason = ${`every attempt failed for ${days} days`} WHERE id = ${endpointId}`;
+    await sql`UPDATE webhook_deliveries SET state = ${DeliveryState.FAILED}, updated_ms = ${atMs} WHERE endpoint_id = ${endpointId} AND state = 0`;
+    return true;
   }
 
   /** Deletes up to limit finished deliveries last changed before beforeMs (with their attempts); returns how many. */
@@ -349,4 +363,87 @@ export class WebhookRecords {
     );
     return gone.length;
   }
+}
+
+/**
+ * Wakes the workflow run waiting for a step's delivery that just ended. The run is at that
+ * step still: it moves on only once it has read that the delivery ended.
+ */
+async function wakeRun(sql: Sql, runId: string | null, atMs: number): Promise<void> {
+  if (runId !== null) await sql`UPDATE workflow_runs SET due_ms = ${atMs} WHERE id = ${runId} AND state = 'active'`;
+}
+
+/** Sets the secret of a workflow's endpoint, making the endpoint if the workflow has none yet. */
+export async function setWorkflowSecret(
+  sql: Sql,
+  o: { orgId: string; workflowId: string; secret: string; nowMs: number },
+): Promise<void> {
+  const [had] =
+    await sql`UPDATE webhook_endpoints SET secret = ${o.secret} WHERE workflow_id = ${o.workflowId} RETURNING id`;
+  if (had) return;
+  await sql`INSERT INTO webhook_endpoints ${sql({
+    id: newId("wh"),
+    org_id: o.orgId,
+    url: "",
+    events: "[]",
+    secret: o.secret,
+    created_ms: o.nowMs,
+    workflow_id: o.workflowId,
+  })}`;
+}
+
+/** Where a workflow step's delivery stands; the last attempt's status code (null: no answer) and error. */
+export interface StepDelivery {
+  state: DeliveryState;
+  dueMs: number;
+  attempts: number;
+  last?: { statusCode: number | null; error: string };
+}
+
+/**
+ * The delivery of one webhook step of a run, made (due now) on the first call: its id is the
+ * run's and the step's, so a step is delivered once however often its run looks. A workflow
+ * made before workflows had secrets gets its endpoint, with a new secret, here.
+ */
+export async function stepDelivery(
+  sql: Sql,
+  o: { orgId: string; workflowId: string; runId: string; step: number; url: string; payload: string; nowMs: number },
+): Promise<StepDelivery> {
+  const id = `whd_${o.runId}_${o.step}`;
+  const [d] = await sql`SELECT state, due_ms, attempts FROM webhook_deliveries WHERE id = ${id}`;
+  if (d) {
+    const [last] =
+      await sql`SELECT status_code, error FROM webhook_attempts WHERE delivery_id = ${id} ORDER BY attempt DESC LIMIT 1`;
+    return {
+      state: num(d.state) as DeliveryState,
+      dueMs: num(d.due_ms),
+      attempts: num(d.attempts),
+      ...(last ? { last: { statusCode: numOrNull(last.status_code), error: last.error as string } } : {}),
+    };
+  }
+  const find = () => sql`SELECT id FROM webhook_endpoints WHERE workflow_id = ${o.workflowId}`;
+  let [endpoint] = await find();
+  if (!endpoint) {
+    await setWorkflowSecret(sql, {
+      orgId: o.orgId,
+      workflowId: o.workflowId,
+      secret: newWebhookSecret(),
+      nowMs: o.nowMs,
+    });
+    [endpoint] = await find();
+  }
+  await sql`INSERT INTO webhook_deliveries ${sql({
+    id,
+    endpoint_id: endpoint!.id,
+    event_type: "workflow.step",
+    payload: o.payload,
+    state: DeliveryState.PENDING,
+    attempts: 0,
+    due_ms: o.nowMs,
+    created_ms: o.nowMs,
+    updated_ms: o.nowMs,
+    url: o.url,
+    run_id: o.runId,
+  })}`;
+  return { state: DeliveryState.PENDING, dueMs: o.nowMs, attempts: 0 };
 }

@@ -1,12 +1,14 @@
 import { type EventRow, eventRow } from "./audience_types";
 import { chunks, type Db, num, type Sql, timeOrderedId } from "./db";
 import { BY_SEQ, mapPage, newestFirst, type Page } from "./paging";
+import { DeliveryState, setWorkflowSecret, stepDelivery } from "./webhooks";
 
 // Workflows: steps run for a subscriber when a trigger happens to it (it is created, or a tag
 // is added), once per run. A run is a row: the step it is at, when that step is due (a wait is
 // a due time, not a timer), its state. Runs start in the transaction of the audience change
 // that triggers them (startWorkflowRuns), so a change retried, which records nothing, starts
-// nothing, and a change made with triggerWorkflows false starts nothing.
+// nothing, and a change made with triggerWorkflows false starts nothing. A webhook step is a
+// webhook delivery (records/webhooks.ts) signed with the workflow's secret; its run waits for it.
 
 export type TriggerType = "subscriber.created" | "tag.added";
 
@@ -37,6 +39,16 @@ export interface Workflow {
 export type NewWorkflow = Pick<Workflow, "name" | "trigger" | "steps" | "active">;
 
 export type RunState = "active" | "completed" | "failed";
+
+/** What a run's webhook step came to so far: delivered, failed for good (why), or under way. */
+export type WebhookStepState = { state: "delivered" } | { state: "failed"; detail: string } | { state: "pending" };
+
+/**
+ * A run waiting for its step's delivery is woken by the report that ends it; in case that
+ * wake-up was missed, it looks again this long after the delivery's next attempt is due (an
+ * attempt's lease ends before then).
+ */
+const STEP_RECHECK_MS = 60_000;
 
 export interface WorkflowRun {
   id: string;
@@ -157,22 +169,34 @@ export async function startWorkflowRuns(sql: Sql, orgId: string, events: EventRo
 export class WorkflowRecords {
   constructor(private readonly db: Db) {}
 
-  async create(orgId: string, input: NewWorkflow, nowMs: number): Promise<Workflow> {
-    const [row] = (await this.db.run(
-      (sql) =>
-        sql`INSERT INTO workflows ${sql({
-          id: timeOrderedId("wf"),
-          org_id: orgId,
-          name: input.name,
-          trigger_type: input.trigger.type,
-          trigger_tag: input.trigger.tag ?? "",
-          steps: JSON.stringify(input.steps),
-          active: input.active ? 1 : 0,
-          created_ms: nowMs,
-          updated_ms: nowMs,
-        })} RETURNING *`,
-    )) as WorkflowRow[];
+  /** A new workflow; secret, when given, signs its webhook steps (else one is made at the first). */
+  async create(orgId: string, input: NewWorkflow, nowMs: number, secret?: string): Promise<Workflow> {
+    const id = timeOrderedId("wf");
+    const [row] = (await this.db.tx(async (sql) => {
+      if (secret !== undefined) await setWorkflowSecret(sql, { orgId, workflowId: id, secret, nowMs });
+      return sql`INSERT INTO workflows ${sql({
+        id,
+        org_id: orgId,
+        name: input.name,
+        trigger_type: input.trigger.type,
+        trigger_tag: input.trigger.tag ?? "",
+        steps: JSON.stringify(input.steps),
+        active: input.active ? 1 : 0,
+        created_ms: nowMs,
+        updated_ms: nowMs,
+      })} RETURNING *`;
+    })) as WorkflowRow[];
     return fromRow(row!);
+  }
+
+  /** Replaces the secret of the workflow's webhook steps; false when the organization has no such workflow. */
+  rotateSecret(orgId: string, id: string, secret: string, nowMs: number): Promise<boolean> {
+    return this.db.tx(async (sql) => {
+      const [w] = await sql`SELECT id FROM workflows WHERE org_id = ${orgId} AND id = ${id}`;
+      if (!w) return false;
+      await setWorkflowSecret(sql, { orgId, workflowId: id, secret, nowMs });
+      return true;
+    });
   }
 
   async get(orgId: string, id: string): Promise<Workflow | undefined> {
@@ -207,12 +231,13 @@ export class WorkflowRecords {
     });
   }
 
-  /** Deletes a workflow and its runs (those under way stop); false when there is none. */
+  /** Deletes a workflow, its runs (those under way stop) and its endpoint with its deliveries; false when there is none. */
   delete(orgId: string, id: string): Promise<boolean> {
     return this.db.tx(async (sql) => {
       const rows = await sql`DELETE FROM workflows WHERE org_id = ${orgId} AND id = ${id} RETURNING id`;
       if (rows.length === 0) return false;
       await sql`DELETE FROM workflow_runs WHERE workflow_id = ${id}`;
+      await sql`DELETE FROM webhook_endpoints WHERE workflow_id = ${id}`;
       return true;
     });
   }
@@ -254,6 +279,31 @@ export class WorkflowRecords {
         WHERE id = ${run.id} AND step = ${run.step} AND state = 'active' RETURNING id`,
     );
     return rows.length === 1;
+  }
+
+  /**
+   * The run's current webhook step: its delivery, made on the first call, and where it stands.
+   * While it is under way the run waits: due again when the delivery's next attempt should
+   * have ended (the report that ends the delivery wakes it sooner), its attempts and detail
+   * those of the delivery.
+   */
+  webhookStep(run: WorkflowRun, url: string, payload: string, nowMs: number): Promise<WebhookStepState> {
+    return this.db.tx(async (sql) => {
+      // The run's row first: a report that ends the delivery meanwhile waits for this
+      // transaction, so its wake-up comes after the wait written here, never before.
+      const [held] =
+        await sql`UPDATE workflow_runs SET updated_ms = ${nowMs} WHERE id = ${run.id} AND step = ${run.step} AND state = 'active' RETURNING id`;
+      if (!held) return { state: "pending" }; // it moved on elsewhere
+      const d = await stepDelivery(sql, { ...run, runId: run.id, url, payload, nowMs });
+      const last = d.last && (d.last.statusCode === null ? d.last.error : `HTTP ${d.last.statusCode}`);
+      if (d.state === DeliveryState.DELIVERED) return { state: "delivered" };
+      if (d.state === DeliveryState.FAILED)
+        return { state: "failed", detail: `webhook ${url}: ${last ?? "not delivered"} (attempts: ${d.attempts})` };
+      const detail = last === undefined ? "" : `webhook: ${last}, attempt ${d.attempts}`;
+      await sql`UPDATE workflow_runs SET due_ms = ${Math.max(d.dueMs, nowMs) + STEP_RECHECK_MS}, attempts = ${d.attempts}, detail = ${detail}
+        WHERE id = ${run.id}`;
+      return { state: "pending" };
+    });
   }
 
   /** The current step failed for now: it is tried again at dueMs. */

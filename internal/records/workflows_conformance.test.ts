@@ -1,6 +1,7 @@
 // The workflow records, one suite on a SQLite file and on a PostgreSQL server this file starts.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { recordDatabases, recordsWithTwoOrgs } from "../testkit/recorddbs";
+import { webhookRetryPolicy } from "../webhooks/schedule";
 import type { Records } from "./records";
 import type { NewWorkflow } from "./workflows";
 
@@ -114,6 +115,84 @@ for (const [name, fresh] of databases) {
       expect((await runsOf(w.id))[0]).toMatchObject({ state: "completed" });
       expect((await types("dee@example.com")).filter((t) => t === "workflow.completed")).toHaveLength(1);
       expect((await r.workflows.dueRuns(T0 + 999_999, 100)).map((x) => x.id)).not.toContain(run!.id);
+    });
+
+    test("a webhook step: one delivery to the step's URL with the workflow's secret (rotated), none of the organization's webhooks; its end wakes the run", async () => {
+      const url = "https://hooks.example/step";
+      const policy = webhookRetryPolicy(1, () => 0.5);
+      const w = await r.workflows.create(
+        org,
+        { name: "hook", trigger: { type: "tag.added", tag: "hook" }, steps: [{ type: "webhook", url }], active: true },
+        T0,
+        "whsec_first",
+      );
+      await r.audience.upsert(org, { email: "hook@example.com", tags: ["hook"], triggerWorkflows: true }, T0);
+      const [run] = await runsOf(w.id);
+      expect(await r.workflows.webhookStep(run!, url, '{"n":1}', T0)).toEqual({ state: "pending" });
+      expect(await r.workflows.webhookStep(run!, url, '{"n":2}', T0 + 1)).toEqual({ state: "pending" }); // made once
+      expect((await runsOf(w.id))[0]).toMatchObject({ step: 0, dueMs: T0 + 60_001, attempts: 0 });
+
+      expect(await r.workflows.rotateSecret(org, w.id, "whsec_second", T0 + 2)).toBe(true);
+      expect(await r.workflows.rotateSecret(other, w.id, "whsec_other", T0 + 2)).toBe(false);
+      const [first, ...more] = await r.webhooks.claim(T0 + 3, 10, 30_000);
+      expect(more).toEqual([]);
+      expect(first).toMatchObject({
+        id: `whd_${run!.id}_0`,
+        url,
+        secret: "whsec_second",
+        payload: '{"n":1}',
+        attempt: 1,
+      });
+      expect((await r.webhooks.list(org, 100)).data).toEqual([]);
+      expect(await r.webhooks.delete(org, first!.endpointId)).toBe(false);
+
+      const answer = { deliveryId: first!.id, durationMs: 5, error: "" };
+      expect(
+        await r.webhooks.report([{ ...answer, leaseToken: first!.leaseToken, atMs: T0 + 4, statusCode: 500 }], policy),
+      ).toEqual(["retrying"]);
+      expect(await r.workflows.webhookStep(run!, url, "", T0 + 5)).toEqual({ state: "pending" });
+      expect((await runsOf(w.id))[0]).toMatchObject({
+        attempts: 1,
+        detail: "webhook: HTTP 500, attempt 1",
+        dueMs: T0 + 5_004 + 60_000,
+      });
+      const [second] = await r.webhooks.claim(T0 + 5_004, 10, 30_000);
+      expect(second).toMatchObject({ id: first!.id, attempt: 2 });
+      expect(
+        await r.webhooks.report(
+          [{ ...answer, leaseToken: second!.leaseToken, atMs: T0 + 5_010, statusCode: 204 }],
+          policy,
+        ),
+      ).toEqual(["delivered"]);
+      expect((await runsOf(w.id))[0]!.dueMs).toBe(T0 + 5_010); // woken
+      expect(await r.workflows.webhookStep(run!, url, "", T0 + 5_011)).toEqual({ state: "delivered" });
+    });
+
+    test("a webhook step that fails for good fails its run's step; a workflow made without a secret gets one; deleting the workflow deletes its deliveries", async () => {
+      const url = "https://down.example/";
+      const w = await r.workflows.create(
+        org,
+        { name: "down", trigger: { type: "tag.added", tag: "down" }, steps: [{ type: "webhook", url }], active: true },
+        T0,
+      );
+      await r.audience.upsert(org, { email: "down@example.com", tags: ["down"], triggerWorkflows: true }, T0);
+      const [run] = await runsOf(w.id);
+      await r.workflows.webhookStep(run!, url, "{}", T0);
+      const [d] = await r.webhooks.claim(T0, 10, 30_000);
+      expect(d!.secret).toMatch(/^whsec_/);
+      const giveUp = { retryDelayMs: () => undefined, disableAfterMs: 1 };
+      const rep = { deliveryId: d!.id, leaseToken: d!.leaseToken, atMs: T0 + 1, durationMs: 1, error: "" };
+      expect(await r.webhooks.report([{ ...rep, statusCode: 503 }], giveUp)).toEqual(["failed"]);
+      expect(await r.workflows.webhookStep(run!, url, "{}", T0 + 2)).toEqual({
+        state: "failed",
+        detail: "webhook https://down.example/: HTTP 503 (attempts: 1)",
+      });
+
+      await r.audience.upsert(org, { email: "down2@example.com", tags: ["down"], triggerWorkflows: true }, T0 + 3);
+      const pending = (await runsOf(w.id)).find((x) => x.id !== run!.id)!;
+      await r.workflows.webhookStep(pending, url, "{}", T0 + 3);
+      expect(await r.workflows.delete(org, w.id)).toBe(true);
+      expect(await r.webhooks.claim(T0 + 4, 10, 30_000)).toEqual([]);
     });
   });
 }

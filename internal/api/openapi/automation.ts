@@ -1,6 +1,7 @@
 import { body, invalid, list, noContent, paging, TAG_NAME, unreadable } from "./audience";
 import { apiOperation, errorAnswer, jsonAnswer, schemaRef } from "./common";
 import type { ApiArea } from "./types";
+import { retries, webhookSecret } from "./webhooks";
 
 // Campaigns (one message to every subscriber of an audience, through the bulk lane) and
 // workflows (steps run for a subscriber when it is created or tagged).
@@ -47,7 +48,7 @@ export const workflowsArea: ApiArea = {
   tag: {
     name: "Workflows",
     description:
-      "Steps run for a subscriber when it is created or a tag is added to it, by a change made with `triggerWorkflows` true (an identical change retried starts nothing). A run is durable: a wait is a due time in the records, each step runs once per run. An email step is a transactional send with every guard of POST /api/v1/emails.",
+      "Steps run for a subscriber when it is created or a tag is added to it, by a change made with `triggerWorkflows` true (an identical change retried starts nothing). A run is durable: a wait is a due time in the records, each step runs once per run. An email step is a transactional send with every guard of POST /api/v1/emails. A webhook step is signed like a webhook endpoint's deliveries, with the workflow's secret (`whsec_...`, in the answer of POST /api/v1/workflows and of POST /api/v1/workflows/{id}/secret only).",
   },
   paths: {
     "/api/v1/workflows": {
@@ -63,8 +64,17 @@ export const workflowsArea: ApiArea = {
         operationId: "createWorkflow",
         summary: "Create a workflow",
         tags: ["Workflows"],
+        description: "The answer holds the secret of its webhook steps, shown this once.",
         requestBody: body("WorkflowCreate"),
-        responses: { "201": workflow("The workflow."), "422": invalid, ...unreadable },
+        responses: {
+          "201": jsonAnswer("The workflow; keep the secret.", {
+            allOf: [schemaRef("Workflow")],
+            required: ["secret"],
+            properties: { secret: webhookSecret },
+          }),
+          "422": invalid,
+          ...unreadable,
+        },
       }),
     },
     "/api/v1/workflows/{id}": {
@@ -91,6 +101,25 @@ export const workflowsArea: ApiArea = {
         tags: ["Workflows"],
         parameters: [workflowRef],
         responses: { "204": noContent("Deleted."), "404": workflowNotFound },
+      }),
+    },
+    "/api/v1/workflows/{id}/secret": {
+      post: apiOperation({
+        operationId: "rotateWorkflowSecret",
+        summary: "Replace a workflow's signing secret",
+        description:
+          "A new secret for the workflow's webhook steps, shown this once; the old one signs nothing from now on (the next attempt of a step under way is signed with the new one).",
+        tags: ["Workflows"],
+        parameters: [workflowRef],
+        responses: {
+          "200": jsonAnswer("The new secret; keep it.", {
+            type: "object",
+            required: ["secret"],
+            properties: { secret: webhookSecret },
+            additionalProperties: false,
+          }),
+          "404": workflowNotFound,
+        },
       }),
     },
     "/api/v1/workflows/{id}/runs": {
@@ -147,8 +176,7 @@ export const workflowsArea: ApiArea = {
           required: ["type", "url"],
           properties: { type: { const: "webhook" }, url: { type: "string", format: "uri" } },
           additionalProperties: false,
-          description:
-            'POSTs {"type":"workflow.step","data":{"subscriber","workflowId","runId"}}; a 2xx within 15 s goes on, anything else is retried (5 s, doubling) and fails the run after 10 tries.',
+          description: `A webhook delivery, made by the workers: a POST of {"type":"workflow.step","timestamp","data":{"subscriber","workflowId","runId"}} signed with the workflow's secret (the headers of Webhooks, webhook-id the same on retries), to a public address only. The run waits: a 2xx within 15 s goes on; anything else is retried after ${retries} (each ±10%), and when the last fails the run fails.`,
         },
       ],
     },

@@ -33,14 +33,18 @@ const pageInvalid = jsonAnswer("`limit` or `cursor` is invalid; `field` names it
 const notFound = errorAnswer("No such webhook in this organization.", ["NOT_FOUND"]);
 const nullableTime = { type: ["string", "null"], format: "date-time" };
 
-const retries = RETRY_SCHEDULE_MS.map((ms) =>
+/** A signing secret, as the create answers (and a workflow's rotation) show it once. */
+export const webhookSecret = { type: "string", pattern: "^whsec_[A-Za-z0-9+/]+={0,2}$" };
+
+/** The retry schedule in words, for the descriptions. */
+export const retries = RETRY_SCHEDULE_MS.map((ms) =>
   ms < 60_000 ? `${ms / 1_000} s` : ms < 3_600_000 ? `${ms / 60_000} min` : `${ms / 3_600_000} h`,
 ).join(", ");
 
 export const webhooksArea: ApiArea = {
   tag: {
     name: "Webhooks",
-    description: `Signed event notifications (Standard Webhooks). Every attempt is a POST of \`{"type","timestamp","data"}\` with the headers \`webhook-id\` (the same on retries), \`webhook-timestamp\` (Unix seconds) and \`webhook-signature\` (\`v1,\` and the base64 HMAC-SHA256 of \`{id}.{timestamp}.{body}\`, keyed by the base64-decoded part of the secret after \`whsec_\`). A 2xx within ${ATTEMPT_TIMEOUT_MS / 1_000} s is a success; otherwise the delivery is retried after ${retries} (each ±10%), then failed. An endpoint whose attempts all fail for 5 days is disabled.`,
+    description: `Signed event notifications (Standard Webhooks). Every attempt is a POST of \`{"type","timestamp","data"}\` with the headers \`webhook-id\` (the same on retries), \`webhook-timestamp\` (Unix seconds) and \`webhook-signature\` (\`v1,\` and the base64 HMAC-SHA256 of \`{id}.{timestamp}.{body}\`, keyed by the base64-decoded part of the secret after \`whsec_\`). A 2xx within ${ATTEMPT_TIMEOUT_MS / 1_000} s is a success; otherwise the delivery is retried after ${retries} (each ±10%), then failed. An endpoint whose attempts all fail for 5 days is disabled. A workflow's webhook steps are signed and retried the same way, with the workflow's own secret (see Workflows).`,
   },
   paths: {
     "/api/v1/webhooks": {
@@ -55,7 +59,7 @@ export const webhooksArea: ApiArea = {
           "201": jsonAnswer("Created; keep the secret.", {
             allOf: [schemaRef("Webhook")],
             required: ["secret"],
-            properties: { secret: { type: "string", pattern: "^whsec_[A-Za-z0-9+/]+={0,2}$" } },
+            properties: { secret: webhookSecret },
           }),
           "400": errorAnswer("The body is not JSON.", ["INVALID_JSON"]),
           "413": errorAnswer("The body is larger than 1 MB.", ["PAYLOAD_TOO_LARGE"]),
