@@ -28,6 +28,7 @@ export const OPERATIONS = {
   getWorkflow: { method: "GET", path: "/api/v1/workflows/{id}", idempotencyKey: false },
   updateWorkflow: { method: "PATCH", path: "/api/v1/workflows/{id}", idempotencyKey: false },
   deleteWorkflow: { method: "DELETE", path: "/api/v1/workflows/{id}", idempotencyKey: false },
+  rotateWorkflowSecret: { method: "POST", path: "/api/v1/workflows/{id}/secret", idempotencyKey: false },
   listWorkflowRuns: { method: "GET", path: "/api/v1/workflows/{id}/runs", idempotencyKey: false },
   health: { method: "GET", path: "/healthz", idempotencyKey: false },
   ready: { method: "GET", path: "/readyz", idempotencyKey: false },

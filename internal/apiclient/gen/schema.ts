@@ -151,7 +151,10 @@ export interface paths {
      * @description Newest first.
      */
     get: operations["listWorkflows"];
-    /** Create a workflow */
+    /**
+     * Create a workflow
+     * @description The answer holds the secret of its webhook steps, shown this once.
+     */
     post: operations["createWorkflow"];
   };
   "/api/v1/workflows/{id}": {
@@ -167,6 +170,13 @@ export interface paths {
      * @description What is given changes. Runs under way go on with the steps as they are when each step runs.
      */
     patch: operations["updateWorkflow"];
+  };
+  "/api/v1/workflows/{id}/secret": {
+    /**
+     * Replace a workflow's signing secret
+     * @description A new secret for the workflow's webhook steps, shown this once; the old one signs nothing from now on (the next attempt of a step under way is signed with the new one).
+     */
+    post: operations["rotateWorkflowSecret"];
   };
   "/api/v1/workflows/{id}/runs": {
     /**
@@ -2793,7 +2803,10 @@ export interface operations {
       503: components["responses"]["LimiterUnavailable"];
     };
   };
-  /** Create a workflow */
+  /**
+   * Create a workflow
+   * @description The answer holds the secret of its webhook steps, shown this once.
+   */
   createWorkflow: {
     requestBody: {
       content: {
@@ -2801,7 +2814,7 @@ export interface operations {
       };
     };
     responses: {
-      /** @description The workflow. */
+      /** @description The workflow; keep the secret. */
       201: {
         headers: {
           "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -2814,7 +2827,9 @@ export interface operations {
           "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
         };
         content: {
-          "application/json": components["schemas"]["Workflow"];
+          "application/json": WithRequired<{
+            secret: string;
+          } & components["schemas"]["Workflow"], "secret">;
         };
       };
       /** @description The body is not JSON. */
@@ -3127,6 +3142,63 @@ export interface operations {
         };
         content: {
           "application/json": components["schemas"]["ValidationFailed"];
+        };
+      };
+      429: components["responses"]["TooManyRequests"];
+      503: components["responses"]["LimiterUnavailable"];
+    };
+  };
+  /**
+   * Replace a workflow's signing secret
+   * @description A new secret for the workflow's webhook steps, shown this once; the old one signs nothing from now on (the next attempt of a step under way is signed with the new one).
+   */
+  rotateWorkflowSecret: {
+    parameters: {
+      path: {
+        /**
+         * @description The workflow's id.
+         * @example wf_0192f3a4b5c6d7e8f9a0b1c2
+         */
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The new secret; keep it. */
+      200: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            secret: string;
+          };
+        };
+      };
+      401: components["responses"]["Unauthorized"];
+      /** @description No such workflow in this organization. */
+      404: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            /** @enum {unknown} */
+            code?: "NOT_FOUND";
+          } & components["schemas"]["Error"];
         };
       };
       429: components["responses"]["TooManyRequests"];
