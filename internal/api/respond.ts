@@ -30,6 +30,31 @@ export function error(status: number, code: string, message: string, headers: He
   return json(status, { code, message }, headers);
 }
 
+/** The Allow header of a path that serves `methods`: HEAD wherever GET is (RFC 9110). */
+export function allowOf(methods: readonly string[]): string {
+  return methods.flatMap((m) => (m === "GET" ? ["GET", "HEAD"] : [m])).join(", ");
+}
+
+/** 405: the path does not serve the request's method; Allow lists those it does. */
+export function methodNotAllowed(req: Request, path: string, methods: readonly string[], headers: Headers_ = {}) {
+  return error(405, "METHOD_NOT_ALLOWED", `${path} does not accept ${req.method}.`, {
+    ...headers,
+    Allow: allowOf(methods),
+  });
+}
+
+/**
+ * A path served by GET alone: HEAD gets the same answer (Bun sends its headers without the
+ * body), any other method 405.
+ */
+export function getOnly<R extends Response | Promise<Response>>(
+  req: Request,
+  path: string,
+  serve: () => R,
+): R | Response {
+  return req.method === "GET" || req.method === "HEAD" ? serve() : methodNotAllowed(req, path, ["GET"]);
+}
+
 /** 422: the field named is invalid. */
 export function invalid(field: string, message: string, headers: Headers_): Response {
   return json(422, { code: "VALIDATION_FAILED", message, field }, headers);

@@ -23,7 +23,7 @@ import { MAX_BODY_BYTES } from "../limits/limits";
 import { InvalidField, type SendInput } from "./emails";
 import { rateLimitHeaders } from "./headers";
 import { observed } from "./observe";
-import { error, type Headers_, invalid, iso, json, readJson, type Route } from "./respond";
+import { error, getOnly, type Headers_, invalid, iso, json, methodNotAllowed, readJson, type Route } from "./respond";
 import { type WebhookCalls, webhookRoutes } from "./webhooks";
 
 export const DOCS_PATH = "/docs/rate-limits";
@@ -224,11 +224,13 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler) {
       return error(400, "INVALID_HOST", "The Host header is not a valid host[:port].");
     }
     const path = url.pathname;
-    if (path === "/healthz") return json(200, { status: "ok" });
+    if (path === "/healthz") return getOnly(req, path, () => json(200, { status: "ok" }));
     const page = site?.(req, url, peerIp);
     if (page) return page;
     if (path === "/readyz") {
-      return (await deps.ready().catch(() => false)) ? json(200, { status: "ready" }) : unavailable();
+      return getOnly(req, path, async () =>
+        (await deps.ready().catch(() => false)) ? json(200, { status: "ready" }) : unavailable(),
+      );
     }
 
     const authorization = req.headers.get("authorization");
@@ -239,7 +241,7 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler) {
       admission = await deps.admit({
         token,
         clientIp: clientIp(peerIp, req.headers.get("x-forwarded-for"), deps.trustProxy),
-        withTags: req.method === "GET" && path === TAGS_PATH,
+        withTags: (req.method === "GET" || req.method === "HEAD") && path === TAGS_PATH,
       });
       admissionFailing.succeeded();
     } catch (err) {
@@ -274,13 +276,9 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler) {
     const found = findRoute(routes, path);
     if (!found) return error(404, "NOT_FOUND", `No such endpoint: ${req.method} ${path}`, headers);
     const { route, params } = found;
-    const handler = route[req.method];
-    if (!handler) {
-      return error(405, "METHOD_NOT_ALLOWED", `${path} does not accept ${req.method}.`, {
-        ...headers,
-        Allow: Object.keys(route).join(", "),
-      });
-    }
+    // HEAD is GET's answer: Bun sends its headers without the body.
+    const handler = route[req.method === "HEAD" ? "GET" : req.method];
+    if (!handler) return methodNotAllowed(req, path, Object.keys(route), headers);
     try {
       return await handler({ req, requestId, admission, headers, params });
     } catch (err) {

@@ -175,8 +175,28 @@ describe("one API process and the embedded store", () => {
       headers: { Authorization: `Bearer ${token}` },
     });
     expect(wrong.status).toBe(405);
-    expect(wrong.headers.get("Allow")).toBe("GET, POST");
+    expect(wrong.headers.get("Allow")).toBe("GET, HEAD, POST");
     expect(((await wrong.json()) as { code: string }).code).toBe("METHOD_NOT_ALLOWED");
+    // The health and document paths are GET alone as well, and HEAD is GET's answer without the body.
+    for (const path of ["/healthz", "/readyz", "/api/v1/openapi.json", "/docs", "/docs/rate-limits"]) {
+      for (const method of ["TRACE", "POST", "PUT", "DELETE", "OPTIONS"]) {
+        const res = await fetch(`${stack.apiUrls[0]}${path}`, { method });
+        expect({ path, method, status: res.status, allow: res.headers.get("Allow") }).toEqual({
+          path,
+          method,
+          status: 405,
+          allow: "GET, HEAD",
+        });
+      }
+    }
+    const head = await fetch(`${stack.apiUrls[0]}/api/v1/tags`, {
+      method: "HEAD",
+      headers: { Authorization: `Bearer ${token}` },
+    });
+    expect(head.status).toBe(200);
+    expect(head.headers.get("Content-Type")).toBe("application/json");
+    expect(head.headers.get("RateLimit-Policy")).toBe('"enterprise";q=2000;w=60');
+    expect(await head.text()).toBe("");
   });
 
   test("oversized headers are refused and the process keeps serving", async () => {

@@ -2,6 +2,7 @@ import { type Html, html } from "../web/html";
 import { pageHeaders } from "../web/headers";
 import { openApiDocument } from "../api/openapi/document";
 import { OPENAPI_PATH } from "../api/openapi/service";
+import { getOnly } from "../api/respond";
 
 // The API reference at /docs: the OpenAPI document rendered on the server as plain HTML (no
 // script, no CDN), and the document itself at /api/v1/openapi.json. Both are made once at start.
@@ -172,17 +173,26 @@ export function referenceHandler(): (req: Request, url: URL) => Response | undef
   const doc = openApiDocument();
   const json = JSON.stringify(doc, null, 2);
   const htmlPage = page(doc);
-  return (_req, url) => {
+  return (req, url) => {
     if (url.pathname === OPENAPI_PATH)
-      return new Response(json, {
-        headers: {
-          "Content-Type": "application/json",
-          "Access-Control-Allow-Origin": "*",
-          "X-Content-Type-Options": "nosniff",
-        },
-      });
+      return getOnly(
+        req,
+        url.pathname,
+        () =>
+          new Response(json, {
+            headers: {
+              "Content-Type": "application/json",
+              "Access-Control-Allow-Origin": "*",
+              "X-Content-Type-Options": "nosniff",
+            },
+          }),
+      );
     if (url.pathname === REFERENCE_PATH)
-      return new Response(htmlPage, { headers: pageHeaders({ "Cache-Control": "public, max-age=300" }) });
+      return getOnly(
+        req,
+        url.pathname,
+        () => new Response(htmlPage, { headers: pageHeaders({ "Cache-Control": "public, max-age=300" }) }),
+      );
     return undefined;
   };
 }

@@ -90,14 +90,25 @@ describe("the OpenAPI document and the server", () => {
     }
   });
 
-  test("what is not documented is not answered: other methods get 405, other paths 404", async () => {
-    for (const template of Object.keys(doc.paths).filter((t) => t.startsWith("/api/v1/") && !FIXED.includes(t))) {
-      const { path } = operations.find((o) => o.template === template)!;
-      for (const method of METHODS.filter((m) => !doc.paths[template]![m.toLowerCase()])) {
+  test("what is not documented is not answered: other methods get 405 with Allow, other paths 404", async () => {
+    const served = Object.keys(doc.paths).map((template) => ({
+      path: operations.find((o) => o.template === template)!.path,
+      methods: METHODS.filter((m) => doc.paths[template]![m.toLowerCase()]),
+    }));
+    // The pages beside the API are GET alone too.
+    for (const path of ["/docs", "/docs/rate-limits"]) served.push({ path, methods: ["GET"] });
+    for (const { path, methods } of served) {
+      const allow = methods.flatMap((m) => (m === "GET" ? ["GET", "HEAD"] : [m])).sort();
+      for (const method of [...METHODS, "OPTIONS", "TRACE"].filter((m) => !methods.includes(m))) {
         const res = await fetch(`${app.apiUrl}${path}`, { method, headers: { Authorization: `Bearer ${token}` } });
-        expect({ op: `${method} ${template}`, status: res.status }).toEqual({
-          op: `${method} ${template}`,
+        expect({
+          op: `${method} ${path}`,
+          status: res.status,
+          allow: res.headers.get("Allow")?.split(", ").sort(),
+        }).toEqual({
+          op: `${method} ${path}`,
           status: 405,
+          allow,
         });
       }
     }
@@ -108,6 +119,26 @@ describe("the OpenAPI document and the server", () => {
         status: 404,
         code: "NOT_FOUND",
       });
+    }
+  });
+
+  test("HEAD is served wherever GET is: the same status and headers, no body", async () => {
+    const paths = [...operations.filter((o) => o.method === "GET").map((o) => o.path), "/docs", "/docs/rate-limits"];
+    for (const path of paths) {
+      const ask = (method: string) =>
+        fetch(`${app.apiUrl}${path}`, { method, headers: { Authorization: `Bearer ${token}` } });
+      const got = await ask("GET");
+      await got.arrayBuffer();
+      const head = await ask("HEAD");
+      const same = (res: Response) => ({
+        path,
+        status: res.status,
+        type: res.headers.get("Content-Type"),
+        length: res.headers.get("Content-Length"),
+        policy: res.headers.get("RateLimit-Policy"),
+      });
+      expect(same(head)).toEqual(same(got));
+      expect(await head.text()).toBe("");
     }
   });
 
