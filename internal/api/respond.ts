@@ -14,6 +14,8 @@ export interface Admitted {
   headers: Headers_;
   /** The path's captured parts. */
   params: string[];
+  /** The OpenAPI document's check of this operation's JSON body; throws InvalidField. */
+  checkBody(value: unknown): void;
 }
 
 /** A path's handlers by method. */

@@ -20,6 +20,7 @@ import { type AutomationCalls, campaignRoutes } from "./campaigns";
 import { workflowRoutes } from "./workflows";
 import { clientIp } from "../clientip/clientip";
 import { MAX_BODY_BYTES } from "../limits/limits";
+import { apiContracts } from "./contract";
 import { InvalidField, type SendInput } from "./emails";
 import { rateLimitHeaders } from "./headers";
 import { observed } from "./observe";
@@ -125,7 +126,7 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler) {
     [
       "/api/v1/emails",
       {
-        POST: async ({ req, requestId, admission, headers }) => {
+        POST: async ({ req, requestId, admission, headers, checkBody }) => {
           const key = req.headers.get("idempotency-key");
           if (key !== null && !IDEMPOTENCY_KEY.test(key)) {
             return error(
@@ -139,6 +140,7 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler) {
           if (body instanceof Response) return body;
           let input: SendInput;
           try {
+            checkBody(body);
             input = await deps.validateSend(admission.orgId, body);
           } catch (err) {
             if (!(err instanceof InvalidField)) throw err;
@@ -200,9 +202,7 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler) {
       "/api/v1/emails/{id}",
       {
         GET: async ({ admission, headers, params }) => {
-          const message = /^msg_[0-9a-f]{24}$/.test(params[0]!)
-            ? await deps.getMessage(admission.orgId, params[0]!)
-            : undefined;
+          const message = await deps.getMessage(admission.orgId, params[0]!);
           if (!message) return error(404, "NOT_FOUND", `No email ${params[0]} in this organization.`, headers);
           return json(200, messageJson(message), headers);
         },
@@ -213,7 +213,12 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler) {
     ...campaignRoutes(deps.automation, deps.audienceTimeoutMs),
     ...workflowRoutes(deps.automation, deps.audienceTimeoutMs),
   ];
-  const routes = table.map(([template, route]) => [templatePattern(template), route] as const);
+  const contracts = apiContracts();
+  for (const [template, route] of table)
+    for (const method of Object.keys(route))
+      if (!contracts.has(`${method} ${template}`))
+        throw new Error(`${method} ${template} is not in the OpenAPI document`);
+  const routes = table.map(([template, route]) => [templatePattern(template), { template, route }] as const);
 
   async function handle(req: Request, peerIp: string, requestId: string): Promise<Response> {
     let url: URL;
@@ -275,12 +280,23 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler) {
 
     const found = findRoute(routes, path);
     if (!found) return error(404, "NOT_FOUND", `No such endpoint: ${req.method} ${path}`, headers);
-    const { route, params } = found;
+    const {
+      route: { template, route },
+      params,
+    } = found;
     // HEAD is GET's answer: Bun sends its headers without the body.
-    const handler = route[req.method === "HEAD" ? "GET" : req.method];
+    const method = req.method === "HEAD" ? "GET" : req.method;
+    const handler = route[method];
     if (!handler) return methodNotAllowed(req, path, Object.keys(route), headers);
+    const contract = contracts.get(`${method} ${template}`)!;
     try {
-      return await handler({ req, requestId, admission, headers, params });
+      contract.parameters(params, url.searchParams);
+    } catch (err) {
+      if (!(err instanceof InvalidField)) throw err;
+      return invalid(err.field, err.message, headers);
+    }
+    try {
+      return await handler({ req, requestId, admission, headers, params, checkBody: contract.body });
     } catch (err) {
       deps.log.warn("daemon call failed", { path, error: (err as Error).message });
       return unavailable(headers);

@@ -142,6 +142,75 @@ describe("the OpenAPI document and the server", () => {
     }
   });
 
+  test("what the document refuses the server refuses, 422 naming the field: the fuzzer's findings", async () => {
+    const send = { from: "a@doc.example", to: "b@doc.example", subject: "Hi", text: "t" };
+    const message = { from: "a@doc.example", subject: "Hi", text: "t" };
+    const workflow = { name: "w", trigger: { type: "subscriber.created" }, steps: [] };
+    const campaign = { name: "c", ...message, audience: { all: true } };
+    const cases: [string, string, unknown, string][] = [
+      ["POST", "/api/v1/subscribers", { email: "a@doc.example", triggerWorkflows: null }, "triggerWorkflows"],
+      [
+        "POST",
+        "/api/v1/subscribers/batch",
+        { subscribers: [{ email: "a@doc.example" }], triggerWorkflows: null },
+        "triggerWorkflows",
+      ],
+      [
+        "POST",
+        "/api/v1/workflows",
+        { ...workflow, trigger: { type: "subscriber.created", extra: 1 } },
+        "trigger.extra",
+      ],
+      ["GET", "/api/v1/webhooks?cursor=", undefined, "cursor"],
+      ["GET", "/api/v1/subscribers?limit=0", undefined, "limit"],
+      ["GET", "/api/v1/emails/msg_1", undefined, "id"],
+      ["POST", "/api/v1/emails", { ...send, from: "nobody" }, "from"],
+      ["POST", "/api/v1/emails", { ...send, to: "nobody" }, "to"],
+      ["POST", "/api/v1/emails", { ...send, text: undefined }, "html"],
+      ["POST", "/api/v1/emails", { ...send, text: "" }, "html"],
+      ["POST", "/api/v1/emails", { ...send, subject: " " }, "subject"],
+      ["POST", "/api/v1/emails", { ...send, html: "<p>x</p>", markdown: "x" }, "markdown"],
+      ["POST", "/api/v1/emails", { ...send, headers: { From: "x" } }, "headers.From"],
+      ["POST", "/api/v1/campaigns", { ...campaign, subject: "" }, "subject"],
+      ["POST", "/api/v1/campaigns", { ...campaign, from: "nobody" }, "from"],
+      ["POST", "/api/v1/campaigns", { ...campaign, text: undefined }, "html"],
+      [
+        "POST",
+        "/api/v1/workflows",
+        { ...workflow, steps: [{ type: "email", ...message, from: "x" }] },
+        "steps[0].from",
+      ],
+      [
+        "POST",
+        "/api/v1/workflows",
+        { ...workflow, steps: [{ type: "email", ...message, subject: "" }] },
+        "steps[0].subject",
+      ],
+      ["POST", "/api/v1/workflows", { ...workflow, steps: [{ type: "email", ...message, text: "" }] }, "steps[0].html"],
+      [
+        "POST",
+        "/api/v1/workflows",
+        { ...workflow, steps: [{ type: "webhook", url: "ftp://x.example" }] },
+        "steps[0].url",
+      ],
+    ];
+    for (const [method, path, body, field] of cases) {
+      const res = await fetch(`${app.apiUrl}${path}`, {
+        method,
+        headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const answer = (await res.json()) as Obj;
+      expect({ path, body, status: res.status, code: answer.code, field: answer.field }).toEqual({
+        path,
+        body,
+        status: 422,
+        code: "VALIDATION_FAILED",
+        field,
+      });
+    }
+  });
+
   test("served at /api/v1/openapi.json as OpenAPI 3.1, without a token", async () => {
     const res = await fetch(`${app.apiUrl}/api/v1/openapi.json`);
     expect(res.status).toBe(200);
