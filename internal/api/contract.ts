@@ -21,6 +21,14 @@ export interface OperationContract {
   body(value: unknown): void;
 }
 
+/** Errors that name the field in one of their params: which param, and what is wrong. */
+const NAMED_BY_PARAM: Record<string, [param: string, reason: string]> = {
+  required: ["missingProperty", "is required"],
+  additionalProperties: ["additionalProperty", "is not a field of this endpoint"],
+  propertyNames: ["propertyName", "is not an accepted name"],
+  discriminator: ["tag", "is not one of the documented types"],
+};
+
 const requiredOf = (schema: unknown) => ((schema as Obj | undefined)?.required as string[] | undefined) ?? [];
 
 /**
@@ -34,23 +42,12 @@ function refusal(e: ErrorObject, root: string): InvalidField {
     .slice(1)
     .map((p) => p.replaceAll("~1", "/").replaceAll("~0", "~"));
   let reason = e.message ?? "is invalid";
+  const byParam = NAMED_BY_PARAM[e.keyword];
+  if (byParam) {
+    parts.push(e.params[byParam[0]]);
+    reason = byParam[1];
+  }
   switch (e.keyword) {
-    case "required":
-      parts.push(e.params.missingProperty);
-      reason = "is required";
-      break;
-    case "additionalProperties":
-      parts.push(e.params.additionalProperty);
-      reason = "is not a field of this endpoint";
-      break;
-    case "propertyNames":
-      parts.push(e.params.propertyName);
-      reason = "is not an accepted name";
-      break;
-    case "discriminator":
-      parts.push(e.params.tag);
-      reason = "is not one of the documented types";
-      break;
     case "anyOf": {
       const names = (e.schema as unknown[]).map((branch) => requiredOf(branch)[0]);
       parts.push(names[0]!);
@@ -68,7 +65,7 @@ function refusal(e: ErrorObject, root: string): InvalidField {
       break;
   }
   const field = parts.length
-    ? parts.reduce((name, part, i) => (/^\d+$/.test(part) ? `${name}[${part}]` : i ? `${name}.${part}` : part))
+    ? parts.reduce((name, part) => (/^\d+$/.test(part) ? `${name}[${part}]` : `${name}.${part}`))
     : root;
   return new InvalidField(field, reason);
 }
