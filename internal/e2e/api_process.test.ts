@@ -212,6 +212,10 @@ describe("one API process and the embedded store", () => {
     const page = await res.text();
     expect(page).toContain("<h1>Rate limits</h1>");
     expect(page).toContain("Retry-After");
+    // Readable on a phone, in the site's style, with a way back to the reference.
+    expect(page).toContain('<meta name="viewport" content="width=device-width, initial-scale=1">');
+    expect(page).toContain('<link rel="stylesheet" href="/assets/site.css">');
+    expect(page).toContain('<a href="/docs">');
   });
 
   test("the IP limit: 500 per second per client IP, others unaffected", async () => {

@@ -2,6 +2,7 @@ import { type ConsoleOptions, consoleHandler } from "../console/handler";
 import { Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { Admission, AdmitCall } from "../limiterclient/client";
 import { assetHandler } from "../web/assets";
+import { pageHeaders } from "../web/headers";
 import { OPENAPI_PATH } from "../api/openapi/service";
 import { referenceHandler } from "./reference";
 import type { AutomationCalls } from "../api/campaigns";
@@ -38,12 +39,7 @@ export function apiSite(
   const unsubscribe = unsubscribePages(automation, gate, console.timeoutMs, console.log);
   return (req, url, peerIp) => {
     const path = url.pathname;
-    if (path === DOCS_PATH)
-      return getOnly(
-        req,
-        path,
-        () => new Response(docsPage, { headers: { "Content-Type": "text/html; charset=utf-8" } }),
-      );
+    if (path === DOCS_PATH) return getOnly(req, path, () => new Response(docsPage, { headers: pageHeaders() }));
     // The API's own paths are not pages: answered without asking each page handler (the hot path).
     if (path.startsWith(API_PREFIX) && path !== OPENAPI_PATH) return undefined;
     const asset = assets(path);
