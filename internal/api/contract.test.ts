@@ -78,3 +78,11 @@ test("query and path values are read as their schemas' types", () => {
   expect(queryVerdict("GET /api/v1/emails/{id}", ["msg_1"], "")).toBe("id");
   expect(queryVerdict("GET /api/v1/subscribers/{id}", ["Kim%40Aud.Example"], "")).toBe("admitted");
 });
+
+test("a subscriber's name is one line, a field's string at most 4096 characters", () => {
+  expect(bodyVerdict("POST /api/v1/subscribers", { email: " Kim@X.Example ", name: "Kim" })).toBe("admitted");
+  expect(bodyVerdict("POST /api/v1/subscribers", { email: "k@x.example", name: "a\nb" })).toBe("name");
+  expect(bodyVerdict("POST /api/v1/subscribers", { email: "k@x.example", fields: { a: "x".repeat(4097) } })).toBe(
+    "fields.a",
+  );
+});

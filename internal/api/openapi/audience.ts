@@ -72,12 +72,12 @@ export const noContent = (description: string) => ({ description, headers: rateL
 
 /** The upsert's parts and switches, without the email (PATCH) or with it (POST). */
 const changeProperties = {
-  name: { type: "string", maxLength: 256 },
+  name: { type: "string", maxLength: 256, pattern: "^[^\\r\\n]*$", description: "One line." },
   fields: {
     type: "object",
     maxProperties: 50,
     propertyNames: { pattern: "^[A-Za-z0-9_-]{1,64}$" },
-    additionalProperties: { type: ["string", "number", "boolean", "null"] },
+    additionalProperties: { type: ["string", "number", "boolean", "null"], maxLength: 4096 },
     description:
       "Merged into the subscriber's fields; flat: string (up to 4096 characters), number, boolean or null values.",
   },
