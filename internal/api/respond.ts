@@ -1,5 +1,6 @@
 import type { Admission } from "../limiterclient/client";
 import { MAX_BODY_BYTES } from "../limits/limits";
+import { allowOf } from "../web/routes";
 
 // What every route handler of the API shares: the admitted request it is given, and the JSON
 // answers and body reading of /api/v1.
@@ -30,11 +31,6 @@ export function json(status: number, body: unknown, headers: Headers_ = {}): Res
 
 export function error(status: number, code: string, message: string, headers: Headers_ = {}): Response {
   return json(status, { code, message }, headers);
-}
-
-/** The Allow header of a path that serves `methods`: HEAD wherever GET is (RFC 9110). */
-export function allowOf(methods: readonly string[]): string {
-  return methods.flatMap((m) => (m === "GET" ? ["GET", "HEAD"] : [m])).join(", ");
 }
 
 /** 405: the path does not serve the request's method; Allow lists those it does. */

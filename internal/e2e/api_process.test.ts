@@ -189,6 +189,12 @@ describe("one API process and the embedded store", () => {
         });
       }
     }
+    // The console's pages say HEAD too where they serve GET.
+    const consolePage = await fetch(`${stack.apiUrls[0]}/console/sign-in`, { method: "PUT" });
+    expect({ status: consolePage.status, allow: consolePage.headers.get("Allow") }).toEqual({
+      status: 405,
+      allow: "GET, HEAD, POST",
+    });
     const head = await fetch(`${stack.apiUrls[0]}/api/v1/tags`, {
       method: "HEAD",
       headers: { Authorization: `Bearer ${token}` },
