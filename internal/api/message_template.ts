@@ -30,7 +30,8 @@ export function parseMessageTemplate(o: Record<string, unknown>): {
 function bodies(o: Record<string, unknown>): { html: unknown; text: unknown } {
   if (o.markdown === undefined || o.markdown === null || o.markdown === "") return { html: o.html, text: o.text };
   if (typeof o.markdown !== "string") throw new InvalidField("markdown", "must be a string");
-  if (o.html !== undefined && o.html !== null) throw new InvalidField("markdown", "cannot be combined with html");
+  if (o.html !== undefined && o.html !== null && o.html !== "")
+    throw new InvalidField("markdown", "cannot be combined with html");
   let html: string;
   try {
     html = renderTemplateMarkdown(o.markdown, renderMarkdown);

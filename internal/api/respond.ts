@@ -1,5 +1,6 @@
 import type { Admission } from "../limiterclient/client";
 import { MAX_BODY_BYTES } from "../limits/limits";
+import { allowOf } from "../web/routes";
 
 // What every route handler of the API shares: the admitted request it is given, and the JSON
 // answers and body reading of /api/v1.
@@ -14,6 +15,8 @@ export interface Admitted {
   headers: Headers_;
   /** The path's captured parts. */
   params: string[];
+  /** The OpenAPI document's check of this operation's JSON body; throws InvalidField. */
+  checkBody(value: unknown): void;
 }
 
 /** A path's handlers by method. */
@@ -28,6 +31,26 @@ export function json(status: number, body: unknown, headers: Headers_ = {}): Res
 
 export function error(status: number, code: string, message: string, headers: Headers_ = {}): Response {
   return json(status, { code, message }, headers);
+}
+
+/** 405: the path does not serve the request's method; Allow lists those it does. */
+export function methodNotAllowed(req: Request, path: string, methods: readonly string[], headers: Headers_ = {}) {
+  return error(405, "METHOD_NOT_ALLOWED", `${path} does not accept ${req.method}.`, {
+    ...headers,
+    Allow: allowOf(methods),
+  });
+}
+
+/**
+ * A path served by GET alone: HEAD gets the same answer (Bun sends its headers without the
+ * body), any other method 405.
+ */
+export function getOnly<R extends Response | Promise<Response>>(
+  req: Request,
+  path: string,
+  serve: () => R,
+): R | Response {
+  return req.method === "GET" || req.method === "HEAD" ? serve() : methodNotAllowed(req, path, ["GET"]);
 }
 
 /** 422: the field named is invalid. */

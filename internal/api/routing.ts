@@ -6,7 +6,6 @@ import { type Admitted, error, invalid, readJson } from "./respond";
 // the daemon: path segments, paging, the body, and the answers for what the daemon refuses.
 
 const DEFAULT_LIMIT = 20;
-const MAX_LIMIT = 100;
 
 /** A path segment: an id, or an email or tag name as it is or percent-encoded. */
 export function decoded(param: string): string {
@@ -17,13 +16,10 @@ export function decoded(param: string): string {
   }
 }
 
-/** ?limit= (1-100, default 20) and ?cursor=. */
+/** ?limit= (default 20) and ?cursor=, as the document's contract admitted them. */
 export function paging(url: URL): { limit: number; cursor: string } {
   const raw = url.searchParams.get("limit");
-  const limit = raw === null ? DEFAULT_LIMIT : Number(raw);
-  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT)
-    throw new InvalidField("limit", `must be a whole number from 1 to ${MAX_LIMIT}`);
-  return { limit, cursor: url.searchParams.get("cursor") ?? "" };
+  return { limit: raw === null ? DEFAULT_LIMIT : Number(raw), cursor: url.searchParams.get("cursor") ?? "" };
 }
 
 /** A body refused before it was parsed (415, 413, 400). */
@@ -33,10 +29,11 @@ class Refused extends Error {
   }
 }
 
-/** The body as JSON; Refused when it cannot be read. */
+/** The body as JSON, as the document admits it; Refused when it cannot be read, InvalidField when it is refused. */
 export async function body(a: Admitted): Promise<unknown> {
   const b = await readJson(a.req, a.headers);
   if (b instanceof Response) throw new Refused(b);
+  a.checkBody(b);
   return b;
 }
 

@@ -20,10 +20,11 @@ import { type AutomationCalls, campaignRoutes } from "./campaigns";
 import { workflowRoutes } from "./workflows";
 import { clientIp } from "../clientip/clientip";
 import { MAX_BODY_BYTES } from "../limits/limits";
+import { apiContracts } from "./contract";
 import { InvalidField, type SendInput } from "./emails";
 import { rateLimitHeaders } from "./headers";
 import { observed } from "./observe";
-import { error, type Headers_, invalid, iso, json, readJson, type Route } from "./respond";
+import { error, getOnly, type Headers_, invalid, iso, json, methodNotAllowed, readJson, type Route } from "./respond";
 import { type WebhookCalls, webhookRoutes } from "./webhooks";
 
 export const DOCS_PATH = "/docs/rate-limits";
@@ -125,7 +126,7 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler, metrics?: ApiMetri
     [
       "/api/v1/emails",
       {
-        POST: async ({ req, requestId, admission, headers }) => {
+        POST: async ({ req, requestId, admission, headers, checkBody }) => {
           const key = req.headers.get("idempotency-key");
           if (key !== null && !IDEMPOTENCY_KEY.test(key)) {
             return error(
@@ -139,6 +140,7 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler, metrics?: ApiMetri
           if (body instanceof Response) return body;
           let input: SendInput;
           try {
+            checkBody(body);
             input = await deps.validateSend(admission.orgId, body);
           } catch (err) {
             if (!(err instanceof InvalidField)) throw err;
@@ -200,9 +202,7 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler, metrics?: ApiMetri
       "/api/v1/emails/{id}",
       {
         GET: async ({ admission, headers, params }) => {
-          const message = /^msg_[0-9a-f]{24}$/.test(params[0]!)
-            ? await deps.getMessage(admission.orgId, params[0]!)
-            : undefined;
+          const message = await deps.getMessage(admission.orgId, params[0]!);
           if (!message) return error(404, "NOT_FOUND", `No email ${params[0]} in this organization.`, headers);
           return json(200, messageJson(message), headers);
         },
@@ -213,7 +213,12 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler, metrics?: ApiMetri
     ...campaignRoutes(deps.automation, deps.audienceTimeoutMs),
     ...workflowRoutes(deps.automation, deps.audienceTimeoutMs),
   ];
-  const routes = table.map(([template, route]) => [templatePattern(template), route] as const);
+  const contracts = apiContracts();
+  for (const [template, route] of table)
+    for (const method of Object.keys(route))
+      if (!contracts.has(`${method} ${template}`))
+        throw new Error(`${method} ${template} is not in the OpenAPI document`);
+  const routes = table.map(([template, route]) => [templatePattern(template), { template, route }] as const);
 
   async function handle(req: Request, peerIp: string, requestId: string): Promise<Response> {
     let url: URL;
@@ -224,11 +229,13 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler, metrics?: ApiMetri
       return error(400, "INVALID_HOST", "The Host header is not a valid host[:port].");
     }
     const path = url.pathname;
-    if (path === "/healthz") return json(200, { status: "ok" });
+    if (path === "/healthz") return getOnly(req, path, () => json(200, { status: "ok" }));
     const page = site?.(req, url, peerIp);
     if (page) return page;
     if (path === "/readyz") {
-      return (await deps.ready().catch(() => false)) ? json(200, { status: "ready" }) : unavailable();
+      return getOnly(req, path, async () =>
+        (await deps.ready().catch(() => false)) ? json(200, { status: "ready" }) : unavailable(),
+      );
     }
 
     const authorization = req.headers.get("authorization");
@@ -239,7 +246,7 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler, metrics?: ApiMetri
       admission = await deps.admit({
         token,
         clientIp: clientIp(peerIp, req.headers.get("x-forwarded-for"), deps.trustProxy),
-        withTags: req.method === "GET" && path === TAGS_PATH,
+        withTags: (req.method === "GET" || req.method === "HEAD") && path === TAGS_PATH,
       });
       admissionFailing.succeeded();
     } catch (err) {
@@ -274,16 +281,23 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler, metrics?: ApiMetri
 
     const found = findRoute(routes, path);
     if (!found) return error(404, "NOT_FOUND", `No such endpoint: ${req.method} ${path}`, headers);
-    const { route, params } = found;
-    const handler = route[req.method];
-    if (!handler) {
-      return error(405, "METHOD_NOT_ALLOWED", `${path} does not accept ${req.method}.`, {
-        ...headers,
-        Allow: Object.keys(route).join(", "),
-      });
+    const {
+      route: { template, route },
+      params,
+    } = found;
+    // HEAD is GET's answer: Bun sends its headers without the body.
+    const method = req.method === "HEAD" ? "GET" : req.method;
+    const handler = route[method];
+    if (!handler) return methodNotAllowed(req, path, Object.keys(route), headers);
+    const contract = contracts.get(`${method} ${template}`)!;
+    try {
+      contract.parameters(params, url.searchParams);
+    } catch (err) {
+      if (!(err instanceof InvalidField)) throw err;
+      return invalid(err.field, err.message, headers);
     }
     try {
-      return await handler({ req, requestId, admission, headers, params });
+      return await handler({ req, requestId, admission, headers, params, checkBody: contract.body });
     } catch (err) {
       deps.log.warn("daemon call failed", { path, error: (err as Error).message });
       return unavailable(headers);

@@ -25,7 +25,9 @@ const MAX_FIELD_STRING = 4_096;
  */
 const ATEXT = "[\\p{L}\\p{N}\\p{M}!#$%&'*+/=?^_`{|}~-]+";
 const LABEL = "[\\p{L}\\p{N}](?:[\\p{L}\\p{N}\\p{M}-]*[\\p{L}\\p{N}\\p{M}])?";
-const ADDRESS = new RegExp(`^(?=[^@]{1,64}@)${ATEXT}(?:\\.${ATEXT})*@${LABEL}(?:\\.${LABEL})+$`, "u");
+/** The address as a pattern (unanchored), for the OpenAPI document to state. */
+export const SUBSCRIBER_ADDRESS = `(?=[^@]{1,64}@)${ATEXT}(?:\\.${ATEXT})*@${LABEL}(?:\\.${LABEL})+`;
+const ADDRESS = new RegExp(`^${SUBSCRIBER_ADDRESS}$`, "u");
 
 const CHANGE_FIELDS = ["name", "fields", "tags", "status", "replaceTags", "resubscribe", "triggerWorkflows"];
 const UPSERT_FIELDS = new Set(["email", ...CHANGE_FIELDS]);

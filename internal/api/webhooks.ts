@@ -7,7 +7,9 @@ import {
   type WebhookEndpoint,
 } from "../gen/mailcore/limiter/v1/webhooks_pb";
 import { checkEndpoint, type EndpointInput } from "../webhooks/endpoint";
-import { error, type Headers_, json, readJson, type Route } from "./respond";
+import { InvalidField } from "./emails";
+import { error, type Headers_, invalid, json, readJson, type Route } from "./respond";
+import { paging } from "./routing";
 
 // /api/v1/webhooks: an organization's endpoints and their deliveries, over the daemon.
 
@@ -23,10 +25,6 @@ export interface WebhookCalls {
     cursor: string,
   ): Promise<ListWebhookDeliveriesResponse | undefined>;
 }
-
-const WEBHOOK_ID = /^wh_[0-9a-f]{24}$/;
-const CURSOR = /^[A-Za-z0-9_-]{1,200}$/;
-const DEFAULT_LIMIT = 20;
 
 const STATES: Record<number, string> = {
   [WebhookDeliveryState.PENDING]: "pending",
@@ -65,22 +63,6 @@ function deliveryJson(d: WebhookDelivery) {
   };
 }
 
-/** ?limit (1-100) and ?cursor, or a 422 naming the bad one. */
-function pageParams(req: Request, headers: Headers_): { limit: number; cursor: string } | Response {
-  const q = new URL(req.url).searchParams;
-  const limit = q.get("limit") ?? String(DEFAULT_LIMIT);
-  const cursor = q.get("cursor") ?? "";
-  if (!/^\d{1,3}$/.test(limit) || Number(limit) < 1 || Number(limit) > 100)
-    return invalid("limit", "limit must be a whole number from 1 to 100.", headers);
-  if (cursor !== "" && !CURSOR.test(cursor))
-    return invalid("cursor", "cursor must be the nextCursor of a previous page.", headers);
-  return { limit: Number(limit), cursor };
-}
-
-function invalid(field: string, message: string, headers: Headers_): Response {
-  return json(422, { code: "VALIDATION_FAILED", message, field }, headers);
-}
-
 const noWebhook = (id: string, headers: Headers_) =>
   error(404, "NOT_FOUND", `No webhook ${id} in this organization.`, headers);
 
@@ -89,17 +71,22 @@ export function webhookRoutes(calls: WebhookCalls): [string, Route][] {
     [
       "/api/v1/webhooks",
       {
-        POST: async ({ req, admission, headers }) => {
+        POST: async ({ req, admission, headers, checkBody }) => {
           const body = await readJson(req, headers);
           if (body instanceof Response) return body;
+          try {
+            checkBody(body);
+          } catch (err) {
+            if (!(err instanceof InvalidField)) throw err;
+            return invalid(err.field, err.message, headers);
+          }
           const input = checkEndpoint(body);
           if ("field" in input) return invalid(input.field, input.message, headers);
           const made = await calls.create(admission.orgId, input);
           return json(201, { ...endpointJson(made.endpoint!), secret: made.secret }, headers);
         },
         GET: async ({ req, admission, headers }) => {
-          const page = pageParams(req, headers);
-          if (page instanceof Response) return page;
+          const page = paging(new URL(req.url));
           const res = await calls.list(admission.orgId, page.limit, page.cursor);
           return json(200, { data: res.endpoints.map(endpointJson), nextCursor: res.nextCursor || null }, headers);
         },
@@ -109,7 +96,7 @@ export function webhookRoutes(calls: WebhookCalls): [string, Route][] {
       "/api/v1/webhooks/{id}",
       {
         DELETE: async ({ admission, headers, params: [id] }) => {
-          if (!WEBHOOK_ID.test(id!) || !(await calls.delete(admission.orgId, id!))) return noWebhook(id!, headers);
+          if (!(await calls.delete(admission.orgId, id!))) return noWebhook(id!, headers);
           return new Response(null, { status: 204, headers });
         },
       },
@@ -118,11 +105,8 @@ export function webhookRoutes(calls: WebhookCalls): [string, Route][] {
       "/api/v1/webhooks/{id}/deliveries",
       {
         GET: async ({ req, admission, headers, params: [id] }) => {
-          const page = pageParams(req, headers);
-          if (page instanceof Response) return page;
-          const res = WEBHOOK_ID.test(id!)
-            ? await calls.deliveries(admission.orgId, id!, page.limit, page.cursor)
-            : undefined;
+          const page = paging(new URL(req.url));
+          const res = await calls.deliveries(admission.orgId, id!, page.limit, page.cursor);
           if (!res) return noWebhook(id!, headers);
           return json(200, { data: res.deliveries.map(deliveryJson), nextCursor: res.nextCursor || null }, headers);
         },

@@ -5,7 +5,7 @@ import { type ConsoleService, type GetSessionResponse, SignInOutcome } from "../
 import type { Logger } from "../log/log";
 import { sameSecret } from "../token/token";
 import { pageHeaders } from "../web/headers";
-import { findRoute } from "../web/routes";
+import { allowOf, findRoute } from "../web/routes";
 import {
   CONSOLE,
   domainsPage,
@@ -363,7 +363,7 @@ export function consoleHandler(
     if (!handler)
       return Promise.resolve(
         page(405, messagePage("Not allowed", `${path} does not accept ${req.method}.`), {
-          Allow: Object.keys(route).join(", "),
+          Allow: allowOf(Object.keys(route)),
         }),
       );
     if (req.method === "POST") {

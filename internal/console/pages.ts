@@ -1,3 +1,4 @@
+import { sitePage } from "../web/page";
 import type {
   ApiToken,
   GetSessionResponse,
@@ -51,21 +52,7 @@ function notice(n: Notice | undefined): Html {
 const csrfField = (s: GetSessionResponse) => html`<input type="hidden" name="csrf" value="${s.csrfToken}">`;
 
 function document_(title: string, body: Html): string {
-  return html`<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${title} · mailcore</title>
-<link rel="stylesheet" href="/assets/site.css">
-<link rel="icon" href="/assets/favicon.svg" type="image/svg+xml">
-<script src="/assets/console.js" defer></script>
-</head>
-<body>
-${body}
-</body>
-</html>
-`.value;
+  return sitePage(title, body, ["/assets/console.js"]);
 }
 
 /** A page of a signed-in user: the header with who is signed in, the tabs, the content. */

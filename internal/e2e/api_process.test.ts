@@ -175,8 +175,34 @@ describe("one API process and the embedded store", () => {
       headers: { Authorization: `Bearer ${token}` },
     });
     expect(wrong.status).toBe(405);
-    expect(wrong.headers.get("Allow")).toBe("GET, POST");
+    expect(wrong.headers.get("Allow")).toBe("GET, HEAD, POST");
     expect(((await wrong.json()) as { code: string }).code).toBe("METHOD_NOT_ALLOWED");
+    // The health and document paths are GET alone as well, and HEAD is GET's answer without the body.
+    for (const path of ["/healthz", "/readyz", "/api/v1/openapi.json", "/docs", "/docs/rate-limits"]) {
+      for (const method of ["TRACE", "POST", "PUT", "DELETE", "OPTIONS"]) {
+        const res = await fetch(`${stack.apiUrls[0]}${path}`, { method });
+        expect({ path, method, status: res.status, allow: res.headers.get("Allow") }).toEqual({
+          path,
+          method,
+          status: 405,
+          allow: "GET, HEAD",
+        });
+      }
+    }
+    // The console's pages say HEAD too where they serve GET.
+    const consolePage = await fetch(`${stack.apiUrls[0]}/console/sign-in`, { method: "PUT" });
+    expect({ status: consolePage.status, allow: consolePage.headers.get("Allow") }).toEqual({
+      status: 405,
+      allow: "GET, HEAD, POST",
+    });
+    const head = await fetch(`${stack.apiUrls[0]}/api/v1/tags`, {
+      method: "HEAD",
+      headers: { Authorization: `Bearer ${token}` },
+    });
+    expect(head.status).toBe(200);
+    expect(head.headers.get("Content-Type")).toBe("application/json");
+    expect(head.headers.get("RateLimit-Policy")).toBe('"enterprise";q=2000;w=60');
+    expect(await head.text()).toBe("");
   });
 
   test("oversized headers are refused and the process keeps serving", async () => {
@@ -192,6 +218,10 @@ describe("one API process and the embedded store", () => {
     const page = await res.text();
     expect(page).toContain("<h1>Rate limits</h1>");
     expect(page).toContain("Retry-After");
+    // Readable on a phone, in the site's style, with a way back to the reference.
+    expect(page).toContain('<meta name="viewport" content="width=device-width, initial-scale=1">');
+    expect(page).toContain('<link rel="stylesheet" href="/assets/site.css">');
+    expect(page).toContain('<a href="/docs">');
   });
 
   test("the IP limit: 500 per second per client IP, others unaffected", async () => {

@@ -10,6 +10,8 @@ import { EmbeddedHot } from "../hotstore/embedded/embedded";
 import { fuzzParams, reportFuzz } from "../testkit/fuzz";
 import { type InProcess, startInProcess } from "../testkit/inprocess";
 import { InvalidField, parseSendRequest } from "../api/emails";
+import { apiContracts } from "../api/contract";
+import { MAILBOX } from "../api/openapi/message";
 
 const repeat = (unit: string) => fc.integer({ min: 1, max: 400 }).map((n) => unit.repeat(n));
 /** Inputs that broke parsers before: nesting, unclosed emphasis, comments, quotes, control characters. */
@@ -113,6 +115,43 @@ test("parseSendRequest: a valid send or an InvalidField, whatever the body", () 
     params,
   );
   reportFuzz("parseSendRequest", params);
+});
+
+/** Bodies the document's patterns admit: addresses and subjects drawn from them, any parts. */
+const documentShaped = fc.record(
+  {
+    from: fc.stringMatching(new RegExp(MAILBOX.pattern as string, "u")),
+    to: fc.stringMatching(new RegExp(MAILBOX.pattern as string, "u")),
+    replyTo: fc.stringMatching(new RegExp(MAILBOX.pattern as string, "u")),
+    subject: fc.stringMatching(/^[^\r\n]{0,20}\S[^\r\n]{0,20}$/),
+    html: text,
+    text,
+    markdown: text,
+    headers: fc.dictionary(
+      fc.oneof(headerName, fc.stringMatching(/^[Xx]-[A-Za-z0-9-]{1,20}$/)),
+      fc.stringMatching(/^[^\r\n]{0,40}$/),
+      { maxKeys: 3 },
+    ),
+  },
+  { requiredKeys: ["from", "to", "subject"] },
+);
+
+test("a send the OpenAPI document admits is never refused for its shape", () => {
+  const send = apiContracts().get("POST /api/v1/emails")!;
+  const params = fuzzParams(1_000);
+  fc.assert(
+    fc.property(fc.oneof(documentShaped, sendBody), (body) => {
+      try {
+        send.body(body);
+      } catch (err) {
+        if (err instanceof InvalidField) return; // refused by the document: the server refuses it too
+        throw err;
+      }
+      parseSendRequest(body);
+    }),
+    params,
+  );
+  reportFuzz("document-admitted sends", params);
 });
 
 describe("POST /api/v1/emails with generated bodies (API and daemon in process, embedded store)", () => {

@@ -89,7 +89,7 @@ const events = async (email: string) =>
 
 test("a workflow's endpoints: create, read, list, change, delete; its refusals", async () => {
   for (const [body, field] of [
-    [{ name: "x", trigger: { type: "tag.removed", tag: "a" }, steps: [] }, "trigger"],
+    [{ name: "x", trigger: { type: "tag.removed", tag: "a" }, steps: [] }, "trigger.type"],
     [{ name: "x", trigger: { type: "tag.added" }, steps: [] }, "trigger.tag"],
     [{ name: "x", trigger: { type: "subscriber.created" }, steps: [{ type: "wait", seconds: 0 }] }, "steps[0].seconds"],
     [

@@ -3,7 +3,7 @@
 // rather than passed on. Everything the message is built from comes from the request's own
 // fields; X-Mailcore-* is ours (tags).
 
-const ALLOWED_HEADER =
+export const ALLOWED_HEADER =
   /^(x-(?!mailcore-)[!-9;-~]+|list-(id|unsubscribe|unsubscribe-post|help|subscribe|post|owner|archive)|in-reply-to|references|auto-submitted|precedence|feedback-id)$/i;
 
 /** Header names as the API accepts them (printable ASCII without ':', at most 76). */

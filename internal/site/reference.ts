@@ -1,7 +1,9 @@
 import { type Html, html } from "../web/html";
 import { pageHeaders } from "../web/headers";
+import { sitePage } from "../web/page";
 import { openApiDocument } from "../api/openapi/document";
 import { OPENAPI_PATH } from "../api/openapi/service";
+import { getOnly } from "../api/respond";
 
 // The API reference at /docs: the OpenAPI document rendered on the server as plain HTML (no
 // script, no CDN), and the document itself at /api/v1/openapi.json. Both are made once at start.
@@ -128,18 +130,9 @@ function page(doc: Obj): string {
     METHODS.filter((m) => item[m]).map((m) => ({ path, method: m, op: item[m] as Obj })),
   );
   const schemas = (doc.components as Obj).schemas as Obj;
-  return html`<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>API reference · mailcore</title>
-<link rel="stylesheet" href="/assets/site.css">
-<link rel="icon" href="/assets/favicon.svg" type="image/svg+xml">
-</head>
-<body>
-<main id="content">
-<h1>${info.title as string} <span class="hint">v${info.version as string}</span></h1>
+  return referencePage(
+    "API reference",
+    html`<h1>${info.title as string} <span class="hint">v${info.version as string}</span></h1>
 <p>${prose(info.description)}</p>
 <p>Machine-readable: <a href="${OPENAPI_PATH}">${OPENAPI_PATH}</a> (OpenAPI 3.1). Rate limits in full: <a href="/docs/rate-limits">/docs/rate-limits</a>.</p>
 <nav aria-label="Endpoints"><ul class="toc">
@@ -160,11 +153,18 @@ ${Object.entries((doc.components as Obj).headers as Record<string, Obj>).map(
 )}
 </tbody></table></div>
 <h2 id="schemas">Schemas</h2>
-${Object.keys(schemas).map((name) => html`<section class="endpoint" id="schema-${name}"><h3>${name}</h3><p>${prose(resolve(doc, schemas[name]).description)}</p>${fields(doc, schemas[name])}</section>`)}
-</main>
-</body>
-</html>
-`.value;
+${Object.keys(schemas).map((name) => html`<section class="endpoint" id="schema-${name}"><h3>${name}</h3><p>${prose(resolve(doc, schemas[name]).description)}</p>${fields(doc, schemas[name])}</section>`)}`,
+  );
+}
+
+/** A page of the reference (/docs and the pages beside it): the site's page around `main`. */
+export function referencePage(title: string, main: Html): string {
+  return sitePage(
+    title,
+    html`<main id="content">
+${main}
+</main>`,
+  );
 }
 
 /** Serves /docs and /api/v1/openapi.json; undefined for every other path. */
@@ -172,17 +172,26 @@ export function referenceHandler(): (req: Request, url: URL) => Response | undef
   const doc = openApiDocument();
   const json = JSON.stringify(doc, null, 2);
   const htmlPage = page(doc);
-  return (_req, url) => {
+  return (req, url) => {
     if (url.pathname === OPENAPI_PATH)
-      return new Response(json, {
-        headers: {
-          "Content-Type": "application/json",
-          "Access-Control-Allow-Origin": "*",
-          "X-Content-Type-Options": "nosniff",
-        },
-      });
+      return getOnly(
+        req,
+        url.pathname,
+        () =>
+          new Response(json, {
+            headers: {
+              "Content-Type": "application/json",
+              "Access-Control-Allow-Origin": "*",
+              "X-Content-Type-Options": "nosniff",
+            },
+          }),
+      );
     if (url.pathname === REFERENCE_PATH)
-      return new Response(htmlPage, { headers: pageHeaders({ "Cache-Control": "public, max-age=300" }) });
+      return getOnly(
+        req,
+        url.pathname,
+        () => new Response(htmlPage, { headers: pageHeaders({ "Cache-Control": "public, max-age=300" }) }),
+      );
     return undefined;
   };
 }

@@ -2,10 +2,12 @@ import { type ConsoleOptions, consoleHandler } from "../console/handler";
 import { Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { Admission, AdmitCall } from "../limiterclient/client";
 import { assetHandler } from "../web/assets";
+import { pageHeaders } from "../web/headers";
 import { OPENAPI_PATH } from "../api/openapi/service";
 import { referenceHandler } from "./reference";
 import type { AutomationCalls } from "../api/campaigns";
 import { DOCS_PATH, type SiteHandler } from "../api/server";
+import { getOnly } from "../api/respond";
 import { rateLimitDocsPage } from "./docs";
 import { clientIp } from "../clientip/clientip";
 import { unsubscribePages } from "./unsubscribe";
@@ -37,9 +39,11 @@ export function apiSite(
   const unsubscribe = unsubscribePages(automation, gate, console.timeoutMs, console.log);
   return (req, url, peerIp) => {
     const path = url.pathname;
-    if (path === DOCS_PATH) return new Response(docsPage, { headers: { "Content-Type": "text/html; charset=utf-8" } });
+    if (path === DOCS_PATH) return getOnly(req, path, () => new Response(docsPage, { headers: pageHeaders() }));
     // The API's own paths are not pages: answered without asking each page handler (the hot path).
     if (path.startsWith(API_PREFIX) && path !== OPENAPI_PATH) return undefined;
-    return assets(path) ?? reference(req, url) ?? unsubscribe(req, url, peerIp) ?? pages(req, url, peerIp);
+    const asset = assets(path);
+    if (asset) return getOnly(req, path, () => asset);
+    return reference(req, url) ?? unsubscribe(req, url, peerIp) ?? pages(req, url, peerIp);
   };
 }

@@ -14,3 +14,8 @@ export function findRoute<T>(routes: Routes<T>, path: string): { route: T; param
 export function templatePattern(template: string): RegExp {
   return new RegExp(`^${template.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\{\w+\}/g, "([^/]+)")}$`);
 }
+
+/** The Allow header of a path that serves `methods`: HEAD wherever GET is (RFC 9110). */
+export function allowOf(methods: readonly string[]): string {
+  return methods.flatMap((m) => (m === "GET" ? ["GET", "HEAD"] : [m])).join(", ");
+}

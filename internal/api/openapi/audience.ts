@@ -1,4 +1,5 @@
 import { apiOperation, errorAnswer, jsonAnswer, rateLimitHeaders, schemaRef } from "./common";
+import { SUBSCRIBER_ADDRESS } from "../subscribers";
 import type { ApiArea, Schema } from "./types";
 
 export const TAG_NAME = {
@@ -71,12 +72,12 @@ export const noContent = (description: string) => ({ description, headers: rateL
 
 /** The upsert's parts and switches, without the email (PATCH) or with it (POST). */
 const changeProperties = {
-  name: { type: "string", maxLength: 256 },
+  name: { type: "string", maxLength: 256, pattern: "^[^\\r\\n]*$", description: "One line." },
   fields: {
     type: "object",
     maxProperties: 50,
     propertyNames: { pattern: "^[A-Za-z0-9_-]{1,64}$" },
-    additionalProperties: { type: ["string", "number", "boolean", "null"] },
+    additionalProperties: { type: ["string", "number", "boolean", "null"], maxLength: 4096 },
     description:
       "Merged into the subscriber's fields; flat: string (up to 4096 characters), number, boolean or null values.",
   },
@@ -238,7 +239,16 @@ export const audienceArea: ApiArea = {
       type: "object",
       required: ["email"],
       description: "Unknown fields are refused (422).",
-      properties: { email: { type: "string", format: "email", maxLength: 254 }, ...changeProperties },
+      properties: {
+        email: {
+          type: "string",
+          maxLength: 254,
+          pattern: `^\\s*${SUBSCRIBER_ADDRESS}\\s*$`,
+          description:
+            "One bare address (no display name; a dot-atom local part of at most 64 characters, UTF-8 allowed, at a host of two labels or more), trimmed and lower-cased.",
+        },
+        ...changeProperties,
+      },
       additionalProperties: false,
     },
     SubscriberPatch: { type: "object", properties: changeProperties, additionalProperties: false },
@@ -246,7 +256,16 @@ export const audienceArea: ApiArea = {
       type: "object",
       required: ["subscribers"],
       properties: {
-        subscribers: { type: "array", minItems: 1, maxItems: 1000, items: schemaRef("SubscriberUpsert") },
+        subscribers: {
+          type: "array",
+          minItems: 1,
+          maxItems: 1000,
+          // An item is checked alone: one that is not a SubscriberUpsert fails alone, in its result.
+          items: {
+            description:
+              "A SubscriberUpsert. An item that is not one does not refuse the batch: its result is `error`, naming the field (`subscribers[1].email`).",
+          },
+        },
         triggerWorkflows: { type: "boolean", default: true, description: "For every item that does not say." },
       },
       additionalProperties: false,

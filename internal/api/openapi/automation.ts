@@ -1,5 +1,6 @@
 import { body, invalid, list, noContent, paging, TAG_NAME, unreadable } from "./audience";
 import { apiOperation, errorAnswer, jsonAnswer, schemaRef } from "./common";
+import { MAILBOX, MESSAGE_PARTS, NAME, SUBJECT } from "./message";
 import type { ApiArea } from "./types";
 import { retries, webhookSecret } from "./webhooks";
 
@@ -25,11 +26,11 @@ const workflowNotFound = errorAnswer("No such workflow in this organization.", [
 const workflow = (description: string) => jsonAnswer(description, schemaRef("Workflow"));
 const message = {
   from: {
-    type: "string",
+    ...MAILBOX,
     description: "An address of a verified sending domain, optionally with a display name.",
     example: "Acme News <news@acme.example>",
   },
-  subject: { type: "string" },
+  subject: SUBJECT,
   html: { type: "string" },
   text: { type: "string" },
   markdown: {
@@ -42,6 +43,15 @@ const tagStep = (type: string) => ({
   required: ["type", "tag"],
   properties: { type: { const: type }, tag: TAG_NAME },
   additionalProperties: false,
+});
+
+/** One of several named shapes, told apart by their `type`. */
+const discriminated = (byType: Record<string, string>) => ({
+  oneOf: Object.values(byType).map(schemaRef),
+  discriminator: {
+    propertyName: "type",
+    mapping: Object.fromEntries(Object.entries(byType).map(([type, name]) => [type, `#/components/schemas/${name}`])),
+  },
 });
 
 export const workflowsArea: ApiArea = {
@@ -138,53 +148,60 @@ export const workflowsArea: ApiArea = {
     },
   },
   schemas: {
-    WorkflowTrigger: {
-      oneOf: [
-        {
-          type: "object",
-          required: ["type"],
-          properties: { type: { const: "subscriber.created" } },
-          additionalProperties: false,
-        },
-        {
-          type: "object",
-          required: ["type", "tag"],
-          properties: { type: { const: "tag.added" }, tag: TAG_NAME },
-          additionalProperties: false,
-        },
-      ],
+    WorkflowTrigger: discriminated({
+      "subscriber.created": "WorkflowTriggerSubscriberCreated",
+      "tag.added": "WorkflowTriggerTagAdded",
+    }),
+    WorkflowTriggerSubscriberCreated: {
+      type: "object",
+      required: ["type"],
+      properties: { type: { const: "subscriber.created" } },
+      additionalProperties: false,
     },
-    WorkflowStep: {
-      oneOf: [
-        {
-          type: "object",
-          required: ["type", "seconds"],
-          properties: { type: { const: "wait" }, seconds: { type: "integer", minimum: 1, maximum: 7776000 } },
-          additionalProperties: false,
-        },
-        {
-          type: "object",
-          required: ["type", "from", "subject"],
-          properties: { type: { const: "email" }, ...message },
-          additionalProperties: false,
-          description: "One of html, text or markdown is required.",
-        },
-        tagStep("add_tag"),
-        tagStep("remove_tag"),
-        {
-          type: "object",
-          required: ["type", "url"],
-          properties: { type: { const: "webhook" }, url: { type: "string", format: "uri" } },
-          additionalProperties: false,
-          description: `A webhook delivery, made by the workers: a POST of {"type":"workflow.step","timestamp","data":{"subscriber","workflowId","runId"}} signed with the workflow's secret (the headers of Webhooks, webhook-id the same on retries), to a public address only. The run waits: a 2xx within 15 s goes on; anything else is retried after ${retries} (each ±10%), and when the last fails the run fails.`,
-        },
-      ],
+    WorkflowTriggerTagAdded: {
+      type: "object",
+      required: ["type", "tag"],
+      properties: { type: { const: "tag.added" }, tag: TAG_NAME },
+      additionalProperties: false,
+    },
+    WorkflowStep: discriminated({
+      wait: "WorkflowStepWait",
+      email: "WorkflowStepEmail",
+      add_tag: "WorkflowStepAddTag",
+      remove_tag: "WorkflowStepRemoveTag",
+      webhook: "WorkflowStepWebhook",
+    }),
+    WorkflowStepWait: {
+      type: "object",
+      required: ["type", "seconds"],
+      properties: { type: { const: "wait" }, seconds: { type: "integer", minimum: 1, maximum: 7776000 } },
+      additionalProperties: false,
+    },
+    WorkflowStepEmail: {
+      type: "object",
+      required: ["type", "from", "subject"],
+      properties: { type: { const: "email" }, ...message },
+      ...MESSAGE_PARTS,
+      additionalProperties: false,
+      description: "One of html, text or markdown, not empty; markdown not with html.",
+    },
+    WorkflowStepAddTag: tagStep("add_tag"),
+    WorkflowStepRemoveTag: tagStep("remove_tag"),
+    WorkflowStepWebhook: {
+      type: "object",
+      required: ["type", "url"],
+      properties: {
+        type: { const: "webhook" },
+        url: { type: "string", format: "uri", pattern: "^[hH][tT][tT][pP][sS]?://" },
+      },
+      additionalProperties: false,
+      description: `A webhook delivery, made by the workers: a POST of {"type":"workflow.step","timestamp","data":{"subscriber","workflowId","runId"}} signed with the workflow's secret (the headers of Webhooks, webhook-id the same on retries), to a public address only. The run waits: a 2xx within 15 s goes on; anything else is retried after ${retries} (each ±10%), and when the last fails the run fails.`,
     },
     WorkflowCreate: {
       type: "object",
       required: ["name", "trigger", "steps"],
       properties: {
-        name: { type: "string", minLength: 1, maxLength: 256 },
+        name: NAME,
         trigger: schemaRef("WorkflowTrigger"),
         steps: { type: "array", maxItems: 50, items: schemaRef("WorkflowStep") },
         active: { type: "boolean", default: false },
@@ -194,7 +211,7 @@ export const workflowsArea: ApiArea = {
     WorkflowPatch: {
       type: "object",
       properties: {
-        name: { type: "string", minLength: 1, maxLength: 256 },
+        name: NAME,
         trigger: schemaRef("WorkflowTrigger"),
         steps: { type: "array", maxItems: 50, items: schemaRef("WorkflowStep") },
         active: { type: "boolean" },
@@ -328,20 +345,9 @@ export const automationArea: ApiArea = {
       type: "object",
       required: ["name", "from", "subject", "audience"],
       description:
-        "One of html, text or markdown (rendered to HTML; also the text part) is required. Unknown fields are refused (422).",
-      properties: {
-        name: { type: "string", minLength: 1, maxLength: 256 },
-        from: {
-          type: "string",
-          description: "An address of a verified sending domain, optionally with a display name.",
-          example: "Acme News <news@acme.example>",
-        },
-        subject: { type: "string" },
-        html: { type: "string" },
-        text: { type: "string" },
-        markdown: { type: "string" },
-        audience: schemaRef("Audience"),
-      },
+        "One of html, text or markdown (rendered to HTML; also the text part), not empty; markdown not with html. Unknown fields are refused (422).",
+      properties: { name: NAME, ...message, audience: schemaRef("Audience") },
+      ...MESSAGE_PARTS,
       additionalProperties: false,
     },
     CampaignSend: {

@@ -1,11 +1,7 @@
 import { apiOperation, errorAnswer, jsonAnswer, rateLimitHeaders, schemaRef } from "./common";
+import { EXTRA_HEADERS, MAILBOX, MESSAGE_PARTS, SUBJECT } from "./message";
 import type { ApiArea } from "./types";
 
-const address = {
-  type: "string",
-  maxLength: 998,
-  description: 'One address, as `addr` or `"Name <addr>"` (RFC 5322, UTF-8 allowed).',
-};
 const STATUSES = ["queued", "sending", "delivered", "deferred", "bounced", "failed"];
 const LANES = ["transactional", "bulk"];
 
@@ -81,6 +77,7 @@ export const emailsArea: ApiArea = {
         responses: {
           "200": jsonAnswer("The message.", schemaRef("EmailStatus")),
           "404": errorAnswer("No such message in this organization.", ["NOT_FOUND"]),
+          "422": jsonAnswer("The id is not an email's id; `field` names it.", schemaRef("ValidationFailed")),
         },
       }),
     },
@@ -89,27 +86,26 @@ export const emailsArea: ApiArea = {
     SendEmailRequest: {
       type: "object",
       required: ["from", "to", "subject"],
-      description: "At least one of html, text or markdown. Unknown fields are refused (422).",
+      description:
+        "At least one of html, text or markdown, not empty; markdown not with html. Unknown fields are refused (422). Beyond its shape, a send is refused (422) when its Markdown renders to more than 2 MB of HTML or takes longer than API_VALIDATION_TIMEOUT_MS to check, and (403) when the From domain is not a verified sending domain.",
       properties: {
         from: {
-          ...address,
+          ...MAILBOX,
           description: "The sender; its domain must be a verified sending domain of the organization.",
         },
         to: {
-          oneOf: [address, { type: "array", items: address, minItems: 1, maxItems: 1 }],
+          oneOf: [MAILBOX, { type: "array", items: MAILBOX, minItems: 1, maxItems: 1 }],
           description: "Exactly one recipient.",
         },
-        subject: { type: "string", minLength: 1, maxLength: 998, description: "One line." },
+        subject: SUBJECT,
         html: { type: "string" },
         text: { type: "string" },
         markdown: { type: "string", description: "Rendered to HTML and kept as the text part; not with html." },
-        replyTo: address,
+        replyTo: MAILBOX,
         headers: {
-          type: "object",
-          maxProperties: 50,
-          additionalProperties: { type: "string", maxLength: 998 },
+          ...EXTRA_HEADERS,
           description:
-            "Extra one-line headers; From, To, Subject, Message-ID, Date, Content-* and the like are refused.",
+            "Extra one-line headers from an allow-list: X-* (but not X-Mailcore-*), List-*, In-Reply-To, References, Auto-Submitted, Precedence, Feedback-ID.",
         },
         tags: { type: "array", maxItems: 20, items: { type: "string", pattern: "^[A-Za-z0-9_-]{1,64}$" } },
         tracking: {
@@ -119,6 +115,7 @@ export const emailsArea: ApiArea = {
         },
         lane: { type: "string", enum: LANES, default: "transactional" },
       },
+      ...MESSAGE_PARTS,
       additionalProperties: false,
     },
     Queued: {

@@ -90,14 +90,25 @@ describe("the OpenAPI document and the server", () => {
     }
   });
 
-  test("what is not documented is not answered: other methods get 405, other paths 404", async () => {
-    for (const template of Object.keys(doc.paths).filter((t) => t.startsWith("/api/v1/") && !FIXED.includes(t))) {
-      const { path } = operations.find((o) => o.template === template)!;
-      for (const method of METHODS.filter((m) => !doc.paths[template]![m.toLowerCase()])) {
+  test("what is not documented is not answered: other methods get 405 with Allow, other paths 404", async () => {
+    const served = Object.keys(doc.paths).map((template) => ({
+      path: operations.find((o) => o.template === template)!.path,
+      methods: METHODS.filter((m) => doc.paths[template]![m.toLowerCase()]),
+    }));
+    // The pages beside the API are GET alone too.
+    for (const path of ["/docs", "/docs/rate-limits"]) served.push({ path, methods: ["GET"] });
+    for (const { path, methods } of served) {
+      const allow = methods.flatMap((m) => (m === "GET" ? ["GET", "HEAD"] : [m])).sort();
+      for (const method of [...METHODS, "OPTIONS", "TRACE"].filter((m) => !methods.includes(m))) {
         const res = await fetch(`${app.apiUrl}${path}`, { method, headers: { Authorization: `Bearer ${token}` } });
-        expect({ op: `${method} ${template}`, status: res.status }).toEqual({
-          op: `${method} ${template}`,
+        expect({
+          op: `${method} ${path}`,
+          status: res.status,
+          allow: res.headers.get("Allow")?.split(", ").sort(),
+        }).toEqual({
+          op: `${method} ${path}`,
           status: 405,
+          allow,
         });
       }
     }
@@ -107,6 +118,95 @@ describe("the OpenAPI document and the server", () => {
         path,
         status: 404,
         code: "NOT_FOUND",
+      });
+    }
+  });
+
+  test("HEAD is served wherever GET is: the same status and headers, no body", async () => {
+    const paths = [...operations.filter((o) => o.method === "GET").map((o) => o.path), "/docs", "/docs/rate-limits"];
+    for (const path of paths) {
+      const ask = (method: string) =>
+        fetch(`${app.apiUrl}${path}`, { method, headers: { Authorization: `Bearer ${token}` } });
+      const got = await ask("GET");
+      await got.arrayBuffer();
+      const head = await ask("HEAD");
+      const same = (res: Response) => ({
+        path,
+        status: res.status,
+        type: res.headers.get("Content-Type"),
+        length: res.headers.get("Content-Length"),
+        policy: res.headers.get("RateLimit-Policy"),
+      });
+      expect(same(head)).toEqual(same(got));
+      expect(await head.text()).toBe("");
+    }
+  });
+
+  test("what the document refuses the server refuses, 422 naming the field: the fuzzer's findings", async () => {
+    const send = { from: "a@doc.example", to: "b@doc.example", subject: "Hi", text: "t" };
+    const message = { from: "a@doc.example", subject: "Hi", text: "t" };
+    const workflow = { name: "w", trigger: { type: "subscriber.created" }, steps: [] };
+    const campaign = { name: "c", ...message, audience: { all: true } };
+    const cases: [string, string, unknown, string][] = [
+      ["POST", "/api/v1/subscribers", { email: "a@doc.example", triggerWorkflows: null }, "triggerWorkflows"],
+      [
+        "POST",
+        "/api/v1/subscribers/batch",
+        { subscribers: [{ email: "a@doc.example" }], triggerWorkflows: null },
+        "triggerWorkflows",
+      ],
+      [
+        "POST",
+        "/api/v1/workflows",
+        { ...workflow, trigger: { type: "subscriber.created", extra: 1 } },
+        "trigger.extra",
+      ],
+      ["GET", "/api/v1/webhooks?cursor=", undefined, "cursor"],
+      ["GET", "/api/v1/subscribers?limit=0", undefined, "limit"],
+      ["GET", "/api/v1/emails/msg_1", undefined, "id"],
+      ["POST", "/api/v1/emails", { ...send, from: "nobody" }, "from"],
+      ["POST", "/api/v1/emails", { ...send, to: "nobody" }, "to"],
+      ["POST", "/api/v1/emails", { ...send, text: undefined }, "html"],
+      ["POST", "/api/v1/emails", { ...send, text: "" }, "html"],
+      ["POST", "/api/v1/emails", { ...send, subject: " " }, "subject"],
+      ["POST", "/api/v1/emails", { ...send, html: "<p>x</p>", markdown: "x" }, "markdown"],
+      ["POST", "/api/v1/emails", { ...send, headers: { From: "x" } }, "headers.From"],
+      ["POST", "/api/v1/campaigns", { ...campaign, subject: "" }, "subject"],
+      ["POST", "/api/v1/campaigns", { ...campaign, from: "nobody" }, "from"],
+      ["POST", "/api/v1/campaigns", { ...campaign, text: undefined }, "html"],
+      [
+        "POST",
+        "/api/v1/workflows",
+        { ...workflow, steps: [{ type: "email", ...message, from: "x" }] },
+        "steps[0].from",
+      ],
+      [
+        "POST",
+        "/api/v1/workflows",
+        { ...workflow, steps: [{ type: "email", ...message, subject: "" }] },
+        "steps[0].subject",
+      ],
+      ["POST", "/api/v1/workflows", { ...workflow, steps: [{ type: "email", ...message, text: "" }] }, "steps[0].html"],
+      [
+        "POST",
+        "/api/v1/workflows",
+        { ...workflow, steps: [{ type: "webhook", url: "ftp://x.example" }] },
+        "steps[0].url",
+      ],
+    ];
+    for (const [method, path, body, field] of cases) {
+      const res = await fetch(`${app.apiUrl}${path}`, {
+        method,
+        headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const answer = (await res.json()) as Obj;
+      expect({ path, body, status: res.status, code: answer.code, field: answer.field }).toEqual({
+        path,
+        body,
+        status: 422,
+        code: "VALIDATION_FAILED",
+        field,
       });
     }
   });

@@ -30,6 +30,7 @@ const pageParams = [
 ];
 
 const pageInvalid = jsonAnswer("`limit` or `cursor` is invalid; `field` names it.", schemaRef("ValidationFailed"));
+const idInvalid = jsonAnswer("The id is not a webhook's id; `field` names it.", schemaRef("ValidationFailed"));
 const notFound = errorAnswer("No such webhook in this organization.", ["NOT_FOUND"]);
 const nullableTime = { type: ["string", "null"], format: "date-time" };
 
@@ -99,6 +100,7 @@ export const webhooksArea: ApiArea = {
         responses: {
           "204": { description: "Deleted.", headers: rateLimitHeaders },
           "404": notFound,
+          "422": idInvalid,
         },
       }),
     },
@@ -120,7 +122,7 @@ export const webhooksArea: ApiArea = {
             },
           }),
           "404": notFound,
-          "422": pageInvalid,
+          "422": jsonAnswer("`id`, `limit` or `cursor` is invalid; `field` names it.", schemaRef("ValidationFailed")),
         },
       }),
     },
@@ -130,7 +132,13 @@ export const webhooksArea: ApiArea = {
       type: "object",
       required: ["url", "events"],
       properties: {
-        url: { type: "string", format: "uri", maxLength: 2048, description: "An absolute http or https URL." },
+        url: {
+          type: "string",
+          format: "uri",
+          pattern: "^[hH][tT][tT][pP][sS]?://",
+          maxLength: 2048,
+          description: "An absolute http or https URL.",
+        },
         events: { type: "array", minItems: 1, items: { type: "string", enum: [...WEBHOOK_EVENTS] } },
       },
       additionalProperties: false,

@@ -235,21 +235,21 @@ export interface components {
       /** @constant */
       message: "This recipient is temporarily rate limited.";
     };
-    /** @description At least one of html, text or markdown. Unknown fields are refused (422). */
-    SendEmailRequest: {
+    /** @description At least one of html, text or markdown, not empty; markdown not with html. Unknown fields are refused (422). Beyond its shape, a send is refused (422) when its Markdown renders to more than 2 MB of HTML or takes longer than API_VALIDATION_TIMEOUT_MS to check, and (403) when the From domain is not a verified sending domain. */
+    SendEmailRequest: ({
       /** @description The sender; its domain must be a verified sending domain of the organization. */
       from: string;
       /** @description Exactly one recipient. */
       to: string | string[];
-      /** @description One line. */
+      /** @description One line, not blank. */
       subject: string;
       html?: string;
       text?: string;
       /** @description Rendered to HTML and kept as the text part; not with html. */
       markdown?: string;
-      /** @description One address, as `addr` or `"Name <addr>"` (RFC 5322, UTF-8 allowed). */
+      /** @description One address, as `addr` or `"Name <addr>"` (UTF-8 allowed); at most 320 characters. */
       replyTo?: string;
-      /** @description Extra one-line headers; From, To, Subject, Message-ID, Date, Content-* and the like are refused. */
+      /** @description Extra one-line headers from an allow-list: X-* (but not X-Mailcore-*), List-*, In-Reply-To, References, Auto-Submitted, Precedence, Feedback-ID. */
       headers?: {
         [key: string]: string;
       };
@@ -265,7 +265,13 @@ export interface components {
        * @enum {string}
        */
       lane?: "transactional" | "bulk";
-    };
+    }) & ({
+      html: unknown;
+    } | {
+      text: unknown;
+    } | {
+      markdown: unknown;
+    });
     Queued: {
       id: string;
       /** @constant */
@@ -322,8 +328,9 @@ export interface components {
     };
     /** @description Unknown fields are refused (422). */
     SubscriberUpsert: {
-      /** Format: email */
+      /** @description One bare address (no display name; a dot-atom local part of at most 64 characters, UTF-8 allowed, at a host of two labels or more), trimmed and lower-cased. */
       email: string;
+      /** @description One line. */
       name?: string;
       /** @description Merged into the subscriber's fields; flat: string (up to 4096 characters), number, boolean or null values. */
       fields?: {
@@ -353,6 +360,7 @@ export interface components {
       triggerWorkflows?: boolean;
     };
     SubscriberPatch: {
+      /** @description One line. */
       name?: string;
       /** @description Merged into the subscriber's fields; flat: string (up to 4096 characters), number, boolean or null values. */
       fields?: {
@@ -382,7 +390,7 @@ export interface components {
       triggerWorkflows?: boolean;
     };
     SubscriberBatch: {
-      subscribers: components["schemas"]["SubscriberUpsert"][];
+      subscribers: unknown[];
       /**
        * @description For every item that does not say.
        * @default true
@@ -470,7 +478,7 @@ export interface components {
       /** @constant */
       all: true;
     }]>;
-    /** @description One of html, text or markdown (rendered to HTML; also the text part) is required. Unknown fields are refused (422). */
+    /** @description One of html, text or markdown (rendered to HTML; also the text part), not empty; markdown not with html. Unknown fields are refused (422). */
     CampaignCreate: {
       name: string;
       /**
@@ -478,12 +486,20 @@ export interface components {
        * @example Acme News <news@acme.example>
        */
       from: string;
+      /** @description One line, not blank. */
       subject: string;
       html?: string;
       text?: string;
+      /** @description Rendered to HTML (placeholders kept); also the text part when there is none. */
       markdown?: string;
       audience: components["schemas"]["Audience"];
-    };
+    } & ({
+      html: unknown;
+    } | {
+      text: unknown;
+    } | {
+      markdown: unknown;
+    });
     CampaignSend: {
       /**
        * Format: date-time
@@ -520,20 +536,25 @@ export interface components {
       /** Format: date-time */
       updatedAt: string;
     };
-    WorkflowTrigger: OneOf<[{
+    WorkflowTrigger: components["schemas"]["WorkflowTriggerSubscriberCreated"] | components["schemas"]["WorkflowTriggerTagAdded"];
+    WorkflowTriggerSubscriberCreated: {
       /** @constant */
       type: "subscriber.created";
-    }, {
+    };
+    WorkflowTriggerTagAdded: {
       /** @constant */
       type: "tag.added";
       /** @description 1 to 64 letters, digits, spaces, `_` and `-`. */
       tag: string;
-    }]>;
-    WorkflowStep: OneOf<[{
+    };
+    WorkflowStep: components["schemas"]["WorkflowStepWait"] | components["schemas"]["WorkflowStepEmail"] | components["schemas"]["WorkflowStepAddTag"] | components["schemas"]["WorkflowStepRemoveTag"] | components["schemas"]["WorkflowStepWebhook"];
+    WorkflowStepWait: {
       /** @constant */
       type: "wait";
       seconds: number;
-    }, {
+    };
+    /** @description One of html, text or markdown, not empty; markdown not with html. */
+    WorkflowStepEmail: {
       /** @constant */
       type: "email";
       /**
@@ -541,27 +562,38 @@ export interface components {
        * @example Acme News <news@acme.example>
        */
       from: string;
+      /** @description One line, not blank. */
       subject: string;
       html?: string;
       text?: string;
       /** @description Rendered to HTML (placeholders kept); also the text part when there is none. */
       markdown?: string;
-    }, {
+    } & ({
+      html: unknown;
+    } | {
+      text: unknown;
+    } | {
+      markdown: unknown;
+    });
+    WorkflowStepAddTag: {
       /** @constant */
       type: "add_tag";
       /** @description 1 to 64 letters, digits, spaces, `_` and `-`. */
       tag: string;
-    }, {
+    };
+    WorkflowStepRemoveTag: {
       /** @constant */
       type: "remove_tag";
       /** @description 1 to 64 letters, digits, spaces, `_` and `-`. */
       tag: string;
-    }, {
+    };
+    /** @description A webhook delivery, made by the workers: a POST of {"type":"workflow.step","timestamp","data":{"subscriber","workflowId","runId"}} signed with the workflow's secret (the headers of Webhooks, webhook-id the same on retries), to a public address only. The run waits: a 2xx within 15 s goes on; anything else is retried after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h (each ±10%), and when the last fails the run fails. */
+    WorkflowStepWebhook: {
       /** @constant */
       type: "webhook";
       /** Format: uri */
       url: string;
-    }]>;
+    };
     WorkflowCreate: {
       name: string;
       trigger: components["schemas"]["WorkflowTrigger"];
@@ -933,6 +965,22 @@ export interface operations {
             /** @enum {unknown} */
             code?: "NOT_FOUND";
           } & components["schemas"]["Error"];
+        };
+      };
+      /** @description The id is not an email's id; `field` names it. */
+      422: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationFailed"];
         };
       };
       429: components["responses"]["TooManyRequests"];
@@ -2226,6 +2274,22 @@ export interface operations {
           } & components["schemas"]["Error"];
         };
       };
+      /** @description The id is not a webhook's id; `field` names it. */
+      422: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationFailed"];
+        };
+      };
       429: components["responses"]["TooManyRequests"];
       503: components["responses"]["LimiterUnavailable"];
     };
@@ -2290,7 +2354,7 @@ export interface operations {
           } & components["schemas"]["Error"];
         };
       };
-      /** @description `limit` or `cursor` is invalid; `field` names it. */
+      /** @description `id`, `limit` or `cursor` is invalid; `field` names it. */
       422: {
         headers: {
           "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
