@@ -193,6 +193,19 @@ export const MIGRATIONS: readonly Migration[] = [
     name: "automation: campaigns, their messages and unsubscribe tokens, workflows and their runs",
     up: (dialect) => automationTables(dialect),
   },
+  {
+    version: 7,
+    name: "idempotency keys of the record-bound creates",
+    up: [
+      `CREATE TABLE idempotency_keys (
+        org_id TEXT NOT NULL,
+        key_hash TEXT NOT NULL,
+        request_hash TEXT NOT NULL,
+        response TEXT NOT NULL,
+        expires_ms BIGINT NOT NULL,
+        PRIMARY KEY (org_id, key_hash))`,
+    ],
+  },
 ];
 
 /** The lock that serializes migrations between processes (PostgreSQL advisory lock key). */
