@@ -27,6 +27,8 @@ const SQLITE_BUSY_TIMEOUT_MS = 5_000;
 interface Bounded {
   tx: Sql;
   open: boolean;
+  /** What waits for the commit (see afterCommit). */
+  committed: (() => Promise<void>)[];
 }
 const bounded = new AsyncLocalStorage<Bounded>();
 
@@ -99,10 +101,11 @@ export class Db {
    * fails or ends after the deadline rolls back and rejects with DeadlinePassed: a caller that
    * stopped waiting at the deadline is told the truth when told that nothing was written.
    */
-  within<T>(deadlineMs: number, op: () => Promise<T>): Promise<T> {
+  async within<T>(deadlineMs: number, op: () => Promise<T>): Promise<T> {
     const left = () => Math.ceil(deadlineMs - Date.now());
     const passed = () => new DeadlinePassed(`the records did not finish by the caller's deadline; nothing was written`);
-    return this.run(async (sql) => {
+    const committed: Bounded["committed"] = [];
+    const result = await this.run(async (sql) => {
       if (left() <= 0) throw passed();
       if (this.dialect === "sqlite") await sql.unsafe(`PRAGMA busy_timeout = ${left()}`);
       try {
@@ -110,7 +113,7 @@ export class Db {
           // Waiting for a connection of the pool counts too.
           if (left() <= 0) throw passed();
           if (this.dialect === "postgres") await tx.unsafe(`SET LOCAL statement_timeout = ${left()}`);
-          const scope: Bounded = { tx: tx as unknown as Sql, open: true };
+          const scope: Bounded = { tx: tx as unknown as Sql, open: true, committed };
           try {
             const result = await bounded.run(scope, op);
             if (left() <= 0) throw passed();
@@ -125,6 +128,15 @@ export class Db {
         if (this.dialect === "sqlite") await sql.unsafe(`PRAGMA busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);
       }
     });
+    for (const then of committed) await then();
+    return result;
+  }
+
+  /** Runs then once what was written so far is committed: at once, or inside within, after its commit. */
+  async afterCommit(then: () => Promise<void>): Promise<void> {
+    const scope = bounded.getStore();
+    if (scope?.open) scope.committed.push(then);
+    else await then();
   }
 
   /**

@@ -20,11 +20,17 @@ for (const [name, fresh] of databases) {
     });
     const tags = async () => (await r.audience.tagCounts([org])).get(org)!.map((t) => t.name);
 
-    test("the operations inside join one transaction: committed together before the deadline", async () => {
+    test("the operations inside join one transaction: committed together before the deadline, then told", async () => {
+      const told: string[] = [];
+      r.audience.tagsChanged = async (orgId) => {
+        told.push(orgId);
+      };
       await r.db.within(Date.now() + 5_000, async () => {
         await r.audience.createTag(org, "both-a", Date.now());
         await r.idempotency.keep(org, "k1", { requestHash: "h1", response: "answer" }, Date.now());
+        expect(told).toEqual([]);
       });
+      expect(told).toEqual([org]);
       expect(await tags()).toContain("both-a");
       expect(await r.idempotency.find(org, "k1", Date.now())).toEqual({ requestHash: "h1", response: "answer" });
     });
