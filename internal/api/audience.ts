@@ -7,7 +7,7 @@ import {
   type UpsertResult,
 } from "../gen/mailcore/limiter/v1/audience_pb";
 import { type Admitted, type Headers_, iso, json, type Route } from "./respond";
-import { body, decoded, paging, route } from "./routing";
+import { body, decoded, keyedCall, paging, route } from "./routing";
 import {
   type ChangeInit,
   parseBatch,
@@ -89,7 +89,7 @@ export function audienceRoutes(audience: AudienceCalls, timeoutMs: number): [str
           const change = parseUpsert(await body(a));
           const { results } = await audience.upsertSubscribers(
             { orgId: a.admission.orgId, subscribers: [change] },
-            call,
+            keyedCall(a, timeoutMs),
           );
           return resultJson(results[0], a.headers);
         }),
@@ -103,7 +103,10 @@ export function audienceRoutes(audience: AudienceCalls, timeoutMs: number): [str
           const valid = items.flatMap((item) => (item.ok ? [item.change] : []));
           const { results } =
             valid.length > 0
-              ? await audience.upsertSubscribers({ orgId: a.admission.orgId, subscribers: valid, brief: true }, call)
+              ? await audience.upsertSubscribers(
+                  { orgId: a.admission.orgId, subscribers: valid, brief: true },
+                  keyedCall(a, timeoutMs),
+                )
               : { results: [] as UpsertResult[] };
           let next = 0;
           const data = items.map((item) => {
@@ -188,7 +191,7 @@ export function audienceRoutes(audience: AudienceCalls, timeoutMs: number): [str
 export function createTagHandler(audience: AudienceCalls, timeoutMs: number): (a: Admitted) => Promise<Response> {
   return route(async (a) => {
     const name = parseTagCreate(await body(a));
-    const { created } = await audience.createTag({ orgId: a.admission.orgId, name }, { timeoutMs });
+    const { created } = await audience.createTag({ orgId: a.admission.orgId, name }, keyedCall(a, timeoutMs));
     return json(created ? 201 : 200, { name }, a.headers);
   });
 }

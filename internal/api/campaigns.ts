@@ -4,7 +4,7 @@ import { type AutomationService, type Campaign, CampaignStatus } from "../gen/ma
 import { InvalidField } from "./emails";
 import { parseMessageTemplate } from "./message_template";
 import { type Admitted, error, iso, json, type Route } from "./respond";
-import { body, decoded, paging, route } from "./routing";
+import { body, decoded, keyedCall, paging, route } from "./routing";
 import { tagList } from "./subscribers";
 
 // The campaign endpoints: draft, send (now or at scheduledAt), cancel, read with stats. Each
@@ -113,7 +113,7 @@ export function campaignRoutes(automation: AutomationCalls, timeoutMs: number): 
         POST: campaignRoute(async (a) => {
           const { campaign } = await automation.createCampaign(
             { orgId: a.admission.orgId, ...parseCampaign(await body(a)) },
-            call,
+            keyedCall(a, timeoutMs),
           );
           return json(201, campaignJson(campaign!), a.headers);
         }),

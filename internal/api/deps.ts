@@ -6,6 +6,7 @@ import { MAX_ADMIT_BATCH } from "../wire/admit";
 import { DEADLINE_HEADER, NOT_QUEUED_HEADER, REQUEST_ID_HEADER, SEND_GRACE_MS } from "../wire/metadata";
 import type { Logger } from "../log/log";
 import { type ApiDeps, NotQueued } from "./server";
+import { createCall } from "./routing";
 import type { SendValidation } from "./validation";
 
 /** The API's dependencies, each a call to the daemon with a deadline; admissions are micro-batched. */
@@ -22,6 +23,7 @@ export function daemonDeps(
 ): ApiDeps {
   const { health, mail, webhooks } = clients;
   const call = { timeoutMs: o.timeoutMs };
+  const recordsCall = { timeoutMs: o.audienceTimeoutMs };
   const admissions = new MicroBatcher<AdmitCall, Admission>(
     (calls) => clients.admitBatch(calls, o.timeoutMs),
     MAX_ADMIT_BATCH,
@@ -44,12 +46,13 @@ export function daemonDeps(
     getMessage: async (orgId, messageId) =>
       (await unlessNotFound(mail.getMessage({ orgId, messageId }, call)))?.message,
     webhooks: {
-      create: async (orgId, input) => webhooks.createWebhook({ orgId, ...input }, call),
-      list: async (orgId, limit, cursor) => webhooks.listWebhooks({ orgId, limit, cursor }, call),
+      create: async (orgId, input, idempotencyKey) =>
+        webhooks.createWebhook({ orgId, ...input }, createCall(o.audienceTimeoutMs, idempotencyKey)),
+      list: async (orgId, limit, cursor) => webhooks.listWebhooks({ orgId, limit, cursor }, recordsCall),
       delete: async (orgId, webhookId) =>
-        (await unlessNotFound(webhooks.deleteWebhook({ orgId, webhookId }, call))) !== undefined,
+        (await unlessNotFound(webhooks.deleteWebhook({ orgId, webhookId }, recordsCall))) !== undefined,
       deliveries: (orgId, webhookId, limit, cursor) =>
-        unlessNotFound(webhooks.listWebhookDeliveries({ orgId, webhookId, limit, cursor }, call)),
+        unlessNotFound(webhooks.listWebhookDeliveries({ orgId, webhookId, limit, cursor }, recordsCall)),
     },
     ready: async () => (await health.check({}, call)).status === HealthCheckResponse_ServingStatus.SERVING,
     validateSend: (orgId, body) => o.validation.validate(orgId, body),

@@ -1,4 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import { IDEMPOTENCY_KEY_HEADER } from "../wire/metadata";
 import { InvalidField } from "./emails";
 import { type Admitted, error, invalid, readJson } from "./respond";
 
@@ -21,6 +22,15 @@ export function paging(url: URL): { limit: number; cursor: string } {
   const raw = url.searchParams.get("limit");
   return { limit: raw === null ? DEFAULT_LIMIT : Number(raw), cursor: url.searchParams.get("cursor") ?? "" };
 }
+
+/** A create's call options: its deadline, and the client's Idempotency-Key when it sent one. */
+export function createCall(timeoutMs: number, idempotencyKey: string | null) {
+  return idempotencyKey === null ? { timeoutMs } : { timeoutMs, headers: { [IDEMPOTENCY_KEY_HEADER]: idempotencyKey } };
+}
+
+/** The create call of an admitted request (see createCall). */
+export const keyedCall = (a: Admitted, timeoutMs: number) =>
+  createCall(timeoutMs, a.req.headers.get("idempotency-key"));
 
 /** A body refused before it was parsed (415, 413, 400). */
 class Refused extends Error {

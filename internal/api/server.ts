@@ -1,4 +1,5 @@
 import type { Server } from "bun";
+import { ConnectError } from "@connectrpc/connect";
 import { Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import {
   type Email,
@@ -8,13 +9,14 @@ import {
   SendOutcome,
   type SendResponse,
 } from "../gen/mailcore/limiter/v1/mail_pb";
-import type { Admission, AdmitCall } from "../limiterclient/client";
+import { type Admission, type AdmitCall, RecordsTimedOut } from "../limiterclient/client";
 import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
 import type { ApiMetrics } from "../metrics/metrics";
 import { laneName } from "../mail/policy";
 import { isWellFormed } from "../token/token";
 import { findRoute, templatePattern } from "../web/routes";
+import { IDEMPOTENCY_CONFLICT_HEADER } from "../wire/metadata";
 import { type AudienceCalls, audienceRoutes, createTagHandler } from "./audience";
 import { type AutomationCalls, campaignRoutes } from "./campaigns";
 import { workflowRoutes } from "./workflows";
@@ -46,7 +48,7 @@ export interface ApiDeps {
   ready(): Promise<boolean>;
   audience: AudienceCalls;
   automation: AutomationCalls;
-  /** The deadline of an audience call (a batch of 1,000 writes takes longer than an admission). */
+  /** The deadline of a record-bound call (a batch of 1,000 writes takes longer than an admission). */
   audienceTimeoutMs: number;
   /** Validates a send body off the event loop (validation.ts); throws InvalidField. */
   validateSend(orgId: string, body: unknown): Promise<SendInput>;
@@ -71,6 +73,18 @@ const unavailable = (headers: Headers_ = {}) =>
     ...headers,
     "Retry-After": "1",
   });
+
+/** A record-bound call that did not finish in time: the daemon commits by its deadline or not at all. */
+const recordsLate = (headers: Headers_) =>
+  error(
+    503,
+    "RECORDS_TIMEOUT",
+    "The records did not answer in time; nothing was written. Retry shortly: with the same Idempotency-Key, a create is made once.",
+    { ...headers, "Retry-After": "1" },
+  );
+
+const keyReused = (headers: Headers_) =>
+  error(409, "IDEMPOTENCY_KEY_REUSED", "This Idempotency-Key was used with a different request body.", headers);
 
 /**
  * A send the daemon did not confirm. Only a refusal the daemon vouches for says that nothing
@@ -128,14 +142,6 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler, metrics?: ApiMetri
       {
         POST: async ({ req, requestId, admission, headers, checkBody }) => {
           const key = req.headers.get("idempotency-key");
-          if (key !== null && !IDEMPOTENCY_KEY.test(key)) {
-            return error(
-              400,
-              "INVALID_IDEMPOTENCY_KEY",
-              "Idempotency-Key must be 1 to 255 printable ASCII characters.",
-              headers,
-            );
-          }
           const body = await readJson(req, headers);
           if (body instanceof Response) return body;
           let input: SendInput;
@@ -173,12 +179,7 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler, metrics?: ApiMetri
             case SendOutcome.REPLAYED:
               return json(202, accepted, { ...headers, "Idempotent-Replayed": "true" });
             case SendOutcome.IDEMPOTENCY_CONFLICT:
-              return error(
-                409,
-                "IDEMPOTENCY_KEY_REUSED",
-                "This Idempotency-Key was used with a different request body.",
-                headers,
-              );
+              return keyReused(headers);
             case SendOutcome.DOMAIN_NOT_VERIFIED:
               return error(
                 403,
@@ -296,10 +297,21 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler, metrics?: ApiMetri
       if (!(err instanceof InvalidField)) throw err;
       return invalid(err.field, err.message, headers);
     }
+    const key = req.method === "POST" ? req.headers.get("idempotency-key") : null;
+    if (key !== null && !IDEMPOTENCY_KEY.test(key))
+      return error(
+        400,
+        "INVALID_IDEMPOTENCY_KEY",
+        "Idempotency-Key must be 1 to 255 printable ASCII characters.",
+        headers,
+      );
     try {
       return await handler({ req, requestId, admission, headers, params, checkBody: contract.body });
     } catch (err) {
+      if (err instanceof ConnectError && err.metadata.get(IDEMPOTENCY_CONFLICT_HEADER) === "1")
+        return keyReused(headers);
       deps.log.warn("daemon call failed", { path, error: (err as Error).message });
+      if (err instanceof RecordsTimedOut) return recordsLate(headers);
       return unavailable(headers);
     }
   }

@@ -15,7 +15,8 @@ import { paging } from "./routing";
 
 /** What the webhook routes need from the daemon; not found is undefined (or false), not an error. */
 export interface WebhookCalls {
-  create(orgId: string, input: EndpointInput): Promise<CreateWebhookResponse>;
+  /** idempotencyKey: the client's Idempotency-Key, null without one. */
+  create(orgId: string, input: EndpointInput, idempotencyKey: string | null): Promise<CreateWebhookResponse>;
   list(orgId: string, limit: number, cursor: string): Promise<ListWebhooksResponse>;
   delete(orgId: string, id: string): Promise<boolean>;
   deliveries(
@@ -82,7 +83,7 @@ export function webhookRoutes(calls: WebhookCalls): [string, Route][] {
           }
           const input = checkEndpoint(body);
           if ("field" in input) return invalid(input.field, input.message, headers);
-          const made = await calls.create(admission.orgId, input);
+          const made = await calls.create(admission.orgId, input, req.headers.get("idempotency-key"));
           return json(201, { ...endpointJson(made.endpoint!), secret: made.secret }, headers);
         },
         GET: async ({ req, admission, headers }) => {

@@ -4,7 +4,7 @@ import type { AutomationCalls } from "./campaigns";
 import { parseMessageTemplate } from "./message_template";
 import { InvalidField } from "./emails";
 import { type Admitted, json, type Route } from "./respond";
-import { body, decoded, paging, route } from "./routing";
+import { body, decoded, keyedCall, paging, route } from "./routing";
 import { tagName } from "./subscribers";
 
 // The workflow endpoints: create, list, read, change, delete, and a workflow's runs. Each
@@ -157,7 +157,7 @@ export function workflowRoutes(automation: AutomationCalls, timeoutMs: number): 
         POST: route(async (a) => {
           const { workflow, secret } = await automation.createWorkflow(
             { orgId: a.admission.orgId, workflow: parseWorkflow(await body(a)) },
-            call,
+            keyedCall(a, timeoutMs),
           );
           // The secret of its webhook steps, this once (like a webhook endpoint's).
           return json(201, { ...workflowJson(workflow!), secret }, a.headers);

@@ -13,7 +13,7 @@ describe("configuration", () => {
       port: 8080,
       limiterUrl: "http://127.0.0.1:7070",
       limiterTimeoutMs: 1_000,
-      audienceTimeoutMs: 10_000,
+      audienceTimeoutMs: 5_000,
       trustProxy: [],
       docsUrl: undefined,
     });

@@ -255,7 +255,12 @@ export interface ApiConfig {
   limiterUrl: string;
   limiterTls: ClientTls | undefined;
   limiterTimeoutMs: number;
-  /** The deadline of an audience call: a batch of 1,000 upserts is a larger write than an admission. */
+  /**
+   * The deadline of a record-bound call (audience, campaigns, workflows, webhooks): a batch of
+   * 1,000 upserts is a larger write than an admission. The daemon commits by then or not at all,
+   * so a call past it answers 503 with nothing written; 5 s by default, well above such a batch
+   * and below the timeouts HTTP clients commonly give up at, so the client learns the outcome.
+   */
   audienceTimeoutMs: number;
   trustProxy: string[];
   docsUrl: string | undefined;
@@ -276,7 +281,7 @@ export function apiConfig(env: Env): ApiConfig {
     limiterUrl: limiterUrl(env),
     limiterTls: limiterTls(env, limiterUrl(env)),
     limiterTimeoutMs: intVar(env, "LIMITER_TIMEOUT_MS", 1_000, 10, 60_000),
-    audienceTimeoutMs: intVar(env, "AUDIENCE_TIMEOUT_MS", 10_000, 10, 120_000),
+    audienceTimeoutMs: intVar(env, "AUDIENCE_TIMEOUT_MS", 5_000, 1_000, 120_000),
     trustProxy: ipListVar(env, "TRUST_PROXY"),
     docsUrl: urlVar(env, "DOCS_URL", undefined, ["http", "https"]),
     validationWorkers: intVar(env, "API_VALIDATION_WORKERS", 2, 1, 64),

@@ -16,6 +16,7 @@ import { consoleRoutes } from "./console_service";
 import { txtLookup } from "./dns";
 import { acceptor, MailRuntime, mailRoutes } from "./mail_service";
 import { Projection } from "./projection";
+import { recordBoundRouter } from "./records_deadline";
 import { RecordsWriter } from "./recordswriter";
 import { RefusalCounter } from "./refusals";
 import type { RawUnary } from "./server";
@@ -123,9 +124,10 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
       limiter.routes(router);
       mail(router);
       consoleService(router);
-      webhooks(router);
-      audience(router);
-      automation(router);
+      const recordBound = recordBoundRouter(router, o.records, () => o.clock.nowMs());
+      webhooks(recordBound);
+      audience(recordBound);
+      automation(recordBound);
     },
     raw: limiter.raw,
     start() {

@@ -1,4 +1,4 @@
-import { type Client, createClient } from "@connectrpc/connect";
+import { type Client, Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { Health } from "../gen/grpc/health/v1/health_pb";
 import { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
 import { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
@@ -7,9 +7,10 @@ import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/lim
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
 import { WebhookDeliveryService, WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
 import type { ClientTls } from "../plane/tls";
+import { DEADLINE_HEADER, RECORDS_COMMIT_MARGIN_MS } from "../wire/metadata";
 import type { Admission, AdmitCall } from "../wire/admit";
 import { admitBatchCaller } from "./admit";
-import { limiterTransport } from "./transport";
+import { limiterSession, limiterTransport } from "./transport";
 
 export type { Admission, AdmitCall };
 
@@ -29,13 +30,36 @@ export interface LimiterClients {
   automation: Client<typeof AutomationService>;
 }
 
+/** A record-bound call that did not finish by its deadline: limiterd wrote nothing of it. */
+export class RecordsTimedOut extends ConnectError {}
+
+/**
+ * A record-bound call tells limiterd by when to have committed or rolled back its records:
+ * RECORDS_COMMIT_MARGIN_MS before the call's own timeout (which Connect's gRPC client sends as
+ * grpc-timeout in milliseconds), so a call that times out here wrote nothing there.
+ */
+const recordsDeadline: Interceptor = (next) => async (req) => {
+  const timeout = /^(\d+)m$/.exec(req.header.get("grpc-timeout") ?? "");
+  if (!timeout) return next(req);
+  req.header.set(DEADLINE_HEADER, String(Date.now() + Number(timeout[1]) - RECORDS_COMMIT_MARGIN_MS));
+  try {
+    return await next(req);
+  } catch (err) {
+    if (err instanceof ConnectError && err.code === Code.DeadlineExceeded)
+      throw new RecordsTimedOut(err.rawMessage, Code.DeadlineExceeded);
+    throw err;
+  }
+};
+
 /**
  * gRPC clients of the daemon over one HTTP/2 connection (transport.ts); AdmitBatch, the hot path, over a second
  * connection of its own (admit.ts). With tls, baseUrl is https:// and both connections are
  * mutual TLS.
  */
 export function limiterClients(baseUrl: string, tls?: ClientTls): LimiterClients {
-  const transport = limiterTransport(baseUrl, tls);
+  const session = limiterSession(baseUrl, tls);
+  const transport = limiterTransport(baseUrl, tls, { session });
+  const recordsTransport = limiterTransport(baseUrl, tls, { session, interceptors: [recordsDeadline] });
   return {
     admitBatch: admitBatchCaller(baseUrl, tls),
     limiter: createClient(LimiterService, transport),
@@ -45,9 +69,9 @@ export function limiterClients(baseUrl: string, tls?: ClientTls): LimiterClients
     delivery: createClient(DeliveryService, transport),
     lanes: createClient(LaneService, transport),
     console: createClient(ConsoleService, transport),
-    webhooks: createClient(WebhookService, transport),
+    webhooks: createClient(WebhookService, recordsTransport),
     webhookDelivery: createClient(WebhookDeliveryService, transport),
-    audience: createClient(AudienceService, transport),
-    automation: createClient(AutomationService, transport),
+    audience: createClient(AudienceService, recordsTransport),
+    automation: createClient(AutomationService, recordsTransport),
   };
 }

@@ -98,7 +98,7 @@ export class AudienceRecords {
   /** Runs a write, then tells tagsChanged when `changed` says the committed result changed anything. */
   private async thenTell<T>(orgId: string, write: Promise<T>, changed: (result: T) => boolean): Promise<T> {
     const result = await write;
-    if (changed(result)) await this.tagsChanged(orgId);
+    if (changed(result)) await this.db.afterCommit(() => this.tagsChanged(orgId));
     return result;
   }
 

@@ -1,4 +1,5 @@
 import { SQL } from "bun";
+import { AsyncLocalStorage } from "node:async_hooks";
 import { randomBytes } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
@@ -18,6 +19,21 @@ export function identityColumn(dialect: Dialect): string {
 
 /** A query function: the client, or a transaction's scoped client. */
 export type Sql = SQL;
+
+/** How long SQLite waits for a lock another process holds, outside a call with a deadline. */
+const SQLITE_BUSY_TIMEOUT_MS = 5_000;
+
+/** The transaction of a call with a deadline (see Db.within), while it is open. */
+interface Bounded {
+  tx: Sql;
+  open: boolean;
+  /** What waits for the commit (see afterCommit). */
+  committed: (() => Promise<void>)[];
+}
+const bounded = new AsyncLocalStorage<Bounded>();
+
+/** A call's records work did not finish by its deadline; its transaction rolled back, so nothing was written. */
+export class DeadlinePassed extends Error {}
 
 export class Db {
   /** On SQLite, the tail of the queue of operations (see run). */
@@ -49,7 +65,7 @@ export class Db {
     const db = new Db("sqlite", sql, o.sqliteFile);
     await db.run(async (q) => {
       // The wait first: switching to WAL needs the lock another process may hold (a migration).
-      await q`PRAGMA busy_timeout = 5000`;
+      await q.unsafe(`PRAGMA busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);
       await q`PRAGMA journal_mode = WAL`;
       await q`PRAGMA synchronous = NORMAL`;
       await q`PRAGMA foreign_keys = ON`;
@@ -63,15 +79,64 @@ export class Db {
    * operations run one at a time, in order. PostgreSQL runs them on its pool.
    */
   run<T>(op: (sql: Sql) => Promise<T>): Promise<T> {
+    const scope = bounded.getStore();
+    if (scope?.open) return op(scope.tx);
     if (this.dialect === "postgres") return op(this.sql);
     const result = this.tail.then(() => op(this.sql));
     this.tail = result.catch(() => {});
     return result;
   }
 
-  /** Runs op in one transaction. */
+  /** Runs op in one transaction (inside within, in its transaction). */
   tx<T>(op: (sql: Sql) => Promise<T>): Promise<T> {
+    const scope = bounded.getStore();
+    if (scope?.open) return op(scope.tx);
     return this.run((sql) => sql.begin((tx) => op(tx as unknown as Sql)) as Promise<T>);
+  }
+
+  /**
+   * Runs op in one transaction, which every records operation op makes joins, and commits it
+   * only before deadlineMs. A statement still waiting at the deadline is cut off (PostgreSQL's
+   * statement_timeout; SQLite's busy_timeout for a lock another process holds), and whatever
+   * fails or ends after the deadline rolls back and rejects with DeadlinePassed: a caller that
+   * stopped waiting at the deadline is told the truth when told that nothing was written.
+   */
+  async within<T>(deadlineMs: number, op: () => Promise<T>): Promise<T> {
+    const left = () => Math.ceil(deadlineMs - Date.now());
+    const passed = () => new DeadlinePassed(`the records did not finish by the caller's deadline; nothing was written`);
+    const committed: Bounded["committed"] = [];
+    const result = await this.run(async (sql) => {
+      if (left() <= 0) throw passed();
+      if (this.dialect === "sqlite") await sql.unsafe(`PRAGMA busy_timeout = ${left()}`);
+      try {
+        return (await sql.begin(async (tx) => {
+          // Waiting for a connection of the pool counts too.
+          if (left() <= 0) throw passed();
+          if (this.dialect === "postgres") await tx.unsafe(`SET LOCAL statement_timeout = ${left()}`);
+          const scope: Bounded = { tx: tx as unknown as Sql, open: true, committed };
+          try {
+            const result = await bounded.run(scope, op);
+            if (left() <= 0) throw passed();
+            return result;
+          } finally {
+            scope.open = false;
+          }
+        })) as T;
+      } catch (err) {
+        throw left() <= 0 ? passed() : err;
+      } finally {
+        if (this.dialect === "sqlite") await sql.unsafe(`PRAGMA busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);
+      }
+    });
+    for (const then of committed) await then();
+    return result;
+  }
+
+  /** Runs then once what was written so far is committed: at once, or inside within, after its commit. */
+  async afterCommit(then: () => Promise<void>): Promise<void> {
+    const scope = bounded.getStore();
+    if (scope?.open) scope.committed.push(then);
+    else await then();
   }
 
   /**

@@ -206,6 +206,19 @@ export const MIGRATIONS: readonly Migration[] = [
       "ALTER TABLE webhook_deliveries ADD COLUMN run_id TEXT",
     ],
   },
+  {
+    version: 8,
+    name: "idempotency keys of the record-bound creates",
+    up: [
+      `CREATE TABLE idempotency_keys (
+        org_id TEXT NOT NULL,
+        key_hash TEXT NOT NULL,
+        request_hash TEXT NOT NULL,
+        response TEXT NOT NULL,
+        expires_ms BIGINT NOT NULL,
+        PRIMARY KEY (org_id, key_hash))`,
+    ],
+  },
 ];
 
 /** The lock that serializes migrations between processes (PostgreSQL advisory lock key). */

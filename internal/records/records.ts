@@ -5,6 +5,7 @@ import { ConsoleRecords } from "./console";
 import { Db } from "./db";
 import { DirectoryRecords } from "./directory";
 import { HistoryRecords } from "./history";
+import { IdempotencyRecords } from "./idempotency";
 import { migrate } from "./migrations";
 import { WebhookRecords } from "./webhooks";
 import { WorkflowRecords } from "./workflows";
@@ -25,6 +26,7 @@ export class Records {
   readonly audience: AudienceRecords;
   readonly campaigns: CampaignRecords;
   readonly workflows: WorkflowRecords;
+  readonly idempotency: IdempotencyRecords;
 
   constructor(readonly db: Db) {
     this.directory = new DirectoryRecords(db);
@@ -35,6 +37,7 @@ export class Records {
     this.audience = new AudienceRecords(db, (sql, events, nowMs) => this.webhooks.enqueueIn(sql, events, nowMs));
     this.campaigns = new CampaignRecords(db);
     this.workflows = new WorkflowRecords(db);
+    this.idempotency = new IdempotencyRecords(db);
   }
 
   /** Opens the records and applies the pending migrations. */

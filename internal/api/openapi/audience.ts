@@ -1,5 +1,5 @@
-import { apiOperation, errorAnswer, jsonAnswer, rateLimitHeaders, schemaRef } from "./common";
 import { SUBSCRIBER_ADDRESS } from "../subscribers";
+import { apiOperation, errorAnswer, idempotentCreate, jsonAnswer, rateLimitHeaders, schemaRef } from "./common";
 import type { ApiArea, Schema } from "./types";
 
 export const TAG_NAME = {
@@ -131,35 +131,39 @@ export const audienceArea: ApiArea = {
         ],
         responses: { "200": jsonAnswer("A page of subscribers.", list(schemaRef("Subscriber"))), "422": invalid },
       }),
-      post: apiOperation({
-        operationId: "upsertSubscriber",
-        summary: "Create or update a subscriber",
-        description:
-          "An upsert by email. A repeated identical upsert changes nothing, records no event and starts nothing; concurrent upserts of one email make one subscriber.",
-        tags: ["Subscribers"],
-        requestBody: body("SubscriberUpsert"),
-        responses: {
-          "200": subscriber("Updated (or unchanged)."),
-          "201": subscriber("Created."),
-          "422": invalid,
-          ...unreadable,
-        },
-      }),
+      post: apiOperation(
+        idempotentCreate({
+          operationId: "upsertSubscriber",
+          summary: "Create or update a subscriber",
+          description:
+            "An upsert by email. A repeated identical upsert changes nothing, records no event and starts nothing; concurrent upserts of one email make one subscriber.",
+          tags: ["Subscribers"],
+          requestBody: body("SubscriberUpsert"),
+          responses: {
+            "200": subscriber("Updated (or unchanged)."),
+            "201": subscriber("Created."),
+            "422": invalid,
+            ...unreadable,
+          },
+        }),
+      ),
     },
     "/api/v1/subscribers/batch": {
-      post: apiOperation({
-        operationId: "upsertSubscribers",
-        summary: "Create or update up to 1000 subscribers",
-        description:
-          "One request against the quota. One result per item, in input order; an invalid item fails alone. With `triggerWorkflows: false`, the way to import a list.",
-        tags: ["Subscribers"],
-        requestBody: body("SubscriberBatch"),
-        responses: {
-          "200": jsonAnswer("One result per item, in order.", schemaRef("SubscriberBatchResults")),
-          "422": invalid,
-          ...unreadable,
-        },
-      }),
+      post: apiOperation(
+        idempotentCreate({
+          operationId: "upsertSubscribers",
+          summary: "Create or update up to 1000 subscribers",
+          description:
+            "One request against the quota. One result per item, in input order; an invalid item fails alone. With `triggerWorkflows: false`, the way to import a list.",
+          tags: ["Subscribers"],
+          requestBody: body("SubscriberBatch"),
+          responses: {
+            "200": jsonAnswer("One result per item, in order.", schemaRef("SubscriberBatchResults")),
+            "422": invalid,
+            ...unreadable,
+          },
+        }),
+      ),
     },
     "/api/v1/subscribers/{id}": {
       get: apiOperation({

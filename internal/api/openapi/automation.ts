@@ -1,5 +1,5 @@
 import { body, invalid, list, noContent, paging, TAG_NAME, unreadable } from "./audience";
-import { apiOperation, errorAnswer, jsonAnswer, schemaRef } from "./common";
+import { apiOperation, errorAnswer, idempotentCreate, jsonAnswer, schemaRef } from "./common";
 import { MAILBOX, MESSAGE_PARTS, NAME, SUBJECT } from "./message";
 import type { ApiArea } from "./types";
 import { retries, webhookSecret } from "./webhooks";
@@ -70,22 +70,24 @@ export const workflowsArea: ApiArea = {
         parameters: paging,
         responses: { "200": jsonAnswer("A page of workflows.", list(schemaRef("Workflow"))), "422": invalid },
       }),
-      post: apiOperation({
-        operationId: "createWorkflow",
-        summary: "Create a workflow",
-        tags: ["Workflows"],
-        description: "The answer holds the secret of its webhook steps, shown this once.",
-        requestBody: body("WorkflowCreate"),
-        responses: {
-          "201": jsonAnswer("The workflow; keep the secret.", {
-            allOf: [schemaRef("Workflow")],
-            required: ["secret"],
-            properties: { secret: webhookSecret },
-          }),
-          "422": invalid,
-          ...unreadable,
-        },
-      }),
+      post: apiOperation(
+        idempotentCreate({
+          operationId: "createWorkflow",
+          summary: "Create a workflow",
+          tags: ["Workflows"],
+          description: "The answer holds the secret of its webhook steps, shown this once.",
+          requestBody: body("WorkflowCreate"),
+          responses: {
+            "201": jsonAnswer("The workflow; keep the secret.", {
+              allOf: [schemaRef("Workflow")],
+              required: ["secret"],
+              properties: { secret: webhookSecret },
+            }),
+            "422": invalid,
+            ...unreadable,
+          },
+        }),
+      ),
     },
     "/api/v1/workflows/{id}": {
       get: apiOperation({
@@ -273,15 +275,17 @@ export const automationArea: ApiArea = {
         parameters: paging,
         responses: { "200": jsonAnswer("A page of campaigns.", list(schemaRef("Campaign"))), "422": invalid },
       }),
-      post: apiOperation({
-        operationId: "createCampaign",
-        summary: "Create a campaign (a draft)",
-        description:
-          "The message is checked as a send is (From, subject, one of html, text or markdown); nothing is sent until POST .../send.",
-        tags: ["Campaigns"],
-        requestBody: body("CampaignCreate"),
-        responses: { "201": campaign("The draft."), "422": invalid, ...unreadable },
-      }),
+      post: apiOperation(
+        idempotentCreate({
+          operationId: "createCampaign",
+          summary: "Create a campaign (a draft)",
+          description:
+            "The message is checked as a send is (From, subject, one of html, text or markdown); nothing is sent until POST .../send.",
+          tags: ["Campaigns"],
+          requestBody: body("CampaignCreate"),
+          responses: { "201": campaign("The draft."), "422": invalid, ...unreadable },
+        }),
+      ),
     },
     "/api/v1/campaigns/{id}": {
       get: apiOperation({

@@ -59,6 +59,35 @@ export function apiOperation(op: Operation & { responses: Record<string, unknown
   return { security: [{ bearerAuth: [] }], ...op, responses: { ...COMMON_ANSWERS, ...op.responses } };
 }
 
+/**
+ * A create the records make (a campaign, a workflow, a webhook, a tag, a subscriber upsert): the
+ * Idempotency-Key it takes, the 400 and 409 of the key, and the 503 of records that did not
+ * answer in time, added to its operation's own.
+ */
+export function idempotentCreate<T extends Operation & { responses: Record<string, unknown> }>(op: T): T {
+  const parameter = {
+    name: "Idempotency-Key",
+    in: "header",
+    required: false,
+    description:
+      "Kept 24 hours per organization, committed with the create: the same key with the same request answers what the first answered and creates nothing; with another request, 409.",
+    schema: { type: "string", pattern: "^[\\x21-\\x7e]{1,255}$" },
+  };
+  return {
+    ...op,
+    parameters: [...((op.parameters as unknown[]) ?? []), parameter],
+    responses: {
+      ...op.responses,
+      "400": errorAnswer("The body is not JSON, or the Idempotency-Key is malformed.", [
+        "INVALID_JSON",
+        "INVALID_IDEMPOTENCY_KEY",
+      ]),
+      "409": errorAnswer("The Idempotency-Key was used with a different request.", ["IDEMPOTENCY_KEY_REUSED"]),
+      "503": ref("responses/RecordsUnavailable"),
+    },
+  };
+}
+
 export const COMPONENTS = {
   securitySchemes: {
     bearerAuth: {
@@ -140,6 +169,19 @@ export const COMPONENTS = {
       content: {
         "application/json": {
           schema: { allOf: [schemaRef("Error")], properties: { code: { const: "LIMITER_UNAVAILABLE" } } },
+        },
+      },
+    },
+    RecordsUnavailable: {
+      description:
+        "The rate limiter cannot be reached (`LIMITER_UNAVAILABLE`: the request was not served), or the records did not answer within AUDIENCE_TIMEOUT_MS (`RECORDS_TIMEOUT`: nothing was written). Retry after Retry-After seconds, with the same Idempotency-Key.",
+      headers: { "Retry-After": ref("headers/Retry-After") },
+      content: {
+        "application/json": {
+          schema: {
+            allOf: [schemaRef("Error")],
+            properties: { code: { enum: ["LIMITER_UNAVAILABLE", "RECORDS_TIMEOUT"] } },
+          },
         },
       },
     },

@@ -1,5 +1,5 @@
 import { invalid, noContent, TAG_NAME, unreadable } from "./audience";
-import { apiOperation, errorAnswer, jsonAnswer } from "./common";
+import { apiOperation, errorAnswer, idempotentCreate, jsonAnswer } from "./common";
 import type { ApiArea } from "./types";
 
 const tag = { type: "object", required: ["name"], properties: { name: { type: "string" } } };
@@ -34,30 +34,32 @@ export const tagsArea: ApiArea = {
           }),
         },
       }),
-      post: apiOperation({
-        operationId: "createTag",
-        summary: "Create a tag",
-        tags: ["Tags"],
-        requestBody: {
-          required: true,
-          content: {
-            "application/json": {
-              schema: {
-                type: "object",
-                required: ["name"],
-                properties: { name: TAG_NAME },
-                additionalProperties: false,
+      post: apiOperation(
+        idempotentCreate({
+          operationId: "createTag",
+          summary: "Create a tag",
+          tags: ["Tags"],
+          requestBody: {
+            required: true,
+            content: {
+              "application/json": {
+                schema: {
+                  type: "object",
+                  required: ["name"],
+                  properties: { name: TAG_NAME },
+                  additionalProperties: false,
+                },
               },
             },
           },
-        },
-        responses: {
-          "200": jsonAnswer("The organization had the tag already.", tag),
-          "201": jsonAnswer("Created.", tag),
-          "422": invalid,
-          ...unreadable,
-        },
-      }),
+          responses: {
+            "200": jsonAnswer("The organization had the tag already.", tag),
+            "201": jsonAnswer("Created.", tag),
+            "422": invalid,
+            ...unreadable,
+          },
+        }),
+      ),
     },
     "/api/v1/tags/{name}": {
       delete: apiOperation({

@@ -1,6 +1,6 @@
 import { WEBHOOK_EVENTS } from "../../webhooks/events";
 import { ATTEMPT_TIMEOUT_MS, RETRY_SCHEDULE_MS } from "../../webhooks/schedule";
-import { apiOperation, errorAnswer, jsonAnswer, rateLimitHeaders, schemaRef } from "./common";
+import { apiOperation, errorAnswer, idempotentCreate, jsonAnswer, rateLimitHeaders, schemaRef } from "./common";
 import type { ApiArea } from "./types";
 
 const idParam = {
@@ -49,28 +49,33 @@ export const webhooksArea: ApiArea = {
   },
   paths: {
     "/api/v1/webhooks": {
-      post: apiOperation({
-        operationId: "createWebhook",
-        summary: "Create a webhook",
-        description:
-          "Registers an endpoint for the given event types. The answer holds the signing secret, shown this once.",
-        tags: ["Webhooks"],
-        requestBody: { required: true, content: { "application/json": { schema: schemaRef("CreateWebhookRequest") } } },
-        responses: {
-          "201": jsonAnswer("Created; keep the secret.", {
-            allOf: [schemaRef("Webhook")],
-            required: ["secret"],
-            properties: { secret: webhookSecret },
-          }),
-          "400": errorAnswer("The body is not JSON.", ["INVALID_JSON"]),
-          "413": errorAnswer("The body is larger than 1 MB.", ["PAYLOAD_TOO_LARGE"]),
-          "415": errorAnswer("The body is not sent as application/json.", ["UNSUPPORTED_MEDIA_TYPE"]),
-          "422": jsonAnswer(
-            "A field is invalid; `field` names it (`url`, `events`, `events[2]`, ...).",
-            schemaRef("ValidationFailed"),
-          ),
-        },
-      }),
+      post: apiOperation(
+        idempotentCreate({
+          operationId: "createWebhook",
+          summary: "Create a webhook",
+          description:
+            "Registers an endpoint for the given event types. The answer holds the signing secret, shown this once.",
+          tags: ["Webhooks"],
+          requestBody: {
+            required: true,
+            content: { "application/json": { schema: schemaRef("CreateWebhookRequest") } },
+          },
+          responses: {
+            "201": jsonAnswer("Created; keep the secret.", {
+              allOf: [schemaRef("Webhook")],
+              required: ["secret"],
+              properties: { secret: webhookSecret },
+            }),
+            "400": errorAnswer("The body is not JSON.", ["INVALID_JSON"]),
+            "413": errorAnswer("The body is larger than 1 MB.", ["PAYLOAD_TOO_LARGE"]),
+            "415": errorAnswer("The body is not sent as application/json.", ["UNSUPPORTED_MEDIA_TYPE"]),
+            "422": jsonAnswer(
+              "A field is invalid; `field` names it (`url`, `events`, `events[2]`, ...).",
+              schemaRef("ValidationFailed"),
+            ),
+          },
+        }),
+      ),
       get: apiOperation({
         operationId: "listWebhooks",
         summary: "List webhooks",

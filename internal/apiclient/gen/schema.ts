@@ -690,6 +690,18 @@ export interface components {
         } & components["schemas"]["Error"];
       };
     };
+    /** @description The rate limiter cannot be reached (`LIMITER_UNAVAILABLE`: the request was not served), or the records did not answer within AUDIENCE_TIMEOUT_MS (`RECORDS_TIMEOUT`: nothing was written). Retry after Retry-After seconds, with the same Idempotency-Key. */
+    RecordsUnavailable: {
+      headers: {
+        "Retry-After": components["headers"]["Retry-After"];
+      };
+      content: {
+        "application/json": ({
+          /** @enum {unknown} */
+          code?: "LIMITER_UNAVAILABLE" | "RECORDS_TIMEOUT";
+        }) & components["schemas"]["Error"];
+      };
+    };
   };
   parameters: never;
   requestBodies: never;
@@ -1053,6 +1065,12 @@ export interface operations {
    * @description An upsert by email. A repeated identical upsert changes nothing, records no event and starts nothing; concurrent upserts of one email make one subscriber.
    */
   upsertSubscriber: {
+    parameters: {
+      header?: {
+        /** @description Kept 24 hours per organization, committed with the create: the same key with the same request answers what the first answered and creates nothing; with another request, 409. */
+        "Idempotency-Key"?: string;
+      };
+    };
     requestBody: {
       content: {
         "application/json": components["schemas"]["SubscriberUpsert"];
@@ -1091,8 +1109,28 @@ export interface operations {
           "application/json": components["schemas"]["Subscriber"];
         };
       };
-      /** @description The body is not JSON. */
+      /** @description The body is not JSON, or the Idempotency-Key is malformed. */
       400: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": ({
+            /** @enum {unknown} */
+            code?: "INVALID_JSON" | "INVALID_IDEMPOTENCY_KEY";
+          }) & components["schemas"]["Error"];
+        };
+      };
+      401: components["responses"]["Unauthorized"];
+      /** @description The Idempotency-Key was used with a different request. */
+      409: {
         headers: {
           "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
           RateLimit: components["headers"]["RateLimit"];
@@ -1106,11 +1144,10 @@ export interface operations {
         content: {
           "application/json": {
             /** @enum {unknown} */
-            code?: "INVALID_JSON";
+            code?: "IDEMPOTENCY_KEY_REUSED";
           } & components["schemas"]["Error"];
         };
       };
-      401: components["responses"]["Unauthorized"];
       /** @description The body is larger than 1 MB. */
       413: {
         headers: {
@@ -1166,7 +1203,7 @@ export interface operations {
         };
       };
       429: components["responses"]["TooManyRequests"];
-      503: components["responses"]["LimiterUnavailable"];
+      503: components["responses"]["RecordsUnavailable"];
     };
   };
   /**
@@ -1174,6 +1211,12 @@ export interface operations {
    * @description One request against the quota. One result per item, in input order; an invalid item fails alone. With `triggerWorkflows: false`, the way to import a list.
    */
   upsertSubscribers: {
+    parameters: {
+      header?: {
+        /** @description Kept 24 hours per organization, committed with the create: the same key with the same request answers what the first answered and creates nothing; with another request, 409. */
+        "Idempotency-Key"?: string;
+      };
+    };
     requestBody: {
       content: {
         "application/json": components["schemas"]["SubscriberBatch"];
@@ -1196,8 +1239,28 @@ export interface operations {
           "application/json": components["schemas"]["SubscriberBatchResults"];
         };
       };
-      /** @description The body is not JSON. */
+      /** @description The body is not JSON, or the Idempotency-Key is malformed. */
       400: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": ({
+            /** @enum {unknown} */
+            code?: "INVALID_JSON" | "INVALID_IDEMPOTENCY_KEY";
+          }) & components["schemas"]["Error"];
+        };
+      };
+      401: components["responses"]["Unauthorized"];
+      /** @description The Idempotency-Key was used with a different request. */
+      409: {
         headers: {
           "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
           RateLimit: components["headers"]["RateLimit"];
@@ -1211,11 +1274,10 @@ export interface operations {
         content: {
           "application/json": {
             /** @enum {unknown} */
-            code?: "INVALID_JSON";
+            code?: "IDEMPOTENCY_KEY_REUSED";
           } & components["schemas"]["Error"];
         };
       };
-      401: components["responses"]["Unauthorized"];
       /** @description The body is larger than 1 MB. */
       413: {
         headers: {
@@ -1271,7 +1333,7 @@ export interface operations {
         };
       };
       429: components["responses"]["TooManyRequests"];
-      503: components["responses"]["LimiterUnavailable"];
+      503: components["responses"]["RecordsUnavailable"];
     };
   };
   /** Read a subscriber */
@@ -1888,6 +1950,12 @@ export interface operations {
   };
   /** Create a tag */
   createTag: {
+    parameters: {
+      header?: {
+        /** @description Kept 24 hours per organization, committed with the create: the same key with the same request answers what the first answered and creates nothing; with another request, 409. */
+        "Idempotency-Key"?: string;
+      };
+    };
     requestBody: {
       content: {
         "application/json": {
@@ -1933,8 +2001,28 @@ export interface operations {
           };
         };
       };
-      /** @description The body is not JSON. */
+      /** @description The body is not JSON, or the Idempotency-Key is malformed. */
       400: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": ({
+            /** @enum {unknown} */
+            code?: "INVALID_JSON" | "INVALID_IDEMPOTENCY_KEY";
+          }) & components["schemas"]["Error"];
+        };
+      };
+      401: components["responses"]["Unauthorized"];
+      /** @description The Idempotency-Key was used with a different request. */
+      409: {
         headers: {
           "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
           RateLimit: components["headers"]["RateLimit"];
@@ -1948,11 +2036,10 @@ export interface operations {
         content: {
           "application/json": {
             /** @enum {unknown} */
-            code?: "INVALID_JSON";
+            code?: "IDEMPOTENCY_KEY_REUSED";
           } & components["schemas"]["Error"];
         };
       };
-      401: components["responses"]["Unauthorized"];
       /** @description The body is larger than 1 MB. */
       413: {
         headers: {
@@ -2008,7 +2095,7 @@ export interface operations {
         };
       };
       429: components["responses"]["TooManyRequests"];
-      503: components["responses"]["LimiterUnavailable"];
+      503: components["responses"]["RecordsUnavailable"];
     };
   };
   /**
@@ -2123,6 +2210,12 @@ export interface operations {
    * @description Registers an endpoint for the given event types. The answer holds the signing secret, shown this once.
    */
   createWebhook: {
+    parameters: {
+      header?: {
+        /** @description Kept 24 hours per organization, committed with the create: the same key with the same request answers what the first answered and creates nothing; with another request, 409. */
+        "Idempotency-Key"?: string;
+      };
+    };
     requestBody: {
       content: {
         "application/json": components["schemas"]["CreateWebhookRequest"];
@@ -2147,8 +2240,28 @@ export interface operations {
           } & components["schemas"]["Webhook"], "secret">;
         };
       };
-      /** @description The body is not JSON. */
+      /** @description The body is not JSON, or the Idempotency-Key is malformed. */
       400: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": ({
+            /** @enum {unknown} */
+            code?: "INVALID_JSON" | "INVALID_IDEMPOTENCY_KEY";
+          }) & components["schemas"]["Error"];
+        };
+      };
+      401: components["responses"]["Unauthorized"];
+      /** @description The Idempotency-Key was used with a different request. */
+      409: {
         headers: {
           "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
           RateLimit: components["headers"]["RateLimit"];
@@ -2162,11 +2275,10 @@ export interface operations {
         content: {
           "application/json": {
             /** @enum {unknown} */
-            code?: "INVALID_JSON";
+            code?: "IDEMPOTENCY_KEY_REUSED";
           } & components["schemas"]["Error"];
         };
       };
-      401: components["responses"]["Unauthorized"];
       /** @description The body is larger than 1 MB. */
       413: {
         headers: {
@@ -2222,7 +2334,7 @@ export interface operations {
         };
       };
       429: components["responses"]["TooManyRequests"];
-      503: components["responses"]["LimiterUnavailable"];
+      503: components["responses"]["RecordsUnavailable"];
     };
   };
   /**
@@ -2434,6 +2546,12 @@ export interface operations {
    * @description The message is checked as a send is (From, subject, one of html, text or markdown); nothing is sent until POST .../send.
    */
   createCampaign: {
+    parameters: {
+      header?: {
+        /** @description Kept 24 hours per organization, committed with the create: the same key with the same request answers what the first answered and creates nothing; with another request, 409. */
+        "Idempotency-Key"?: string;
+      };
+    };
     requestBody: {
       content: {
         "application/json": components["schemas"]["CampaignCreate"];
@@ -2456,8 +2574,28 @@ export interface operations {
           "application/json": components["schemas"]["Campaign"];
         };
       };
-      /** @description The body is not JSON. */
+      /** @description The body is not JSON, or the Idempotency-Key is malformed. */
       400: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": ({
+            /** @enum {unknown} */
+            code?: "INVALID_JSON" | "INVALID_IDEMPOTENCY_KEY";
+          }) & components["schemas"]["Error"];
+        };
+      };
+      401: components["responses"]["Unauthorized"];
+      /** @description The Idempotency-Key was used with a different request. */
+      409: {
         headers: {
           "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
           RateLimit: components["headers"]["RateLimit"];
@@ -2471,11 +2609,10 @@ export interface operations {
         content: {
           "application/json": {
             /** @enum {unknown} */
-            code?: "INVALID_JSON";
+            code?: "IDEMPOTENCY_KEY_REUSED";
           } & components["schemas"]["Error"];
         };
       };
-      401: components["responses"]["Unauthorized"];
       /** @description The body is larger than 1 MB. */
       413: {
         headers: {
@@ -2531,7 +2668,7 @@ export interface operations {
         };
       };
       429: components["responses"]["TooManyRequests"];
-      503: components["responses"]["LimiterUnavailable"];
+      503: components["responses"]["RecordsUnavailable"];
     };
   };
   /** Read a campaign and its stats */
@@ -2872,6 +3009,12 @@ export interface operations {
    * @description The answer holds the secret of its webhook steps, shown this once.
    */
   createWorkflow: {
+    parameters: {
+      header?: {
+        /** @description Kept 24 hours per organization, committed with the create: the same key with the same request answers what the first answered and creates nothing; with another request, 409. */
+        "Idempotency-Key"?: string;
+      };
+    };
     requestBody: {
       content: {
         "application/json": components["schemas"]["WorkflowCreate"];
@@ -2896,8 +3039,28 @@ export interface operations {
           } & components["schemas"]["Workflow"], "secret">;
         };
       };
-      /** @description The body is not JSON. */
+      /** @description The body is not JSON, or the Idempotency-Key is malformed. */
       400: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": ({
+            /** @enum {unknown} */
+            code?: "INVALID_JSON" | "INVALID_IDEMPOTENCY_KEY";
+          }) & components["schemas"]["Error"];
+        };
+      };
+      401: components["responses"]["Unauthorized"];
+      /** @description The Idempotency-Key was used with a different request. */
+      409: {
         headers: {
           "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
           RateLimit: components["headers"]["RateLimit"];
@@ -2911,11 +3074,10 @@ export interface operations {
         content: {
           "application/json": {
             /** @enum {unknown} */
-            code?: "INVALID_JSON";
+            code?: "IDEMPOTENCY_KEY_REUSED";
           } & components["schemas"]["Error"];
         };
       };
-      401: components["responses"]["Unauthorized"];
       /** @description The body is larger than 1 MB. */
       413: {
         headers: {
@@ -2971,7 +3133,7 @@ export interface operations {
         };
       };
       429: components["responses"]["TooManyRequests"];
-      503: components["responses"]["LimiterUnavailable"];
+      503: components["responses"]["RecordsUnavailable"];
     };
   };
   /** Read a workflow */
