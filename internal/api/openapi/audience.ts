@@ -44,7 +44,7 @@ export const paging = [
     in: "query",
     required: false,
     description: "The `nextCursor` of the page before (opaque).",
-    schema: { type: "string" },
+    schema: { type: "string", pattern: "^[A-Za-z0-9_-]{1,200}$" },
   },
 ];
 

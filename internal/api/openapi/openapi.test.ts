@@ -162,6 +162,8 @@ describe("the OpenAPI document and the server", () => {
         "trigger.extra",
       ],
       ["GET", "/api/v1/webhooks?cursor=", undefined, "cursor"],
+      ["GET", "/api/v1/subscribers?cursor=", undefined, "cursor"],
+      ["GET", "/api/v1/campaigns?cursor=a.b", undefined, "cursor"],
       ["GET", "/api/v1/subscribers?limit=0", undefined, "limit"],
       ["GET", "/api/v1/emails/msg_1", undefined, "id"],
       ["POST", "/api/v1/emails", { ...send, from: "nobody" }, "from"],

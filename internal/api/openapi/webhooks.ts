@@ -1,6 +1,7 @@
 import { WEBHOOK_EVENTS } from "../../webhooks/events";
 import { ATTEMPT_TIMEOUT_MS, RETRY_SCHEDULE_MS } from "../../webhooks/schedule";
 import { apiOperation, errorAnswer, idempotentCreate, jsonAnswer, rateLimitHeaders, schemaRef } from "./common";
+import { paging } from "./audience";
 import type { ApiArea } from "./types";
 
 const idParam = {
@@ -11,23 +12,6 @@ const idParam = {
   schema: { type: "string", pattern: "^wh_[0-9a-f]{24}$" },
   example: "wh_5f1d2c3b4a5968778695a4b3",
 };
-
-const pageParams = [
-  {
-    name: "limit",
-    in: "query",
-    required: false,
-    description: "Items per page.",
-    schema: { type: "integer", minimum: 1, maximum: 100, default: 20 },
-  },
-  {
-    name: "cursor",
-    in: "query",
-    required: false,
-    description: "The `nextCursor` of the previous page.",
-    schema: { type: "string", pattern: "^[A-Za-z0-9_-]{1,200}$" },
-  },
-];
 
 const pageInvalid = jsonAnswer("`limit` or `cursor` is invalid; `field` names it.", schemaRef("ValidationFailed"));
 const idInvalid = jsonAnswer("The id is not a webhook's id; `field` names it.", schemaRef("ValidationFailed"));
@@ -81,7 +65,7 @@ export const webhooksArea: ApiArea = {
         summary: "List webhooks",
         description: "The organization's webhooks, newest first, a page at a time. A disabled webhook says so.",
         tags: ["Webhooks"],
-        parameters: pageParams,
+        parameters: paging,
         responses: {
           "200": jsonAnswer("A page of webhooks.", {
             type: "object",
@@ -116,7 +100,7 @@ export const webhooksArea: ApiArea = {
         description:
           "The webhook's deliveries, newest first, each with its attempts (time, duration, status code or error) and state.",
         tags: ["Webhooks"],
-        parameters: [idParam, ...pageParams],
+        parameters: [idParam, ...paging],
         responses: {
           "200": jsonAnswer("A page of deliveries.", {
             type: "object",

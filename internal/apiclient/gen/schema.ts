@@ -2160,7 +2160,7 @@ export interface operations {
       query?: {
         /** @description Items per page. */
         limit?: number;
-        /** @description The `nextCursor` of the previous page. */
+        /** @description The `nextCursor` of the page before (opaque). */
         cursor?: string;
       };
     };
@@ -2415,7 +2415,7 @@ export interface operations {
       query?: {
         /** @description Items per page. */
         limit?: number;
-        /** @description The `nextCursor` of the previous page. */
+        /** @description The `nextCursor` of the page before (opaque). */
         cursor?: string;
       };
       path: {
