@@ -86,3 +86,18 @@ test("a subscriber's name is one line, a field's string at most 4096 characters"
     "fields.a",
   );
 });
+
+test("a length refused by the document reads as the API's own checks read", () => {
+  const reason = (operation: string, body: unknown) => {
+    try {
+      contracts.get(operation)!.body(body);
+    } catch (err) {
+      if (err instanceof InvalidField) return err.message;
+      throw err;
+    }
+    return "admitted";
+  };
+  expect(reason("POST /api/v1/emails", { ...send, subject: "s".repeat(999) })).toBe(
+    "subject: must be at most 998 characters",
+  );
+});

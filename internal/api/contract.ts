@@ -63,6 +63,19 @@ function refusal(e: ErrorObject, root: string): InvalidField {
     case "pattern":
       reason = (e.schema as string).length > 40 ? "is not in the documented form" : reason;
       break;
+    // In the words the API's own checks use ("subject: must be at most 998 characters").
+    case "maxLength":
+      reason = `must be at most ${e.params.limit} characters`;
+      break;
+    case "minLength":
+      reason = e.params.limit === 1 ? "must not be empty" : `must be at least ${e.params.limit} characters`;
+      break;
+    case "maxItems":
+      reason = `must hold at most ${e.params.limit} items`;
+      break;
+    case "minItems":
+      reason = `must hold at least ${e.params.limit} item${e.params.limit === 1 ? "" : "s"}`;
+      break;
   }
   const field = parts.length
     ? parts.reduce((name, part) => (/^\d+$/.test(part) ? `${name}[${part}]` : `${name}.${part}`))
