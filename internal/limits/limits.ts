@@ -1,5 +1,5 @@
 // The size limits the HTTP API and the SMTP front share: a message one front takes, the other
-// must take too (spec 8.3: 1 MB messages).
+// must take too (both take messages of up to 1 MB).
 
 /** The largest request body the API accepts. */
 export const MAX_BODY_BYTES = 1024 * 1024;

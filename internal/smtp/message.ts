@@ -154,7 +154,8 @@ export function toSendRequest(m: MessageParts, env: Envelope): Conversion {
   };
   let json = JSON.stringify(body);
   // HTML and its text alternative can together exceed the API's body limit where the MIME
-  // message did not: the HTML alone is what the spec keeps.
+  // message did not: then the HTML alone is kept (HTML is preserved when present; the text
+  // part is sent only when there is no HTML).
   if (Buffer.byteLength(json) > MAX_BODY_BYTES && body.html !== undefined && body.text !== undefined) {
     delete body.text;
     json = JSON.stringify(body);

@@ -92,7 +92,8 @@ const changeProperties = {
   triggerWorkflows: {
     type: "boolean",
     default: true,
-    description: "False records the change and its events but starts no workflow (spec 2.4).",
+    description:
+      "False records the change and its events but starts no workflow (for webhook handlers, so that an update does not cascade into more API calls).",
   },
 };
 

@@ -121,7 +121,7 @@ export const COMPONENTS = {
     },
     TooManyRequests: {
       type: "object",
-      description: "The organization's quota or the IP limit was exceeded (spec 2.2).",
+      description: "The organization's quota or the IP limit was exceeded.",
       required: ["message", "docs"],
       properties: {
         message: { const: "Too many requests" },
@@ -131,7 +131,7 @@ export const COMPONENTS = {
     },
     RecipientRateLimited: {
       type: "object",
-      description: "A recipient guard refused a transactional send (spec 2.3); a higher plan does not cure it.",
+      description: "A recipient guard refused a transactional send; a higher plan does not cure it.",
       required: ["code", "message"],
       properties: {
         code: { const: "RECIPIENT_RATE_LIMITED" },

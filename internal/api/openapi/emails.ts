@@ -46,7 +46,7 @@ export const emailsArea: ApiArea = {
           "422": jsonAnswer("A field is invalid; `field` names it.", schemaRef("ValidationFailed")),
           "429": {
             description:
-              "Over the quota or the IP limit (the body of spec 2.2), or a recipient guard (`RECIPIENT_RATE_LIMITED`, spec 2.3). Honour Retry-After in both cases.",
+              "Over the quota or the IP limit (`{message, docs}`), or a recipient guard (`{code: RECIPIENT_RATE_LIMITED, message}`). Honour Retry-After in both cases.",
             headers: { ...rateLimitHeaders, "Retry-After": { $ref: "#/components/headers/Retry-After" } },
             content: {
               "application/json": {

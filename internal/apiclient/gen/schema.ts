@@ -218,7 +218,7 @@ export interface components {
       /** @description For people: what went wrong and what to do. */
       message: string;
     };
-    /** @description The organization's quota or the IP limit was exceeded (spec 2.2). */
+    /** @description The organization's quota or the IP limit was exceeded. */
     TooManyRequests: {
       /** @constant */
       message: "Too many requests";
@@ -228,7 +228,7 @@ export interface components {
        */
       docs: string;
     };
-    /** @description A recipient guard refused a transactional send (spec 2.3); a higher plan does not cure it. */
+    /** @description A recipient guard refused a transactional send; a higher plan does not cure it. */
     RecipientRateLimited: {
       /** @constant */
       code: "RECIPIENT_RATE_LIMITED";
@@ -354,7 +354,7 @@ export interface components {
        */
       resubscribe?: boolean;
       /**
-       * @description False records the change and its events but starts no workflow (spec 2.4).
+       * @description False records the change and its events but starts no workflow (for webhook handlers, so that an update does not cascade into more API calls).
        * @default true
        */
       triggerWorkflows?: boolean;
@@ -384,7 +384,7 @@ export interface components {
        */
       resubscribe?: boolean;
       /**
-       * @description False records the change and its events but starts no workflow (spec 2.4).
+       * @description False records the change and its events but starts no workflow (for webhook handlers, so that an update does not cascade into more API calls).
        * @default true
        */
       triggerWorkflows?: boolean;
@@ -412,7 +412,7 @@ export interface components {
     SubscriberTags: {
       tags: string[];
       /**
-       * @description False records the change and its events but starts no workflow (spec 2.4).
+       * @description False records the change and its events but starts no workflow (for webhook handlers, so that an update does not cascade into more API calls).
        * @default true
        */
       triggerWorkflows?: boolean;
@@ -908,7 +908,7 @@ export interface operations {
           "application/json": components["schemas"]["ValidationFailed"];
         };
       };
-      /** @description Over the quota or the IP limit (the body of spec 2.2), or a recipient guard (`RECIPIENT_RATE_LIMITED`, spec 2.3). Honour Retry-After in both cases. */
+      /** @description Over the quota or the IP limit (`{message, docs}`), or a recipient guard (`{code: RECIPIENT_RATE_LIMITED, message}`). Honour Retry-After in both cases. */
       429: {
         headers: {
           "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
