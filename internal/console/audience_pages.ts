@@ -227,7 +227,7 @@ export function workflowPage(o: {
 <th scope="row" class="mono">${r.id}</th>
 <td data-label="Subscriber"><a class="mono" href="${subscriberPath(r.subscriberId)}">${r.subscriberId}</a></td>
 <td data-label="State">${badge(r.state, r.state === "completed")}${r.detail ? html`<div class="hint">${r.detail}</div>` : html``}</td>
-<td data-label="Step">${r.state === "active" ? `${r.step + 1} of ${steps.length} (${steps[r.step] ?? "?"})` : `${r.step} of ${steps.length} ran`}</td>
+<td data-label="Step">${r.state === "active" ? `next: ${r.step + 1} of ${steps.length} (${steps[r.step] ?? "?"})` : `${r.step} of ${steps.length} ran`}</td>
 <td class="num" data-label="Attempts">${r.attempts}</td>
 <td data-label="${r.state === "active" ? "Next step at" : "Updated"}">${time(Number(r.state === "active" ? r.dueAtMs : r.updatedAtMs))}</td>
 <td data-label="Started">${time(Number(r.createdAtMs))}</td>
