@@ -95,7 +95,7 @@ ${notice(o.notice)}
 <input type="password" id="password" name="password" autocomplete="current-password" required${o.email ? html` autofocus` : html``}></div>
 <button type="submit">Sign in</button>
 </form>
-<p class="hint">Accounts are made by your operator: <code>bun run cmd/admin user create &lt;organization&gt; &lt;email&gt;</code>.</p>
+<p class="hint">Accounts are made by your operator: <code>npx bun run cmd/admin/index.ts user create &lt;organization&gt; &lt;email&gt;</code>.</p>
 </main>`,
   );
 }
