@@ -83,10 +83,12 @@ try {
     `  limiterd       ${limiterUrl} (Connect, gRPC, gRPC-Web)`,
     `  delivered mail ${daemon.dataDir}/sink/<id>.eml (set SMTP_RELAY_URL to send through a relay); mail to @fixtures.test is simulated and written nowhere`,
     `  public URL     ${env.PUBLIC_URL} (links in mail: unsubscribe)`,
-    `  metrics        ${Object.entries(metricsPorts)
-      .filter(([, port]) => port !== "0")
-      .map(([name, port]) => `${name.split("_")[0]!.toLowerCase()} http://127.0.0.1:${port}/metrics`)
-      .join(", ")}`,
+    `  metrics        ${
+      Object.entries(metricsPorts)
+        .filter(([, port]) => port !== "0")
+        .map(([name, port]) => `${name.split("_")[0]!.toLowerCase()} http://127.0.0.1:${port}/metrics`)
+        .join(", ") || "off (every *_METRICS_PORT is 0)"
+    }`,
   ];
   if (demo) {
     const { token } = demo;
