@@ -235,8 +235,25 @@ describe("the audience and automation pages in Chromium", () => {
     expect(new Set([...first, ...second]).size).toBe(27);
   });
 
-  test("a cursor that is not the daemon's is refused with a page that says so (422)", async () => {
-    for (const path of ["/console/subscribers", "/console/campaigns", "/console/workflows", dripPath]) {
+  test("a filter or cursor that is refused is a page that says why (422)", async () => {
+    const res = await page.goto(`${base}/console/subscribers?tag=${encodeURIComponent("<b>x</b>")}&email=kim`);
+    expect(res!.status()).toBe(422);
+    expect(await page.getByRole("alert").innerText()).toBe(
+      'tag: "<b>x</b>" is not a tag name (1 to 64 letters, digits, spaces, _ and -).',
+    );
+    // The form keeps what was typed, to correct it.
+    expect(await page.getByLabel("Tag").inputValue()).toBe("<b>x</b>");
+    expect(await page.getByLabel("Email starts with").inputValue()).toBe("kim");
+    await screenshot(page, "11b-subscribers-refused-filter");
+    expect((await page.goto(`${base}/console/subscribers?email=${"a".repeat(255)}`))!.status()).toBe(422);
+
+    for (const path of [
+      "/console/subscribers",
+      `/console/subscribers/${deeId}`,
+      "/console/campaigns",
+      "/console/workflows",
+      dripPath,
+    ]) {
       const res = await page.request.get(`${base}${path}?cursor=not-a-cursor`);
       expect(res.status()).toBe(422);
       expect(await res.text()).toContain("cursor");

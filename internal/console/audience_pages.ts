@@ -7,7 +7,7 @@ import {
 } from "../gen/mailcore/limiter/v1/automation_pb";
 import type { GetSessionResponse } from "../gen/mailcore/limiter/v1/console_pb";
 import { type Html, html, time } from "../web/html";
-import { layout, PATHS } from "./pages";
+import { layout, type Notice, notice, PATHS } from "./pages";
 
 // The console's read-only pages of the audience and automation: subscribers (searched by email
 // prefix, filtered by tag) and a subscriber's events, campaigns with their stats, workflows and
@@ -62,6 +62,7 @@ export function subscribersPage(o: {
   subscribers: Subscriber[];
   filter: { email: string; tag: string };
   paged: Paged;
+  notice?: Notice;
 }): string {
   const { filter } = o;
   const filtered = filter.email !== "" || filter.tag !== "";
@@ -79,6 +80,7 @@ export function subscribersPage(o: {
     "subscribers",
     "Subscribers",
     html`<p class="lead">The audience of organization ${o.session.orgSlug}, newest first. Subscribers are added and changed through the API (<code>POST /api/v1/subscribers</code>) or the admin CLI's import.</p>
+${notice(o.notice)}
 <form method="get" action="${PATHS.subscribers}" role="search">
 <div class="row"><div class="field"><label for="email">Email starts with</label>
 <input type="text" id="email" name="email" maxlength="320" autocapitalize="none" spellcheck="false" value="${filter.email}"></div>
@@ -89,7 +91,9 @@ ${filtered ? html`<a href="${PATHS.subscribers}">Clear</a>` : html``}</div>
 </form>
 ${
   o.subscribers.length === 0
-    ? html`<p>${filtered ? "No subscriber matches." : "No subscribers yet."}</p>`
+    ? o.notice
+      ? html``
+      : html`<p>${filtered ? "No subscriber matches." : "No subscribers yet."}</p>`
     : html`<div class="table-wrap"><table class="stack">
 <caption class="visually-hidden">Subscribers</caption>
 <thead><tr><th scope="col">Email</th><th scope="col">Name</th><th scope="col">Status</th><th scope="col">Tags</th><th scope="col">Created</th></tr></thead>

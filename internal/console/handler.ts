@@ -2,6 +2,8 @@ import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { randomBytes } from "node:crypto";
 import type { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
 import type { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
+import { InvalidField } from "../api/emails";
+import { tagName } from "../api/subscribers";
 import { clientIp, normalizeIp } from "../clientip/clientip";
 import { type ConsoleService, type GetSessionResponse, SignInOutcome } from "../gen/mailcore/limiter/v1/console_pb";
 import type { Logger } from "../log/log";
@@ -35,6 +37,8 @@ const SLOW_CALL_MS = 10_000;
 const FORM_TYPES = /^(application\/x-www-form-urlencoded|multipart\/form-data)\s*(;|$)/i;
 /** Rows on one page of a list (the API's default page). */
 const PAGE_SIZE = 20;
+/** The longest address there is: a longer prefix is a mistake. */
+const MAX_EMAIL_PREFIX = 254;
 
 export interface ConsoleOptions {
   daemon: Client<typeof ConsoleService>;
@@ -86,6 +90,20 @@ function pathParam(raw: string): string {
 }
 
 const TOKEN_ID = /^tok_[0-9a-f]{16}$/;
+
+/** What is wrong with the subscribers' filters, as the API says it; undefined when nothing is. */
+function filterRefusal(emailPrefix: string, tag: string): string | undefined {
+  if (emailPrefix.length > MAX_EMAIL_PREFIX)
+    return `The email prefix is longer than an address can be (${MAX_EMAIL_PREFIX} characters).`;
+  if (tag === "") return undefined;
+  try {
+    tagName("tag", tag);
+    return undefined;
+  } catch (err) {
+    if (err instanceof InvalidField) return `${err.message}.`;
+    throw err;
+  }
+}
 
 const noticeOf = (url: URL): Notice | undefined => {
   const done = url.searchParams.get("done") ?? "";
@@ -382,24 +400,34 @@ export function consoleHandler(
     [
       /^\/console\/subscribers$/,
       {
-        GET: (ctx) =>
-          reading(ctx, async (s) => {
-            const filter = {
-              email: ctx.url.searchParams.get("email") ?? "",
-              tag: ctx.url.searchParams.get("tag") ?? "",
-            };
-            const p = paging(ctx);
-            const res = await audience.listSubscribers(
-              { orgId: s.orgId, ...p, emailPrefix: filter.email.trim(), tag: filter.tag.trim() },
-              slow,
+        GET: (ctx) => {
+          const filter = { email: ctx.url.searchParams.get("email") ?? "", tag: ctx.url.searchParams.get("tag") ?? "" };
+          const [email, tag] = [filter.email.trim(), filter.tag.trim()];
+          const refused = filterRefusal(email, tag);
+          if (refused)
+            return signedIn(ctx, async (s) =>
+              page(
+                422,
+                subscribersPage({
+                  session: s,
+                  subscribers: [],
+                  filter,
+                  paged: { cursor: "", nextCursor: "" },
+                  notice: { kind: "error", text: refused },
+                }),
+              ),
             );
+          return reading(ctx, async (s) => {
+            const p = paging(ctx);
+            const res = await audience.listSubscribers({ orgId: s.orgId, ...p, emailPrefix: email, tag }, slow);
             return subscribersPage({
               session: s,
               subscribers: res.subscribers,
               filter,
               paged: { cursor: p.cursor, nextCursor: res.nextCursor },
             });
-          }),
+          });
+        },
       },
     ],
     [
