@@ -332,6 +332,10 @@ describe("the audience and automation pages in Chromium", () => {
     expect(await page.getByRole("heading", { level: 1 }).innerText()).toBe("Revoke a token?");
     expect(await page.getByRole("alert").innerText()).toContain(`Revoke the token “deploys” (${gone}), created`);
     await screenshot(page, "18-token-revoke-confirm");
+    await page.setViewportSize({ width: 390, height: 844 });
+    expect(await page.evaluate("document.documentElement.scrollWidth")).toBeLessThanOrEqual(390);
+    await screenshot(page, "18b-phone-token-revoke-confirm");
+    await page.setViewportSize({ width: 1280, height: 800 });
     // Cancel changes nothing.
     await page.getByRole("link", { name: "Cancel, keep it" }).click();
     await page.waitForURL(`${base}/console/tokens`);
