@@ -142,12 +142,15 @@ describe("the console in Chromium", () => {
     kept.id = (await page.getByRole("row", { name: /kept/ }).locator("td.mono").textContent())!;
     expect(kept.id).toMatch(/^tok_[0-9a-f]{16}$/);
 
+    // Revoking asks first; the notice names the token.
     await page
       .getByRole("row", { name: /ci deploys/ })
-      .getByRole("button", { name: /^Revoke/ })
+      .getByRole("link", { name: /^Revoke/ })
       .click();
-    await page.waitForURL(`${base}/console/tokens?done=revoked`);
-    expect(await page.getByRole("status").first().innerText()).toContain("The token was revoked");
+    const revoked = (await page.locator("form .danger").innerText()).match(/\((tok_[0-9a-f]{16})\)$/)![1]!;
+    await page.getByRole("button", { name: /^Revoke ci deploys/ }).click();
+    await page.waitForURL(`${base}/console/tokens?done=revoked&token=${revoked}`);
+    expect(await page.getByRole("status").first().innerText()).toContain(`The token ${revoked} was revoked`);
     expect(await page.getByRole("row", { name: /ci deploys/ }).count()).toBe(0);
     await screenshot(page, "03-token-revoked");
     const refused = await tags(token);
