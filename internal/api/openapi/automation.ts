@@ -78,11 +78,7 @@ export const workflowsArea: ApiArea = {
           description: "The answer holds the secret of its webhook steps, shown this once.",
           requestBody: body("WorkflowCreate"),
           responses: {
-            "201": jsonAnswer("The workflow; keep the secret.", {
-              allOf: [schemaRef("Workflow")],
-              required: ["secret"],
-              properties: { secret: webhookSecret },
-            }),
+            "201": jsonAnswer("The workflow; keep the secret.", schemaRef("WorkflowCreated")),
             "422": invalid,
             ...unreadable,
           },
@@ -124,12 +120,7 @@ export const workflowsArea: ApiArea = {
         tags: ["Workflows"],
         parameters: [workflowRef],
         responses: {
-          "200": jsonAnswer("The new secret; keep it.", {
-            type: "object",
-            required: ["secret"],
-            properties: { secret: webhookSecret },
-            additionalProperties: false,
-          }),
+          "200": jsonAnswer("The new secret; keep it.", schemaRef("WorkflowSecret")),
           "404": workflowNotFound,
         },
       }),
@@ -232,6 +223,18 @@ export const workflowsArea: ApiArea = {
         createdAt: { type: "string", format: "date-time" },
         updatedAt: { type: "string", format: "date-time" },
       },
+    },
+    WorkflowCreated: {
+      allOf: [schemaRef("Workflow")],
+      required: ["secret"],
+      properties: { secret: webhookSecret },
+      description: "A workflow as its create answers it: with the secret of its webhook steps, shown this once.",
+    },
+    WorkflowSecret: {
+      type: "object",
+      required: ["secret"],
+      properties: { secret: webhookSecret },
+      additionalProperties: false,
     },
     WorkflowRun: {
       type: "object",

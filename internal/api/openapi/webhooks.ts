@@ -1,7 +1,7 @@
 import { WEBHOOK_EVENTS } from "../../webhooks/events";
 import { ATTEMPT_TIMEOUT_MS, RETRY_SCHEDULE_MS } from "../../webhooks/schedule";
 import { apiOperation, errorAnswer, idempotentCreate, jsonAnswer, rateLimitHeaders, schemaRef } from "./common";
-import { paging } from "./audience";
+import { list, paging } from "./audience";
 import type { ApiArea } from "./types";
 
 const idParam = {
@@ -45,11 +45,7 @@ export const webhooksArea: ApiArea = {
             content: { "application/json": { schema: schemaRef("CreateWebhookRequest") } },
           },
           responses: {
-            "201": jsonAnswer("Created; keep the secret.", {
-              allOf: [schemaRef("Webhook")],
-              required: ["secret"],
-              properties: { secret: webhookSecret },
-            }),
+            "201": jsonAnswer("Created; keep the secret.", schemaRef("WebhookCreated")),
             "400": errorAnswer("The body is not JSON.", ["INVALID_JSON"]),
             "413": errorAnswer("The body is larger than 1 MB.", ["PAYLOAD_TOO_LARGE"]),
             "415": errorAnswer("The body is not sent as application/json.", ["UNSUPPORTED_MEDIA_TYPE"]),
@@ -67,14 +63,7 @@ export const webhooksArea: ApiArea = {
         tags: ["Webhooks"],
         parameters: paging,
         responses: {
-          "200": jsonAnswer("A page of webhooks.", {
-            type: "object",
-            required: ["data", "nextCursor"],
-            properties: {
-              data: { type: "array", items: schemaRef("Webhook") },
-              nextCursor: { type: ["string", "null"] },
-            },
-          }),
+          "200": jsonAnswer("A page of webhooks.", list(schemaRef("Webhook"))),
           "422": pageInvalid,
         },
       }),
@@ -102,14 +91,7 @@ export const webhooksArea: ApiArea = {
         tags: ["Webhooks"],
         parameters: [idParam, ...paging],
         responses: {
-          "200": jsonAnswer("A page of deliveries.", {
-            type: "object",
-            required: ["data", "nextCursor"],
-            properties: {
-              data: { type: "array", items: schemaRef("WebhookDelivery") },
-              nextCursor: { type: ["string", "null"] },
-            },
-          }),
+          "200": jsonAnswer("A page of deliveries.", list(schemaRef("WebhookDelivery"))),
           "404": notFound,
           "422": jsonAnswer("`id`, `limit` or `cursor` is invalid; `field` names it.", schemaRef("ValidationFailed")),
         },
@@ -145,6 +127,12 @@ export const webhooksArea: ApiArea = {
         disabledReason: { type: ["string", "null"] },
       },
     },
+    WebhookCreated: {
+      allOf: [schemaRef("Webhook")],
+      required: ["secret"],
+      properties: { secret: webhookSecret },
+      description: "A webhook as its create answers it: with its signing secret, shown this once.",
+    },
     WebhookDelivery: {
       type: "object",
       required: ["id", "type", "state", "createdAt", "nextAttemptAt", "attempts"],
@@ -154,25 +142,24 @@ export const webhooksArea: ApiArea = {
         state: { type: "string", enum: ["pending", "delivered", "failed"] },
         createdAt: { type: "string", format: "date-time" },
         nextAttemptAt: { ...nullableTime, description: "When a pending delivery is tried next." },
-        attempts: {
-          type: "array",
-          items: {
-            type: "object",
-            required: ["attempt", "at", "durationMs", "statusCode", "error"],
-            properties: {
-              attempt: { type: "integer", minimum: 1 },
-              at: { type: "string", format: "date-time" },
-              durationMs: { type: "integer", minimum: 0 },
-              statusCode: {
-                type: ["integer", "null"],
-                description: "The receiver's HTTP status; null when it did not answer.",
-              },
-              error: {
-                type: ["string", "null"],
-                description: "Why there was no answer (timeout, connection refused).",
-              },
-            },
-          },
+        attempts: { type: "array", items: schemaRef("WebhookAttempt") },
+      },
+    },
+    WebhookAttempt: {
+      type: "object",
+      description: "One try of a delivery.",
+      required: ["attempt", "at", "durationMs", "statusCode", "error"],
+      properties: {
+        attempt: { type: "integer", minimum: 1 },
+        at: { type: "string", format: "date-time" },
+        durationMs: { type: "integer", minimum: 0 },
+        statusCode: {
+          type: ["integer", "null"],
+          description: "The receiver's HTTP status; null when it did not answer.",
+        },
+        error: {
+          type: ["string", "null"],
+          description: "Why there was no answer (timeout, connection refused).",
         },
       },
     },
