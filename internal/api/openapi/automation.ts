@@ -2,7 +2,7 @@ import { body, invalid, list, noContent, paging, TAG_NAME, unreadable } from "./
 import { apiOperation, errorAnswer, idempotentCreate, jsonAnswer, schemaRef } from "./common";
 import { MAILBOX, MESSAGE_PARTS, NAME, SUBJECT } from "./message";
 import type { ApiArea } from "./types";
-import { retries, webhookSecret } from "./webhooks";
+import { HTTP_URL, retries, webhookSecret } from "./webhooks";
 
 // Campaigns (one message to every subscriber of an audience, through the bulk lane) and
 // workflows (steps run for a subscriber when it is created or tagged).
@@ -185,7 +185,7 @@ export const workflowsArea: ApiArea = {
       required: ["type", "url"],
       properties: {
         type: { const: "webhook" },
-        url: { type: "string", format: "uri", pattern: "^[hH][tT][tT][pP][sS]?://" },
+        url: HTTP_URL,
       },
       additionalProperties: false,
       description: `A webhook delivery, made by the workers: a POST of {"type":"workflow.step","timestamp","data":{"subscriber","workflowId","runId"}} signed with the workflow's secret (the headers of Webhooks, webhook-id the same on retries), to a public address only. The run waits: a 2xx within 15 s goes on; anything else is retried after ${retries} (each ±10%), and when the last fails the run fails.`,

@@ -441,7 +441,8 @@ export interface components {
     CreateWebhookRequest: {
       /**
        * Format: uri
-       * @description An absolute http or https URL.
+       * @description An absolute http or https URL, at most 2048 characters, to a host name (ASCII letters, digits, `-` and `_`; the last label starting with a letter; no `xn--` label) or an IPv4 address, with an optional port; no user info.
+       * @example https://hooks.acme.example/mail
        */
       url: string;
       events: ("email.queued" | "email.delivered" | "email.deferred" | "email.bounced" | "email.failed" | "email.complained" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted")[];
@@ -609,7 +610,11 @@ export interface components {
     WorkflowStepWebhook: {
       /** @constant */
       type: "webhook";
-      /** Format: uri */
+      /**
+       * Format: uri
+       * @description An absolute http or https URL, at most 2048 characters, to a host name (ASCII letters, digits, `-` and `_`; the last label starting with a letter; no `xn--` label) or an IPv4 address, with an optional port; no user info.
+       * @example https://hooks.acme.example/mail
+       */
       url: string;
     };
     WorkflowCreate: {

@@ -1,0 +1,263 @@
+// The running API against its own OpenAPI document, property-based: for every operation,
+// requests generated from the document's schemas (fast-check, through testkit/schemagen), valid
+// ones and ones a mutation broke, sent to limiterd and an API process started as processes.
+// Each request is classified by the document (Ajv on its own schemas), each answer held to it:
+// no 5xx; the status, content type, rate-limit headers and body documented (bodies validated
+// against the answer's schema); an invalid request refused with a 4xx; a valid one accepted, or
+// refused only for a business rule the document names by its error code.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import fc from "fast-check";
+import { documentRef, documentValidator } from "../api/contract";
+import { openApiDocument } from "../api/openapi/document";
+import { fuzzParams, reportFuzz } from "../testkit/fuzz";
+import { MUTATIONS, type Mutation, mutate, SchemaArbitraries } from "../testkit/schemagen";
+import { type Stack, startStack } from "../testkit/testkit";
+
+type Obj = Record<string, unknown>;
+
+const doc = openApiDocument();
+const schemas = new SchemaArbitraries(doc);
+const bodies = documentValidator(doc, false);
+// Query and path values travel as strings: the document's types read into them, as a server reads them.
+const strings = documentValidator(doc, true);
+
+/**
+ * The refusals of a valid request that are business rules, by status: the document names their
+ * codes on the operation. A 422 is never one, but for a cursor: any string of the cursor's form
+ * is admitted by its schema, and only one the API gave is a cursor (the parameter says so).
+ */
+const BUSINESS_STATUSES = new Set([403, 404, 409, 429]);
+
+interface Operation {
+  name: string;
+  template: string;
+  method: string;
+  op: Obj;
+  pathParams: Obj[];
+  queryParams: Obj[];
+  idempotencyKey?: Obj;
+  media?: Obj;
+  bodyRequired: boolean;
+}
+
+const operations: Operation[] = Object.entries(doc.paths as Record<string, Record<string, Obj>>).flatMap(
+  ([template, item]) =>
+    Object.entries(item).map(([method, op]) => {
+      const params = (op.parameters as Obj[] | undefined) ?? [];
+      const requestBody = op.requestBody as Obj | undefined;
+      return {
+        name: `${method.toUpperCase()} ${template}`,
+        template,
+        method: method.toUpperCase(),
+        op,
+        pathParams: params.filter((p) => p.in === "path"),
+        queryParams: params.filter((p) => p.in === "query"),
+        idempotencyKey: params.find((p) => p.in === "header" && p.name === "Idempotency-Key"),
+        media: (requestBody?.content as Obj | undefined)?.["application/json"] as Obj | undefined,
+        bodyRequired: requestBody?.required === true,
+      };
+    }),
+);
+
+interface Request {
+  path: Record<string, unknown>;
+  query: Record<string, unknown>;
+  idempotencyKey: unknown;
+  body: unknown;
+  mutation: { target: "path" | "query" | "body"; m: Mutation } | null;
+}
+
+/** A path segment that names itself (not empty, not `.` or `..`, which URLs resolve away). */
+const segment = (v: unknown) => typeof v === "string" && v !== "" && v !== "." && v !== "..";
+
+function requests(o: Operation): fc.Arbitrary<Request> {
+  const targets = [
+    ...(o.pathParams.length ? (["path"] as const) : []),
+    ...(o.queryParams.length ? (["query"] as const) : []),
+    ...(o.media ? (["body"] as const) : []),
+  ];
+  const body = o.media
+    ? fc.oneof(fc.constant(o.media.example), schemas.of(o.media.schema))
+    : fc.constant<unknown>(undefined);
+  return fc.record({
+    path: fc.record(
+      Object.fromEntries(
+        o.pathParams.map((p) => [
+          p.name as string,
+          fc.oneof(fc.constant(p.example), schemas.of(p.schema).filter(segment)),
+        ]),
+      ),
+    ),
+    query: fc.record(Object.fromEntries(o.queryParams.map((p) => [p.name as string, schemas.of(p.schema)])), {
+      requiredKeys: o.queryParams.filter((p) => p.required).map((p) => p.name as string),
+    }),
+    idempotencyKey: o.idempotencyKey
+      ? fc.option(schemas.of(o.idempotencyKey.schema), { nil: undefined })
+      : fc.constant(undefined),
+    body: o.bodyRequired ? body : fc.option(body, { nil: undefined }),
+    mutation: targets.length
+      ? fc.option(fc.record({ target: fc.constantFrom(...targets), m: MUTATIONS }), { freq: 2, nil: null })
+      : fc.constant(null),
+  });
+}
+
+const text = (v: unknown) => (typeof v === "string" ? v : JSON.stringify(v));
+
+/** The request as sent (the mutation made) and whether the document admits it. */
+function build(o: Operation, r: Request): { path: string; query: URLSearchParams; body: unknown; valid: boolean } {
+  let { path: pathValues, query: queryValues, body } = r;
+  const m = r.mutation;
+  if (m?.target === "body") body = mutate(body, m.m);
+  if (m?.target === "path") {
+    const name = o.pathParams[m.m.at % o.pathParams.length]!.name as string;
+    const value = text(m.m.value);
+    if (segment(value)) pathValues = { ...pathValues, [name]: value };
+  }
+  const query = new URLSearchParams();
+  for (const [name, value] of Object.entries(queryValues)) if (value !== undefined) query.set(name, text(value));
+  if (m?.target === "query") query.set(o.queryParams[m.m.at % o.queryParams.length]!.name as string, text(m.m.value));
+  const path = o.template.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(text(pathValues[name])));
+  const given = (list: Obj[], value: (name: string) => string | null) =>
+    Object.fromEntries(
+      list.flatMap((p) => (value(p.name as string) === null ? [] : [[p.name, value(p.name as string)]])),
+    );
+  const paramsValid = (list: Obj[], values: Obj) =>
+    strings.validate(
+      {
+        type: "object",
+        properties: Object.fromEntries(list.map((p) => [p.name, p.schema])),
+        required: list.filter((p) => p.required).map((p) => p.name),
+      },
+      values,
+    );
+  let valid =
+    paramsValid(
+      o.pathParams,
+      given(o.pathParams, (n) => text(pathValues[n])),
+    ) &&
+    paramsValid(
+      o.queryParams,
+      given(o.queryParams, (n) => query.get(n)),
+    );
+  if (o.media && (body !== undefined || o.bodyRequired)) {
+    valid &&= bodies.validate(
+      documentRef("paths", o.template, o.method.toLowerCase(), "requestBody", "content", "application/json", "schema"),
+      body,
+    );
+  }
+  return { path, query, body, valid };
+}
+
+/** Where an answer of the operation is defined: in the operation, or in the components it references. */
+function answerAt(o: Operation, status: string): string[] {
+  const answer = (o.op.responses as Obj)[status] as Obj;
+  if (typeof answer.$ref === "string") return (answer.$ref as string).slice(2).split("/");
+  return ["paths", o.template, o.method.toLowerCase(), "responses", status];
+}
+
+const resolveAt = (path: string[]) => path.reduce<unknown>((at, k) => (at as Obj)[k], doc) as Obj;
+
+/** What is wrong with an answer, by the document; empty when nothing is. */
+function problems(o: Operation, valid: boolean, status: number, headers: Headers, raw: string): string[] {
+  const out: string[] = [];
+  if (status >= 500) out.push(`a ${status}`);
+  const responses = o.op.responses as Obj;
+  if (!(String(status) in responses)) return [...out, `status ${status} is not documented`];
+  const at = answerAt(o, String(status));
+  const answer = resolveAt(at);
+  const media = (answer.content as Obj | undefined)?.["application/json"];
+  let body: Obj | undefined;
+  if (media) {
+    if (!headers.get("content-type")?.startsWith("application/json"))
+      out.push(`content type ${headers.get("content-type")}`);
+    try {
+      body = JSON.parse(raw);
+    } catch {
+      return [...out, `a body that is not JSON: ${raw.slice(0, 100)}`];
+    }
+    const validate = bodies.compile(documentRef(...at, "content", "application/json", "schema"));
+    if (!validate(body))
+      out.push(`a body its schema refuses: ${validate.errors![0]!.instancePath} ${validate.errors![0]!.message}`);
+  } else if (raw !== "") out.push("a body where none is documented");
+  for (const [name, h] of Object.entries((answer.headers as Obj | undefined) ?? {})) {
+    const ref = (h as Obj).$ref;
+    if (typeof ref === "string" && ref.startsWith("#/components/headers/") && !headers.has(name))
+      out.push(`no ${name} header`);
+  }
+  if (!valid && (status < 400 || status >= 500)) out.push(`an invalid request answered ${status}`);
+  if (valid && status >= 400) {
+    const cursor = status === 422 && body?.field === "cursor";
+    if (!BUSINESS_STATUSES.has(status) && !cursor) out.push(`a valid request refused: ${status} ${raw.slice(0, 200)}`);
+  }
+  return out;
+}
+
+let stack: Stack;
+let token: string;
+
+beforeAll(async () => {
+  stack = await startStack();
+  // The examples send from acme.example: its organization has it as a verified domain.
+  token = await stack.org("acme", "enterprise");
+});
+
+afterAll(async () => {
+  await stack?.stop();
+});
+
+test("every operation, with generated requests valid and invalid, answers as its document says", async () => {
+  const params = fuzzParams(20);
+  const counts = new Map<string, { valid: number; invalid: number; statuses: Set<number> }>();
+  for (const o of operations) {
+    const count = { valid: 0, invalid: 0, statuses: new Set<number>() };
+    counts.set(o.name, count);
+    await fc.assert(
+      fc.asyncProperty(requests(o), async (r) => {
+        const { path, query, body, valid } = build(o, r);
+        const qs = query.size ? `?${query}` : "";
+        const headers: Record<string, string> = { Authorization: `Bearer ${token}` };
+        if (body !== undefined) headers["Content-Type"] = "application/json";
+        if (typeof r.idempotencyKey === "string") headers["Idempotency-Key"] = r.idempotencyKey;
+        const res = await fetch(`${stack.apiUrls[0]}${path}${qs}`, {
+          method: o.method,
+          headers,
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+        const raw = await res.text();
+        if (valid) count.valid++;
+        else count.invalid++;
+        count.statuses.add(res.status);
+        expect({
+          request: `${o.method} ${path}${qs}`,
+          body,
+          valid,
+          problems: problems(o, valid, res.status, res.headers, raw),
+        }).toEqual({
+          request: `${o.method} ${path}${qs}`,
+          body,
+          valid,
+          problems: [],
+        });
+      }),
+      { ...params, endOnFailure: true },
+    );
+  }
+  // The generator reaches both sides of every operation that can be asked wrongly.
+  const unreached = operations.flatMap((o) => {
+    const c = counts.get(o.name)!;
+    const canBeWrong = o.media || o.queryParams.length || o.pathParams.some((p) => (p.schema as Obj).pattern);
+    return [
+      ...(c.valid ? [] : [`${o.name}: no valid request`]),
+      ...(canBeWrong && !c.invalid ? [`${o.name}: no invalid request`] : []),
+    ];
+  });
+  expect(unreached).toEqual([]);
+  const total = [...counts.values()].reduce((n, c) => ({ valid: n.valid + c.valid, invalid: n.invalid + c.invalid }), {
+    valid: 0,
+    invalid: 0,
+  });
+  reportFuzz(
+    `conformance of ${operations.length} operations (${total.valid} valid, ${total.invalid} invalid requests)`,
+    params,
+  );
+});
