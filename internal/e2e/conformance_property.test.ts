@@ -22,9 +22,11 @@ const bodies = documentValidator(doc, false);
 const strings = documentValidator(doc, true);
 
 /**
- * The refusals of a valid request that are business rules, by status: the document names their
- * codes on the operation. A 422 is never one, but for a cursor: any string of the cursor's form
- * is admitted by its schema, and only one the API gave is a cursor (the parameter says so).
+ * The statuses of the business rules a valid request may be refused for (a domain not verified,
+ * no such resource, a state or an Idempotency-Key that forbids it, a recipient guard): the body's
+ * code is one the operation documents for that status, since the body is validated against it.
+ * A 422 is never one, but for a cursor: any string of the cursor's form is admitted by its
+ * schema, and only one the API gave is a cursor (the parameter says so).
  */
 const BUSINESS_STATUSES = new Set([403, 404, 409, 429]);
 

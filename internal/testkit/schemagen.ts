@@ -175,8 +175,11 @@ function pathsOf(value: unknown, at: (string | number)[] = []): (string | number
 /** A copy of `value` with the mutation made at one of its paths. */
 export function mutate(value: unknown, m: Mutation): unknown {
   const copy = structuredClone(value);
-  const paths = pathsOf(copy);
-  const path = paths[m.at % paths.length]!;
+  // A depth first, then a path at that depth: the top level is struck as often as the deepest.
+  const byDepth = Map.groupBy(pathsOf(copy), (p) => p.length);
+  const depths = [...byDepth.values()];
+  const atDepth = depths[m.at % depths.length]!;
+  const path = atDepth[Math.floor(m.at / depths.length) % atDepth.length]!;
   if (path.length === 0)
     return m.kind === "add" && copy && typeof copy === "object" ? { ...copy, zzUnknown: m.value } : m.value;
   const parent = path.slice(0, -1).reduce<unknown>((o, k) => (o as Obj)[k as string], copy) as Obj | unknown[];

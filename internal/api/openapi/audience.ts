@@ -44,7 +44,8 @@ export const paging = [
     name: "cursor",
     in: "query",
     required: false,
-    description: "The `nextCursor` of the page before (opaque).",
+    description:
+      "The `nextCursor` of the page before (opaque). A string of its form that the API did not give is refused (422, `field` `cursor`).",
     schema: { type: "string", pattern: "^[A-Za-z0-9_-]{1,200}$" },
     example: "c3ViXzVmMWQyYzNi",
   },

@@ -45,8 +45,12 @@ const tagStep = (type: string) => ({
   additionalProperties: false,
 });
 
-/** One of several named shapes, told apart by their `type`. */
+/**
+ * One of several named shapes, told apart by their `type`. `type: object` is said here too: Ajv
+ * applies a discriminator to objects only, and would let any other value through.
+ */
 const discriminated = (byType: Record<string, string>) => ({
+  type: "object",
   oneOf: Object.values(byType).map(schemaRef),
   discriminator: {
     propertyName: "type",

@@ -1053,7 +1053,7 @@ export interface operations {
          */
         limit?: number;
         /**
-         * @description The `nextCursor` of the page before (opaque).
+         * @description The `nextCursor` of the page before (opaque). A string of its form that the API did not give is refused (422, `field` `cursor`).
          * @example c3ViXzVmMWQyYzNi
          */
         cursor?: string;
@@ -1966,7 +1966,7 @@ export interface operations {
          */
         limit?: number;
         /**
-         * @description The `nextCursor` of the page before (opaque).
+         * @description The `nextCursor` of the page before (opaque). A string of its form that the API did not give is refused (422, `field` `cursor`).
          * @example c3ViXzVmMWQyYzNi
          */
         cursor?: string;
@@ -2286,7 +2286,7 @@ export interface operations {
          */
         limit?: number;
         /**
-         * @description The `nextCursor` of the page before (opaque).
+         * @description The `nextCursor` of the page before (opaque). A string of its form that the API did not give is refused (422, `field` `cursor`).
          * @example c3ViXzVmMWQyYzNi
          */
         cursor?: string;
@@ -2555,7 +2555,7 @@ export interface operations {
          */
         limit?: number;
         /**
-         * @description The `nextCursor` of the page before (opaque).
+         * @description The `nextCursor` of the page before (opaque). A string of its form that the API did not give is refused (422, `field` `cursor`).
          * @example c3ViXzVmMWQyYzNi
          */
         cursor?: string;
@@ -2642,7 +2642,7 @@ export interface operations {
          */
         limit?: number;
         /**
-         * @description The `nextCursor` of the page before (opaque).
+         * @description The `nextCursor` of the page before (opaque). A string of its form that the API did not give is refused (422, `field` `cursor`).
          * @example c3ViXzVmMWQyYzNi
          */
         cursor?: string;
@@ -3129,7 +3129,7 @@ export interface operations {
          */
         limit?: number;
         /**
-         * @description The `nextCursor` of the page before (opaque).
+         * @description The `nextCursor` of the page before (opaque). A string of its form that the API did not give is refused (422, `field` `cursor`).
          * @example c3ViXzVmMWQyYzNi
          */
         cursor?: string;
@@ -3647,7 +3647,7 @@ export interface operations {
          */
         limit?: number;
         /**
-         * @description The `nextCursor` of the page before (opaque).
+         * @description The `nextCursor` of the page before (opaque). A string of its form that the API did not give is refused (422, `field` `cursor`).
          * @example c3ViXzVmMWQyYzNi
          */
         cursor?: string;
