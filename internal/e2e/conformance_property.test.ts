@@ -3,8 +3,9 @@
 // ones and ones a mutation broke, sent to limiterd and an API process started as processes.
 // Each request is classified by the document (Ajv on its own schemas), each answer held to it:
 // no 5xx; the status, content type, rate-limit headers and body documented (bodies validated
-// against the answer's schema); an invalid request refused with a 4xx; a valid one accepted, or
-// refused only for a business rule the document names by its error code.
+// against the answer's schema); an invalid request refused with a 422 naming the field (a body
+// that is not JSON, or not sent as JSON, with the 400 or 415 documented); a valid one accepted,
+// or refused only for a business rule the document names by its error code.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import fc from "fast-check";
 import { documentRef, documentValidator } from "../api/contract";
@@ -67,6 +68,8 @@ interface Request {
   idempotencyKey: unknown;
   body: unknown;
   mutation: { target: "path" | "query" | "body"; m: Mutation } | null;
+  /** How the body travels: as JSON, or (now and then) broken JSON or another content type. */
+  encoding: "json" | "broken" | "text";
 }
 
 /** A path segment that names itself (not empty, not `.` or `..`, which URLs resolve away). */
@@ -97,6 +100,9 @@ function requests(o: Operation): fc.Arbitrary<Request> {
       ? fc.option(schemas.of(o.idempotencyKey.schema), { nil: undefined })
       : fc.constant(undefined),
     body: o.bodyRequired ? body : fc.option(body, { nil: undefined }),
+    encoding: o.media
+      ? fc.option(fc.constantFrom("broken" as const, "text" as const), { freq: 10, nil: "json" as const })
+      : fc.constant("json" as const),
     mutation: targets.length
       ? fc.option(fc.record({ target: fc.constantFrom(...targets), m: MUTATIONS }), { freq: 2, nil: null })
       : fc.constant(null),
@@ -160,7 +166,14 @@ function answerAt(o: Operation, status: string): string[] {
 const resolveAt = (path: string[]) => path.reduce<unknown>((at, k) => (at as Obj)[k], doc) as Obj;
 
 /** What is wrong with an answer, by the document; empty when nothing is. */
-function problems(o: Operation, valid: boolean, status: number, headers: Headers, raw: string): string[] {
+function problems(
+  o: Operation,
+  valid: boolean,
+  sentAs: Request["encoding"],
+  status: number,
+  headers: Headers,
+  raw: string,
+): string[] {
   const out: string[] = [];
   if (status >= 500) out.push(`a ${status}`);
   const responses = o.op.responses as Obj;
@@ -186,7 +199,15 @@ function problems(o: Operation, valid: boolean, status: number, headers: Headers
     if (typeof ref === "string" && ref.startsWith("#/components/headers/") && !headers.has(name))
       out.push(`no ${name} header`);
   }
-  if (!valid && (status < 400 || status >= 500)) out.push(`an invalid request answered ${status}`);
+  if (sentAs !== "json") {
+    const expected = sentAs === "broken" ? [400, "INVALID_JSON"] : [415, "UNSUPPORTED_MEDIA_TYPE"];
+    if (status !== expected[0] || body?.code !== expected[1])
+      out.push(`a body sent as ${sentAs} answered ${status} ${raw.slice(0, 200)}`);
+    return out;
+  }
+  // What the document refuses is refused before any business rule: a 422 that names the field.
+  if (!valid && (status !== 422 || typeof body?.field !== "string"))
+    out.push(`an invalid request answered ${status} ${raw.slice(0, 200)}`);
   if (valid && status >= 400) {
     const cursor = status === 422 && body?.field === "cursor";
     if (!BUSINESS_STATUSES.has(status) && !cursor) out.push(`a valid request refused: ${status} ${raw.slice(0, 200)}`);
@@ -218,12 +239,16 @@ test("every operation, with generated requests valid and invalid, answers as its
         const { path, query, body, valid } = build(o, r);
         const qs = query.size ? `?${query}` : "";
         const headers: Record<string, string> = { Authorization: `Bearer ${token}` };
-        if (body !== undefined) headers["Content-Type"] = "application/json";
+        const encoded = body === undefined ? undefined : JSON.stringify(body);
+        if (encoded !== undefined) headers["Content-Type"] = r.encoding === "text" ? "text/plain" : "application/json";
+        // A brace before any JSON value makes it not JSON.
+        const sent = r.encoding === "broken" && encoded !== undefined ? `{${encoded}` : encoded;
+        const sentAs = encoded === undefined ? "json" : r.encoding;
         if (typeof r.idempotencyKey === "string") headers["Idempotency-Key"] = r.idempotencyKey;
         const res = await fetch(`${stack.apiUrls[0]}${path}${qs}`, {
           method: o.method,
           headers,
-          body: body === undefined ? undefined : JSON.stringify(body),
+          body: sent,
         });
         const raw = await res.text();
         if (valid) count.valid++;
@@ -233,7 +258,7 @@ test("every operation, with generated requests valid and invalid, answers as its
           request: `${o.method} ${path}${qs}`,
           body,
           valid,
-          problems: problems(o, valid, res.status, res.headers, raw),
+          problems: problems(o, valid, sentAs, res.status, res.headers, raw),
         }).toEqual({
           request: `${o.method} ${path}${qs}`,
           body,
