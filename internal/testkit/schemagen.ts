@@ -144,7 +144,7 @@ export class SchemaArbitraries {
 }
 
 /** Values no schema field of the API takes as they are, or takes only within limits: wrong types, empties, the too long. */
-export const WRONG_VALUES: fc.Arbitrary<unknown> = fc.oneof(
+const WRONG_VALUES: fc.Arbitrary<unknown> = fc.oneof(
   fc.constantFrom(null, true, 0, -1, 1.5, 1e21, "", " ", "\r\n", [], {}, [null], { unknown: 1 }),
   fc.integer({ min: 300, max: 5_000 }).map((n) => "x".repeat(n)),
   fc.string({ unit: "binary", maxLength: 30 }),
