@@ -4,7 +4,7 @@ import type { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import type { CreateOrganizationRequestJson, DirectoryService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { RpcError } from "../limiterclient/rpcerror";
 import type { JsonClient } from "../limiterclient/unary";
-import { normalizeEmail } from "../mail/policy";
+import { normalizeEmail } from "../mail/identity";
 import { parsePlanJson } from "../plans/json";
 import { type Output, orgJson, UsageError } from "./output";
 
