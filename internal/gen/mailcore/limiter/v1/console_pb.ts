@@ -361,6 +361,14 @@ export type GetSessionResponseJson = {
    * @generated from field: string csrf_token = 4;
    */
   csrfToken?: string;
+
+  /**
+   * The session's organization: the console reads its audience and automation with it (never
+   * from a request).
+   *
+   * @generated from field: string org_id = 5;
+   */
+  orgId?: string;
 };
 
 /**
