@@ -46,6 +46,9 @@ export interface RedisServer {
   port: number;
   /** Kills the server with SIGKILL and starts it again on the same port and directory. */
   restart(): Promise<void>;
+  /** Stops the process (SIGSTOP) as a partition would: it neither reads nor answers until resume. */
+  pause(): void;
+  resume(): void;
   stop(): Promise<void>;
 }
 
@@ -55,11 +58,12 @@ export interface RedisServer {
  * certificates.
  */
 export async function startRedis(
-  opts: { aof?: boolean; tls?: { cert: string; key: string; ca: string } } = {},
+  opts: { aof?: boolean; tls?: { cert: string; key: string; ca: string }; replicaOf?: RedisServer } = {},
 ): Promise<RedisServer> {
   const port = await freePort();
   const dir = tempDir("mailcore-redis-");
   const persistence = opts.aof ? ["--appendonly", "yes", "--appendfsync", "always"] : ["--appendonly", "no"];
+  if (opts.replicaOf) persistence.push("--replicaof", "127.0.0.1", String(opts.replicaOf.port));
   let listen = ["--port", String(port)];
   let cliTls: string[] = [];
   if (opts.tls) {
@@ -95,12 +99,26 @@ export async function startRedis(
       await proc.exited;
       proc = await start();
     },
+    pause: () => proc.kill("SIGSTOP"),
+    resume: () => proc.kill("SIGCONT"),
     async stop() {
+      proc.kill("SIGCONT");
       proc.kill("SIGKILL");
       await proc.exited;
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** Starts a redis-server and a replica of it; resolves once the replica has synced. */
+export async function startRedisWithReplica(opts: { aof?: boolean } = {}) {
+  const primary = await startRedis(opts);
+  const replica = await startRedis({ ...opts, replicaOf: primary });
+  await waitFor("the replica's sync", async () => {
+    const res = spawn(["redis-cli", "-p", String(replica.port), "info", "replication"], { stdout: "pipe" });
+    return (await new Response(res.stdout).text()).includes("master_link_status:up");
+  });
+  return { primary, replica, stop: () => Promise.all([replica.stop(), primary.stop()]).then(() => {}) };
 }
 
 export interface Proc {
