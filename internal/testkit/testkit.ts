@@ -365,6 +365,13 @@ export interface RedisClusterServer {
   kill(port: number): Promise<void>;
   /** Starts a killed node again on its port and directory; it rejoins the cluster from its nodes.conf. */
   restart(port: number): Promise<void>;
+  /** Stops a node (SIGSTOP) as a partition would, and lets it go on. */
+  pause(port: number): void;
+  resume(port: number): void;
+  /** The port of the replica of a primary, as the cluster says now. */
+  replicaOf(primaryPort: number): Promise<number>;
+  /** Runs redis-cli against one node; its output. */
+  cli(port: number, ...args: string[]): Promise<string>;
   /** The port of the primary that serves the slot of the key, as the cluster says now. */
   primaryOf(key: string): Promise<number>;
   /** Whether every node answering says cluster_state:ok and the key's slot has a live primary. */
@@ -378,7 +385,7 @@ export interface RedisClusterServer {
  * when it dies (after `nodeTimeoutMs`).
  */
 export async function startRedisCluster(
-  opts: { replicas?: 0 | 1; nodeTimeoutMs?: number } = {},
+  opts: { replicas?: 0 | 1; nodeTimeoutMs?: number; aof?: boolean } = {},
 ): Promise<RedisClusterServer> {
   const replicas = opts.replicas ?? 0;
   const dir = tempDir("mailcore-cluster-");
@@ -400,9 +407,10 @@ export async function startRedisCluster(
       "--cluster-node-timeout",
       String(opts.nodeTimeoutMs ?? 15_000),
     ];
+    const persistence = opts.aof ? ["--appendonly", "yes", "--appendfsync", "always"] : ["--appendonly", "no"];
     procs.set(
       port,
-      spawn(["redis-server", ...args, "--save", "", "--appendonly", "no", "--dir", nodeDir], {
+      spawn(["redis-server", ...args, "--save", "", ...persistence, "--dir", nodeDir], {
         stdout: "ignore",
         stderr: "ignore",
       }),
@@ -431,7 +439,10 @@ export async function startRedisCluster(
     throw new Error(`no live primary serves the slot of ${key}`);
   };
   const stopAll = async () => {
-    for (const p of procs.values()) p.kill("SIGKILL");
+    for (const p of procs.values()) {
+      p.kill("SIGCONT");
+      p.kill("SIGKILL");
+    }
     await Promise.all([...procs.values()].map((p) => p.exited));
     rmSync(dir, { recursive: true, force: true });
   };
@@ -476,6 +487,16 @@ export async function startRedisCluster(
       launch(port);
       await waitFor(`redis-server on ${port}`, async () => (await cli(["-p", String(port), "ping"])).trim() === "PONG");
     },
+    pause: (port) => procs.get(port)?.kill("SIGSTOP"),
+    resume: (port) => procs.get(port)?.kill("SIGCONT"),
+    async replicaOf(primaryPort) {
+      const lines = (await cli(["-p", String(primaryPort), "cluster", "nodes"])).trim().split("\n");
+      const id = lines.find((l) => l.includes("myself"))!.split(" ")[0];
+      const replica = lines.find((l) => l.split(" ")[3] === id);
+      if (!replica) throw new Error(`no replica of ${primaryPort}`);
+      return Number(replica.split(" ")[1]!.split("@")[0]!.split(":")[1]);
+    },
+    cli: (port, ...args) => cli(["-p", String(port), ...args]),
     primaryOf,
     async healthy(key) {
       const states = await Promise.all(alive().map((p) => cli(["-p", String(p), "cluster", "info"])));

@@ -1,3 +1,4 @@
+import { Cluster } from "ioredis";
 import { MicroBatcher } from "../../batch/batcher";
 import { keys } from "./layout";
 import type { RedisClient, ScriptedRedis } from "./scripts";
@@ -93,6 +94,7 @@ export class ConfirmedWrites {
     for (const [script, args] of items) pipeline[script]!(...args);
     if (replicas > 0) pipeline.wait!(replicas, this.policy.timeoutMs);
     const replies = (await pipeline.exec()) ?? [];
+    this.followRedirects(replies);
     let confirmed: Error | undefined;
     if (replicas > 0) {
       const [err, acked] = replies[items.length] ?? [new Error("no answer to WAIT"), 0];
@@ -109,12 +111,25 @@ export class ConfirmedWrites {
     });
   }
 
+  /**
+   * A Cluster client retries a redirected pipeline only when every command of it was redirected;
+   * the WAIT at its end never is (it has no key), so after a failover the slot map is refreshed
+   * here, and the callers' retries reach the new primary.
+   */
+  private followRedirects(replies: [Error | null, unknown][]): void {
+    if (this.writer instanceof Cluster && replies.some(([err]) => err && /^(MOVED|ASK) /.test(err.message)))
+      this.writer.refreshSlotsCache();
+  }
+
   /** Looks at the replicas of the primary holding the messages (the pipeline's key routes INFO there). */
   private async detect(): Promise<void> {
     try {
-      const replies = await (this.writer as RedisClient).pipeline().exists(keys.outbox()).info("replication").exec();
-      const [err, info] = replies?.[1] ?? [new Error("no answer"), ""];
-      if (err) return;
+      const replies =
+        (await (this.writer as RedisClient).pipeline().exists(keys.outbox()).info("replication").exec()) ?? [];
+      this.followRedirects(replies);
+      const [routed] = replies[0] ?? [new Error("no answer")];
+      const [err, info] = replies[1] ?? [new Error("no answer"), ""];
+      if (routed || err) return; // not the primary of the slot (a redirect): look again next time
       const { replid, connected } = replication(info as string);
       const seen = connected > 0 ? 1 : 0;
       this.replicas = replid === this.replid ? Math.max(this.replicas, seen) : seen;
