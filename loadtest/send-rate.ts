@@ -1,11 +1,20 @@
 // Accepted sends per second through the API (POST /api/v1/emails, 202), 32 clients, on each
 // deployment of the stores: embedded (no Redis), Redis + SQLite, Redis + PostgreSQL. Each run
 // starts its own limiterd and API (and Redis and PostgreSQL) and no worker, so the figure is the
-// accept path alone: admission, validation, the guards and the enqueue.
+// accept path alone: admission, validation, the guards and the enqueue. Then the wait for a
+// replica (REDIS_WAIT_REPLICAS) off and on, on one Redis with a replica and on a Redis Cluster
+// of three primaries with a replica each: the wait's cost per accept.
 //
-//   bun run loadtest/send-rate.ts [--sends N]   (default 8,000 per deployment)
+//   bun run loadtest/send-rate.ts [--sends N] [--wait-only]   (default 8,000 per deployment)
 import { startPostgres } from "../internal/testkit/postgres";
-import { pool, sendEmail, startRedis, startStack } from "../internal/testkit/testkit";
+import {
+  pool,
+  sendEmail,
+  startRedis,
+  startRedisCluster,
+  startRedisWithReplica,
+  startStack,
+} from "../internal/testkit/testkit";
 import { cleanupAll, installSignalHandlers, onExit } from "./procs";
 
 const CLIENTS = 32;
@@ -21,15 +30,33 @@ onExit("redis", () => redis.stop());
 const postgres = await startPostgres();
 onExit("postgres", () => postgres.stop());
 
-const deployments: { name: string; redisUrl?: string; env: Record<string, string> }[] = [
-  { name: "embedded", env: {} },
-  { name: "Redis + SQLite", redisUrl: redis.url, env: {} },
-  { name: "Redis + PostgreSQL", redisUrl: redis.url, env: { DATABASE_URL: await postgres.newDatabase() } },
+const pair = await startRedisWithReplica();
+onExit("redis with a replica", () => pair.stop());
+const cluster = await startRedisCluster({ replicas: 1 });
+onExit("redis cluster", () => cluster.stop());
+
+const noWait = { REDIS_WAIT_REPLICAS: "0" };
+const deployments: { name: string; redisUrl?: string; clusterNodes?: string[]; env: Record<string, string> }[] = [
+  ...(process.argv.includes("--wait-only")
+    ? []
+    : [
+        { name: "embedded", env: {} },
+        { name: "Redis + SQLite", redisUrl: redis.url, env: {} },
+        { name: "Redis + PostgreSQL", redisUrl: redis.url, env: { DATABASE_URL: await postgres.newDatabase() } },
+      ]),
+  { name: "Redis with a replica, wait off", redisUrl: pair.primary.url, env: noWait },
+  { name: "Redis with a replica, wait on", redisUrl: pair.primary.url, env: {} },
+  { name: "Cluster 3+3, wait off", clusterNodes: cluster.nodes, env: noWait },
+  { name: "Cluster 3+3, wait on", clusterNodes: cluster.nodes, env: {} },
 ];
 const rows: { deployment: string; sends: number; seconds: number; perSecond: number; p50Ms: number; p99Ms: number }[] =
   [];
 for (const d of deployments) {
-  const stack = await startStack({ redisUrl: d.redisUrl, env: { ...d.env, TRUST_PROXY: "127.0.0.1" } });
+  const stack = await startStack({
+    redisUrl: d.redisUrl,
+    redisClusterNodes: d.clusterNodes,
+    env: { ...d.env, TRUST_PROXY: "127.0.0.1" },
+  });
   try {
     const tokens = await pool(ORGS, 5, (i) => stack.org(`rate-${rows.length}-${i}`, "enterprise"));
     const latencies: number[] = [];
@@ -74,5 +101,19 @@ for (const d of deployments) {
 console.log(`\n| deployment | accepted sends/s (${CLIENTS} clients) | p50 | p99 |\n|---|---|---|---|`);
 for (const r of rows)
   console.log(`| ${r.deployment} | ${r.perSecond} (${r.sends} in ${r.seconds} s) | ${r.p50Ms} ms | ${r.p99Ms} ms |`);
+// The wait's cost, as ratios within this run (the machine's load moves the absolute figures).
+const row = (name: string) => rows.find((r) => r.deployment === name)!;
+console.log(
+  "\n| hot store | wait on / off: sends/s | p50 | p99 | added per accept (1/rate on - 1/rate off) |\n|---|---|---|---|---|",
+);
+for (const store of ["Redis with a replica", "Cluster 3+3"]) {
+  const off = row(`${store}, wait off`);
+  const on = row(`${store}, wait on`);
+  const ratio = (a: number, b: number) => (a / b).toFixed(2);
+  const addedMs = (1_000 / on.perSecond - 1_000 / off.perSecond) * CLIENTS;
+  console.log(
+    `| ${store} | ${ratio(on.perSecond, off.perSecond)} | ${ratio(on.p50Ms, off.p50Ms)} | ${ratio(on.p99Ms, off.p99Ms)} | ${addedMs.toFixed(1)} ms of latency at ${CLIENTS} clients |`,
+  );
+}
 await cleanupAll();
 process.exit(0);

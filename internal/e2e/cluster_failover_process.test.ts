@@ -112,7 +112,7 @@ test("cut off from its replica, then killed: no send answered 202 is lost", asyn
     },
     40_000,
     250,
-  );
+  ).catch(() => {}); // the ones still missing are listed below
   const deliveries = new Map<string, number>();
   for (const id of messageIds()) deliveries.set(id, (deliveries.get(id) ?? 0) + 1);
   const lost = [...accepted.keys()].filter((id) => !deliveries.has(id));
