@@ -110,6 +110,57 @@ export async function startRedis(
   };
 }
 
+/** A redis-sentinel of the test's own, watching one primary under a name. */
+export interface RedisSentinelServer {
+  port: number;
+  /** The port of the primary the sentinel names now. */
+  primaryPort(): Promise<number>;
+  /** Runs redis-cli against the sentinel; its output. */
+  cli(...args: string[]): Promise<string>;
+  stop(): Promise<void>;
+}
+
+/** Starts one sentinel (quorum 1: it alone decides a failover) watching the primary as `name`. */
+export async function startSentinel(primary: RedisServer, name: string): Promise<RedisSentinelServer> {
+  const port = await freePort();
+  const dir = tempDir("mailcore-sentinel-");
+  const conf = join(dir, "sentinel.conf");
+  writeFileSync(
+    conf,
+    [
+      `port ${port}`,
+      "bind 127.0.0.1",
+      `dir ${dir}`,
+      `sentinel monitor ${name} 127.0.0.1 ${primary.port} 1`,
+      `sentinel down-after-milliseconds ${name} 1000`,
+      `sentinel failover-timeout ${name} 10000`,
+    ].join("\n"),
+  );
+  const proc = spawn(["redis-server", conf, "--sentinel"], { stdout: "ignore", stderr: "ignore" });
+  const cli = async (...args: string[]) => {
+    const res = spawn(["redis-cli", "-p", String(port), ...args], { stdout: "pipe", stderr: "ignore" });
+    return (await new Response(res.stdout).text()).trim();
+  };
+  const primaryPort = async () => Number((await cli("sentinel", "get-master-addr-by-name", name)).split("\n")[1]);
+  try {
+    await waitFor(`redis-sentinel on ${port}`, async () => (await primaryPort()) === primary.port);
+  } catch (err) {
+    proc.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+  return {
+    port,
+    primaryPort,
+    cli,
+    async stop() {
+      proc.kill("SIGKILL");
+      await proc.exited;
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 /** Starts a redis-server and a replica of it; resolves once the replica has synced. */
 export async function startRedisWithReplica(opts: { aof?: boolean } = {}) {
   const primary = await startRedis(opts);

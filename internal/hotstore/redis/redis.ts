@@ -50,6 +50,8 @@ export async function connectRedis(
           name: target.name,
           password: target.password,
           sentinelRetryStrategy: options.retryStrategy,
+          // A primary demoted by a failover refuses writes: ask the sentinels again.
+          reconnectOnError: (err) => err.message.startsWith("READONLY"),
         });
   redis.on("error", () => {}); // surfaced per command; the client reconnects by itself
   await redis.connect();
