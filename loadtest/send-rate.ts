@@ -3,9 +3,14 @@
 // starts its own limiterd and API (and Redis and PostgreSQL) and no worker, so the figure is the
 // accept path alone: admission, validation, the guards and the enqueue. Then the wait for a
 // replica (REDIS_WAIT_REPLICAS) off and on, on one Redis with a replica and on a Redis Cluster
-// of three primaries with a replica each: the wait's cost per accept.
+// of three primaries with a replica each; and the accept step alone, off and on: the wait's cost
+// per accept.
 //
 //   bun run loadtest/send-rate.ts [--sends N] [--wait-only]   (default 8,000 per deployment)
+import { Plan } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
+import { Lane } from "../internal/gen/mailcore/limiter/v1/mail_pb";
+import { connectRedis, RedisHot, waitingCommandTimeoutMs } from "../internal/hotstore/redis/redis";
+import { GUARD_LIMITS } from "../internal/mail/policy";
 import { startPostgres } from "../internal/testkit/postgres";
 import {
   pool,
@@ -101,6 +106,70 @@ for (const d of deployments) {
 console.log(`\n| deployment | accepted sends/s (${CLIENTS} clients) | p50 | p99 |\n|---|---|---|---|`);
 for (const r of rows)
   console.log(`| ${r.deployment} | ${r.perSecond} (${r.sends} in ${r.seconds} s) | ${r.p50Ms} ms | ${r.p99Ms} ms |`);
+// The accept step alone (RedisHot.enqueue on the Redis with a replica, no API, no daemon): the
+// wait's own cost per accept, with one caller (each accept waits alone) and with CLIENTS callers
+// (accepts share a WAIT), off and on, alternately, twice.
+const acceptRows: { wait: string; callers: number; perSecond: number; p50Ms: number; p99Ms: number }[] = [];
+for (const round of [1, 2]) {
+  for (const replicas of [0, 1]) {
+    for (const callers of [1, CLIENTS]) {
+      const url = pair.primary.url;
+      const hot = new RedisHot(await connectRedis(url), {
+        policy: { replicas, timeoutMs: 1_000 },
+        writer: await connectRedis(url, { commandTimeoutMs: waitingCommandTimeoutMs(1_000) }),
+      });
+      await hot.projectOrg({
+        id: "bench",
+        slug: "bench",
+        plan: Plan.ENTERPRISE,
+        version: 1,
+        verifiedDomains: ["b.example"],
+      });
+      const n = Math.min(sends, 3_000);
+      const latencies: number[] = [];
+      const t0 = performance.now();
+      await pool(n, callers, async (i) => {
+        const started = performance.now();
+        const r = await hot.enqueue(
+          {
+            orgId: "bench",
+            messageId: `m-${round}-${replicas}-${callers}-${i}`,
+            lane: Lane.BULK,
+            payload: "x".repeat(400),
+            from: "a@b.example",
+            to: `r${i}@fixtures.test`,
+            subject: "s",
+            fromDomain: "b.example",
+            mailbox: `r${i}@fixtures.test`,
+            checkCooldown: false,
+            countGuards: false,
+            guards: GUARD_LIMITS,
+          },
+          Date.now(),
+        );
+        if (r.kind !== "accepted") throw new Error(`accept ${i}: ${r.kind}`);
+        latencies.push(performance.now() - started);
+      });
+      const seconds = (performance.now() - t0) / 1000;
+      latencies.sort((a, b) => a - b);
+      const at = (q: number) =>
+        Math.round(latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]! * 100) / 100;
+      acceptRows.push({
+        wait: replicas ? "on" : "off",
+        callers,
+        perSecond: Math.round(n / seconds),
+        p50Ms: at(0.5),
+        p99Ms: at(0.99),
+      });
+      console.log(JSON.stringify({ round, ...acceptRows.at(-1) }));
+      await hot.close();
+    }
+  }
+}
+console.log("\n| accept step alone | callers | accepts/s | p50 | p99 |\n|---|---|---|---|---|");
+for (const r of acceptRows)
+  console.log(`| wait ${r.wait} | ${r.callers} | ${r.perSecond} | ${r.p50Ms} ms | ${r.p99Ms} ms |`);
+
 // The wait's cost, as ratios within this run (the machine's load moves the absolute figures).
 const row = (name: string) => rows.find((r) => r.deployment === name)!;
 console.log(
