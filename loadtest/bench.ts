@@ -17,14 +17,18 @@
 //    TLS (certificates from the admin CLI's `certs init` code), measured windows of the two
 //    alternated in pairs; CPU per request of each process in each mode and the TLS hop's cost.
 // Last, the performance goals (docs/performance.md, "Goals"), each met or missed by this run's figures.
+// 7. With --against DIR (another checkout of the project, e.g. a worktree of an older commit):
+//    that checkout's full path and this one's, on h2c, measured windows alternated in pairs; what
+//    this build changes in each process's CPU per request.
 // --quick shortens every run (about half the time in all). --only PART[,PART] runs some parts
-// alone (http: 1, 2 and 5; daemon: 3; smtp: 4; plane: 6); the goals of the others are "not measured here".
+// alone (http: 1, 2 and 5; daemon: 3; smtp: 4; plane: 6; against: 7); the goals of the others are
+// "not measured here".
 //
 // Prints tables and writes loadtest/results/bench-<timestamp>.json.
 import { spawnSync } from "bun";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, release, totalmem } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { HealthCheckResponse_ServingStatus } from "../internal/gen/grpc/health/v1/health_pb";
 import { Plan } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
 import { limiterTls } from "../internal/config/config";
@@ -95,10 +99,10 @@ const DEFAULTS = {
   "smtp-clients": 32,
   "smtp-samples": 100, // messages one at a time, for SMTP's added latency
   "smtp-orgs": 12,
-  "plane-pairs": 3, // alternated pairs of measured windows, h2c and mutual TLS
+  pairs: 3, // alternated pairs of measured windows in parts 6 and 7
 };
-type Settings = typeof DEFAULTS & { only: Part[] };
-const PARTS = ["http", "daemon", "smtp", "plane"] as const;
+type Settings = typeof DEFAULTS & { only: Part[]; against?: string };
+const PARTS = ["http", "daemon", "smtp", "plane", "against"] as const;
 type Part = (typeof PARTS)[number];
 // --quick: shorter runs and fewer organizations to create first (more are added if needed).
 const QUICK: Partial<Settings> = {
@@ -109,7 +113,7 @@ const QUICK: Partial<Settings> = {
   "rb-seconds": 3,
   "smtp-seconds": 4,
   "smtp-samples": 50,
-  "plane-pairs": 2,
+  pairs: 2,
 };
 /** Load levels of the latency runs, as shares of the full path's wrk maximum. */
 const LOADS = [0.5, 0.9];
@@ -117,11 +121,13 @@ const ENTERPRISE_QUOTA = 2000; // per minute, burst as large
 const MAX_NOT_OK = 0.01;
 
 function parseFlags(argv: string[]): Settings {
-  const s: Settings = { ...DEFAULTS, ...(argv.includes("--quick") ? QUICK : {}), only: [...PARTS] };
+  const s: Settings = { ...DEFAULTS, ...(argv.includes("--quick") ? QUICK : {}), only: [] };
   argv = argv.filter((a) => a !== "--quick");
   const usage = () =>
     new Error(
-      `usage: bun run loadtest/bench.ts [--quick] [--only ${PARTS.join("|")}[,...]] [${Object.keys(DEFAULTS)
+      `usage: bun run loadtest/bench.ts [--quick] [--only ${PARTS.join("|")}[,...]] [--against DIR] [${Object.keys(
+        DEFAULTS,
+      )
         .map((k) => `--${k} N`)
         .join("] [")}]`,
     );
@@ -136,11 +142,21 @@ function parseFlags(argv: string[]): Settings {
       s.only = parts as Part[];
       continue;
     }
+    if (flag === "--against") {
+      if (!arg || !existsSync(join(arg, "cmd/api/index.ts")))
+        throw new Error(
+          `--against: ${JSON.stringify(arg ?? "")} is not a checkout of this project (no cmd/api/index.ts)`,
+        );
+      s.against = resolve(arg);
+      continue;
+    }
     const name = flag.replace(/^--/, "") as keyof typeof DEFAULTS;
     const value = Number(arg);
     if (!(name in DEFAULTS) || !flag.startsWith("--") || !Number.isFinite(value) || value <= 0) throw usage();
     s[name] = value;
   }
+  if (!s.only.length) s.only = PARTS.filter((p) => p !== "against" || s.against);
+  if (s.only.includes("against") && !s.against) throw new Error("--only against needs --against DIR");
   return s;
 }
 
@@ -170,10 +186,11 @@ function versions() {
 }
 
 /**
- * redis-server + limiterd on it, fresh, with a data dir of their own; with `certs` (an initCerts
- * directory), limiterd on mutual TLS and each client with its role's certificate.
+ * redis-server + limiterd (of the checkout `root`) on it, fresh, with a data dir of their own;
+ * with `certs` (an initCerts directory), limiterd on mutual TLS and each client with its role's
+ * certificate.
  */
-async function startDaemon(label: string, certs?: string) {
+async function startDaemon(label: string, certs?: string, root = REPO_ROOT) {
   const redis = await startRedis();
   onExit(`redis-server (${label})`, () => redis.stop());
   const dataDir = trackDir(tempDir(`mailcore-bench-${label}-`));
@@ -184,7 +201,7 @@ async function startDaemon(label: string, certs?: string) {
   const roleEnv = (role: Role): Record<string, string> => ({ ...env, ...(certs ? clientTlsEnv(certs, role) : {}) });
   const limiterd = trackProc(
     `limiterd (${label})`,
-    runBun("cmd/limiterd/index.ts", [], {
+    runBun(join(root, "cmd/limiterd/index.ts"), [], {
       ...env,
       LIMITER_PORT: String(limiterPort),
       ...(certs ? daemonTlsEnv(certs) : {}),
@@ -530,31 +547,40 @@ async function daemonPart(s: Settings, cores: number) {
   };
 }
 
-// ---- 6. The internal plane: h2c and mutual TLS -----------------------------------------------
+// ---- 6 and 7. Two full paths, windows alternated -------------------------------------------
 
-const PLANE_MODES = ["h2c", "mutual TLS"] as const;
-type PlaneMode = (typeof PLANE_MODES)[number];
+/** One of two full paths compared: a checkout's api and limiterd, limiterd on mutual TLS with `certs`. */
+interface Variant {
+  name: string;
+  /** The checkout whose cmd/ is run. */
+  root: string;
+  certs?: string;
+}
 /** The processes of the full path whose CPU per request is compared. */
 const HOT_PATH = ["api", "limiterd", "redis-server"] as const;
+type UsPerRequest = Record<(typeof HOT_PATH)[number] | "hot path", number>;
 
-interface PlaneWindow {
-  mode: PlaneMode;
+interface PairedWindow {
+  variant: string;
   pair: number;
   run: WrkResult;
   cpu: CpuReport;
   /** CPU microseconds per request of each process of HOT_PATH, and of all three. */
-  usPerRequest: Record<(typeof HOT_PATH)[number] | "hot path", number>;
+  usPerRequest: UsPerRequest;
 }
 
-/** redis-server, limiterd and the API of one mode, with `orgs` enterprise organizations. */
-async function planeStack(mode: PlaneMode, certs: string, orgs: number) {
-  const label = mode === "h2c" ? "plane-h2c" : "plane-mtls";
-  const d = await startDaemon(label, mode === "mutual TLS" ? certs : undefined);
+/** redis-server, limiterd and the API of one variant, with `orgs` enterprise organizations. */
+async function variantStack(v: Variant, label: string, orgs: number) {
+  const d = await startDaemon(label, v.certs, v.root);
   const apiPort = await freePort();
   const url = `http://127.0.0.1:${apiPort}`;
   const api = trackProc(
     `api (${label})`,
-    runBun("cmd/api/index.ts", [], { ...d.roleEnv("front"), API_PORT: String(apiPort), TRUST_PROXY: "127.0.0.1" }),
+    runBun(join(v.root, "cmd/api/index.ts"), [], {
+      ...d.roleEnv("front"),
+      API_PORT: String(apiPort),
+      TRUST_PROXY: "127.0.0.1",
+    }),
   );
   await waitFor(`api (${label}) /readyz`, async () => (await fetch(`${url}/readyz`)).ok, 20_000).catch((err) => {
     throw new Error(`${(err as Error).message}\napi stderr:\n${api.stderr()}`);
@@ -562,15 +588,15 @@ async function planeStack(mode: PlaneMode, certs: string, orgs: number) {
   const tokens: string[] = [];
   const tokensFile = join(d.dataDir, "tokens.txt");
   const addOrgs = async (count: number) => {
-    tokens.push(...(await createOrgs(d.clients.directory, "plane", tokens.length, count)));
+    tokens.push(...(await createOrgs(d.clients.directory, label, tokens.length, count)));
     writeFileSync(tokensFile, `${tokens.join("\n")}\n`);
   };
   await addOrgs(orgs);
   const probe = await shape(url, tokens[0]!);
   if (probe.status !== 200)
-    throw new Error(`the API (${mode}) answered ${probe.status} to a valid request: ${probe.body}`);
+    throw new Error(`the API (${v.name}) answered ${probe.status} to a valid request: ${probe.body}`);
   const pids = { api: api.proc.pid, limiterd: d.limiterd.proc.pid, "redis-server": d.redisPid };
-  return { mode, url, tokensFile, pids, addOrgs, orgs: () => tokens.length, api, limiterd: d.limiterd };
+  return { v, url, tokensFile, pids, addOrgs, orgs: () => tokens.length, api, limiterd: d.limiterd };
 }
 
 const median = (xs: number[]) => {
@@ -578,12 +604,13 @@ const median = (xs: number[]) => {
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
 
-async function planePart(s: Settings, cores: number) {
-  const certs = trackDir(tempDir("mailcore-bench-certs-"));
-  await initCerts(certs, []);
-  log("plane: two full paths (redis-server, limiterd, api), one on h2c, one on mutual TLS");
-  const stacks: Awaited<ReturnType<typeof planeStack>>[] = [];
-  for (const mode of PLANE_MODES) stacks.push(await planeStack(mode, certs, s.orgs));
+/**
+ * The full path of two variants side by side: both warmed up, then `pairs` pairs of measured
+ * wrk windows, one of each, back to back; B less A in each pair is what B changes.
+ */
+async function pairedFullPaths(s: Settings, cores: number, part: string, variants: [Variant, Variant], pairs: number) {
+  const stacks: Awaited<ReturnType<typeof variantStack>>[] = [];
+  for (const [i, v] of variants.entries()) stacks.push(await variantStack(v, `${part}-${"ab"[i]}`, s.orgs));
   const wrkOpts = (st: (typeof stacks)[number], seconds: number) => ({
     url: `${st.url}/api/v1/tags`,
     threads: s.threads,
@@ -595,25 +622,24 @@ async function planePart(s: Settings, cores: number) {
 
   let fastest = 0;
   for (const st of stacks) {
-    log(`plane: ${st.mode} — wrk ${s.warmup} s warm-up`);
+    log(`${part}: ${st.v.name} — wrk ${s.warmup} s warm-up`);
     const warm = await runWrk(wrkOpts(st, s.warmup));
     fastest = Math.max(fastest, warm.requests / warm.seconds);
   }
   // Quota must not bind: each organization has its burst plus what refills over the part, which
-  // lasts about both modes' runs back to back (50% margin on the rate of the faster warm-up).
-  const window = 2 * (s.warmup + s["plane-pairs"] * (s.duration + 2));
+  // lasts about both variants' runs back to back (50% margin on the rate of the faster warm-up).
+  const window = 2 * (s.warmup + pairs * (s.duration + 2));
   const needed = Math.ceil(
-    (1.5 * fastest * (s.warmup + s["plane-pairs"] * s.duration)) /
-      (ENTERPRISE_QUOTA + (ENTERPRISE_QUOTA * window) / 60),
+    (1.5 * fastest * (s.warmup + pairs * s.duration)) / (ENTERPRISE_QUOTA + (ENTERPRISE_QUOTA * window) / 60),
   );
   for (const st of stacks) if (needed > st.orgs()) await st.addOrgs(needed - st.orgs());
-  log(`plane: ${stacks[0]!.orgs()} organizations each; ${s["plane-pairs"]} pairs of ${s.duration} s windows`);
+  log(`${part}: ${stacks[0]!.orgs()} organizations each; ${pairs} pairs of ${s.duration} s windows`);
 
-  const windows: PlaneWindow[] = [];
-  for (let pair = 0; pair < s["plane-pairs"]; pair++) {
-    // Which mode goes first alternates, so that a drift in the machine's speed falls on both.
+  const windows: PairedWindow[] = [];
+  for (let pair = 0; pair < pairs; pair++) {
+    // Which variant goes first alternates, so that a drift in the machine's speed falls on both.
     for (const st of pair % 2 === 0 ? stacks : [...stacks].reverse()) {
-      log(`plane: pair ${pair + 1}, ${st.mode} — wrk ${s.duration} s`);
+      log(`${part}: pair ${pair + 1}, ${st.v.name} — wrk ${s.duration} s`);
       let close: ((m?: Record<string, number>) => CpuReport) | undefined;
       const run = await runWrk({
         ...wrkOpts(st, s.duration),
@@ -629,62 +655,84 @@ async function planePart(s: Settings, cores: number) {
         "redis-server": us("redis-server"),
         "hot path": HOT_PATH.reduce((a, n) => a + us(n), 0),
       };
-      windows.push({ mode: st.mode, pair, run, cpu, usPerRequest });
+      windows.push({ variant: st.v.name, pair, run, cpu, usPerRequest });
     }
   }
 
-  const of = (mode: PlaneMode) => windows.filter((w) => w.mode === mode);
-  const summary = Object.fromEntries(
-    PLANE_MODES.map((mode) => [
-      mode,
-      {
-        okPerSecond: median(of(mode).map((w) => w.run.okPerSecond)),
-        usPerRequest: Object.fromEntries(
-          ([...HOT_PATH, "hot path"] as const).map((n) => [n, median(of(mode).map((w) => w.usPerRequest[n]))]),
-        ) as PlaneWindow["usPerRequest"],
-      },
-    ]),
-  ) as Record<PlaneMode, { okPerSecond: number; usPerRequest: PlaneWindow["usPerRequest"] }>;
-  // Each pair's two windows ran back to back: their difference is the TLS hop's cost.
-  const pairs = Array.from({ length: s["plane-pairs"] }, (_, pair) => {
-    const [h2c, tls] = PLANE_MODES.map((m) => windows.find((w) => w.pair === pair && w.mode === m)!) as [
-      PlaneWindow,
-      PlaneWindow,
-    ];
-    // The hop's two ends: the API encrypts and decrypts on one side, limiterd on the other.
-    const hop = (w: PlaneWindow) => w.usPerRequest.api + w.usPerRequest.limiterd;
+  const names = variants.map((v) => v.name) as [string, string];
+  const medians = names.map((name) => {
+    const of = windows.filter((w) => w.variant === name);
     return {
-      hopUs: hop(tls) - hop(h2c),
-      hotPathUs: tls.usPerRequest["hot path"] - h2c.usPerRequest["hot path"],
-      hotPathShare: tls.usPerRequest["hot path"] / h2c.usPerRequest["hot path"] - 1,
-      throughputRatio: tls.run.okPerSecond / h2c.run.okPerSecond,
+      variant: name,
+      okPerSecond: median(of.map((w) => w.run.okPerSecond)),
+      usPerRequest: Object.fromEntries(
+        ([...HOT_PATH, "hot path"] as const).map((n) => [n, median(of.map((w) => w.usPerRequest[n]))]),
+      ) as UsPerRequest,
+    };
+  });
+  const byPair = Array.from({ length: pairs }, (_, pair) => {
+    const [a, b] = names.map((n) => windows.find((w) => w.pair === pair && w.variant === n)!) as [
+      PairedWindow,
+      PairedWindow,
+    ];
+    return {
+      /** B less A, microseconds per request. */
+      diffUs: Object.fromEntries(
+        ([...HOT_PATH, "hot path"] as const).map((n) => [n, b.usPerRequest[n] - a.usPerRequest[n]]),
+      ) as UsPerRequest,
+      hotPathShare: b.usPerRequest["hot path"] / a.usPerRequest["hot path"] - 1,
+      throughputRatio: b.run.okPerSecond / a.run.okPerSecond,
     };
   });
   const warnings = (p: { stderr(): string }) =>
     p
       .stderr()
       .split("\n")
-      .filter((l) => /"level":"(warn|error)"/.test(l)).length;
+      .filter((l) => /"level":"(warn|error)"/.test(l) && !l.includes("records in the SQLite file")).length;
   return {
+    variants: names,
     orgs: stacks[0]!.orgs(),
-    certificates: "certs init (the admin CLI's code): EC P-256, one CA; the API with the front's certificate",
     windows: windows.map((w) => ({ ...w, run: { ...w.run, text: w.run.text.trim().split("\n") } })),
-    summary,
-    pairs,
-    cost: {
-      hopUs: median(pairs.map((p) => p.hopUs)),
-      hotPathUs: median(pairs.map((p) => p.hotPathUs)),
-      hotPathShare: median(pairs.map((p) => p.hotPathShare)),
-      throughputRatio: median(pairs.map((p) => p.throughputRatio)),
+    medians,
+    pairs: byPair,
+    median: {
+      diffUs: Object.fromEntries(
+        ([...HOT_PATH, "hot path"] as const).map((n) => [n, median(byPair.map((p) => p.diffUs[n]))]),
+      ) as UsPerRequest,
+      hotPathShare: median(byPair.map((p) => p.hotPathShare)),
+      throughputRatio: median(byPair.map((p) => p.throughputRatio)),
     },
     notOkShare: Math.max(...windows.map((w) => notOkShare(w.run))),
     logWarnings: Object.fromEntries(
       stacks.flatMap((st) => [
-        [`api (${st.mode})`, warnings(st.api)],
-        [`limiterd (${st.mode})`, warnings(st.limiterd)],
+        [`api (${st.v.name})`, warnings(st.api)],
+        [`limiterd (${st.v.name})`, warnings(st.limiterd)],
       ]),
     ),
   };
+}
+
+/** 6. The internal plane: the full path with limiterd on h2c, then on mutual TLS (certs init's certificates). */
+async function planePart(s: Settings, cores: number) {
+  const certs = trackDir(tempDir("mailcore-bench-certs-"));
+  await initCerts(certs, []);
+  log("plane: two full paths (redis-server, limiterd, api), one on h2c, one on mutual TLS");
+  const variants: [Variant, Variant] = [
+    { name: "h2c", root: REPO_ROOT },
+    { name: "mutual TLS", root: REPO_ROOT, certs },
+  ];
+  return pairedFullPaths(s, cores, "plane", variants, s.pairs);
+}
+
+/** 7. This checkout's full path against another's (--against DIR), both on h2c. */
+async function againstPart(s: Settings, cores: number, dir: string) {
+  const rev = (root: string) => spawnSync(["git", "-C", root, "rev-parse", "--short", "HEAD"]).stdout.toString().trim();
+  const variants: [Variant, Variant] = [
+    { name: `other: ${rev(dir)}`, root: dir },
+    { name: `this: ${rev(REPO_ROOT)}`, root: REPO_ROOT },
+  ];
+  log(`against: the full path of ${dir} (${variants[0].name}) and of this checkout (${variants[1].name})`);
+  return pairedFullPaths(s, cores, "against", variants, s.pairs);
 }
 
 // ---- main ---------------------------------------------------------------------------------
@@ -952,25 +1000,19 @@ function smtpRunsOf(smtp: SmtpBenchResult): Record<string, SmtpRun> {
   };
 }
 
-function planeReport(s: Settings, plane: Awaited<ReturnType<typeof planePart>>): string[] {
+/** Parts 6 and 7: each window, the medians, and B less A in each pair. */
+function pairedReport(title: string, p: Awaited<ReturnType<typeof pairedFullPaths>>): string[] {
   const us = (x: number) => x.toFixed(1);
-  const cols = (u: PlaneWindow["usPerRequest"]) => [
-    us(u.api),
-    us(u.limiterd),
-    us(u["redis-server"]),
-    us(u["hot path"]),
-  ];
-  const [h2c, tls] = PLANE_MODES.map((m) => plane.summary[m]) as [
-    (typeof plane.summary)[PlaneMode],
-    (typeof plane.summary)[PlaneMode],
-  ];
+  const cols = (u: UsPerRequest) => [us(u.api), us(u.limiterd), us(u["redis-server"]), us(u["hot path"])];
+  const [a, b] = p.medians as [(typeof p.medians)[number], (typeof p.medians)[number]];
+  const perPair = (f: (x: (typeof p.pairs)[number]) => string) => p.pairs.map(f).join(", ");
   return [
     table(
-      `6. The internal plane — the full path with limiterd on h2c and on mutual TLS, ${s["plane-pairs"]} alternated pairs of ${s.duration} s windows after ${s.warmup} s warm-up each (wrk -t${s.threads} -c${s.connections}); ${plane.orgs} orgs each; CPU us per request`,
-      ["pair", "mode", "200/s", "api", "limiterd", "redis-server", "hot path", "p99 ms"],
-      plane.windows.map((w) => [
+      `${title}; ${p.orgs} orgs each; CPU us per request`,
+      ["pair", "build", "200/s", "api", "limiterd", "redis-server", "hot path", "p99 ms"],
+      p.windows.map((w) => [
         w.pair + 1,
-        w.mode,
+        w.variant,
         fmt(w.run.okPerSecond),
         ...cols(w.usPerRequest),
         w.run.latencyMs.p99.toFixed(2),
@@ -978,21 +1020,22 @@ function planeReport(s: Settings, plane: Awaited<ReturnType<typeof planePart>>):
     ),
     table(
       "   medians of the windows",
-      ["mode", "200/s", "api", "limiterd", "redis-server", "hot path"],
+      ["build", "200/s", "api", "limiterd", "redis-server", "hot path"],
       [
-        ["h2c", fmt(h2c.okPerSecond), ...cols(h2c.usPerRequest)],
-        ["mutual TLS", fmt(tls.okPerSecond), ...cols(tls.usPerRequest)],
+        [a.variant, fmt(a.okPerSecond), ...cols(a.usPerRequest)],
+        [b.variant, fmt(b.okPerSecond), ...cols(b.usPerRequest)],
         [
-          "mutual TLS / h2c",
-          ratio(tls.okPerSecond, h2c.okPerSecond),
-          ...([...HOT_PATH, "hot path"] as const).map((n) => ratio(tls.usPerRequest[n], h2c.usPerRequest[n])),
+          `${b.variant} / ${a.variant}`,
+          ratio(b.okPerSecond, a.okPerSecond),
+          ...([...HOT_PATH, "hot path"] as const).map((n) => ratio(b.usPerRequest[n], a.usPerRequest[n])),
         ],
       ],
     ),
-    `   the TLS hop, mutual TLS less h2c in each pair: api + limiterd ${plane.pairs.map((p) => `${p.hopUs.toFixed(1)}`).join(", ")} us per request (median ${plane.cost.hopUs.toFixed(1)} us);` +
-      ` the hot path (api, limiterd, redis-server) ${plane.pairs.map((p) => `${(100 * p.hotPathShare).toFixed(1)}%`).join(", ")} (median ${(100 * plane.cost.hotPathShare).toFixed(1)}%, ${plane.cost.hotPathUs.toFixed(1)} us);` +
-      ` throughput mutual TLS / h2c ${plane.pairs.map((p) => p.throughputRatio.toFixed(3)).join(", ")} (median ${plane.cost.throughputRatio.toFixed(3)})`,
-    `   certificates: ${plane.certificates}; not-200 share at most ${pct(plane.notOkShare)}`,
+    `   ${b.variant} less ${a.variant}, in each pair (us per request): ${([...HOT_PATH, "hot path"] as const)
+      .map((n) => `${n} ${perPair((x) => us(x.diffUs[n]))} (median ${us(p.median.diffUs[n])})`)
+      .join("; ")}`,
+    `   the hot path's CPU per request, ${b.variant} over ${a.variant}: ${perPair((x) => `${(100 * x.hotPathShare).toFixed(1)}%`)} (median ${(100 * p.median.hotPathShare).toFixed(1)}%);` +
+      ` throughput ${b.variant} / ${a.variant}: ${perPair((x) => x.throughputRatio.toFixed(3))} (median ${p.median.throughputRatio.toFixed(3)}); not-200 share at most ${pct(p.notOkShare)}`,
   ];
 }
 
@@ -1000,7 +1043,7 @@ async function main(): Promise<number> {
   const s = parseFlags(process.argv.slice(2));
   const runs = (part: Part) => s.only.includes(part);
   installSignalHandlers();
-  if (runs("http") || runs("plane")) ensureWrk();
+  if (runs("http") || runs("plane") || runs("against")) ensureWrk();
   const k6 = runs("http") ? ensureK6(log) : ""; // built before anything is measured, when missing
   const started = new Date();
   const machine = machineInfo();
@@ -1031,6 +1074,8 @@ async function main(): Promise<number> {
   await cleanupAll();
   const plane = runs("plane") ? await planePart(s, cores) : undefined;
   await cleanupAll();
+  const against = runs("against") && s.against ? await againstPart(s, cores, s.against) : undefined;
+  await cleanupAll();
 
   const refusedShare = (r: SmtpRun) => Object.values(r.refused).reduce((a, n) => a + n, 0) / Math.max(1, r.ok);
   // Over 1% refused anywhere means quota (not capacity) bound a run: the figures do not hold.
@@ -1039,6 +1084,7 @@ async function main(): Promise<number> {
     ...(http?.latency.map((l) => l.result.notOkShare) ?? []),
     ...(smtp ? Object.values(smtpRunsOf(smtp)).map(refusedShare) : []),
     ...(plane ? [plane.notOkShare] : []),
+    ...(against ? [against.notOkShare] : []),
   ].every((x) => x <= MAX_NOT_OK);
   const mem: { process: string; during: string; m: Memory }[] = [
     ...Object.entries(http?.bare.memory ?? {}).map(([p, m]) => ({ process: p, during: "bare wrk run", m })),
@@ -1058,7 +1104,7 @@ async function main(): Promise<number> {
     fullToPeer: http && http.full.run.okPerSecond / http.peer.run.okPerSecond,
     daemonToRedisBenchmark: daemon && daemon.load.admissionsPerSecond / daemon.redisBenchmark.allowed.requestsPerSecond,
     p99AtHalf: http && { full: p99AtHalf("full path"), bare: p99AtHalf("bare Bun.serve") },
-    planeCost: plane?.cost.hotPathShare,
+    planeCost: plane?.median.hotPathShare,
   });
   const out: string[] = [
     ...(http ? httpReport(s, http, valid) : []),
@@ -1073,7 +1119,18 @@ async function main(): Promise<number> {
           ),
         ]
       : []),
-    ...(plane ? planeReport(s, plane) : []),
+    ...(plane
+      ? pairedReport(
+          `6. The internal plane — the full path with limiterd on h2c and on mutual TLS (certs init's certificates, EC P-256; the API with the front's), ${s.pairs} alternated pairs of ${s.duration} s windows after ${s.warmup} s warm-up each (wrk -t${s.threads} -c${s.connections})`,
+          plane,
+        )
+      : []),
+    ...(against
+      ? pairedReport(
+          `7. This checkout against ${s.against} — the full path of each on h2c, ${s.pairs} alternated pairs of ${s.duration} s windows after ${s.warmup} s warm-up each (wrk -t${s.threads} -c${s.connections})`,
+          against,
+        )
+      : []),
     table(
       "Performance goals (this run)",
       ["goal", "target", "stretch", "measured", ""],
@@ -1091,6 +1148,7 @@ async function main(): Promise<number> {
     "limiterd (http)": http?.limiterdWarnings.count ?? 0,
     "limiterd (daemon)": daemon?.limiterdWarnings.count ?? 0,
     ...plane?.logWarnings,
+    ...against?.logWarnings,
   };
   const warned = Object.entries(warnings).filter(([, n]) => n > 0);
   if (warned.length) out.push(`log warnings: ${warned.map(([k, n]) => `${k} ${n}`).join(", ")}`);
@@ -1133,6 +1191,7 @@ async function main(): Promise<number> {
       ratioPooledToPost: smtp.runs.pooled.perSecond / smtp.runs.post.perSecond,
     },
     plane,
+    against,
     memory: mem,
     goals: goalRows,
   };
