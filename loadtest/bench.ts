@@ -627,10 +627,11 @@ async function pairedFullPaths(s: Settings, cores: number, part: string, variant
     fastest = Math.max(fastest, warm.requests / warm.seconds);
   }
   // Quota must not bind: each organization has its burst plus what refills over the part, which
-  // lasts about both variants' runs back to back (50% margin on the rate of the faster warm-up).
+  // lasts about both variants' runs back to back. The warm-up's rate is that of a process still
+  // compiling (a 6-pair run at 1.5 times it had 429s in its last window): 3 times it.
   const window = 2 * (s.warmup + pairs * (s.duration + 2));
   const needed = Math.ceil(
-    (1.5 * fastest * (s.warmup + pairs * s.duration)) / (ENTERPRISE_QUOTA + (ENTERPRISE_QUOTA * window) / 60),
+    (3 * fastest * (s.warmup + pairs * s.duration)) / (ENTERPRISE_QUOTA + (ENTERPRISE_QUOTA * window) / 60),
   );
   for (const st of stacks) if (needed > st.orgs()) await st.addOrgs(needed - st.orgs());
   log(`${part}: ${stacks[0]!.orgs()} organizations each; ${pairs} pairs of ${s.duration} s windows`);
