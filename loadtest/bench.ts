@@ -16,10 +16,10 @@
 // 6. The internal plane: the full path twice, limiterd on cleartext HTTP/2 (h2c) and on mutual
 //    TLS (certificates from the admin CLI's `certs init` code), measured windows of the two
 //    alternated in pairs; CPU per request of each process in each mode and the TLS hop's cost.
-// Last, the performance goals (docs/performance.md, "Goals"), each met or missed by this run's figures.
 // 7. With --against DIR (another checkout of the project, e.g. a worktree of an older commit):
 //    that checkout's full path and this one's, on h2c, measured windows alternated in pairs; what
 //    this build changes in each process's CPU per request.
+// Last, the performance goals (docs/performance.md, "Goals"), each met or missed by this run's figures.
 // --quick shortens every run (about half the time in all). --only PART[,PART] runs some parts
 // alone (http: 1, 2 and 5; daemon: 3; smtp: 4; plane: 6; against: 7); the goals of the others are
 // "not measured here".
@@ -605,10 +605,11 @@ const median = (xs: number[]) => {
 };
 
 /**
- * The full path of two variants side by side: both warmed up, then `pairs` pairs of measured
+ * The full path of two variants side by side: both warmed up, then --pairs pairs of measured
  * wrk windows, one of each, back to back; B less A in each pair is what B changes.
  */
-async function pairedFullPaths(s: Settings, cores: number, part: string, variants: [Variant, Variant], pairs: number) {
+async function pairedFullPaths(s: Settings, cores: number, part: string, variants: [Variant, Variant]) {
+  const { pairs } = s;
   const stacks: Awaited<ReturnType<typeof variantStack>>[] = [];
   for (const [i, v] of variants.entries()) stacks.push(await variantStack(v, `${part}-${"ab"[i]}`, s.orgs));
   const wrkOpts = (st: (typeof stacks)[number], seconds: number) => ({
@@ -722,7 +723,7 @@ async function planePart(s: Settings, cores: number) {
     { name: "h2c", root: REPO_ROOT },
     { name: "mutual TLS", root: REPO_ROOT, certs },
   ];
-  return pairedFullPaths(s, cores, "plane", variants, s.pairs);
+  return pairedFullPaths(s, cores, "plane", variants);
 }
 
 /** 7. This checkout's full path against another's (--against DIR), both on h2c. */
@@ -733,7 +734,7 @@ async function againstPart(s: Settings, cores: number, dir: string) {
     { name: `this: ${rev(REPO_ROOT)}`, root: REPO_ROOT },
   ];
   log(`against: the full path of ${dir} (${variants[0].name}) and of this checkout (${variants[1].name})`);
-  return pairedFullPaths(s, cores, "against", variants, s.pairs);
+  return pairedFullPaths(s, cores, "against", variants);
 }
 
 // ---- main ---------------------------------------------------------------------------------
