@@ -74,7 +74,7 @@ import {
   redisPid,
   runRedisBenchmark,
 } from "./redisbench";
-import { cpuColumns, cpuTable, fmt, table } from "./report";
+import { cpuColumns, cpuTable, fmt, othersPct, table } from "./report";
 import { type SmtpBenchResult, type SmtpRun, smtpBench } from "./smtp-bench";
 import { ensureWrk, runWrk, type WrkResult, wrkVersion } from "./wrk";
 
@@ -1011,13 +1011,15 @@ function pairedReport(title: string, p: Awaited<ReturnType<typeof pairedFullPath
   return [
     table(
       `${title}; ${p.orgs} orgs each; CPU us per request`,
-      ["pair", "build", "200/s", "api", "limiterd", "redis-server", "hot path", "p99 ms"],
+      ["pair", "build", "200/s", "api", "limiterd", "redis-server", "hot path", "p99 ms", "others' CPU"],
       p.windows.map((w) => [
         w.pair + 1,
         w.variant,
         fmt(w.run.okPerSecond),
         ...cols(w.usPerRequest),
         w.run.latencyMs.p99.toFixed(2),
+        // What the machine's other work took in the window: a pair where it differs much is noise.
+        `${othersPct(w.cpu).toFixed(0)}%`,
       ]),
     ),
     table(
