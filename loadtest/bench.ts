@@ -13,18 +13,40 @@
 //    against redis-benchmark running the very same admit.lua with EVALSHA on that Redis.
 // 4. SMTP: messages per second through the SMTP front (smtp-bench.ts) against direct POSTs.
 // 5. Memory: VmRSS and VmHWM of each process, read at the end of its load run.
+// 6. The internal plane: the full path twice, limiterd on cleartext HTTP/2 (h2c) and on mutual
+//    TLS (certificates from the admin CLI's `certs init` code), measured windows of the two
+//    alternated in pairs; CPU per request of each process in each mode and the TLS hop's cost.
+// 7. With --against DIR (another checkout of the project, e.g. a worktree of an older commit):
+//    that checkout's full path and this one's, on h2c, measured windows alternated in pairs; what
+//    this build changes in each process's CPU per request.
 // Last, the performance goals (docs/performance.md, "Goals"), each met or missed by this run's figures.
-// --quick shortens every run (about half the time in all).
+// --quick shortens every run (about half the time in all). --only PART[,PART] runs some parts
+// alone (http: 1, 2 and 5; daemon: 3; smtp: 4; plane: 6; against: 7); the goals of the others are
+// "not measured here".
 //
 // Prints tables and writes loadtest/results/bench-<timestamp>.json.
 import { spawnSync } from "bun";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, release, totalmem } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { HealthCheckResponse_ServingStatus } from "../internal/gen/grpc/health/v1/health_pb";
 import { Plan } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
+import { limiterTls } from "../internal/config/config";
 import { limiterClients } from "../internal/limiterclient/client";
-import { freePort, pool, REPO_ROOT, runBun, runToEnd, startRedis, tempDir, waitFor } from "../internal/testkit/testkit";
+import { initCerts } from "../internal/plane/certs";
+import type { Role } from "../internal/plane/tls";
+import {
+  clientTlsEnv,
+  daemonTlsEnv,
+  freePort,
+  pool,
+  REPO_ROOT,
+  runBun,
+  runToEnd,
+  startRedis,
+  tempDir,
+  waitFor,
+} from "../internal/testkit/testkit";
 import { hashToken } from "../internal/token/token";
 import { ensureK6, k6Version } from "./k6tool";
 import { type LatencyResult, runLatency } from "./latency";
@@ -52,8 +74,8 @@ import {
   redisPid,
   runRedisBenchmark,
 } from "./redisbench";
-import { cpuColumns, cpuTable, fmt, table } from "./report";
-import { type SmtpRun, smtpBench } from "./smtp-bench";
+import { cpuColumns, cpuTable, fmt, othersPct, table } from "./report";
+import { type SmtpBenchResult, type SmtpRun, smtpBench } from "./smtp-bench";
 import { ensureWrk, runWrk, type WrkResult, wrkVersion } from "./wrk";
 
 const DEFAULTS = {
@@ -77,8 +99,11 @@ const DEFAULTS = {
   "smtp-clients": 32,
   "smtp-samples": 100, // messages one at a time, for SMTP's added latency
   "smtp-orgs": 12,
+  pairs: 3, // alternated pairs of measured windows in parts 6 and 7
 };
-type Settings = typeof DEFAULTS;
+type Settings = typeof DEFAULTS & { only: Part[]; against?: string };
+const PARTS = ["http", "daemon", "smtp", "plane", "against"] as const;
+type Part = (typeof PARTS)[number];
 // --quick: shorter runs and fewer organizations to create first (more are added if needed).
 const QUICK: Partial<Settings> = {
   duration: 5,
@@ -88,6 +113,7 @@ const QUICK: Partial<Settings> = {
   "rb-seconds": 3,
   "smtp-seconds": 4,
   "smtp-samples": 50,
+  pairs: 2,
 };
 /** Load levels of the latency runs, as shares of the full path's wrk maximum. */
 const LOADS = [0.5, 0.9];
@@ -95,21 +121,42 @@ const ENTERPRISE_QUOTA = 2000; // per minute, burst as large
 const MAX_NOT_OK = 0.01;
 
 function parseFlags(argv: string[]): Settings {
-  const s = { ...DEFAULTS, ...(argv.includes("--quick") ? QUICK : {}) };
+  const s: Settings = { ...DEFAULTS, ...(argv.includes("--quick") ? QUICK : {}), only: [] };
   argv = argv.filter((a) => a !== "--quick");
-  for (let i = 0; i < argv.length; i++) {
-    const name = argv[i]!.replace(/^--/, "") as keyof Settings;
-    const value = Number(argv[i + 1]);
-    if (!(name in s) || !argv[i]!.startsWith("--") || !Number.isFinite(value) || value <= 0) {
-      throw new Error(
-        `usage: bun run loadtest/bench.ts [--quick] [${Object.keys(DEFAULTS)
-          .map((k) => `--${k} N`)
-          .join("] [")}]`,
-      );
+  const usage = () =>
+    new Error(
+      `usage: bun run loadtest/bench.ts [--quick] [--only ${PARTS.join("|")}[,...]] [--against DIR] [${Object.keys(
+        DEFAULTS,
+      )
+        .map((k) => `--${k} N`)
+        .join("] [")}]`,
+    );
+  for (let i = 0; i < argv.length; i += 2) {
+    const flag = argv[i]!;
+    const arg = argv[i + 1];
+    if (flag === "--only") {
+      const parts = (arg ?? "").split(",");
+      const unknown = parts.filter((p) => !(PARTS as readonly string[]).includes(p));
+      if (!arg || unknown.length)
+        throw new Error(`--only: unknown part ${JSON.stringify(unknown[0] ?? "")}\n${usage().message}`);
+      s.only = parts as Part[];
+      continue;
     }
+    if (flag === "--against") {
+      if (!arg || !existsSync(join(arg, "cmd/api/index.ts")))
+        throw new Error(
+          `--against: ${JSON.stringify(arg ?? "")} is not a checkout of this project (no cmd/api/index.ts)`,
+        );
+      s.against = resolve(arg);
+      continue;
+    }
+    const name = flag.replace(/^--/, "") as keyof typeof DEFAULTS;
+    const value = Number(arg);
+    if (!(name in DEFAULTS) || !flag.startsWith("--") || !Number.isFinite(value) || value <= 0) throw usage();
     s[name] = value;
-    i++;
   }
+  if (!s.only.length) s.only = PARTS.filter((p) => p !== "against" || s.against);
+  if (s.only.includes("against") && !s.against) throw new Error("--only against needs --against DIR");
   return s;
 }
 
@@ -138,28 +185,55 @@ function versions() {
   };
 }
 
-/** redis-server + limiterd on it, fresh, with a data dir of their own. */
-async function startDaemon(label: string) {
+/**
+ * redis-server + limiterd (of the checkout `root`) on it, fresh, with a data dir of their own;
+ * with `certs` (an initCerts directory), limiterd on mutual TLS and each client with its role's
+ * certificate.
+ */
+async function startDaemon(label: string, certs?: string, root = REPO_ROOT) {
   const redis = await startRedis();
   onExit(`redis-server (${label})`, () => redis.stop());
   const dataDir = trackDir(tempDir(`mailcore-bench-${label}-`));
   const limiterPort = await freePort();
-  const limiterUrl = `http://127.0.0.1:${limiterPort}`;
+  const limiterUrl = `${certs ? "https" : "http"}://127.0.0.1:${limiterPort}`;
   const env = { DATA_DIR: dataDir, LIMITER_URL: limiterUrl, REDIS_URL: redis.url };
+  /** A client process's variables: env and, on mutual TLS, the certificate of its role. */
+  const roleEnv = (role: Role): Record<string, string> => ({ ...env, ...(certs ? clientTlsEnv(certs, role) : {}) });
   const limiterd = trackProc(
     `limiterd (${label})`,
-    runBun("cmd/limiterd/index.ts", [], { ...env, LIMITER_PORT: String(limiterPort) }),
+    runBun(join(root, "cmd/limiterd/index.ts"), [], {
+      ...env,
+      LIMITER_PORT: String(limiterPort),
+      ...(certs ? daemonTlsEnv(certs) : {}),
+    }),
   );
-  const clients = limiterClients(limiterUrl);
+  // The bench's own clients read their certificates from the variables, as the processes do:
+  // the operator's for the Directory, the front's for the health check (a front's RPC).
+  const clientsOf = (role: Role) =>
+    limiterClients(limiterUrl, limiterTls(certs ? clientTlsEnv(certs, role) : {}, limiterUrl));
+  const clients = clientsOf("admin");
+  const { health } = clientsOf("front");
   await waitFor(
     "limiterd",
-    async () =>
-      (await clients.health.check({}, { timeoutMs: 1_000 })).status === HealthCheckResponse_ServingStatus.SERVING,
+    async () => (await health.check({}, { timeoutMs: 1_000 })).status === HealthCheckResponse_ServingStatus.SERVING,
     20_000,
   ).catch((err) => {
     throw new Error(`${(err as Error).message}\nlimiterd stderr:\n${limiterd.stderr()}`);
   });
-  return { redis, redisPid: await redisPid(redis.port), limiterd, limiterUrl, clients, env, dataDir };
+  return { redis, redisPid: await redisPid(redis.port), limiterd, limiterUrl, clients, env, roleEnv, dataDir };
+}
+
+/** `count` enterprise organizations <prefix>-<from + i> created over the Directory RPC; their tokens. */
+async function createOrgs(
+  directory: Awaited<ReturnType<typeof startDaemon>>["clients"]["directory"],
+  prefix: string,
+  from: number,
+  count: number,
+) {
+  return pool(count, 16, async (i) => {
+    await directory.createOrganization({ slug: `${prefix}-${from + i}`, plan: Plan.ENTERPRISE });
+    return (await directory.createToken({ slug: `${prefix}-${from + i}` })).token;
+  });
 }
 
 // ---- 1. HTTP ------------------------------------------------------------------------------
@@ -388,10 +462,7 @@ async function daemonPart(s: Settings, cores: number) {
   const d = await startDaemon("daemon");
   const { directory } = d.clients;
   const t0 = performance.now();
-  const tokens = await pool(s["admit-orgs"], 16, async (i) => {
-    await directory.createOrganization({ slug: `adm-${i}`, plan: Plan.ENTERPRISE });
-    return (await directory.createToken({ slug: `adm-${i}` })).token;
-  });
+  const tokens = await createOrgs(directory, "adm", 0, s["admit-orgs"]);
   const tokensFile = join(d.dataDir, "tokens.txt");
   writeFileSync(tokensFile, `${tokens.join("\n")}\n`);
   log(
@@ -476,6 +547,196 @@ async function daemonPart(s: Settings, cores: number) {
   };
 }
 
+// ---- 6 and 7. Two full paths, windows alternated -------------------------------------------
+
+/** One of two full paths compared: a checkout's api and limiterd, limiterd on mutual TLS with `certs`. */
+interface Variant {
+  name: string;
+  /** The checkout whose cmd/ is run. */
+  root: string;
+  certs?: string;
+}
+/** The processes of the full path whose CPU per request is compared. */
+const HOT_PATH = ["api", "limiterd", "redis-server"] as const;
+type UsPerRequest = Record<(typeof HOT_PATH)[number] | "hot path", number>;
+
+interface PairedWindow {
+  variant: string;
+  pair: number;
+  run: WrkResult;
+  cpu: CpuReport;
+  /** CPU microseconds per request of each process of HOT_PATH, and of all three. */
+  usPerRequest: UsPerRequest;
+}
+
+/** redis-server, limiterd and the API of one variant, with `orgs` enterprise organizations. */
+async function variantStack(v: Variant, label: string, orgs: number) {
+  const d = await startDaemon(label, v.certs, v.root);
+  const apiPort = await freePort();
+  const url = `http://127.0.0.1:${apiPort}`;
+  const api = trackProc(
+    `api (${label})`,
+    runBun(join(v.root, "cmd/api/index.ts"), [], {
+      ...d.roleEnv("front"),
+      API_PORT: String(apiPort),
+      TRUST_PROXY: "127.0.0.1",
+    }),
+  );
+  await waitFor(`api (${label}) /readyz`, async () => (await fetch(`${url}/readyz`)).ok, 20_000).catch((err) => {
+    throw new Error(`${(err as Error).message}\napi stderr:\n${api.stderr()}`);
+  });
+  const tokens: string[] = [];
+  const tokensFile = join(d.dataDir, "tokens.txt");
+  const addOrgs = async (count: number) => {
+    tokens.push(...(await createOrgs(d.clients.directory, label, tokens.length, count)));
+    writeFileSync(tokensFile, `${tokens.join("\n")}\n`);
+  };
+  await addOrgs(orgs);
+  const probe = await shape(url, tokens[0]!);
+  if (probe.status !== 200)
+    throw new Error(`the API (${v.name}) answered ${probe.status} to a valid request: ${probe.body}`);
+  const pids = { api: api.proc.pid, limiterd: d.limiterd.proc.pid, "redis-server": d.redisPid };
+  return { v, url, tokensFile, pids, addOrgs, orgs: () => tokens.length, api, limiterd: d.limiterd };
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
+/**
+ * The full path of two variants side by side: both warmed up, then --pairs pairs of measured
+ * wrk windows, one of each, back to back; B less A in each pair is what B changes.
+ */
+async function pairedFullPaths(s: Settings, cores: number, part: string, variants: [Variant, Variant]) {
+  const { pairs } = s;
+  const stacks: Awaited<ReturnType<typeof variantStack>>[] = [];
+  for (const [i, v] of variants.entries()) stacks.push(await variantStack(v, `${part}-${"ab"[i]}`, s.orgs));
+  const wrkOpts = (st: (typeof stacks)[number], seconds: number) => ({
+    url: `${st.url}/api/v1/tags`,
+    threads: s.threads,
+    connections: s.connections,
+    tokensFile: st.tokensFile,
+    ips: s.ips,
+    seconds,
+  });
+
+  let fastest = 0;
+  for (const st of stacks) {
+    log(`${part}: ${st.v.name} — wrk ${s.warmup} s warm-up`);
+    const warm = await runWrk(wrkOpts(st, s.warmup));
+    fastest = Math.max(fastest, warm.requests / warm.seconds);
+  }
+  // Quota must not bind: each organization has its burst plus what refills over the part, which
+  // lasts about both variants' runs back to back. The warm-up's rate is that of a process still
+  // compiling (a 6-pair run at 1.5 times it had 429s in its last window): 3 times it.
+  const window = 2 * (s.warmup + pairs * (s.duration + 2));
+  const needed = Math.ceil(
+    (3 * fastest * (s.warmup + pairs * s.duration)) / (ENTERPRISE_QUOTA + (ENTERPRISE_QUOTA * window) / 60),
+  );
+  for (const st of stacks) if (needed > st.orgs()) await st.addOrgs(needed - st.orgs());
+  log(`${part}: ${stacks[0]!.orgs()} organizations each; ${pairs} pairs of ${s.duration} s windows`);
+
+  const windows: PairedWindow[] = [];
+  for (let pair = 0; pair < pairs; pair++) {
+    // Which variant goes first alternates, so that a drift in the machine's speed falls on both.
+    for (const st of pair % 2 === 0 ? stacks : [...stacks].reverse()) {
+      log(`${part}: pair ${pair + 1}, ${st.v.name} — wrk ${s.duration} s`);
+      let close: ((m?: Record<string, number>) => CpuReport) | undefined;
+      const run = await runWrk({
+        ...wrkOpts(st, s.duration),
+        started: () => {
+          close = cpuWindow({ ...st.pids, "bench.ts (harness)": process.pid }, cores);
+        },
+      });
+      const cpu = close!({ wrk: run.cpuSeconds });
+      const us = (n: string) => ((cpu.processes[n]?.cpuSeconds ?? Number.NaN) * 1e6) / Math.max(1, run.requests);
+      const usPerRequest = {
+        api: us("api"),
+        limiterd: us("limiterd"),
+        "redis-server": us("redis-server"),
+        "hot path": HOT_PATH.reduce((a, n) => a + us(n), 0),
+      };
+      windows.push({ variant: st.v.name, pair, run, cpu, usPerRequest });
+    }
+  }
+
+  const names = variants.map((v) => v.name) as [string, string];
+  const medians = names.map((name) => {
+    const of = windows.filter((w) => w.variant === name);
+    return {
+      variant: name,
+      okPerSecond: median(of.map((w) => w.run.okPerSecond)),
+      usPerRequest: Object.fromEntries(
+        ([...HOT_PATH, "hot path"] as const).map((n) => [n, median(of.map((w) => w.usPerRequest[n]))]),
+      ) as UsPerRequest,
+    };
+  });
+  const byPair = Array.from({ length: pairs }, (_, pair) => {
+    const [a, b] = names.map((n) => windows.find((w) => w.pair === pair && w.variant === n)!) as [
+      PairedWindow,
+      PairedWindow,
+    ];
+    return {
+      /** B less A, microseconds per request. */
+      diffUs: Object.fromEntries(
+        ([...HOT_PATH, "hot path"] as const).map((n) => [n, b.usPerRequest[n] - a.usPerRequest[n]]),
+      ) as UsPerRequest,
+      hotPathShare: b.usPerRequest["hot path"] / a.usPerRequest["hot path"] - 1,
+      throughputRatio: b.run.okPerSecond / a.run.okPerSecond,
+    };
+  });
+  const warnings = (p: { stderr(): string }) =>
+    p
+      .stderr()
+      .split("\n")
+      .filter((l) => /"level":"(warn|error)"/.test(l) && !l.includes("records in the SQLite file")).length;
+  return {
+    variants: names,
+    orgs: stacks[0]!.orgs(),
+    windows: windows.map((w) => ({ ...w, run: { ...w.run, text: w.run.text.trim().split("\n") } })),
+    medians,
+    pairs: byPair,
+    median: {
+      diffUs: Object.fromEntries(
+        ([...HOT_PATH, "hot path"] as const).map((n) => [n, median(byPair.map((p) => p.diffUs[n]))]),
+      ) as UsPerRequest,
+      hotPathShare: median(byPair.map((p) => p.hotPathShare)),
+      throughputRatio: median(byPair.map((p) => p.throughputRatio)),
+    },
+    notOkShare: Math.max(...windows.map((w) => notOkShare(w.run))),
+    logWarnings: Object.fromEntries(
+      stacks.flatMap((st) => [
+        [`api (${st.v.name})`, warnings(st.api)],
+        [`limiterd (${st.v.name})`, warnings(st.limiterd)],
+      ]),
+    ),
+  };
+}
+
+/** 6. The internal plane: the full path with limiterd on h2c, then on mutual TLS (certs init's certificates). */
+async function planePart(s: Settings, cores: number) {
+  const certs = trackDir(tempDir("mailcore-bench-certs-"));
+  await initCerts(certs, []);
+  log("plane: two full paths (redis-server, limiterd, api), one on h2c, one on mutual TLS");
+  const variants: [Variant, Variant] = [
+    { name: "h2c", root: REPO_ROOT },
+    { name: "mutual TLS", root: REPO_ROOT, certs },
+  ];
+  return pairedFullPaths(s, cores, "plane", variants);
+}
+
+/** 7. This checkout's full path against another's (--against DIR), both on h2c. */
+async function againstPart(s: Settings, cores: number, dir: string) {
+  const rev = (root: string) => spawnSync(["git", "-C", root, "rev-parse", "--short", "HEAD"]).stdout.toString().trim();
+  const variants: [Variant, Variant] = [
+    { name: `other: ${rev(dir)}`, root: dir },
+    { name: `this: ${rev(REPO_ROOT)}`, root: REPO_ROOT },
+  ];
+  log(`against: the full path of ${dir} (${variants[0].name}) and of this checkout (${variants[1].name})`);
+  return pairedFullPaths(s, cores, "against", variants);
+}
+
 // ---- main ---------------------------------------------------------------------------------
 
 function rbCpu(r: RedisBenchResult, cores: number) {
@@ -534,44 +795,58 @@ interface Goal {
   verdict: "met" | "met, stretch too" | "missed" | "not measured here";
 }
 
-/** The performance goals (docs/performance.md), from one run's figures. */
+/** The performance goals (docs/performance.md), from one run's figures; a part not run leaves its goals unmeasured. */
 function goals(m: {
-  fullToBare: number;
-  fullToPeer: number;
-  daemonToRedisBenchmark: number;
-  fullP99: number;
-  bareP99: number;
+  fullToBare?: number;
+  fullToPeer?: number;
+  daemonToRedisBenchmark?: number;
+  p99AtHalf?: { full: number; bare: number };
+  planeCost?: number;
 }): Goal[] {
   const judge = (x: number, target: number, stretch?: number): Goal["verdict"] =>
     stretch !== undefined && x >= stretch ? "met, stretch too" : x >= target ? "met" : "missed";
-  const { fullP99, bareP99 } = m;
-  const p99Ratio = fullP99 / bareP99;
+  const unmeasured = { measured: "-", verdict: "not measured here" } as const;
+  const p99Ratio = m.p99AtHalf && m.p99AtHalf.full / m.p99AtHalf.bare;
   return [
     {
       goal: "full path / bare Bun.serve (req/s)",
       target: ">= 0.45",
       stretch: ">= 0.6",
-      measured: m.fullToBare.toFixed(3),
-      verdict: judge(m.fullToBare, 0.45, 0.6),
+      ...(m.fullToBare === undefined
+        ? unmeasured
+        : { measured: m.fullToBare.toFixed(3), verdict: judge(m.fullToBare, 0.45, 0.6) }),
     },
     {
       goal: "full path / peer (req/s)",
       target: ">= 1.2",
       stretch: ">= 1.5",
-      measured: m.fullToPeer.toFixed(3),
-      verdict: judge(m.fullToPeer, 1.2, 1.5),
+      ...(m.fullToPeer === undefined
+        ? unmeasured
+        : { measured: m.fullToPeer.toFixed(3), verdict: judge(m.fullToPeer, 1.2, 1.5) }),
     },
     {
       goal: "limiterd admissions / redis-benchmark admit.lua, allowed branch",
       target: ">= 1.0",
-      measured: m.daemonToRedisBenchmark.toFixed(3),
-      verdict: judge(m.daemonToRedisBenchmark, 1.0),
+      ...(m.daemonToRedisBenchmark === undefined
+        ? unmeasured
+        : { measured: m.daemonToRedisBenchmark.toFixed(3), verdict: judge(m.daemonToRedisBenchmark, 1.0) }),
     },
     {
       goal: "p99 at 50% load: full path / bare at the same rate",
       target: "<= 3",
-      measured: `${p99Ratio.toFixed(2)} (${fullP99.toFixed(1)} / ${bareP99.toFixed(1)} ms)`,
-      verdict: p99Ratio <= 3 ? "met" : "missed",
+      ...(p99Ratio === undefined || !m.p99AtHalf
+        ? unmeasured
+        : {
+            measured: `${p99Ratio.toFixed(2)} (${m.p99AtHalf.full.toFixed(1)} / ${m.p99AtHalf.bare.toFixed(1)} ms)`,
+            verdict: p99Ratio <= 3 ? "met" : "missed",
+          }),
+    },
+    {
+      goal: "the plane: mutual TLS's added CPU per request, share of the full path's on h2c",
+      target: "<= 10%",
+      ...(m.planeCost === undefined
+        ? unmeasured
+        : { measured: `${(100 * m.planeCost).toFixed(1)}%`, verdict: m.planeCost <= 0.1 ? "met" : "missed" }),
     },
     {
       goal: "exactness: no over-admission, headers' r and t exact",
@@ -582,73 +857,17 @@ function goals(m: {
   ];
 }
 
-async function main(): Promise<number> {
-  const s = parseFlags(process.argv.slice(2));
-  installSignalHandlers();
-  ensureWrk();
-  const k6 = ensureK6(log); // built before anything is measured, when missing
-  const started = new Date();
-  const machine = machineInfo();
-  const vers = versions();
-  const cores = machine.nproc || cpus().length;
-  log(
-    `mailcore bench — ${machine.nproc} cores, ${machine.cpuModel}; ${vers.bun ? `bun ${vers.bun}` : ""}, ${vers.redisServer}`,
-  );
+const ratio = (a: number, b: number) => (a / b).toFixed(3);
+const pct = (x: number) => `${(100 * x).toFixed(2)}%`;
 
-  const http = await httpPart(s, cores, k6);
-  await cleanupAll(); // the HTTP stack is done: free the machine for the next part
-  const daemon = await daemonPart(s, cores);
-  await cleanupAll();
-  const smtpSettings = {
-    duration: s["smtp-seconds"],
-    concurrency: s["smtp-clients"],
-    samples: s["smtp-samples"],
-    orgs: s["smtp-orgs"],
-    warmup: s.warmup,
-  };
-  const smtp = await smtpBench(smtpSettings, log, (stop) => onExit("smtp-bench stack", stop));
-
-  const bare = http.bare.run;
-  const peer = http.peer.run;
-  const full = http.full.run;
+function httpReport(s: Settings, http: Awaited<ReturnType<typeof httpPart>>, valid: boolean): string[] {
+  const {
+    bare: { run: bare },
+    peer: { run: peer },
+    full: { run: full },
+  } = http;
   const shares = { full: notOkShare(full), bare: notOkShare(bare), peer: notOkShare(peer) };
-  const latencyShares = http.latency.map((l) => l.result.notOkShare);
-  const smtpRuns = {
-    "SMTP, one message per session": smtp.runs.session,
-    "SMTP, pooled sessions": smtp.runs.pooled,
-    "ceiling: direct POST /api/v1/emails": smtp.runs.post,
-  };
-  const refusedShare = (r: SmtpRun) => Object.values(r.refused).reduce((a, n) => a + n, 0) / Math.max(1, r.ok);
-  // Over 1% refused anywhere means quota (not capacity) bound a run: the figures do not hold.
-  const valid = [...Object.values(shares), ...latencyShares, ...Object.values(smtpRuns).map(refusedShare)].every(
-    (x) => x <= MAX_NOT_OK,
-  );
-  const rbA = daemon.redisBenchmark.allowed;
-  const rbP = daemon.redisBenchmark.production;
-  const ratio = (a: number, b: number) => (a / b).toFixed(3);
-  const pct = (x: number) => `${(100 * x).toFixed(2)}%`;
-  const mem: { process: string; during: string; m: Memory }[] = [
-    ...Object.entries(http.bare.memory).map(([p, m]) => ({ process: p, during: "bare wrk run", m })),
-    ...Object.entries(http.peer.memory).map(([p, m]) => ({ process: p, during: "peer wrk run", m })),
-    ...Object.entries(http.full.memory).map(([p, m]) => ({ process: p, during: "full-path wrk run", m })),
-    ...Object.entries(smtp.memory).map(([p, m]) => ({
-      process: p === "smtp" ? p : `${p} (SMTP stack, embedded store)`,
-      during: "pooled SMTP run",
-      m,
-    })),
-  ];
-
-  const p99AtHalf = (target: string) =>
-    http.latency.find((l) => l.target === target && l.load === 0.5)!.result.latencyMs.p99;
-  const goalRows = goals({
-    fullToBare: full.okPerSecond / bare.okPerSecond,
-    fullToPeer: full.okPerSecond / peer.okPerSecond,
-    daemonToRedisBenchmark: daemon.load.admissionsPerSecond / rbA.requestsPerSecond,
-    fullP99: p99AtHalf("full path"),
-    bareP99: p99AtHalf("bare Bun.serve"),
-  });
-  const out: string[] = [];
-  out.push(
+  return [
     table(
       `1. HTTP GET /api/v1/tags — wrk -t${s.threads} -c${s.connections}, ${s.duration} s each after ${s.warmup} s warm-up; ${http.orgs} orgs, ${s.ips} client IPs`,
       ["target", "200/s", "vs bare", "200s", "429s", "other", "sock err", "p50 ms", "p99 ms"],
@@ -688,6 +907,13 @@ async function main(): Promise<number> {
       "   CPU during the k6 runs",
       Object.fromEntries(http.latency.map((l) => [`${l.target} ${l.load * 100}%`, l.result.cpu])),
     ),
+  ];
+}
+
+function daemonReport(s: Settings, daemon: Awaited<ReturnType<typeof daemonPart>>, cores: number): string[] {
+  const rbA = daemon.redisBenchmark.allowed;
+  const rbP = daemon.redisBenchmark.production;
+  return [
     table(
       `3. Admissions: limiterd AdmitBatch (x${s.batch}, ${s.inflight} in flight, ${daemon.orgs} orgs) vs redis-benchmark EVALSHA admit.lua (-P ${s["rb-pipeline"]} -c ${s["rb-clients"]})`,
       ["measure", "per second", "count", "p50 ms", "p99 ms"],
@@ -731,6 +957,12 @@ async function main(): Promise<number> {
     // The goal's own words: the daemon must cost Redis less per admission than the naive client does.
     `   Redis CPU per admission: through limiterd ${usPer(daemon.cpu, "redis-server", daemon.load.admissions)} us` +
       `, redis-benchmark allowed branch ${((rbA.cpuSeconds.redisServer * 1e6) / rbA.n).toFixed(1)} us; limiterd itself ${usPer(daemon.cpu, "limiterd", daemon.load.admissions)} us (its JIT compiler threads: ${jitShares(daemon.cpu, ["limiterd"])} of it)`,
+  ];
+}
+
+function smtpReport(s: Settings, smtp: SmtpBenchResult): string[] {
+  const smtpRuns = smtpRunsOf(smtp);
+  return [
     table(
       `4. SMTP — ${s["smtp-clients"]} concurrent nodemailer clients (STARTTLS + AUTH), ${s["smtp-seconds"]} s each after ${s.warmup} s warm-up; ${s["smtp-orgs"]} orgs; limiterd on the embedded store`,
       ["run", "msgs/s", "vs POST", "accepted", "refused", "p50 ms", "p99 ms"],
@@ -759,11 +991,150 @@ async function main(): Promise<number> {
       pooled: smtp.runs.pooled.cpu,
       "direct POST": smtp.runs.post.cpu,
     }),
+  ];
+}
+
+function smtpRunsOf(smtp: SmtpBenchResult): Record<string, SmtpRun> {
+  return {
+    "SMTP, one message per session": smtp.runs.session,
+    "SMTP, pooled sessions": smtp.runs.pooled,
+    "ceiling: direct POST /api/v1/emails": smtp.runs.post,
+  };
+}
+
+/** Parts 6 and 7: each window, the medians, and B less A in each pair. */
+function pairedReport(title: string, p: Awaited<ReturnType<typeof pairedFullPaths>>): string[] {
+  const us = (x: number) => x.toFixed(1);
+  const cols = (u: UsPerRequest) => [us(u.api), us(u.limiterd), us(u["redis-server"]), us(u["hot path"])];
+  const [a, b] = p.medians as [(typeof p.medians)[number], (typeof p.medians)[number]];
+  const perPair = (f: (x: (typeof p.pairs)[number]) => string) => p.pairs.map(f).join(", ");
+  return [
     table(
-      "5. Memory — each process at the end of its load run",
-      ["process", "sampled after", "RSS MiB", "peak (VmHWM) MiB"],
-      mem.map(({ process, during, m }) => [process, during, m.rssMiB.toFixed(1), m.peakMiB.toFixed(1)]),
+      `${title}; ${p.orgs} orgs each; CPU us per request`,
+      ["pair", "build", "200/s", "api", "limiterd", "redis-server", "hot path", "p99 ms", "others' CPU"],
+      p.windows.map((w) => [
+        w.pair + 1,
+        w.variant,
+        fmt(w.run.okPerSecond),
+        ...cols(w.usPerRequest),
+        w.run.latencyMs.p99.toFixed(2),
+        // What the machine's other work took in the window: a pair where it differs much is noise.
+        `${othersPct(w.cpu).toFixed(0)}%`,
+      ]),
     ),
+    table(
+      "   medians of the windows",
+      ["build", "200/s", "api", "limiterd", "redis-server", "hot path"],
+      [
+        [a.variant, fmt(a.okPerSecond), ...cols(a.usPerRequest)],
+        [b.variant, fmt(b.okPerSecond), ...cols(b.usPerRequest)],
+        [
+          `${b.variant} / ${a.variant}`,
+          ratio(b.okPerSecond, a.okPerSecond),
+          ...([...HOT_PATH, "hot path"] as const).map((n) => ratio(b.usPerRequest[n], a.usPerRequest[n])),
+        ],
+      ],
+    ),
+    `   ${b.variant} less ${a.variant}, in each pair (us per request): ${([...HOT_PATH, "hot path"] as const)
+      .map((n) => `${n} ${perPair((x) => us(x.diffUs[n]))} (median ${us(p.median.diffUs[n])})`)
+      .join("; ")}`,
+    `   the hot path's CPU per request, ${b.variant} over ${a.variant}: ${perPair((x) => `${(100 * x.hotPathShare).toFixed(1)}%`)} (median ${(100 * p.median.hotPathShare).toFixed(1)}%);` +
+      ` throughput ${b.variant} / ${a.variant}: ${perPair((x) => x.throughputRatio.toFixed(3))} (median ${p.median.throughputRatio.toFixed(3)}); not-200 share at most ${pct(p.notOkShare)}`,
+  ];
+}
+
+async function main(): Promise<number> {
+  const s = parseFlags(process.argv.slice(2));
+  const runs = (part: Part) => s.only.includes(part);
+  installSignalHandlers();
+  if (runs("http") || runs("plane") || runs("against")) ensureWrk();
+  const k6 = runs("http") ? ensureK6(log) : ""; // built before anything is measured, when missing
+  const started = new Date();
+  const machine = machineInfo();
+  const vers = versions();
+  const cores = machine.nproc || cpus().length;
+  log(
+    `mailcore bench — ${machine.nproc} cores, ${machine.cpuModel}; ${vers.bun ? `bun ${vers.bun}` : ""}, ${vers.redisServer}; parts: ${s.only.join(", ")}`,
+  );
+
+  // Each part's processes are stopped before the next starts: they would load the machine.
+  const http = runs("http") ? await httpPart(s, cores, k6) : undefined;
+  await cleanupAll();
+  const daemon = runs("daemon") ? await daemonPart(s, cores) : undefined;
+  await cleanupAll();
+  const smtp = runs("smtp")
+    ? await smtpBench(
+        {
+          duration: s["smtp-seconds"],
+          concurrency: s["smtp-clients"],
+          samples: s["smtp-samples"],
+          orgs: s["smtp-orgs"],
+          warmup: s.warmup,
+        },
+        log,
+        (stop) => onExit("smtp-bench stack", stop),
+      )
+    : undefined;
+  await cleanupAll();
+  const plane = runs("plane") ? await planePart(s, cores) : undefined;
+  await cleanupAll();
+  const against = runs("against") && s.against ? await againstPart(s, cores, s.against) : undefined;
+  await cleanupAll();
+
+  const refusedShare = (r: SmtpRun) => Object.values(r.refused).reduce((a, n) => a + n, 0) / Math.max(1, r.ok);
+  // Over 1% refused anywhere means quota (not capacity) bound a run: the figures do not hold.
+  const valid = [
+    ...(http ? [http.bare.run, http.peer.run, http.full.run].map(notOkShare) : []),
+    ...(http?.latency.map((l) => l.result.notOkShare) ?? []),
+    ...(smtp ? Object.values(smtpRunsOf(smtp)).map(refusedShare) : []),
+    ...(plane ? [plane.notOkShare] : []),
+    ...(against ? [against.notOkShare] : []),
+  ].every((x) => x <= MAX_NOT_OK);
+  const mem: { process: string; during: string; m: Memory }[] = [
+    ...Object.entries(http?.bare.memory ?? {}).map(([p, m]) => ({ process: p, during: "bare wrk run", m })),
+    ...Object.entries(http?.peer.memory ?? {}).map(([p, m]) => ({ process: p, during: "peer wrk run", m })),
+    ...Object.entries(http?.full.memory ?? {}).map(([p, m]) => ({ process: p, during: "full-path wrk run", m })),
+    ...Object.entries(smtp?.memory ?? {}).map(([p, m]) => ({
+      process: p === "smtp" ? p : `${p} (SMTP stack, embedded store)`,
+      during: "pooled SMTP run",
+      m,
+    })),
+  ];
+
+  const p99AtHalf = (target: string) =>
+    http?.latency.find((l) => l.target === target && l.load === 0.5)?.result.latencyMs.p99 ?? Number.NaN;
+  const goalRows = goals({
+    fullToBare: http && http.full.run.okPerSecond / http.bare.run.okPerSecond,
+    fullToPeer: http && http.full.run.okPerSecond / http.peer.run.okPerSecond,
+    daemonToRedisBenchmark: daemon && daemon.load.admissionsPerSecond / daemon.redisBenchmark.allowed.requestsPerSecond,
+    p99AtHalf: http && { full: p99AtHalf("full path"), bare: p99AtHalf("bare Bun.serve") },
+    planeCost: plane?.median.hotPathShare,
+  });
+  const out: string[] = [
+    ...(http ? httpReport(s, http, valid) : []),
+    ...(daemon ? daemonReport(s, daemon, cores) : []),
+    ...(smtp ? smtpReport(s, smtp) : []),
+    ...(mem.length
+      ? [
+          table(
+            "5. Memory — each process at the end of its load run",
+            ["process", "sampled after", "RSS MiB", "peak (VmHWM) MiB"],
+            mem.map(({ process, during, m }) => [process, during, m.rssMiB.toFixed(1), m.peakMiB.toFixed(1)]),
+          ),
+        ]
+      : []),
+    ...(plane
+      ? pairedReport(
+          `6. The internal plane — the full path with limiterd on h2c and on mutual TLS (certs init's certificates, EC P-256; the API with the front's), ${s.pairs} alternated pairs of ${s.duration} s windows after ${s.warmup} s warm-up each (wrk -t${s.threads} -c${s.connections})`,
+          plane,
+        )
+      : []),
+    ...(against
+      ? pairedReport(
+          `7. This checkout against ${s.against} — the full path of each on h2c, ${s.pairs} alternated pairs of ${s.duration} s windows after ${s.warmup} s warm-up each (wrk -t${s.threads} -c${s.connections})`,
+          against,
+        )
+      : []),
     table(
       "Performance goals (this run)",
       ["goal", "target", "stretch", "measured", ""],
@@ -771,16 +1142,20 @@ async function main(): Promise<number> {
     ),
     `\nmachine: ${machine.nproc} cores, ${machine.cpuModel}, ${machine.memoryGiB} GiB, Linux ${machine.kernel}`,
     `versions: bun ${vers.bun}; ${vers.redisServer}; ${vers.redisBenchmark}; ${vers.wrk}; ${vers.k6}; rate-limiter-flexible ${vers.rateLimiterFlexible}`,
-  );
-  if (http.adminCliFailures.length)
+  ];
+  if (http?.adminCliFailures.length)
     out.push(
       `admin CLI failures while creating organizations (retried): ${http.adminCliFailures.length}, e.g. ${http.adminCliFailures[0]}`,
     );
-  if (http.apiWarnings.count || http.limiterdWarnings.count || daemon.limiterdWarnings.count) {
-    out.push(
-      `log warnings: api ${http.apiWarnings.count}, limiterd (http) ${http.limiterdWarnings.count}, limiterd (daemon) ${daemon.limiterdWarnings.count}`,
-    );
-  }
+  const warnings = {
+    api: http?.apiWarnings.count ?? 0,
+    "limiterd (http)": http?.limiterdWarnings.count ?? 0,
+    "limiterd (daemon)": daemon?.limiterdWarnings.count ?? 0,
+    ...plane?.logWarnings,
+    ...against?.logWarnings,
+  };
+  const warned = Object.entries(warnings).filter(([, n]) => n > 0);
+  if (warned.length) out.push(`log warnings: ${warned.map(([k, n]) => `${k} ${n}`).join(", ")}`);
 
   const dir = join(REPO_ROOT, "loadtest", "results");
   mkdirSync(dir, { recursive: true });
@@ -798,26 +1173,29 @@ async function main(): Promise<number> {
     machine,
     versions: vers,
     valid,
-    http: {
+    http: http && {
       ...http,
       bare: strip(http.bare),
       peer: strip(http.peer),
       full: strip(http.full),
-      ratioFullToBare: full.okPerSecond / bare.okPerSecond,
-      ratioFullToPeer: full.okPerSecond / peer.okPerSecond,
-      ratioPeerToBare: peer.okPerSecond / bare.okPerSecond,
-      notOkShare: shares,
+      ratioFullToBare: http.full.run.okPerSecond / http.bare.run.okPerSecond,
+      ratioFullToPeer: http.full.run.okPerSecond / http.peer.run.okPerSecond,
+      ratioPeerToBare: http.peer.run.okPerSecond / http.bare.run.okPerSecond,
+      notOkShare: { full: notOkShare(http.full.run), bare: notOkShare(http.bare.run), peer: notOkShare(http.peer.run) },
     },
-    daemon: {
+    daemon: daemon && {
       ...daemon,
-      ratioDaemonToRedisBenchmark: daemon.load.admissionsPerSecond / rbA.requestsPerSecond,
-      ratioDaemonToRedisBenchmarkProductionArgv: daemon.load.admissionsPerSecond / rbP.requestsPerSecond,
+      ratioDaemonToRedisBenchmark: daemon.load.admissionsPerSecond / daemon.redisBenchmark.allowed.requestsPerSecond,
+      ratioDaemonToRedisBenchmarkProductionArgv:
+        daemon.load.admissionsPerSecond / daemon.redisBenchmark.production.requestsPerSecond,
     },
-    smtp: {
+    smtp: smtp && {
       ...smtp,
       ratioSessionToPost: smtp.runs.session.perSecond / smtp.runs.post.perSecond,
       ratioPooledToPost: smtp.runs.pooled.perSecond / smtp.runs.post.perSecond,
     },
+    plane,
+    against,
     memory: mem,
     goals: goalRows,
   };

@@ -14,6 +14,11 @@ export function table(title: string, header: string[], rows: (string | number)[]
   return [`\n${title}`, line(header), rule, ...cells.slice(1).map(line)].join("\n");
 }
 
+/** The share of the machine (%) that processes not in the report took: the machine's other work. */
+export function othersPct(r: CpuReport): number {
+  return Math.max(0, r.machineBusyPct - Object.values(r.processes).reduce((a, p) => a + p.pctOfMachine, 0));
+}
+
 export function cpuTable(title: string, r: CpuReport): string {
   const rows = Object.entries(r.processes)
     .sort((a, b) => b[1].cpuSeconds - a[1].cpuSeconds)
@@ -21,7 +26,7 @@ export function cpuTable(title: string, r: CpuReport): string {
   const listed = Object.values(r.processes).reduce((a, s) => a + s.pctOfMachine, 0);
   rows.push(
     ["(all listed)", "", "", `${listed.toFixed(1)}%`],
-    ["(anything else on the machine)", "", "", `${Math.max(0, r.machineBusyPct - listed).toFixed(1)}%`],
+    ["(anything else on the machine)", "", "", `${othersPct(r).toFixed(1)}%`],
     ["(machine busy, every process)", "", "", `${r.machineBusyPct.toFixed(1)}%`],
   );
   return table(
@@ -37,12 +42,8 @@ export function cpuColumns(title: string, runs: Record<string, CpuReport>): stri
   const names = [...new Set(Object.values(runs).flatMap((r) => Object.keys(r.processes)))];
   const pct = (x: number | undefined) => (x === undefined ? "" : `${x.toFixed(1)}%`);
   const rows = names.map((n) => [n, ...cols.map((c) => pct(runs[c]!.processes[n]?.pctOfMachine))]);
-  const listed = (r: CpuReport) => Object.values(r.processes).reduce((a, p) => a + p.pctOfMachine, 0);
   rows.push(
-    [
-      "(anything else on the machine)",
-      ...cols.map((c) => pct(Math.max(0, runs[c]!.machineBusyPct - listed(runs[c]!)))),
-    ],
+    ["(anything else on the machine)", ...cols.map((c) => pct(othersPct(runs[c]!)))],
     ["(machine busy, every process)", ...cols.map((c) => pct(runs[c]!.machineBusyPct))],
   );
   return table(`${title} — % of the machine`, ["process", ...cols], rows);
