@@ -66,7 +66,8 @@ export async function newestFirst<R extends object>(
   const rows = (
     order.id === undefined
       ? await sql`${select} AND ${at} < ${after.at} ORDER BY ${at} DESC LIMIT ${o.limit + 1}`
-      : await sql`${select} AND (${at} < ${after.at} OR (${at} = ${after.at} AND ${sql(order.id)} < ${after.id}))
+      : // A row value, not an OR of the two: both databases walk an (at, id) index from the key with it.
+        await sql`${select} AND (${at}, ${sql(order.id)}) < (${after.at}, ${after.id})
           ORDER BY ${at} DESC, ${sql(order.id)} DESC LIMIT ${o.limit + 1}`
   ) as R[];
   const page = rows.slice(0, o.limit);

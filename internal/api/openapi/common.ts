@@ -41,6 +41,16 @@ export function jsonAnswer(description: string, schema: Schema, extraHeaders: Re
   };
 }
 
+/** A JSON answer with named examples of its body on its media type. */
+export function exampleAnswer(
+  description: string,
+  schema: Schema,
+  examples: Record<string, { summary: string; value: unknown }>,
+) {
+  const answer = jsonAnswer(description, schema);
+  return { ...answer, content: { "application/json": { schema, examples } } };
+}
+
 /** An error answer: {"code","message"} with the codes this endpoint may give. */
 export function errorAnswer(description: string, codes: string[]) {
   return jsonAnswer(description, { allOf: [schemaRef("Error")], properties: { code: { enum: codes } } });

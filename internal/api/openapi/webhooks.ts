@@ -1,6 +1,14 @@
-import { WEBHOOK_EVENTS } from "../../webhooks/events";
+import { TEST_EVENT, WEBHOOK_EVENTS } from "../../webhooks/events";
 import { ATTEMPT_TIMEOUT_MS, RETRY_SCHEDULE_MS } from "../../webhooks/schedule";
-import { apiOperation, errorAnswer, idempotentCreate, jsonAnswer, rateLimitHeaders, schemaRef } from "./common";
+import {
+  apiOperation,
+  errorAnswer,
+  exampleAnswer,
+  idempotentCreate,
+  jsonAnswer,
+  rateLimitHeaders,
+  schemaRef,
+} from "./common";
 import { paging } from "./audience";
 import type { ApiArea } from "./types";
 
@@ -11,6 +19,24 @@ const idParam = {
   description: "The webhook's id.",
   schema: { type: "string", pattern: "^wh_[0-9a-f]{24}$" },
   example: "wh_5f1d2c3b4a5968778695a4b3",
+};
+
+const deliveryIdParam = {
+  name: "deliveryId",
+  in: "path",
+  required: true,
+  description: "The delivery's id (its `webhook-id` header).",
+  schema: { type: "string", pattern: "^whd_[0-9a-f]{24}$" },
+  example: "whd_0a1b2c3d4e5f60718293a4b5",
+};
+
+const TEST_DELIVERY = {
+  id: "whd_0a1b2c3d4e5f60718293a4b5",
+  type: TEST_EVENT,
+  state: "pending",
+  createdAt: "2026-11-25T14:05:00.000Z",
+  nextAttemptAt: "2026-11-25T14:05:00.000Z",
+  attempts: [],
 };
 
 const pageInvalid = jsonAnswer("`limit` or `cursor` is invalid; `field` names it.", schemaRef("ValidationFailed"));
@@ -67,14 +93,39 @@ export const webhooksArea: ApiArea = {
         tags: ["Webhooks"],
         parameters: paging,
         responses: {
-          "200": jsonAnswer("A page of webhooks.", {
-            type: "object",
-            required: ["data", "nextCursor"],
-            properties: {
-              data: { type: "array", items: schemaRef("Webhook") },
-              nextCursor: { type: ["string", "null"] },
+          "200": exampleAnswer(
+            "A page of webhooks.",
+            {
+              type: "object",
+              required: ["data", "nextCursor"],
+              properties: {
+                data: { type: "array", items: schemaRef("Webhook") },
+                nextCursor: { type: ["string", "null"] },
+              },
             },
-          }),
+            {
+              failing: {
+                summary: "A webhook whose receiver has been failing for an hour",
+                value: {
+                  data: [
+                    {
+                      id: "wh_5f1d2c3b4a5968778695a4b3",
+                      url: "https://hooks.acme.example/mail",
+                      events: ["email.delivered", "email.bounced"],
+                      createdAt: "2026-11-20T09:00:00.000Z",
+                      disabled: false,
+                      disabledAt: null,
+                      disabledReason: null,
+                      lastSuccessAt: "2026-11-25T13:01:12.000Z",
+                      lastFailureAt: "2026-11-25T14:01:40.000Z",
+                      consecutiveFailures: 14,
+                    },
+                  ],
+                  nextCursor: null,
+                },
+              },
+            },
+          ),
           "422": pageInvalid,
         },
       }),
@@ -115,6 +166,57 @@ export const webhooksArea: ApiArea = {
         },
       }),
     },
+    "/api/v1/webhooks/{id}/test": {
+      post: apiOperation({
+        operationId: "testWebhook",
+        summary: "Send a test event",
+        description: `Queues a \`${TEST_EVENT}\` event (\`data\`: \`{"webhookId"}\`) to the webhook now, whatever event types it subscribed to, and even when it is disabled, so that a fixed receiver can be checked. It is signed, attempted and retried as every delivery; its attempts show in the webhook's deliveries and its health. No body.`,
+        tags: ["Webhooks"],
+        parameters: [idParam],
+        responses: {
+          "202": exampleAnswer("Queued: the delivery, due now.", schemaRef("WebhookDelivery"), {
+            queued: { summary: "A test delivery, due now", value: TEST_DELIVERY },
+          }),
+          "404": notFound,
+          "422": idInvalid,
+        },
+      }),
+    },
+    "/api/v1/webhooks/{id}/deliveries/{deliveryId}/retry": {
+      post: apiOperation({
+        operationId: "retryWebhookDelivery",
+        summary: "Retry a delivery",
+        description:
+          "A new attempt of a delivered or failed delivery (a replay): it is pending again, its next attempt due now and numbered after its last, with the same `webhook-id` and body (the signature's timestamp is the attempt's). Should it fail, the retry schedule goes on from its attempt count. No body.",
+        tags: ["Webhooks"],
+        parameters: [idParam, deliveryIdParam],
+        responses: {
+          "202": exampleAnswer("Pending again: the delivery, with its attempts so far.", schemaRef("WebhookDelivery"), {
+            replay: {
+              summary: "A failed delivery, pending again",
+              value: {
+                ...TEST_DELIVERY,
+                type: "email.bounced",
+                attempts: [
+                  {
+                    attempt: 8,
+                    at: "2026-11-24T20:01:00.000Z",
+                    durationMs: 15_000,
+                    statusCode: null,
+                    error: "no answer within 15 s",
+                  },
+                ],
+              },
+            },
+          }),
+          "404": errorAnswer("No such webhook, or no such delivery of it, in this organization.", ["NOT_FOUND"]),
+          "409": errorAnswer("The delivery is still pending: its next attempt is already scheduled.", [
+            "DELIVERY_PENDING",
+          ]),
+          "422": jsonAnswer("`id` or `deliveryId` is invalid; `field` names it.", schemaRef("ValidationFailed")),
+        },
+      }),
+    },
   },
   schemas: {
     CreateWebhookRequest: {
@@ -134,7 +236,18 @@ export const webhooksArea: ApiArea = {
     },
     Webhook: {
       type: "object",
-      required: ["id", "url", "events", "createdAt", "disabled", "disabledAt", "disabledReason"],
+      required: [
+        "id",
+        "url",
+        "events",
+        "createdAt",
+        "disabled",
+        "disabledAt",
+        "disabledReason",
+        "lastSuccessAt",
+        "lastFailureAt",
+        "consecutiveFailures",
+      ],
       properties: {
         id: { type: "string", pattern: "^wh_[0-9a-f]{24}$" },
         url: { type: "string", format: "uri" },
@@ -143,6 +256,13 @@ export const webhooksArea: ApiArea = {
         disabled: { type: "boolean", description: "True once every attempt failed for 5 days; nothing more is sent." },
         disabledAt: nullableTime,
         disabledReason: { type: ["string", "null"] },
+        lastSuccessAt: { ...nullableTime, description: "When an attempt last got a 2xx; null: never." },
+        lastFailureAt: { ...nullableTime, description: "When an attempt last failed; null: never." },
+        consecutiveFailures: {
+          type: "integer",
+          minimum: 0,
+          description: "Attempts failed since the last success: its health at a glance.",
+        },
       },
     },
     WebhookDelivery: {
@@ -150,7 +270,7 @@ export const webhooksArea: ApiArea = {
       required: ["id", "type", "state", "createdAt", "nextAttemptAt", "attempts"],
       properties: {
         id: { type: "string", description: "Also the `webhook-id` header of every attempt." },
-        type: { type: "string", enum: [...WEBHOOK_EVENTS] },
+        type: { type: "string", enum: [...WEBHOOK_EVENTS, TEST_EVENT] },
         state: { type: "string", enum: ["pending", "delivered", "failed"] },
         createdAt: { type: "string", format: "date-time" },
         nextAttemptAt: { ...nullableTime, description: "When a pending delivery is tried next." },
