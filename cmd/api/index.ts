@@ -24,7 +24,14 @@ const deps = daemonDeps(clients, {
   validation,
 });
 const site = apiSite(
-  { daemon: clients.console, timeoutMs: cfg.limiterTimeoutMs, trustProxy: cfg.trustProxy, log },
+  {
+    daemon: clients.console,
+    mail: clients.mail,
+    webhooks: clients.webhooks,
+    timeoutMs: cfg.limiterTimeoutMs,
+    trustProxy: cfg.trustProxy,
+    log,
+  },
   clients.automation,
   deps.admit,
 );

@@ -107,7 +107,7 @@ export function statsRange(url: URL, nowMs: number) {
 }
 
 /** Every interval of the range, oldest first, with the hours that fall in it added up. */
-export function statsRows(range: ReturnType<typeof statsRange>, hours: MessageStatsHour[]) {
+export function statsRows(range: { widthMs: number; sinceMs: number; untilMs: number }, hours: MessageStatsHour[]) {
   const { widthMs, sinceMs, untilMs } = range;
   const rows = Array.from({ length: (untilMs - sinceMs) / widthMs }, (_, i) => ({
     start: new Date(sinceMs + i * widthMs).toISOString(),

@@ -20,14 +20,18 @@ export const PATHS = {
   tokens: `${CONSOLE}/tokens`,
   domains: `${CONSOLE}/domains`,
   usage: `${CONSOLE}/usage`,
+  emails: `${CONSOLE}/emails`,
+  webhooks: `${CONSOLE}/webhooks`,
 } as const;
 
-type Tab = "tokens" | "domains" | "usage";
+type Tab = "tokens" | "domains" | "usage" | "emails" | "webhooks";
 
 const TABS: [Tab, string, string][] = [
   ["tokens", PATHS.tokens, "API Tokens"],
   ["domains", PATHS.domains, "Sending domains"],
   ["usage", PATHS.usage, "Plan and usage"],
+  ["emails", PATHS.emails, "Emails"],
+  ["webhooks", PATHS.webhooks, "Webhooks"],
 ];
 
 /** A notice after a change (the ?done= of a redirect); the text is ours, never the URL's. */
@@ -35,6 +39,8 @@ export const NOTICES: Record<string, string> = {
   revoked: "The token was revoked. The API refuses it from the next request on.",
   added: "The domain was added. Publish its TXT record, then press Verify.",
   verified: "The domain is verified: messages from it are accepted.",
+  tested: "A webhook.test event is on its way to the endpoint; its attempt shows below in a moment.",
+  replayed: "The delivery is pending again: its new attempt shows below in a moment.",
   "signed-out": "You are signed out.",
   expired: "Your session has expired. Sign in again.",
 };
@@ -44,7 +50,7 @@ export interface Notice {
   text: string;
 }
 
-function notice(n: Notice | undefined): Html {
+export function notice(n: Notice | undefined): Html {
   if (!n) return html``;
   return html`<div class="notice ${n.kind}" role="${n.kind === "error" ? "alert" : "status"}">${n.text}</div>`;
 }
@@ -56,7 +62,7 @@ function document_(title: string, body: Html): string {
 }
 
 /** A page of a signed-in user: the header with who is signed in, the tabs, the content. */
-function layout(s: GetSessionResponse, current: Tab | undefined, title: string, content: Html): string {
+export function layout(s: GetSessionResponse, current: Tab | undefined, title: string, content: Html): string {
   return document_(
     title,
     html`<a class="skip" href="#content">Skip to the content</a>
@@ -199,7 +205,7 @@ ${
   );
 }
 
-export function usagePage(o: { session: GetSessionResponse; usage: GetUsageResponse }): string {
+export function usagePage(o: { session: GetSessionResponse; usage: GetUsageResponse; figures?: Html }): string {
   const { session: s, usage: u } = o;
   const sum = (kind: (typeof CHART_KINDS)[number][0]) => u.refusals.reduce((n, m) => n + m[kind], 0);
   const plan = planName(u.plan);
@@ -232,6 +238,7 @@ ${refusalChart(u.refusals)}
       (l) =>
         html`<tr><th scope="row">${laneName(l.lane)}</th><td class="num" data-label="Your messages waiting" id="depth-${laneName(l.lane)}">${l.depth}</td><td class="num" data-label="Your releases per second">${l.releasedPerSecond.toFixed(1)}</td><td class="num" data-label="Lane pace">${l.rate} per second</td></tr>`,
     )}</tbody></table></div>
+${o.figures ?? html``}
 <p class="hint">Updated ${time(Date.now())}. This page refreshes itself every 5 seconds while it is open; <a href="${PATHS.usage}">reload</a> to update it by hand.</p>
 </div>`,
   );

@@ -60,7 +60,18 @@ export async function startInProcess(
     validation,
   });
   const api = serveApi(deps, "127.0.0.1", 0, {
-    site: apiSite({ daemon: clients.console, timeoutMs: 2_000, trustProxy: [], log }, clients.automation, deps.admit),
+    site: apiSite(
+      {
+        daemon: clients.console,
+        mail: clients.mail,
+        webhooks: clients.webhooks,
+        timeoutMs: 2_000,
+        trustProxy: [],
+        log,
+      },
+      clients.automation,
+      deps.admit,
+    ),
   });
   return {
     apiUrl: `http://127.0.0.1:${api.port}`,
