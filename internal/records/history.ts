@@ -155,10 +155,10 @@ export class HistoryRecords {
       if (filter.lane !== undefined) select = sql`${select} AND m.lane = ${filter.lane}`;
       const at = filter.tag === undefined ? sql`m.created_ms` : sql`t.created_ms`;
       if (filter.afterMs !== undefined) select = sql`${select} AND ${at} >= ${filter.afterMs}`;
-      if (filter.beforeMs !== undefined) select = sql`${select} AND ${at} < ${filter.beforeMs}`;
       return newestFirst<Record<string, unknown>>(sql, select, filter.tag === undefined ? BY_CREATED : BY_TAGGED, {
         limit,
         cursor,
+        below: filter.beforeMs,
       });
     });
     return mapPage(page, (m) => messageOf(m, []));
