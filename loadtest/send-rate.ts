@@ -136,6 +136,7 @@ for (const round of [1, 2]) {
         const r = await hot.enqueue(
           {
             orgId: "bench",
+            tags: [],
             messageId: `m-${round}-${replicas}-${callers}-${i}`,
             lane: Lane.BULK,
             payload: "x".repeat(400),

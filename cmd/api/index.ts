@@ -28,6 +28,8 @@ const site = apiSite(
     daemon: clients.console,
     audience: clients.audience,
     automation: clients.automation,
+    mail: clients.mail,
+    webhooks: clients.webhooks,
     timeoutMs: cfg.limiterTimeoutMs,
     trustProxy: cfg.trustProxy,
     log,

@@ -53,7 +53,17 @@ export function daemonDeps(
         (await unlessNotFound(webhooks.deleteWebhook({ orgId, webhookId }, recordsCall))) !== undefined,
       deliveries: (orgId, webhookId, limit, cursor) =>
         unlessNotFound(webhooks.listWebhookDeliveries({ orgId, webhookId, limit, cursor }, recordsCall)),
+      test: (orgId, webhookId) => unlessNotFound(webhooks.testWebhook({ orgId, webhookId }, recordsCall)),
+      retry: async (orgId, webhookId, deliveryId) => {
+        try {
+          return await unlessNotFound(webhooks.retryWebhookDelivery({ orgId, webhookId, deliveryId }, recordsCall));
+        } catch (err) {
+          if (err instanceof ConnectError && err.code === Code.FailedPrecondition) return "pending";
+          throw err;
+        }
+      },
     },
+    activity: mail,
     ready: async () => (await health.check({}, call)).status === HealthCheckResponse_ServingStatus.SERVING,
     validateSend: (orgId, body) => o.validation.validate(orgId, body),
     audience: clients.audience,

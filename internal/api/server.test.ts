@@ -23,7 +23,8 @@ test("a daemon call that fails after admission is a 503 that still carries the r
     admit: async () => admitted,
     send: failing,
     getMessage: failing,
-    webhooks: { create: failing, list: failing, delete: failing, deliveries: failing },
+    webhooks: { create: failing, list: failing, delete: failing, deliveries: failing, test: failing, retry: failing },
+    activity: new Proxy({}, { get: () => failing }) as ApiDeps["activity"],
     ready: async () => true,
     validateSend: failing,
     // Every audience call fails as the others do.

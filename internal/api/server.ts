@@ -5,7 +5,6 @@ import {
   type Email,
   type Lane,
   type MessageInfo,
-  MessageStatus,
   SendOutcome,
   type SendResponse,
 } from "../gen/mailcore/limiter/v1/mail_pb";
@@ -14,6 +13,7 @@ import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
 import type { ApiMetrics } from "../metrics/metrics";
 import { laneName } from "../mail/policy";
+import { type ActivityCalls, activityRoutes, emailJson } from "./activity";
 import { isWellFormed } from "../token/token";
 import { findRoute, templatePattern } from "../web/routes";
 import { IDEMPOTENCY_CONFLICT_HEADER } from "../wire/metadata";
@@ -26,7 +26,7 @@ import { apiContracts } from "./contract";
 import { InvalidField, type SendInput } from "./emails";
 import { rateLimitHeaders } from "./headers";
 import { observed } from "./observe";
-import { error, getOnly, type Headers_, invalid, iso, json, methodNotAllowed, readJson, type Route } from "./respond";
+import { error, getOnly, type Headers_, invalid, json, methodNotAllowed, readJson, type Route } from "./respond";
 import { type WebhookCalls, webhookRoutes } from "./webhooks";
 
 export const DOCS_PATH = "/docs/rate-limits";
@@ -47,6 +47,8 @@ export interface ApiDeps {
   /** undefined when the organization has no such message. */
   getMessage(orgId: string, messageId: string): Promise<MessageInfo | undefined>;
   webhooks: WebhookCalls;
+  /** The activity log and the delivery figures. */
+  activity: ActivityCalls;
   ready(): Promise<boolean>;
   audience: AudienceCalls;
   automation: AutomationCalls;
@@ -101,34 +103,11 @@ function sendUnconfirmed(err: unknown, headers: Headers_): Response {
   return error(503, "LIMITER_UNAVAILABLE", message, { ...headers, "Retry-After": "1" });
 }
 
-const STATUS_NAMES: Record<number, string> = {
-  [MessageStatus.QUEUED]: "queued",
-  [MessageStatus.SENDING]: "sending",
-  [MessageStatus.DELIVERED]: "delivered",
-  [MessageStatus.DEFERRED]: "deferred",
-  [MessageStatus.BOUNCED]: "bounced",
-  [MessageStatus.FAILED]: "failed",
-};
-
-function messageJson(m: MessageInfo) {
-  return {
-    id: m.id,
-    lane: laneName(m.lane),
-    status: STATUS_NAMES[m.status],
-    from: m.from,
-    to: m.to,
-    subject: m.subject,
-    attempts: m.attempts,
-    createdAt: iso(m.createdAtMs),
-    updatedAt: iso(m.updatedAtMs),
-    events: m.events.map((e) => ({ status: STATUS_NAMES[e.status], at: iso(e.atMs), detail: e.detail })),
-  };
-}
-
 /** The HTTP front: admission through the daemon, then the route. */
 export function apiHandler(deps: ApiDeps, site?: SiteHandler, metrics?: ApiMetrics) {
   const admissionFailing = new FailureEpisode(deps.log, "admission");
   const sendFailing = new FailureEpisode(deps.log, "send");
+  const activity = activityRoutes(deps.activity, deps.audienceTimeoutMs);
 
   const table: [string, Route][] = [
     [
@@ -142,6 +121,7 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler, metrics?: ApiMetri
     [
       "/api/v1/emails",
       {
+        GET: activity.list,
         POST: async ({ req, requestId, admission, headers, checkBody }) => {
           const key = req.headers.get("idempotency-key");
           const body = await readJson(req, headers);
@@ -207,10 +187,11 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler, metrics?: ApiMetri
         GET: async ({ admission, headers, params }) => {
           const message = await deps.getMessage(admission.orgId, params[0]!);
           if (!message) return error(404, "NOT_FOUND", `No email ${params[0]} in this organization.`, headers);
-          return json(200, messageJson(message), headers);
+          return json(200, emailJson(message), headers);
         },
       },
     ],
+    activity.stats,
     ...audienceRoutes(deps.audience, deps.audienceTimeoutMs),
     ...webhookRoutes(deps.webhooks),
     ...campaignRoutes(deps.automation, deps.audienceTimeoutMs),

@@ -2,6 +2,8 @@ import {
   type CreateWebhookResponse,
   type ListWebhookDeliveriesResponse,
   type ListWebhooksResponse,
+  type RetryWebhookDeliveryResponse,
+  type TestWebhookResponse,
   type WebhookDelivery,
   WebhookDeliveryState,
   type WebhookEndpoint,
@@ -25,6 +27,10 @@ export interface WebhookCalls {
     limit: number,
     cursor: string,
   ): Promise<ListWebhookDeliveriesResponse | undefined>;
+  /** undefined when the organization has no such webhook. */
+  test(orgId: string, id: string): Promise<TestWebhookResponse | undefined>;
+  /** undefined when the organization has no such webhook or delivery; "pending" when it is not finished. */
+  retry(orgId: string, id: string, deliveryId: string): Promise<RetryWebhookDeliveryResponse | "pending" | undefined>;
 }
 
 const STATES: Record<number, string> = {
@@ -44,6 +50,9 @@ function endpointJson(e: WebhookEndpoint) {
     disabled: e.disabledAtMs !== 0n,
     disabledAt: iso(e.disabledAtMs),
     disabledReason: e.disabledReason || null,
+    lastSuccessAt: iso(e.lastSuccessAtMs),
+    lastFailureAt: iso(e.lastFailureAtMs),
+    consecutiveFailures: e.consecutiveFailures,
   };
 }
 
@@ -110,6 +119,34 @@ export function webhookRoutes(calls: WebhookCalls): [string, Route][] {
           const res = await calls.deliveries(admission.orgId, id!, page.limit, page.cursor);
           if (!res) return noWebhook(id!, headers);
           return json(200, { data: res.deliveries.map(deliveryJson), nextCursor: res.nextCursor || null }, headers);
+        },
+      },
+    ],
+    [
+      "/api/v1/webhooks/{id}/test",
+      {
+        POST: async ({ admission, headers, params: [id] }) => {
+          const res = await calls.test(admission.orgId, id!);
+          if (!res) return noWebhook(id!, headers);
+          return json(202, deliveryJson(res.delivery!), headers);
+        },
+      },
+    ],
+    [
+      "/api/v1/webhooks/{id}/deliveries/{deliveryId}/retry",
+      {
+        POST: async ({ admission, headers, params: [id, deliveryId] }) => {
+          const res = await calls.retry(admission.orgId, id!, deliveryId!);
+          if (!res)
+            return error(404, "NOT_FOUND", `No delivery ${deliveryId} of webhook ${id} in this organization.`, headers);
+          if (res === "pending")
+            return error(
+              409,
+              "DELIVERY_PENDING",
+              `Delivery ${deliveryId} is still pending: its next attempt is already scheduled.`,
+              headers,
+            );
+          return json(202, deliveryJson(res.delivery!), headers);
         },
       },
     ],

@@ -239,7 +239,8 @@ describe("the console in Chromium", () => {
     expect(remaining).toBeLessThan(10);
     expect(await figure("reset")).toBeGreaterThan(50);
     // The chart's bars hold the same counts (a burst may straddle two minutes).
-    const bars = await page.locator("svg.chart g > title").allTextContents();
+    // The 429 chart's bars (the page has the delivery figures' charts too).
+    const bars = await page.locator('svg.chart[aria-labelledby="chart-title chart-desc"] g > title').allTextContents();
     const charted = bars.map((t) => /: (\d+) quota, (\d+) IP limit, (\d+) recipient$/.exec(t)!.slice(1).map(Number));
     expect(charted).toHaveLength(60);
     expect(charted.reduce((sum, [q]) => sum + q!, 0)).toBe(quota429);

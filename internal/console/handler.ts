@@ -6,6 +6,11 @@ import { InvalidField } from "../api/emails";
 import { tagName } from "../api/subscribers";
 import { clientIp, normalizeIp } from "../clientip/clientip";
 import { type ConsoleService, type GetSessionResponse, SignInOutcome } from "../gen/mailcore/limiter/v1/console_pb";
+import { Lane, type MailService, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
+import type { WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
+import { STATUS_NAMES } from "../api/activity";
+import { normalizeMailbox } from "../mail/policy";
+import { deliveryFigures, type EmailFilterForm, emailPage, emailsPage, webhooksPage } from "./activity_pages";
 import type { Logger } from "../log/log";
 import { sameSecret } from "../token/token";
 import { pageHeaders } from "../web/headers";
@@ -34,6 +39,22 @@ const SIGN_IN_COOKIE = "mc_signin";
 const SIGN_IN_COOKIE_S = 3_600;
 /** Sign-in hashes with argon2id and Verify asks DNS: both take longer than an admission. */
 const SLOW_CALL_MS = 10_000;
+const EMAILS_PER_PAGE = 25;
+const WEBHOOKS_PER_PAGE = 10;
+const DELIVERIES_PER_WEBHOOK = 10;
+const STATUS_OF_NAME = new Map(Object.entries(STATUS_NAMES).map(([n, name]) => [name, Number(n) as MessageStatus]));
+const LANE_OF_NAME: Record<string, Lane> = { transactional: Lane.TRANSACTIONAL, bulk: Lane.BULK };
+const HOUR_MS = 3_600_000;
+
+/** The hours the usage page's figures need: the last 30 days and this month, to the end of this hour. */
+function figuresRange(nowMs: number) {
+  const now = new Date(nowMs);
+  const monthStart = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1);
+  const dayStart = Math.floor(nowMs / 86_400_000) * 86_400_000;
+  const since = Math.min(monthStart, dayStart - 29 * 86_400_000);
+  return { sinceMs: BigInt(since), untilMs: BigInt(Math.floor(nowMs / HOUR_MS) * HOUR_MS + HOUR_MS) };
+}
+
 const FORM_TYPES = /^(application\/x-www-form-urlencoded|multipart\/form-data)\s*(;|$)/i;
 /** Rows on one page of a list (the API's default page). */
 const PAGE_SIZE = 20;
@@ -45,6 +66,12 @@ export interface ConsoleOptions {
   /** The audience and automation are read with the session's organization (the daemon's answer, never the request's). */
   audience: Client<typeof AudienceService>;
   automation: Client<typeof AutomationService>;
+  /** The activity log, the delivery figures and the webhooks, asked for the session's organization. */
+  mail: Pick<Client<typeof MailService>, "listMessages" | "getMessage" | "getMessageStats">;
+  webhooks: Pick<
+    Client<typeof WebhookService>,
+    "listWebhooks" | "listWebhookDeliveries" | "testWebhook" | "retryWebhookDelivery"
+  >;
   timeoutMs: number;
   trustProxy: readonly string[];
   log: Logger;
@@ -241,6 +268,33 @@ export function consoleHandler(
     return page(status, domainsPage({ session: s, domains, ...extra }));
   };
 
+  /** A change the console makes through the API's RPCs: its CSRF token is checked here, against the session's. */
+  const ownChange = (ctx: Ctx, run: (s: GetSessionResponse) => Promise<Response>) =>
+    change(ctx, async (s, _token, _f, csrf) => {
+      if (!sameSecret(csrf, s.csrfToken)) throw new ConnectError("bad CSRF token", Code.PermissionDenied);
+      return run(s);
+    });
+
+  const webhooksView = async (s: GetSessionResponse, ctx: Ctx, status: number, n?: Notice) => {
+    const cursor = ctx.url.searchParams.get("cursor") ?? "";
+    const list = await o.webhooks.listWebhooks({ orgId: s.orgId, limit: WEBHOOKS_PER_PAGE, cursor }, call);
+    const endpoints = await Promise.all(
+      list.endpoints.map(async (endpoint) => ({
+        endpoint,
+        deliveries: (
+          await o.webhooks.listWebhookDeliveries(
+            { orgId: s.orgId, webhookId: endpoint.id, limit: DELIVERIES_PER_WEBHOOK },
+            call,
+          )
+        ).deliveries,
+      })),
+    );
+    return page(
+      status,
+      webhooksPage({ session: s, endpoints, nextCursor: list.nextCursor, notice: n ?? noticeOf(ctx.url) }),
+    );
+  };
+
   type Handler = (ctx: Ctx, params: string[]) => Promise<Response>;
   const routes: [RegExp, Partial<Record<string, Handler>>][] = [
     [
@@ -392,9 +446,104 @@ export function consoleHandler(
       /^\/console\/usage$/,
       {
         GET: (ctx) =>
-          signedIn(ctx, async (s, token) =>
-            page(200, usagePage({ session: s, usage: await daemon.getUsage({ sessionToken: token }, call) })),
-          ),
+          signedIn(ctx, async (s, token) => {
+            const nowMs = Date.now();
+            const [usage, stats] = await Promise.all([
+              daemon.getUsage({ sessionToken: token }, call),
+              o.mail.getMessageStats({ orgId: s.orgId, ...figuresRange(nowMs) }, call),
+            ]);
+            return page(200, usagePage({ session: s, usage, figures: deliveryFigures(stats.hours, nowMs) }));
+          }),
+      },
+    ],
+    [
+      /^\/console\/emails$/,
+      {
+        GET: (ctx) =>
+          signedIn(ctx, async (s) => {
+            const q = ctx.url.searchParams;
+            const form: EmailFilterForm = {
+              status: q.get("status") ?? "",
+              lane: q.get("lane") ?? "",
+              to: (q.get("to") ?? "").trim(),
+              tag: (q.get("tag") ?? "").trim(),
+            };
+            const status = STATUS_OF_NAME.get(form.status);
+            const bad =
+              (form.status !== "" && status === undefined && "status") ||
+              (form.lane !== "" && !(form.lane in LANE_OF_NAME) && "lane") ||
+              (form.to !== "" && !/^[^@\s]+@[^@\s]+$/.test(form.to) && "to") ||
+              (form.tag !== "" && !/^[A-Za-z0-9_-]{1,64}$/.test(form.tag) && "tag");
+            if (bad) {
+              const text = `The filter “${bad}” is not valid: ${bad === "to" ? "give one email address" : bad === "tag" ? "letters, digits, _ and -, up to 64" : "choose one of the list"}.`;
+              return page(
+                422,
+                emailsPage({
+                  session: s,
+                  filters: form,
+                  messages: [],
+                  nextCursor: "",
+                  notice: { kind: "error", text },
+                }),
+              );
+            }
+            const res = await o.mail.listMessages(
+              {
+                orgId: s.orgId,
+                limit: EMAILS_PER_PAGE,
+                cursor: q.get("cursor") ?? "",
+                status: status ?? MessageStatus.UNSPECIFIED,
+                lane: LANE_OF_NAME[form.lane] ?? Lane.UNSPECIFIED,
+                toMailbox: form.to === "" ? "" : normalizeMailbox(form.to),
+                tag: form.tag,
+              },
+              call,
+            );
+            return page(
+              200,
+              emailsPage({ session: s, filters: form, messages: res.messages, nextCursor: res.nextCursor }),
+            );
+          }),
+      },
+    ],
+    [
+      /^\/console\/emails\/([^/]+)$/,
+      {
+        GET: (ctx, [id]) =>
+          signedIn(ctx, async (s) => {
+            const { message } = await o.mail.getMessage({ orgId: s.orgId, messageId: pathParam(id!) }, call);
+            return page(200, emailPage({ session: s, message: message! }));
+          }),
+      },
+    ],
+    [/^\/console\/webhooks$/, { GET: (ctx) => signedIn(ctx, (s) => webhooksView(s, ctx, 200)) }],
+    [
+      /^\/console\/webhooks\/([^/]+)\/test$/,
+      {
+        POST: (ctx, [id]) =>
+          ownChange(ctx, async (s) => {
+            await o.webhooks.testWebhook({ orgId: s.orgId, webhookId: pathParam(id!) }, call);
+            return redirect(`${PATHS.webhooks}?done=tested`);
+          }),
+      },
+    ],
+    [
+      /^\/console\/webhooks\/([^/]+)\/deliveries\/([^/]+)\/retry$/,
+      {
+        POST: (ctx, [id, deliveryId]) =>
+          ownChange(ctx, async (s) => {
+            try {
+              await o.webhooks.retryWebhookDelivery(
+                { orgId: s.orgId, webhookId: pathParam(id!), deliveryId: pathParam(deliveryId!) },
+                call,
+              );
+            } catch (err) {
+              if (err instanceof ConnectError && err.code === Code.FailedPrecondition)
+                return webhooksView(s, ctx, 409, { kind: "error", text: `${err.rawMessage}.` });
+              throw err;
+            }
+            return redirect(`${PATHS.webhooks}?done=replayed`);
+          }),
       },
     ],
     [

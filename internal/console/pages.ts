@@ -23,14 +23,18 @@ export const PATHS = {
   subscribers: `${CONSOLE}/subscribers`,
   campaigns: `${CONSOLE}/campaigns`,
   workflows: `${CONSOLE}/workflows`,
+  emails: `${CONSOLE}/emails`,
+  webhooks: `${CONSOLE}/webhooks`,
 } as const;
 
-export type Tab = "tokens" | "domains" | "usage" | "subscribers" | "campaigns" | "workflows";
+export type Tab = "tokens" | "domains" | "usage" | "emails" | "webhooks" | "subscribers" | "campaigns" | "workflows";
 
 const TABS: [Tab, string, string][] = [
   ["tokens", PATHS.tokens, "API Tokens"],
   ["domains", PATHS.domains, "Sending domains"],
   ["usage", PATHS.usage, "Plan and usage"],
+  ["emails", PATHS.emails, "Emails"],
+  ["webhooks", PATHS.webhooks, "Webhooks"],
   ["subscribers", PATHS.subscribers, "Subscribers"],
   ["campaigns", PATHS.campaigns, "Campaigns"],
   ["workflows", PATHS.workflows, "Workflows"],
@@ -41,6 +45,8 @@ export const NOTICES: Record<string, string> = {
   revoked: "The token was revoked. The API refuses it from the next request on.",
   added: "The domain was added. Publish its TXT record, then press Verify.",
   verified: "The domain is verified: messages from it are accepted.",
+  tested: "A webhook.test event is on its way to the endpoint; its attempt shows below in a moment.",
+  replayed: "The delivery is pending again: its new attempt shows below in a moment.",
   "signed-out": "You are signed out.",
   expired: "Your session has expired. Sign in again.",
 };
@@ -223,7 +229,7 @@ ${
   );
 }
 
-export function usagePage(o: { session: GetSessionResponse; usage: GetUsageResponse }): string {
+export function usagePage(o: { session: GetSessionResponse; usage: GetUsageResponse; figures?: Html }): string {
   const { session: s, usage: u } = o;
   const sum = (kind: (typeof CHART_KINDS)[number][0]) => u.refusals.reduce((n, m) => n + m[kind], 0);
   const plan = planName(u.plan);
@@ -256,6 +262,7 @@ ${refusalChart(u.refusals)}
       (l) =>
         html`<tr><th scope="row">${laneName(l.lane)}</th><td class="num" data-label="Your messages waiting" id="depth-${laneName(l.lane)}">${l.depth}</td><td class="num" data-label="Your releases per second">${l.releasedPerSecond.toFixed(1)}</td><td class="num" data-label="Lane pace">${l.rate} per second</td></tr>`,
     )}</tbody></table></div>
+${o.figures ?? html``}
 <p class="hint">Updated ${time(Date.now())}. This page refreshes itself every 5 seconds while it is open; <a href="${PATHS.usage}">reload</a> to update it by hand.</p>
 </div>`,
   );

@@ -97,6 +97,8 @@ export interface EnqueueInput {
   from: string;
   to: string;
   subject: string;
+  /** For the message's record: its tags (letters, digits, _ and -). */
+  tags: string[];
   /** The domain of the From address: it must be a verified domain of the organization. */
   fromDomain: string;
   /** The normalised recipient mailbox (lower case, no +tag). */

@@ -112,6 +112,7 @@ for (const [name, open] of hotStores(servers)) {
             messageId: `msg_${orgId}_${lane}_${i}`,
             lane,
             payload: "{}",
+            tags: [],
             from: "s@d.example",
             to: `delivered+${i}@fixtures.test`,
             subject: "s",

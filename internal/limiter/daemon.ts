@@ -69,7 +69,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     metrics: o.metrics,
   });
   const runtime = new MailRuntime();
-  const refusals = new RefusalCounter(o.hot, o.clock, o.log);
+  const refusals = new RefusalCounter(o.hot, o.records.stats, o.clock, o.log);
   const limiter = limiterService({
     hot: o.hot,
     records: o.records,

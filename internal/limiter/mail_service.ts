@@ -12,6 +12,7 @@ import {
   MailService,
   type MessageInfo,
   MessageInfoSchema,
+  MessageStatus,
   SendOutcome,
 } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { ReleaseRecord } from "../lanes/scheduler";
@@ -19,14 +20,20 @@ import { Notifier } from "../lanes/notifier";
 import { domainOf, fixtureKind, GUARD_LIMITS, IDEMPOTENCY_TTL_MS, LANES, normalizeMailbox } from "../mail/policy";
 import type { DeliveryPolicy, EnqueueInput, EnqueueResult, MailStore } from "../hotstore/hotstore";
 import type { MessageHistory } from "../model/history";
+import type { MessageFilter } from "../records/history";
 import type { Records } from "../records/records";
+import { HOUR_MS } from "../records/stats";
 import type { Projection } from "./projection";
 import type { RefusalCounter } from "./refusals";
-import { guard } from "./service";
+import { guard, pageCursor } from "./service";
 
 const RELEASE_RING = 20_000;
 const MAX_IN_FLIGHT = 256;
 const IDLE_POLL_MS = 20;
+const MAX_PAGE = 100;
+const DEFAULT_PAGE = 20;
+/** The longest range of hourly counts one call reads: a little more than a year. */
+export const MAX_STATS_HOURS = 400 * 24;
 
 export interface MailDeps {
   hot: MailStore;
@@ -101,6 +108,7 @@ export function acceptor(deps: Pick<MailDeps, "hot" | "projection" | "clock">, r
       from: email.from,
       to: email.to,
       subject: email.subject,
+      tags: email.tags,
       fromDomain: domainOf(email.fromAddress),
       mailbox: normalizeMailbox(email.toAddress),
       checkCooldown: transactional,
@@ -167,6 +175,50 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
         );
         if (!record) throw new ConnectError(`no message ${req.messageId}`, Code.NotFound);
         return { message: toMessageInfo(record) };
+      },
+
+      // From the records: a message shows here once the history writer has written it (within
+      // a flush, 200 ms), and its status as of the last flush.
+      async listMessages(req) {
+        if (req.limit > MAX_PAGE) throw new ConnectError(`limit must be 1 to ${MAX_PAGE}`, Code.InvalidArgument);
+        if (req.status !== MessageStatus.UNSPECIFIED && !(req.status in MessageStatus))
+          throw new ConnectError("status is not a message status", Code.InvalidArgument);
+        if (req.lane !== Lane.UNSPECIFIED && !LANES.includes(req.lane))
+          throw new ConnectError("lane must be transactional or bulk", Code.InvalidArgument);
+        const filter: MessageFilter = {
+          ...(req.status !== MessageStatus.UNSPECIFIED && { status: req.status }),
+          ...(req.toMailbox !== "" && { toMailbox: req.toMailbox }),
+          ...(req.tag !== "" && { tag: req.tag }),
+          ...(req.lane !== Lane.UNSPECIFIED && { lane: req.lane }),
+          ...(req.afterMs !== 0n && { afterMs: Number(req.afterMs) }),
+          ...(req.beforeMs !== 0n && { beforeMs: Number(req.beforeMs) }),
+        };
+        const cursor = pageCursor(req.cursor);
+        const page = await guard(() => records.history.list(req.orgId, filter, req.limit || DEFAULT_PAGE, cursor));
+        return { messages: page.data.map(toMessageInfo), nextCursor: page.nextCursor ?? "" };
+      },
+
+      async getMessageStats(req) {
+        const since = Number(req.sinceMs);
+        const until = Number(req.untilMs);
+        if (since % HOUR_MS !== 0 || until % HOUR_MS !== 0 || since < 0 || until <= since)
+          throw new ConnectError("since_ms and until_ms must be whole hours, since before until", Code.InvalidArgument);
+        if ((until - since) / HOUR_MS > MAX_STATS_HOURS)
+          throw new ConnectError(`at most ${MAX_STATS_HOURS} hours at once`, Code.InvalidArgument);
+        const hours = await guard(() => records.stats.hours(req.orgId, since, until));
+        return {
+          hours: hours.map((h) => ({
+            hourStartMs: BigInt(h.hourStartMs),
+            accepted: BigInt(h.accepted),
+            delivered: BigInt(h.delivered),
+            bounced: BigInt(h.bounced),
+            failed: BigInt(h.failed),
+            deferred: BigInt(h.deferred),
+            refusedQuota: BigInt(h.refused_quota),
+            refusedIp: BigInt(h.refused_ip),
+            refusedRecipient: BigInt(h.refused_recipient),
+          })),
+        };
       },
     });
 
@@ -272,6 +324,7 @@ function toMessageInfo(r: MessageHistory): MessageInfo {
     from: r.from,
     to: r.to,
     subject: r.subject,
+    tags: r.tags,
     createdAtMs: BigInt(r.createdMs),
     updatedAtMs: BigInt(r.updatedMs),
     attempts: r.attempts,

@@ -1,16 +1,25 @@
 import type { Clock } from "../clock/clock";
 import type { RefusalCount, RefusalKind, UsageStore } from "../hotstore/hotstore";
 import type { Logger } from "../log/log";
+import type { StatKind, StatsRecords } from "../records/stats";
 
 /** How often the counts are added to the hot store. */
 const FLUSH_EVERY_MS = 1_000;
 
+const STAT_OF_KIND: Record<RefusalKind, StatKind> = {
+  quota: "refused_quota",
+  ip: "refused_ip",
+  recipient: "refused_recipient",
+};
+
 /**
- * Counts refused requests (429s) per organization and kind for the console. Only refusals are
- * counted, in memory, and added to the hot store's per-minute counts once a second, so an
- * admitted request costs nothing and a flood of refusals costs one write per organization
- * and kind a second. Counts land in the minute of the flush (at most a second late); counts
- * that cannot be written are dropped (they are a report, not a limit).
+ * Counts refused requests (429s) per organization and kind for the console and the delivery
+ * figures. Only refusals are counted, in memory, and added once a second to the hot store's
+ * per-minute counts (the console's last hour) and to the records' hourly counts (GET
+ * /api/v1/stats/emails), so an admitted request costs nothing and a flood of refusals costs
+ * one write per organization and kind a second to each. Counts land in the minute of the
+ * flush (at most a second late); counts that cannot be written are dropped (they are a
+ * report, not a limit).
  */
 export class RefusalCounter {
   private pending = new Map<string, RefusalCount>();
@@ -19,6 +28,7 @@ export class RefusalCounter {
 
   constructor(
     private readonly hot: UsageStore,
+    private readonly records: Pick<StatsRecords, "add">,
     private readonly clock: Clock,
     private readonly log: Logger,
   ) {}
@@ -39,12 +49,18 @@ export class RefusalCounter {
     if (this.pending.size === 0) return;
     const counts = [...this.pending.values()];
     this.pending = new Map();
-    try {
-      await this.hot.countRefusals(counts, this.clock.nowMs());
+    const nowMs = this.clock.nowMs();
+    const written = await Promise.allSettled([
+      this.hot.countRefusals(counts, nowMs),
+      this.records.add(counts.map((c) => ({ orgId: c.orgId, atMs: nowMs, kind: STAT_OF_KIND[c.kind], n: c.n }))),
+    ]);
+    const failed = written.find((w) => w.status === "rejected");
+    if (!failed) {
       if (this.failing) this.log.info("refusal counts are written again");
       this.failing = false;
-    } catch (err) {
-      if (!this.failing) this.log.warn("cannot write refusal counts; dropping them", { error: (err as Error).message });
+    } else {
+      if (!this.failing)
+        this.log.warn("cannot write refusal counts; dropping them", { error: (failed.reason as Error).message });
       this.failing = true;
     }
   }

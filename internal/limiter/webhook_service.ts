@@ -10,7 +10,13 @@ import {
   WebhookService,
 } from "../gen/mailcore/limiter/v1/webhooks_pb";
 import type { Records } from "../records/records";
-import { DeliveryState, type ReportResult, type RetryPolicy, type WebhookEndpoint } from "../records/webhooks";
+import {
+  DeliveryState,
+  type ReportResult,
+  type RetryPolicy,
+  type WebhookDelivery,
+  type WebhookEndpoint,
+} from "../records/webhooks";
 import { checkEndpoint } from "../webhooks/endpoint";
 import { newWebhookSecret, signWebhook } from "../webhooks/signature";
 import { guard } from "./service";
@@ -49,7 +55,27 @@ function endpointMessage(e: WebhookEndpoint): EndpointMessage {
     createdAtMs: BigInt(e.createdMs),
     disabledAtMs: BigInt(e.disabledMs ?? 0),
     disabledReason: e.disabledReason ?? "",
+    lastSuccessAtMs: BigInt(e.lastSuccessMs ?? 0),
+    lastFailureAtMs: BigInt(e.lastFailureMs ?? 0),
+    consecutiveFailures: e.consecutiveFailures,
   });
+}
+
+function deliveryMessage(d: WebhookDelivery) {
+  return {
+    id: d.id,
+    eventType: d.eventType,
+    state: STATES[d.state],
+    attempts: d.attempts.map((a) => ({
+      attempt: a.attempt,
+      atMs: BigInt(a.atMs),
+      durationMs: a.durationMs,
+      statusCode: a.statusCode ?? 0,
+      error: a.error,
+    })),
+    nextAttemptAtMs: BigInt(d.nextAttemptMs ?? 0),
+    createdAtMs: BigInt(d.createdMs),
+  };
 }
 
 function pageSize(limit: number): number {
@@ -89,23 +115,27 @@ export function webhookRoutes(deps: WebhookDeps) {
           records.webhooks.deliveries(req.orgId, req.webhookId, pageSize(req.limit), req.cursor),
         );
         if (!page) throw new ConnectError(`no webhook ${req.webhookId}`, Code.NotFound);
-        return {
-          deliveries: page.data.map((d) => ({
-            id: d.id,
-            eventType: d.eventType,
-            state: STATES[d.state],
-            attempts: d.attempts.map((a) => ({
-              attempt: a.attempt,
-              atMs: BigInt(a.atMs),
-              durationMs: a.durationMs,
-              statusCode: a.statusCode ?? 0,
-              error: a.error,
-            })),
-            nextAttemptAtMs: BigInt(d.nextAttemptMs ?? 0),
-            createdAtMs: BigInt(d.createdMs),
-          })),
-          nextCursor: page.nextCursor ?? "",
-        };
+        return { deliveries: page.data.map(deliveryMessage), nextCursor: page.nextCursor ?? "" };
+      },
+
+      async testWebhook(req) {
+        const made = await guard(() => records.webhooks.test(req.orgId, req.webhookId, clock.nowMs()));
+        if (!made) throw new ConnectError(`no webhook ${req.webhookId}`, Code.NotFound);
+        return { delivery: deliveryMessage(made) };
+      },
+
+      async retryWebhookDelivery(req) {
+        const retried = await guard(() =>
+          records.webhooks.retry(req.orgId, req.webhookId, req.deliveryId, clock.nowMs()),
+        );
+        if (!retried)
+          throw new ConnectError(`no delivery ${req.deliveryId} of webhook ${req.webhookId}`, Code.NotFound);
+        if (retried === "pending")
+          throw new ConnectError(
+            `delivery ${req.deliveryId} is still pending: its next attempt is already due`,
+            Code.FailedPrecondition,
+          );
+        return { delivery: deliveryMessage(retried) };
       },
     });
 

@@ -18,6 +18,8 @@ export interface MessageHistory {
   /** The recipient as the guards compare it (lower case, no +tag). */
   toMailbox: string;
   subject: string;
+  /** The tags the send gave it. */
+  tags: string[];
   status: MessageStatus;
   attempts: number;
   createdMs: number;
@@ -27,3 +29,7 @@ export interface MessageHistory {
   /** Every event so far, oldest first. */
   events: MessageEvent[];
 }
+
+/** A message's tags as the stores keep them in one column: space-separated (a tag has no spaces). */
+export const joinTags = (tags: readonly string[]): string => tags.join(" ");
+export const splitTags = (s: string): string[] => (s === "" ? [] : s.split(" "));

@@ -39,7 +39,7 @@ export const RPC_ROLES: ReadonlyMap<string, Role> = new Map([
   }),
   // The API's readiness check (GET /readyz) asks it.
   ...service(Health, { check: "front", watch: "front" }),
-  ...service(MailService, { send: "front", getMessage: "front" }),
+  ...service(MailService, { send: "front", getMessage: "front", listMessages: "front", getMessageStats: "front" }),
   ...service(DeliveryService, { lease: "worker", ack: "worker" }),
   ...service(LaneService, { getLanes: "admin", listReleases: "admin" }),
   ...service(ConsoleService, {
@@ -60,6 +60,8 @@ export const RPC_ROLES: ReadonlyMap<string, Role> = new Map([
     listWebhooks: "front",
     deleteWebhook: "front",
     listWebhookDeliveries: "front",
+    testWebhook: "front",
+    retryWebhookDelivery: "front",
   }),
   ...service(WebhookDeliveryService, { claimWebhookDeliveries: "worker", reportWebhookAttempts: "worker" }),
   ...service(AudienceService, {

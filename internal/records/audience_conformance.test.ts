@@ -297,6 +297,7 @@ for (const [name, fresh] of databases) {
         to: "Mail Person <MAIL@example.com>",
         toMailbox: "mail@example.com",
         subject: "Hi",
+        tags: [],
         status: MessageStatus.DELIVERED,
         attempts: 1,
         createdMs: T0 + 1,

@@ -29,6 +29,7 @@ function message(id: string, status: MessageStatus, lane = Lane.BULK): MessageHi
     to: "",
     toMailbox: "",
     subject: "",
+    tags: [],
     status,
     attempts: 1,
     createdMs: T0,

@@ -1,7 +1,9 @@
-import type { Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
-import type { MessageEvent, MessageHistory } from "../model/history";
+import { type Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
+import { joinTags, type MessageEvent, type MessageHistory, splitTags } from "../model/history";
 import { FINAL_STATUSES } from "../mail/policy";
 import { chunks, type Db, num, type Sql } from "./db";
+import { mapPage, newestFirst, type Order, type Page } from "./paging";
+import { addStatsIn, type StatCount, type StatKind } from "./stats";
 
 // The history of every message: its record and its events, kept for the retention period.
 // The hot store writes it here in batches as messages change (see limiter/history.ts).
@@ -17,6 +19,55 @@ export interface NewMessageEvent {
 /** Runs in the history write's transaction with the events it wrote first (a rewrite of an event is not new). */
 export type OnNewEvents = (sql: Sql, events: NewMessageEvent[]) => Promise<unknown>;
 
+/** What a list of messages is narrowed to; every field optional. */
+export interface MessageFilter {
+  status?: MessageStatus;
+  /** The recipient as the guards compare it (lower case, no +tag). */
+  toMailbox?: string;
+  tag?: string;
+  lane?: Lane;
+  /** Created at or after afterMs, and before beforeMs. */
+  afterMs?: number;
+  beforeMs?: number;
+}
+
+/** Messages newest first: by acceptance time, then id. */
+const BY_CREATED: Order = { at: "created_ms", id: "id" };
+/** The same walked through message_tags, whose rows carry the message's time and id. */
+const BY_TAGGED: Order = { at: "t.created_ms", id: "t.message_id" };
+
+/** The counter a message event adds to; none for a lease, or a message queued again. */
+const STAT_OF_STATUS: Partial<Record<MessageStatus, StatKind>> = {
+  [MessageStatus.DELIVERED]: "delivered",
+  [MessageStatus.BOUNCED]: "bounced",
+  [MessageStatus.FAILED]: "failed",
+  [MessageStatus.DEFERRED]: "deferred",
+};
+
+function statOf({ message, event, seq }: NewMessageEvent): StatCount[] {
+  const kind = event.status === MessageStatus.QUEUED && seq === 0 ? "accepted" : STAT_OF_STATUS[event.status];
+  return kind ? [{ orgId: message.orgId, atMs: event.atMs, kind, n: 1 }] : [];
+}
+
+function messageOf(m: Record<string, unknown>, events: MessageEvent[]): MessageHistory {
+  return {
+    id: m.id as string,
+    orgId: m.org_id as string,
+    lane: num(m.lane) as Lane,
+    from: m.from_header as string,
+    to: m.to_header as string,
+    toMailbox: m.to_mailbox as string,
+    subject: m.subject as string,
+    tags: splitTags(m.tags as string),
+    status: num(m.status) as MessageStatus,
+    attempts: num(m.attempts),
+    createdMs: num(m.created_ms),
+    updatedMs: num(m.updated_ms),
+    version: num(m.version),
+    events,
+  };
+}
+
 export class HistoryRecords {
   constructor(private readonly db: Db) {}
 
@@ -31,6 +82,7 @@ export class HistoryRecords {
       to_header: m.to,
       to_mailbox: m.toMailbox,
       subject: m.subject,
+      tags: joinTags(m.tags),
       status: m.status,
       attempts: m.attempts,
       created_ms: m.createdMs,
@@ -57,6 +109,15 @@ export class HistoryRecords {
           fresh.push({ message, event: message.events[seq]!, seq });
         }
       }
+      // A message whose acceptance is new here is new: its tags are listed once.
+      const tagged = fresh
+        .filter((f) => f.seq === 0)
+        .flatMap(({ message: m }) =>
+          m.tags.map((tag) => ({ message_id: m.id, org_id: m.orgId, tag, created_ms: m.createdMs })),
+        );
+      for (const part of chunks(tagged))
+        await sql`INSERT INTO message_tags ${sql(part)} ON CONFLICT (message_id, tag) DO NOTHING`;
+      await addStatsIn(sql, fresh.flatMap(statOf));
       await onNewEvents?.(sql, fresh);
     });
   }
@@ -66,26 +127,41 @@ export class HistoryRecords {
       const [m] = await sql`SELECT * FROM messages WHERE id = ${id} AND org_id = ${orgId}`;
       if (!m) return null;
       const events = await sql`SELECT status, at_ms, detail FROM message_events WHERE message_id = ${id} ORDER BY seq`;
-      return {
-        id: m.id,
-        orgId: m.org_id,
-        lane: m.lane as Lane,
-        from: m.from_header,
-        to: m.to_header,
-        toMailbox: m.to_mailbox,
-        subject: m.subject,
-        status: m.status as MessageStatus,
-        attempts: num(m.attempts),
-        createdMs: num(m.created_ms),
-        updatedMs: num(m.updated_ms),
-        version: num(m.version),
-        events: events.map((e: Record<string, unknown>) => ({
-          status: e.status as MessageStatus,
+      return messageOf(
+        m,
+        events.map((e: Record<string, unknown>) => ({
+          status: num(e.status) as MessageStatus,
           atMs: num(e.at_ms),
           detail: e.detail as string,
         })),
-      };
+      );
     });
+  }
+
+  /**
+   * A page of the organization's messages, newest first, without their events. Each filter
+   * narrows an index walk: by tag message_tags (org_id, tag, created_ms, message_id), else
+   * messages by (org_id, to_mailbox | status | lane, created_ms, id), else (org_id, created_ms, id).
+   */
+  async list(orgId: string, filter: MessageFilter, limit: number, cursor?: string): Promise<Page<MessageHistory>> {
+    const page = await this.db.run(async (sql) => {
+      let select =
+        filter.tag === undefined
+          ? sql`SELECT * FROM messages m WHERE m.org_id = ${orgId}`
+          : sql`SELECT m.*, t.message_id FROM message_tags t JOIN messages m ON m.id = t.message_id
+              WHERE t.org_id = ${orgId} AND t.tag = ${filter.tag}`;
+      if (filter.status !== undefined) select = sql`${select} AND m.status = ${filter.status}`;
+      if (filter.toMailbox !== undefined) select = sql`${select} AND m.to_mailbox = ${filter.toMailbox}`;
+      if (filter.lane !== undefined) select = sql`${select} AND m.lane = ${filter.lane}`;
+      const at = filter.tag === undefined ? sql`m.created_ms` : sql`t.created_ms`;
+      if (filter.afterMs !== undefined) select = sql`${select} AND ${at} >= ${filter.afterMs}`;
+      return newestFirst<Record<string, unknown>>(sql, select, filter.tag === undefined ? BY_CREATED : BY_TAGGED, {
+        limit,
+        cursor,
+        below: filter.beforeMs,
+      });
+    });
+    return mapPage(page, (m) => messageOf(m, []));
   }
 
   /**
@@ -99,6 +175,7 @@ export class HistoryRecords {
       ).map((r: { id: string }) => r.id);
       if (ids.length === 0) return 0;
       await sql`DELETE FROM message_events WHERE message_id IN ${sql(ids)}`;
+      await sql`DELETE FROM message_tags WHERE message_id IN ${sql(ids)}`;
       await sql`DELETE FROM messages WHERE id IN ${sql(ids)}`;
       return ids.length;
     });

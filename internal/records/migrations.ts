@@ -219,6 +219,38 @@ export const MIGRATIONS: readonly Migration[] = [
         PRIMARY KEY (org_id, key_hash))`,
     ],
   },
+  {
+    version: 10,
+    name: "activity: the messages' tags and list indexes, hourly message counts, webhook endpoint health",
+    up: [
+      // Space-separated (a tag has no spaces); message_tags is what a list by tag walks.
+      "ALTER TABLE messages ADD COLUMN tags TEXT NOT NULL DEFAULT ''",
+      `CREATE TABLE message_tags (
+        message_id TEXT NOT NULL,
+        org_id TEXT NOT NULL,
+        tag TEXT NOT NULL,
+        created_ms BIGINT NOT NULL,
+        PRIMARY KEY (message_id, tag))`,
+      // GET /api/v1/emails walks one of these newest first, by (created_ms, id), per filter.
+      "CREATE INDEX message_tags_org_tag ON message_tags (org_id, tag, created_ms, message_id)",
+      "CREATE INDEX messages_org_created ON messages (org_id, created_ms, id)",
+      "CREATE INDEX messages_org_status ON messages (org_id, status, created_ms, id)",
+      "CREATE INDEX messages_org_lane ON messages (org_id, lane, created_ms, id)",
+      "CREATE INDEX messages_org_to ON messages (org_id, to_mailbox, created_ms, id)",
+      "DROP INDEX messages_org_mailbox",
+      // Counts per organization, hour and kind (accepted, delivered, ..., refused_quota, ...),
+      // added to where the events are written: GET /api/v1/stats/emails reads them, never counts.
+      `CREATE TABLE message_stats (
+        org_id TEXT NOT NULL,
+        hour_ms BIGINT NOT NULL,
+        kind TEXT NOT NULL,
+        n BIGINT NOT NULL,
+        PRIMARY KEY (org_id, hour_ms, kind))`,
+      "ALTER TABLE webhook_endpoints ADD COLUMN last_success_ms BIGINT",
+      "ALTER TABLE webhook_endpoints ADD COLUMN last_failure_ms BIGINT",
+      "ALTER TABLE webhook_endpoints ADD COLUMN consecutive_failures INTEGER NOT NULL DEFAULT 0",
+    ],
+  },
 ];
 
 /** The lock that serializes migrations between processes (PostgreSQL advisory lock key). */

@@ -53,20 +53,24 @@ const column = (name: string) => name.slice(name.lastIndexOf(".") + 1);
 /**
  * One page of a newest-first list: the rows `select` reads (a query fragment ending in a WHERE
  * condition, which this extends) that come after cursor's key, at most limit. An empty or
- * missing cursor reads the first page; one that is not a cursor, none.
+ * missing cursor reads the first page; one that is not a cursor, none. `below` bounds `at`
+ * (at < below) as part of the key the walk starts from: PostgreSQL starts an index scan from
+ * one bound per column, so a separate `at < below` beside the key would be a filter.
  */
 export async function newestFirst<R extends object>(
   sql: Sql,
   select: SQL.Query<unknown>,
   order: Order,
-  o: { limit: number; cursor?: string },
+  o: { limit: number; cursor?: string; below?: number },
 ): Promise<Page<R>> {
-  const after = o.cursor ? (decodeCursor(o.cursor) ?? NONE) : FIRST;
+  let after = o.cursor ? (decodeCursor(o.cursor) ?? NONE) : FIRST;
+  if (o.below !== undefined && o.below <= after.at) after = { at: o.below, id: "" };
   const at = sql(order.at);
   const rows = (
     order.id === undefined
       ? await sql`${select} AND ${at} < ${after.at} ORDER BY ${at} DESC LIMIT ${o.limit + 1}`
-      : await sql`${select} AND (${at} < ${after.at} OR (${at} = ${after.at} AND ${sql(order.id)} < ${after.id}))
+      : // A row value, not an OR of the two: both databases walk an (at, id) index from the key with it.
+        await sql`${select} AND (${at}, ${sql(order.id)}) < (${after.at}, ${after.id})
           ORDER BY ${at} DESC, ${sql(order.id)} DESC LIMIT ${o.limit + 1}`
   ) as R[];
   const page = rows.slice(0, o.limit);

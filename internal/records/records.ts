@@ -7,6 +7,7 @@ import { DirectoryRecords } from "./directory";
 import { HistoryRecords } from "./history";
 import { IdempotencyRecords } from "./idempotency";
 import { migrate } from "./migrations";
+import { StatsRecords } from "./stats";
 import { WebhookRecords } from "./webhooks";
 import { WorkflowRecords } from "./workflows";
 
@@ -27,6 +28,7 @@ export class Records {
   readonly campaigns: CampaignRecords;
   readonly workflows: WorkflowRecords;
   readonly idempotency: IdempotencyRecords;
+  readonly stats: StatsRecords;
 
   constructor(readonly db: Db) {
     this.directory = new DirectoryRecords(db);
@@ -38,6 +40,7 @@ export class Records {
     this.campaigns = new CampaignRecords(db);
     this.workflows = new WorkflowRecords(db);
     this.idempotency = new IdempotencyRecords(db);
+    this.stats = new StatsRecords(db);
   }
 
   /** Opens the records and applies the pending migrations. */

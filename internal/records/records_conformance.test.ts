@@ -23,6 +23,7 @@ function message(over: Partial<MessageHistory> = {}): MessageHistory {
     to: "b@example.org",
     toMailbox: "b@example.org",
     subject: "Hello",
+    tags: [],
     status: MessageStatus.QUEUED,
     attempts: 0,
     createdMs: T0,

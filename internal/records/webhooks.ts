@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { TEST_EVENT } from "../webhooks/events";
 import { newWebhookSecret } from "../webhooks/signature";
 import { type Db, num, numOrNull, type Sql } from "./db";
 import { mapPage, newestFirst, type Order, type Page } from "./paging";
@@ -21,6 +22,10 @@ export interface WebhookEndpoint {
   createdMs: number;
   disabledMs: number | null;
   disabledReason: string | null;
+  /** When an attempt last succeeded and last failed (null: never), and the failures since the last success. */
+  lastSuccessMs: number | null;
+  lastFailureMs: number | null;
+  consecutiveFailures: number;
 }
 
 /** One event to announce to an organization's endpoints that subscribed to its type. */
@@ -102,7 +107,38 @@ function endpointOf(r: Record<string, unknown>): WebhookEndpoint {
     createdMs: num(r.created_ms),
     disabledMs: numOrNull(r.disabled_ms),
     disabledReason: (r.disabled_reason as string | null) ?? null,
+    lastSuccessMs: numOrNull(r.last_success_ms),
+    lastFailureMs: numOrNull(r.last_failure_ms),
+    consecutiveFailures: num(r.consecutive_failures ?? 0),
   };
+}
+
+/** A delivery's row with its attempts (oldest first) as the lists show it. */
+function deliveryOf(r: Record<string, unknown>, attempts: Record<string, unknown>[]): WebhookDelivery {
+  const state = num(r.state) as DeliveryState;
+  return {
+    id: r.id as string,
+    eventType: r.event_type as string,
+    state,
+    attempts: attempts.map((a) => ({
+      attempt: num(a.attempt),
+      atMs: num(a.at_ms),
+      durationMs: num(a.duration_ms),
+      statusCode: numOrNull(a.status_code),
+      error: a.error as string,
+    })),
+    nextAttemptMs: state === DeliveryState.PENDING ? num(r.due_ms) : null,
+    createdMs: num(r.created_ms),
+  };
+}
+
+/** What a batch of reports did to one endpoint's health, in report order. */
+interface HealthChange {
+  lastSuccessMs: number | null;
+  lastFailureMs: number | null;
+  /** Failures after the batch's last success (all of them when it had none). */
+  failures: number;
+  succeeded: boolean;
 }
 
 export class WebhookRecords {
@@ -174,23 +210,60 @@ export class WebhookRecords {
           ? []
           : await sql`SELECT * FROM webhook_attempts WHERE delivery_id IN ${sql(ids)} ORDER BY attempt`;
       const byDelivery = Map.groupBy(attempts as Record<string, unknown>[], (a) => a.delivery_id as string);
-      return mapPage(page, (r): WebhookDelivery => {
-        const state = num(r.state) as DeliveryState;
-        return {
-          id: r.id as string,
-          eventType: r.event_type as string,
-          state,
-          attempts: (byDelivery.get(r.id as string) ?? []).map((a) => ({
-            attempt: num(a.attempt),
-            atMs: num(a.at_ms),
-            durationMs: num(a.duration_ms),
-            statusCode: numOrNull(a.status_code),
-            error: a.error as string,
-          })),
-          nextAttemptMs: state === DeliveryState.PENDING ? num(r.due_ms) : null,
-          createdMs: num(r.created_ms),
-        };
-      });
+      return mapPage(page, (r) => deliveryOf(r, byDelivery.get(r.id as string) ?? []));
+    });
+  }
+
+  /**
+   * Queues a webhook.test event to the endpoint, due now, whatever event types it subscribed to
+   * (and even when it is disabled, so that a fixed receiver can be checked): it is signed,
+   * attempted and retried as any delivery. Undefined when the organization has no such endpoint.
+   */
+  async test(orgId: string, endpointId: string, nowMs: number): Promise<WebhookDelivery | undefined> {
+    return this.db.tx(async (sql) => {
+      const [owner] =
+        await sql`SELECT id FROM webhook_endpoints WHERE id = ${endpointId} AND org_id = ${orgId} AND workflow_id IS NULL`;
+      if (!owner) return undefined;
+      const row = {
+        id: newId("whd"),
+        endpoint_id: endpointId,
+        event_type: TEST_EVENT,
+        payload: JSON.stringify({
+          type: TEST_EVENT,
+          timestamp: new Date(nowMs).toISOString(),
+          data: { webhookId: endpointId },
+        }),
+        state: DeliveryState.PENDING,
+        attempts: 0,
+        due_ms: nowMs,
+        created_ms: nowMs,
+        updated_ms: nowMs,
+      };
+      await sql`INSERT INTO webhook_deliveries ${sql(row)}`;
+      return deliveryOf(row, []);
+    });
+  }
+
+  /**
+   * Makes a delivered or failed delivery pending again, its next attempt due now (numbered
+   * after its last; should it fail, the retry schedule goes on from there). "pending" when it
+   * is still pending, undefined when the organization has no such endpoint or it no such delivery.
+   */
+  async retry(
+    orgId: string,
+    endpointId: string,
+    deliveryId: string,
+    nowMs: number,
+  ): Promise<WebhookDelivery | "pending" | undefined> {
+    return this.db.tx(async (sql) => {
+      const [d] = await sql`SELECT d.state FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+        WHERE d.id = ${deliveryId} AND d.endpoint_id = ${endpointId} AND e.org_id = ${orgId} AND e.workflow_id IS NULL`;
+      if (!d) return undefined;
+      const [row] = await sql`UPDATE webhook_deliveries SET state = ${DeliveryState.PENDING}, due_ms = ${nowMs},
+        updated_ms = ${nowMs}, lease_token = NULL WHERE id = ${deliveryId} AND state <> ${DeliveryState.PENDING} RETURNING *`;
+      if (!row) return "pending";
+      const attempts = await sql`SELECT * FROM webhook_attempts WHERE delivery_id = ${deliveryId} ORDER BY attempt`;
+      return deliveryOf(row, attempts);
     });
   }
 
@@ -303,12 +376,27 @@ export class WebhookRecords {
   report(reports: AttemptReport[], policy: RetryPolicy): Promise<ReportResult[]> {
     return this.db.tx(async (sql) => {
       const results: ReportResult[] = [];
-      for (const r of reports) results.push(await this.reportIn(sql, r, policy));
+      const health = new Map<string, HealthChange>();
+      for (const r of reports) results.push(await this.reportIn(sql, r, policy, health));
+      // One write per endpoint and batch, in id order: batches of several workers that share
+      // endpoints lock their rows in the same order.
+      for (const [id, h] of [...health].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+        const failures = h.succeeded ? sql`${h.failures}` : sql`consecutive_failures + ${h.failures}`;
+        await sql`UPDATE webhook_endpoints SET
+          last_success_ms = COALESCE(${h.lastSuccessMs}, last_success_ms),
+          last_failure_ms = COALESCE(${h.lastFailureMs}, last_failure_ms),
+          consecutive_failures = ${failures} WHERE id = ${id}`;
+      }
       return results;
     });
   }
 
-  private async reportIn(sql: Sql, r: AttemptReport, policy: RetryPolicy): Promise<ReportResult> {
+  private async reportIn(
+    sql: Sql,
+    r: AttemptReport,
+    policy: RetryPolicy,
+    health: Map<string, HealthChange>,
+  ): Promise<ReportResult> {
     const ok = r.statusCode !== null && r.statusCode >= 200 && r.statusCode < 300 && r.error === "";
     const state = ok ? DeliveryState.DELIVERED : DeliveryState.PENDING;
     const [d] =
@@ -325,6 +413,15 @@ export class WebhookRecords {
       error: r.error,
     })}`;
     const runId = d.run_id as string | null;
+    const h = health.get(d.endpoint_id as string) ?? {
+      lastSuccessMs: null,
+      lastFailureMs: null,
+      failures: 0,
+      succeeded: false,
+    };
+    health.set(d.endpoint_id as string, h);
+    if (ok) Object.assign(h, { lastSuccessMs: r.atMs, failures: 0, succeeded: true });
+    else Object.assign(h, { lastFailureMs: r.atMs, failures: h.failures + 1 });
     if (ok) {
       await sql`UPDATE webhook_endpoints SET failing_since_ms = NULL WHERE id = ${d.endpoint_id} AND failing_since_ms IS NOT NULL`;
       await wakeRun(sql, runId, r.atMs);

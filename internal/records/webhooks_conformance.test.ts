@@ -127,6 +127,9 @@ for (const [name, fresh] of databases) {
         createdMs: T0 + 4,
         disabledMs: null,
         disabledReason: null,
+        lastSuccessMs: null,
+        lastFailureMs: null,
+        consecutiveFailures: 0,
       });
       expect(await r.webhooks.delete(orgA, made[0]!.id)).toBe(false);
       expect(await r.webhooks.deliveries(orgA, made[0]!.id, 10)).toBeUndefined();
@@ -191,6 +194,7 @@ for (const [name, fresh] of databases) {
         to: "b@example.org",
         toMailbox: "b@example.org",
         subject: "Hi",
+        tags: [],
         status: MessageStatus.QUEUED,
         attempts: 0,
         createdMs: T0,
@@ -409,6 +413,86 @@ for (const [name, fresh] of databases) {
       const states = (await r.webhooks.deliveries(orgA, ep.id, 10))!.data.map((x) => x.state);
       expect(states.filter((s) => s === DeliveryState.PENDING)).toEqual([]);
       expect(await r.webhooks.enqueue(event(orgA, "subscriber.created"), T0 + 6 * 86_400_000)).toBe(0);
+      await r.webhooks.delete(orgA, ep.id);
+    });
+
+    test("health: the last success and failure and the failures in a row, across batches and within one", async () => {
+      const { ep, d } = await claimedDelivery("https://a.example/health");
+      const health = async () => {
+        const e = (await r.webhooks.list(orgA, 100)).data.find((x) => x.id === ep.id)!;
+        return [e.lastSuccessMs, e.lastFailureMs, e.consecutiveFailures];
+      };
+      const attempt = (lease: { id: string; leaseToken: string }, atMs: number, statusCode: number) => ({
+        deliveryId: lease.id,
+        leaseToken: lease.leaseToken,
+        atMs,
+        durationMs: 2,
+        statusCode,
+        error: "",
+      });
+      expect(await report1(attempt(d, T0 + 1, 500))).toBe("retrying");
+      expect(await health()).toEqual([null, T0 + 1, 1]);
+      // One batch: a failure, a success, two failures; then another batch adds to the streak.
+      for (let i = 0; i < 4; i++) await r.webhooks.enqueue(event(orgA, "subscriber.created"), T0);
+      const four = (await r.webhooks.claim(T0 + 2, 100, LEASE)).filter((c) => c.url === "https://a.example/health");
+      expect(four).toHaveLength(4);
+      await r.webhooks.report(
+        four.map((c, i) => attempt(c, T0 + 10 + i, i === 1 ? 204 : 503)),
+        policy,
+      );
+      expect(await health()).toEqual([T0 + 11, T0 + 13, 2]);
+      const again = (await r.webhooks.claim(T0 + 60_000, 100, LEASE)).find((c) => c.id === four[0]!.id)!;
+      await report1(attempt(again, T0 + 60_000, 502));
+      expect(await health()).toEqual([T0 + 11, T0 + 60_000, 3]);
+      await r.webhooks.delete(orgA, ep.id);
+    });
+
+    test("a test event goes out signed and retried like any; a finished delivery is retried as a new attempt", async () => {
+      const ep = await r.webhooks.create({
+        orgId: orgA,
+        url: "https://a.example/test",
+        events: ["email.bounced"],
+        secret: "whsec_t",
+        nowMs: T0,
+      });
+      expect(await r.webhooks.test(orgB, ep.id, T0)).toBeUndefined();
+      const made = (await r.webhooks.test(orgA, ep.id, T0 + 5))!;
+      expect(made).toMatchObject({ eventType: "webhook.test", state: DeliveryState.PENDING, nextAttemptMs: T0 + 5 });
+      const [claim] = (await r.webhooks.claim(T0 + 5, 100, LEASE)).filter((c) => c.id === made.id);
+      expect(JSON.parse(claim!.payload)).toEqual({
+        type: "webhook.test",
+        timestamp: new Date(T0 + 5).toISOString(),
+        data: { webhookId: ep.id },
+      });
+      expect(claim!.secret).toBe("whsec_t");
+      // Still pending: there is nothing to retry.
+      expect(await r.webhooks.retry(orgA, ep.id, made.id, T0 + 6)).toBe("pending");
+      await report1({
+        deliveryId: made.id,
+        leaseToken: claim!.leaseToken,
+        atMs: T0 + 7,
+        durationMs: 1,
+        statusCode: 200,
+        error: "",
+      });
+      expect(await r.webhooks.retry(orgB, ep.id, made.id, T0 + 8)).toBeUndefined();
+      expect(await r.webhooks.retry(orgA, ep.id, "whd_nope", T0 + 8)).toBeUndefined();
+      const retried = (await r.webhooks.retry(orgA, ep.id, made.id, T0 + 8))!;
+      expect(retried).toMatchObject({ id: made.id, state: DeliveryState.PENDING, nextAttemptMs: T0 + 8 });
+      expect(retried !== "pending" && retried.attempts.map((a) => a.statusCode)).toEqual([200]);
+      const [second] = (await r.webhooks.claim(T0 + 8, 100, LEASE)).filter((c) => c.id === made.id);
+      expect(second!.attempt).toBe(2);
+      await report1({
+        deliveryId: made.id,
+        leaseToken: second!.leaseToken,
+        atMs: T0 + 9,
+        durationMs: 1,
+        statusCode: 200,
+        error: "",
+      });
+      const [listed] = (await r.webhooks.deliveries(orgA, ep.id, 10))!.data;
+      expect(listed!.attempts.map((a) => a.attempt)).toEqual([1, 2]);
+      expect(listed!.state).toBe(DeliveryState.DELIVERED);
       await r.webhooks.delete(orgA, ep.id);
     });
 

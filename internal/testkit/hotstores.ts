@@ -108,6 +108,7 @@ function suiteMessage(orgId: string, messageId: string, n: number, over: Partial
     from: "Sender <s@d.example>",
     to: "user@example.com",
     subject: `message ${n}`,
+    tags: [],
     fromDomain: "d.example",
     mailbox: "user@example.com",
     checkCooldown: true,

@@ -65,6 +65,8 @@ export async function startInProcess(
         daemon: clients.console,
         audience: clients.audience,
         automation: clients.automation,
+        mail: clients.mail,
+        webhooks: clients.webhooks,
         timeoutMs: 2_000,
         trustProxy: [],
         log,

@@ -15,6 +15,9 @@ export const WEBHOOK_EVENTS = [
   "subscriber.deleted",
 ] as const;
 
+/** The event of POST /api/v1/webhooks/{id}/test: sent on request, never subscribed to. */
+export const TEST_EVENT = "webhook.test";
+
 export type WebhookEventType = (typeof WEBHOOK_EVENTS)[number];
 
 export function isWebhookEvent(v: unknown): v is WebhookEventType {

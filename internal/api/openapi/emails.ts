@@ -1,9 +1,22 @@
+import { MAX_STATS_DAYS, MAX_STATS_HOURLY_DAYS } from "../activity";
+import { list, paging } from "./audience";
 import { apiOperation, errorAnswer, jsonAnswer, rateLimitHeaders, schemaRef } from "./common";
 import { EXTRA_HEADERS, MAILBOX, MESSAGE_PARTS, SUBJECT } from "./message";
 import type { ApiArea } from "./types";
 
 const STATUSES = ["queued", "sending", "delivered", "deferred", "bounced", "failed"];
 const LANES = ["transactional", "bulk"];
+const TAG = { type: "string", pattern: "^[A-Za-z0-9_-]{1,64}$" };
+const time = (name: string, description: string, example: string) => ({
+  name,
+  in: "query",
+  required: false,
+  description,
+  schema: { type: "string", format: "date-time" },
+  example,
+});
+
+const COUNT = { type: "integer", minimum: 0 };
 
 export const emailsArea: ApiArea = {
   tag: { name: "Emails", description: "Transactional email: send one message, read its status." },
@@ -54,6 +67,75 @@ export const emailsArea: ApiArea = {
               },
             },
           },
+        },
+      }),
+      get: apiOperation({
+        operationId: "listEmails",
+        summary: "List emails",
+        description:
+          "The organization's messages, newest first, a page at a time (the activity log), narrowed by any of the filters together. A message shows here once the records have it (within a second of its acceptance), with its status as of then; `GET /api/v1/emails/{id}` has its events. Messages are kept MESSAGE_RETENTION_DAYS after they finish.",
+        tags: ["Emails"],
+        parameters: [
+          ...paging,
+          {
+            name: "status",
+            in: "query",
+            required: false,
+            description: "Only messages in this status now.",
+            schema: { type: "string", enum: STATUSES },
+          },
+          {
+            name: "to",
+            in: "query",
+            required: false,
+            description:
+              "Only messages to this mailbox, compared as the recipient guards compare them: case aside, and without a +tag (`Ada+news@Example.org` finds mail to `ada@example.org` and `ada+x@example.org`).",
+            schema: { type: "string", pattern: "^[^@\\s]+@[^@\\s]+$", maxLength: 254 },
+            example: "ada@example.org",
+          },
+          { name: "tag", in: "query", required: false, description: "Only messages sent with this tag.", schema: TAG },
+          {
+            name: "lane",
+            in: "query",
+            required: false,
+            description: "Only messages of this lane.",
+            schema: { type: "string", enum: LANES },
+          },
+          time("after", "Only messages accepted at or after this time (RFC 3339).", "2026-11-25T00:00:00Z"),
+          time("before", "Only messages accepted before this time (RFC 3339), after `after`.", "2026-11-26T00:00:00Z"),
+        ],
+        responses: {
+          "200": jsonAnswer("A page of messages.", list(schemaRef("EmailListItem"))),
+          "422": jsonAnswer(
+            "A filter, `limit` or `cursor` is invalid, or `before` is not after `after`; `field` names it.",
+            schemaRef("ValidationFailed"),
+          ),
+        },
+      }),
+    },
+    "/api/v1/stats/emails": {
+      get: apiOperation({
+        operationId: "getEmailStats",
+        summary: "Delivery figures over time",
+        description: `Per hour or per UTC day, the organization's messages accepted, delivered, bounced, failed and deferred (each deferral counts), and its 429 refusals by kind: \`quota\` (over the organization's quota), \`ip\` (over the IP limit), \`recipient\` (a recipient guard). Kept as counters as the events are recorded, so a range reads as fast at any volume; a message event counts in the interval it happened in. Every interval from \`since\` to \`until\` is listed, oldest first, those without mail with zeros. \`since\` is rounded down and \`until\` up to whole intervals. Defaults: \`until\` now, and \`since\` such that the answer is the last 24 hours (hour) or 30 days (day), the current one included. At most ${MAX_STATS_HOURLY_DAYS} days by hour, ${MAX_STATS_DAYS} by day.`,
+        tags: ["Emails"],
+        parameters: [
+          time("since", "The start of the range (RFC 3339).", "2026-11-24T15:00:00Z"),
+          time("until", "The end of the range (RFC 3339), after `since`.", "2026-11-25T15:00:00Z"),
+          {
+            name: "interval",
+            in: "query",
+            required: false,
+            description: "The width of each row.",
+            schema: { type: "string", enum: ["hour", "day"], default: "hour" },
+          },
+        ],
+        responses: {
+          "200": jsonAnswer("The counts per interval.", schemaRef("EmailStats")),
+          "422": jsonAnswer(
+            "`since`, `until` or `interval` is invalid, `until` is not after `since`, or the range is too long; `field` names it.",
+            schemaRef("ValidationFailed"),
+          ),
         },
       }),
     },
@@ -127,6 +209,51 @@ export const emailsArea: ApiArea = {
         lane: { type: "string", enum: LANES },
       },
     },
+    EmailListItem: {
+      type: "object",
+      required: ["id", "status", "lane", "from", "to", "subject", "tags", "createdAt", "updatedAt"],
+      properties: {
+        id: { type: "string", pattern: "^msg_[0-9a-f]{24}$" },
+        status: { type: "string", enum: STATUSES },
+        lane: { type: "string", enum: LANES },
+        from: { type: "string", description: "The From header as sent." },
+        to: { type: "string", description: "The To header as sent." },
+        subject: { type: "string" },
+        tags: { type: "array", items: TAG },
+        createdAt: { type: "string", format: "date-time", description: "When it was accepted." },
+        updatedAt: { type: "string", format: "date-time", description: "When its status last changed." },
+      },
+    },
+    EmailStats: {
+      type: "object",
+      required: ["interval", "since", "until", "data"],
+      properties: {
+        interval: { type: "string", enum: ["hour", "day"] },
+        since: { type: "string", format: "date-time", description: "The start of the first interval." },
+        until: { type: "string", format: "date-time", description: "The end of the last interval." },
+        data: {
+          type: "array",
+          items: {
+            type: "object",
+            required: ["start", "accepted", "delivered", "bounced", "failed", "deferred", "refused"],
+            properties: {
+              start: { type: "string", format: "date-time" },
+              accepted: COUNT,
+              delivered: COUNT,
+              bounced: COUNT,
+              failed: COUNT,
+              deferred: COUNT,
+              refused: {
+                type: "object",
+                description: "429 answers given, by kind.",
+                required: ["quota", "ip", "recipient"],
+                properties: { quota: COUNT, ip: COUNT, recipient: COUNT },
+              },
+            },
+          },
+        },
+      },
+    },
     ValidationFailed: {
       allOf: [schemaRef("Error")],
       required: ["field"],
@@ -138,7 +265,19 @@ export const emailsArea: ApiArea = {
     },
     EmailStatus: {
       type: "object",
-      required: ["id", "lane", "status", "from", "to", "subject", "attempts", "createdAt", "updatedAt", "events"],
+      required: [
+        "id",
+        "lane",
+        "status",
+        "from",
+        "to",
+        "subject",
+        "tags",
+        "attempts",
+        "createdAt",
+        "updatedAt",
+        "events",
+      ],
       properties: {
         id: { type: "string" },
         lane: { type: "string", enum: LANES },
@@ -146,6 +285,7 @@ export const emailsArea: ApiArea = {
         from: { type: "string" },
         to: { type: "string" },
         subject: { type: "string" },
+        tags: { type: "array", items: TAG },
         attempts: { type: "integer", minimum: 0 },
         createdAt: { type: "string", format: "date-time" },
         updatedAt: { type: "string", format: "date-time" },

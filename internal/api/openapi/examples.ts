@@ -4,6 +4,8 @@
 // OpenAPI puts them (the media type's `example`), so that /docs and generated clients show them;
 // a test validates each against its schema, so an example cannot drift from what the API accepts.
 
+import { TEST_EVENT } from "../../webhooks/events";
+
 const AT = "2026-11-25T14:00:00.000Z";
 const LATER = "2026-11-25T14:00:02.000Z";
 const SUBSCRIBER_ID = "sub_5f1d2c3b4a5968778695a4b3";
@@ -69,6 +71,37 @@ const webhook = {
   disabled: false,
   disabledAt: null,
   disabledReason: null,
+  lastSuccessAt: "2026-11-25T13:01:12.000Z",
+  lastFailureAt: "2026-11-25T14:01:40.000Z",
+  consecutiveFailures: 14,
+};
+const emailListItem = {
+  id: "msg_5f1d2c3b4a5968778695a4b3",
+  status: "delivered",
+  lane: "transactional",
+  from: "Acme <hello@acme.example>",
+  to: "ada@example.org",
+  subject: "Your sign-in code",
+  tags: ["signin"],
+  createdAt: "2026-11-25T14:02:11.532Z",
+  updatedAt: "2026-11-25T14:02:12.018Z",
+};
+const statsRow = {
+  start: "2026-11-25T14:00:00.000Z",
+  accepted: 120,
+  delivered: 114,
+  bounced: 3,
+  failed: 0,
+  deferred: 5,
+  refused: { quota: 12, ip: 0, recipient: 2 },
+};
+const testDelivery = {
+  id: "whd_0a1b2c3d4e5f60718293a4b5",
+  type: TEST_EVENT,
+  state: "pending",
+  createdAt: "2026-11-25T14:05:00.000Z",
+  nextAttemptAt: "2026-11-25T14:05:00.000Z",
+  attempts: [],
 };
 const page = (item: unknown) => ({ data: [item], nextCursor: null });
 
@@ -99,6 +132,7 @@ export const EXAMPLES: Record<string, OperationExamples> = {
         from: "Acme <hello@acme.example>",
         to: "ada@example.com",
         subject: "Your sign-in code",
+        tags: ["signin"],
         attempts: 1,
         createdAt: AT,
         updatedAt: LATER,
@@ -173,6 +207,41 @@ export const EXAMPLES: Record<string, OperationExamples> = {
         nextAttemptAt: "2026-11-25T14:00:35.000Z",
         attempts: [{ attempt: 1, at: LATER, durationMs: 15000, statusCode: null, error: "timeout" }],
       }),
+    },
+  },
+  listEmails: {
+    query: { status: "delivered", to: "ada@example.org", tag: "signin", lane: "transactional" },
+    responses: {
+      "200": { data: [emailListItem], nextCursor: "MTc2NDA3OTMzMTUzMi5tc2dfNWYxZDJjM2I0YTU5Njg3Nzg2OTVhNGIz" },
+    },
+  },
+  getEmailStats: {
+    query: { since: "2026-11-25T13:00:00Z", until: "2026-11-25T15:00:00Z", interval: "hour" },
+    responses: {
+      "200": {
+        interval: "hour",
+        since: "2026-11-25T13:00:00.000Z",
+        until: "2026-11-25T15:00:00.000Z",
+        data: [{ ...statsRow, start: "2026-11-25T13:00:00.000Z" }, statsRow],
+      },
+    },
+  },
+  testWebhook: { responses: { "202": testDelivery } },
+  retryWebhookDelivery: {
+    responses: {
+      "202": {
+        ...testDelivery,
+        type: "email.bounced",
+        attempts: [
+          {
+            attempt: 8,
+            at: "2026-11-24T20:01:00.000Z",
+            durationMs: 15_000,
+            statusCode: null,
+            error: "no answer within 15 s",
+          },
+        ],
+      },
     },
   },
   listWorkflows: { responses: { "200": page(workflow) } },

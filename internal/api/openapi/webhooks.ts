@@ -1,4 +1,4 @@
-import { WEBHOOK_EVENTS } from "../../webhooks/events";
+import { TEST_EVENT, WEBHOOK_EVENTS } from "../../webhooks/events";
 import { ATTEMPT_TIMEOUT_MS, RETRY_SCHEDULE_MS } from "../../webhooks/schedule";
 import { apiOperation, errorAnswer, idempotentCreate, jsonAnswer, rateLimitHeaders, schemaRef } from "./common";
 import { list, paging } from "./audience";
@@ -11,6 +11,15 @@ const idParam = {
   description: "The webhook's id.",
   schema: { type: "string", pattern: "^wh_[0-9a-f]{24}$" },
   example: "wh_5f1d2c3b4a5968778695a4b3",
+};
+
+const deliveryIdParam = {
+  name: "deliveryId",
+  in: "path",
+  required: true,
+  description: "The delivery's id (its `webhook-id` header).",
+  schema: { type: "string", pattern: "^whd_[0-9a-f]{24}$" },
+  example: "whd_0a1b2c3d4e5f60718293a4b5",
 };
 
 const pageInvalid = jsonAnswer("`limit` or `cursor` is invalid; `field` names it.", schemaRef("ValidationFailed"));
@@ -117,6 +126,38 @@ export const webhooksArea: ApiArea = {
         },
       }),
     },
+    "/api/v1/webhooks/{id}/test": {
+      post: apiOperation({
+        operationId: "testWebhook",
+        summary: "Send a test event",
+        description: `Queues a \`${TEST_EVENT}\` event (\`data\`: \`{"webhookId"}\`) to the webhook now, whatever event types it subscribed to, and even when it is disabled, so that a fixed receiver can be checked. It is signed, attempted and retried as every delivery; its attempts show in the webhook's deliveries and its health. No body.`,
+        tags: ["Webhooks"],
+        parameters: [idParam],
+        responses: {
+          "202": jsonAnswer("Queued: the delivery, due now.", schemaRef("WebhookDelivery")),
+          "404": notFound,
+          "422": idInvalid,
+        },
+      }),
+    },
+    "/api/v1/webhooks/{id}/deliveries/{deliveryId}/retry": {
+      post: apiOperation({
+        operationId: "retryWebhookDelivery",
+        summary: "Retry a delivery",
+        description:
+          "A new attempt of a delivered or failed delivery (a replay): it is pending again, its next attempt due now and numbered after its last, with the same `webhook-id` and body (the signature's timestamp is the attempt's). Should it fail, the retry schedule goes on from its attempt count. No body.",
+        tags: ["Webhooks"],
+        parameters: [idParam, deliveryIdParam],
+        responses: {
+          "202": jsonAnswer("Pending again: the delivery, with its attempts so far.", schemaRef("WebhookDelivery")),
+          "404": errorAnswer("No such webhook, or no such delivery of it, in this organization.", ["NOT_FOUND"]),
+          "409": errorAnswer("The delivery is still pending: its next attempt is already scheduled.", [
+            "DELIVERY_PENDING",
+          ]),
+          "422": jsonAnswer("`id` or `deliveryId` is invalid; `field` names it.", schemaRef("ValidationFailed")),
+        },
+      }),
+    },
   },
   schemas: {
     CreateWebhookRequest: {
@@ -130,7 +171,18 @@ export const webhooksArea: ApiArea = {
     },
     Webhook: {
       type: "object",
-      required: ["id", "url", "events", "createdAt", "disabled", "disabledAt", "disabledReason"],
+      required: [
+        "id",
+        "url",
+        "events",
+        "createdAt",
+        "disabled",
+        "disabledAt",
+        "disabledReason",
+        "lastSuccessAt",
+        "lastFailureAt",
+        "consecutiveFailures",
+      ],
       properties: {
         id: { type: "string", pattern: "^wh_[0-9a-f]{24}$" },
         url: { type: "string", format: "uri" },
@@ -139,6 +191,13 @@ export const webhooksArea: ApiArea = {
         disabled: { type: "boolean", description: "True once every attempt failed for 5 days; nothing more is sent." },
         disabledAt: nullableTime,
         disabledReason: { type: ["string", "null"] },
+        lastSuccessAt: { ...nullableTime, description: "When an attempt last got a 2xx; null: never." },
+        lastFailureAt: { ...nullableTime, description: "When an attempt last failed; null: never." },
+        consecutiveFailures: {
+          type: "integer",
+          minimum: 0,
+          description: "Attempts failed since the last success: its health at a glance.",
+        },
       },
     },
     WebhookCreated: {
@@ -152,7 +211,7 @@ export const webhooksArea: ApiArea = {
       required: ["id", "type", "state", "createdAt", "nextAttemptAt", "attempts"],
       properties: {
         id: { type: "string", description: "Also the `webhook-id` header of every attempt." },
-        type: { type: "string", enum: [...WEBHOOK_EVENTS] },
+        type: { type: "string", enum: [...WEBHOOK_EVENTS, TEST_EVENT] },
         state: { type: "string", enum: ["pending", "delivered", "failed"] },
         createdAt: { type: "string", format: "date-time" },
         nextAttemptAt: { ...nullableTime, description: "When a pending delivery is tried next." },

@@ -15,10 +15,22 @@ type OneOf<T extends any[]> = T extends [infer Only] ? Only : T extends [infer A
 export interface paths {
   "/api/v1/emails": {
     /**
+     * List emails
+     * @description The organization's messages, newest first, a page at a time (the activity log), narrowed by any of the filters together. A message shows here once the records have it (within a second of its acceptance), with its status as of then; `GET /api/v1/emails/{id}` has its events. Messages are kept MESSAGE_RETENTION_DAYS after they finish.
+     */
+    get: operations["listEmails"];
+    /**
      * Send an email
      * @description Queues one message in its lane once it is durably stored. The From domain must be a verified sending domain of the token's organization. Transactional sends are subject to the recipient guards: at most 5 accepted sends per mailbox in any 10 minutes and 20 in any 24 hours, and none while the mailbox is on bounce cooldown.
      */
     post: operations["sendEmail"];
+  };
+  "/api/v1/stats/emails": {
+    /**
+     * Delivery figures over time
+     * @description Per hour or per UTC day, the organization's messages accepted, delivered, bounced, failed and deferred (each deferral counts), and its 429 refusals by kind: `quota` (over the organization's quota), `ip` (over the IP limit), `recipient` (a recipient guard). Kept as counters as the events are recorded, so a range reads as fast at any volume; a message event counts in the interval it happened in. Every interval from `since` to `until` is listed, oldest first, those without mail with zeros. `since` is rounded down and `until` up to whole intervals. Defaults: `until` now, and `since` such that the answer is the last 24 hours (hour) or 30 days (day), the current one included. At most 31 days by hour, 400 by day.
+     */
+    get: operations["getEmailStats"];
   };
   "/api/v1/emails/{id}": {
     /**
@@ -114,6 +126,20 @@ export interface paths {
      * @description The webhook's deliveries, newest first, each with its attempts (time, duration, status code or error) and state.
      */
     get: operations["listWebhookDeliveries"];
+  };
+  "/api/v1/webhooks/{id}/test": {
+    /**
+     * Send a test event
+     * @description Queues a `webhook.test` event (`data`: `{"webhookId"}`) to the webhook now, whatever event types it subscribed to, and even when it is disabled, so that a fixed receiver can be checked. It is signed, attempted and retried as every delivery; its attempts show in the webhook's deliveries and its health. No body.
+     */
+    post: operations["testWebhook"];
+  };
+  "/api/v1/webhooks/{id}/deliveries/{deliveryId}/retry": {
+    /**
+     * Retry a delivery
+     * @description A new attempt of a delivered or failed delivery (a replay): it is pending again, its next attempt due now and numbered after its last, with the same `webhook-id` and body (the signature's timestamp is the attempt's). Should it fail, the retry schedule goes on from its attempt count. No body.
+     */
+    post: operations["retryWebhookDelivery"];
   };
   "/api/v1/campaigns": {
     /**
@@ -279,6 +305,58 @@ export interface components {
       /** @enum {string} */
       lane: "transactional" | "bulk";
     };
+    EmailListItem: {
+      id: string;
+      /** @enum {string} */
+      status: "queued" | "sending" | "delivered" | "deferred" | "bounced" | "failed";
+      /** @enum {string} */
+      lane: "transactional" | "bulk";
+      /** @description The From header as sent. */
+      from: string;
+      /** @description The To header as sent. */
+      to: string;
+      subject: string;
+      tags: string[];
+      /**
+       * Format: date-time
+       * @description When it was accepted.
+       */
+      createdAt: string;
+      /**
+       * Format: date-time
+       * @description When its status last changed.
+       */
+      updatedAt: string;
+    };
+    EmailStats: {
+      /** @enum {string} */
+      interval: "hour" | "day";
+      /**
+       * Format: date-time
+       * @description The start of the first interval.
+       */
+      since: string;
+      /**
+       * Format: date-time
+       * @description The end of the last interval.
+       */
+      until: string;
+      data: {
+          /** Format: date-time */
+          start: string;
+          accepted: number;
+          delivered: number;
+          bounced: number;
+          failed: number;
+          deferred: number;
+          /** @description 429 answers given, by kind. */
+          refused: {
+            quota: number;
+            ip: number;
+            recipient: number;
+          };
+        }[];
+    };
     ValidationFailed: WithRequired<{
       /** @constant */
       code?: "VALIDATION_FAILED";
@@ -294,6 +372,7 @@ export interface components {
       from: string;
       to: string;
       subject: string;
+      tags: string[];
       attempts: number;
       /** Format: date-time */
       createdAt: string;
@@ -459,6 +538,18 @@ export interface components {
       /** Format: date-time */
       disabledAt: string | null;
       disabledReason: string | null;
+      /**
+       * Format: date-time
+       * @description When an attempt last got a 2xx; null: never.
+       */
+      lastSuccessAt: string | null;
+      /**
+       * Format: date-time
+       * @description When an attempt last failed; null: never.
+       */
+      lastFailureAt: string | null;
+      /** @description Attempts failed since the last success: its health at a glance. */
+      consecutiveFailures: number;
     };
     /** @description A webhook as its create answers it: with its signing secret, shown this once. */
     WebhookCreated: WithRequired<{
@@ -468,7 +559,7 @@ export interface components {
       /** @description Also the `webhook-id` header of every attempt. */
       id: string;
       /** @enum {string} */
-      type: "email.queued" | "email.delivered" | "email.deferred" | "email.bounced" | "email.failed" | "email.complained" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted";
+      type: "email.queued" | "email.delivered" | "email.deferred" | "email.bounced" | "email.failed" | "email.complained" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted" | "webhook.test";
       /** @enum {string} */
       state: "pending" | "delivered" | "failed";
       /** Format: date-time */
@@ -792,6 +883,97 @@ export type external = Record<string, never>;
 export interface operations {
 
   /**
+   * List emails
+   * @description The organization's messages, newest first, a page at a time (the activity log), narrowed by any of the filters together. A message shows here once the records have it (within a second of its acceptance), with its status as of then; `GET /api/v1/emails/{id}` has its events. Messages are kept MESSAGE_RETENTION_DAYS after they finish.
+   */
+  listEmails: {
+    parameters: {
+      query?: {
+        /**
+         * @description Items per page.
+         * @example 20
+         */
+        limit?: number;
+        /**
+         * @description The `nextCursor` of the page before (opaque). A string of its form that the API did not give is refused (422, `field` `cursor`).
+         * @example c3ViXzVmMWQyYzNi
+         */
+        cursor?: string;
+        /**
+         * @description Only messages in this status now.
+         * @example delivered
+         */
+        status?: "queued" | "sending" | "delivered" | "deferred" | "bounced" | "failed";
+        /**
+         * @description Only messages to this mailbox, compared as the recipient guards compare them: case aside, and without a +tag (`Ada+news@Example.org` finds mail to `ada@example.org` and `ada+x@example.org`).
+         * @example ada@example.org
+         */
+        to?: string;
+        /**
+         * @description Only messages sent with this tag.
+         * @example signin
+         */
+        tag?: string;
+        /**
+         * @description Only messages of this lane.
+         * @example transactional
+         */
+        lane?: "transactional" | "bulk";
+        /**
+         * @description Only messages accepted at or after this time (RFC 3339).
+         * @example 2026-11-25T00:00:00Z
+         */
+        after?: string;
+        /**
+         * @description Only messages accepted before this time (RFC 3339), after `after`.
+         * @example 2026-11-26T00:00:00Z
+         */
+        before?: string;
+      };
+    };
+    responses: {
+      /** @description A page of messages. */
+      200: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["EmailListItem"][];
+            /** @description The next page's cursor; null on the last page. */
+            nextCursor: string | null;
+          };
+        };
+      };
+      401: components["responses"]["Unauthorized"];
+      /** @description A filter, `limit` or `cursor` is invalid, or `before` is not after `after`; `field` names it. */
+      422: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationFailed"];
+        };
+      };
+      429: components["responses"]["TooManyRequests"];
+      503: components["responses"]["LimiterUnavailable"];
+    };
+  };
+  /**
    * Send an email
    * @description Queues one message in its lane once it is durably stored. The From domain must be a verified sending domain of the token's organization. Transactional sends are subject to the recipient guards: at most 5 accepted sends per mailbox in any 10 minutes and 20 in any 24 hours, and none while the mailbox is on bounce cooldown.
    */
@@ -966,6 +1148,68 @@ export interface operations {
           "application/json": components["schemas"]["TooManyRequests"] | components["schemas"]["RecipientRateLimited"];
         };
       };
+      503: components["responses"]["LimiterUnavailable"];
+    };
+  };
+  /**
+   * Delivery figures over time
+   * @description Per hour or per UTC day, the organization's messages accepted, delivered, bounced, failed and deferred (each deferral counts), and its 429 refusals by kind: `quota` (over the organization's quota), `ip` (over the IP limit), `recipient` (a recipient guard). Kept as counters as the events are recorded, so a range reads as fast at any volume; a message event counts in the interval it happened in. Every interval from `since` to `until` is listed, oldest first, those without mail with zeros. `since` is rounded down and `until` up to whole intervals. Defaults: `until` now, and `since` such that the answer is the last 24 hours (hour) or 30 days (day), the current one included. At most 31 days by hour, 400 by day.
+   */
+  getEmailStats: {
+    parameters: {
+      query?: {
+        /**
+         * @description The start of the range (RFC 3339).
+         * @example 2026-11-25T13:00:00Z
+         */
+        since?: string;
+        /**
+         * @description The end of the range (RFC 3339), after `since`.
+         * @example 2026-11-25T15:00:00Z
+         */
+        until?: string;
+        /**
+         * @description The width of each row.
+         * @example hour
+         */
+        interval?: "hour" | "day";
+      };
+    };
+    responses: {
+      /** @description The counts per interval. */
+      200: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["EmailStats"];
+        };
+      };
+      401: components["responses"]["Unauthorized"];
+      /** @description `since`, `until` or `interval` is invalid, `until` is not after `since`, or the range is too long; `field` names it. */
+      422: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationFailed"];
+        };
+      };
+      429: components["responses"]["TooManyRequests"];
       503: components["responses"]["LimiterUnavailable"];
     };
   };
@@ -2610,6 +2854,172 @@ export interface operations {
         };
       };
       /** @description `id`, `limit` or `cursor` is invalid; `field` names it. */
+      422: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationFailed"];
+        };
+      };
+      429: components["responses"]["TooManyRequests"];
+      503: components["responses"]["LimiterUnavailable"];
+    };
+  };
+  /**
+   * Send a test event
+   * @description Queues a `webhook.test` event (`data`: `{"webhookId"}`) to the webhook now, whatever event types it subscribed to, and even when it is disabled, so that a fixed receiver can be checked. It is signed, attempted and retried as every delivery; its attempts show in the webhook's deliveries and its health. No body.
+   */
+  testWebhook: {
+    parameters: {
+      path: {
+        /**
+         * @description The webhook's id.
+         * @example wh_5f1d2c3b4a5968778695a4b3
+         */
+        id: string;
+      };
+    };
+    responses: {
+      /** @description Queued: the delivery, due now. */
+      202: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["WebhookDelivery"];
+        };
+      };
+      401: components["responses"]["Unauthorized"];
+      /** @description No such webhook in this organization. */
+      404: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            /** @enum {unknown} */
+            code?: "NOT_FOUND";
+          } & components["schemas"]["Error"];
+        };
+      };
+      /** @description The id is not a webhook's id; `field` names it. */
+      422: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationFailed"];
+        };
+      };
+      429: components["responses"]["TooManyRequests"];
+      503: components["responses"]["LimiterUnavailable"];
+    };
+  };
+  /**
+   * Retry a delivery
+   * @description A new attempt of a delivered or failed delivery (a replay): it is pending again, its next attempt due now and numbered after its last, with the same `webhook-id` and body (the signature's timestamp is the attempt's). Should it fail, the retry schedule goes on from its attempt count. No body.
+   */
+  retryWebhookDelivery: {
+    parameters: {
+      path: {
+        /**
+         * @description The webhook's id.
+         * @example wh_5f1d2c3b4a5968778695a4b3
+         */
+        id: string;
+        /**
+         * @description The delivery's id (its `webhook-id` header).
+         * @example whd_0a1b2c3d4e5f60718293a4b5
+         */
+        deliveryId: string;
+      };
+    };
+    responses: {
+      /** @description Pending again: the delivery, with its attempts so far. */
+      202: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["WebhookDelivery"];
+        };
+      };
+      401: components["responses"]["Unauthorized"];
+      /** @description No such webhook, or no such delivery of it, in this organization. */
+      404: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            /** @enum {unknown} */
+            code?: "NOT_FOUND";
+          } & components["schemas"]["Error"];
+        };
+      };
+      /** @description The delivery is still pending: its next attempt is already scheduled. */
+      409: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            /** @enum {unknown} */
+            code?: "DELIVERY_PENDING";
+          } & components["schemas"]["Error"];
+        };
+      };
+      /** @description `id` or `deliveryId` is invalid; `field` names it. */
       422: {
         headers: {
           "RateLimit-Policy": components["headers"]["RateLimit-Policy"];

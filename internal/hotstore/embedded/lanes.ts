@@ -2,7 +2,7 @@ import type { Database } from "bun:sqlite";
 import { randomBytes } from "node:crypto";
 import { DeliveryOutcome, type Lane, MessageStatus } from "../../gen/mailcore/limiter/v1/mail_pb";
 import { LANES } from "../../mail/policy";
-import type { MessageHistory } from "../../model/history";
+import { joinTags, type MessageHistory, splitTags } from "../../model/history";
 import {
   type AckInput,
   type AckResult,
@@ -32,6 +32,7 @@ interface MessageRow {
   from_header: string;
   to_header: string;
   subject: string;
+  tags: string;
   status: number;
   attempts: number;
   created_ms: number;
@@ -56,7 +57,7 @@ export class EmbeddedLanes {
     db.exec(`
       CREATE TABLE IF NOT EXISTS messages (
         id TEXT PRIMARY KEY, org_id TEXT NOT NULL, lane INTEGER NOT NULL, payload TEXT NOT NULL, mailbox TEXT NOT NULL,
-        from_header TEXT NOT NULL, to_header TEXT NOT NULL, subject TEXT NOT NULL,
+        from_header TEXT NOT NULL, to_header TEXT NOT NULL, subject TEXT NOT NULL, tags TEXT NOT NULL DEFAULT '',
         status INTEGER NOT NULL, attempts INTEGER NOT NULL, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,
         state TEXT NOT NULL, seq INTEGER NOT NULL, lease_id TEXT, due_ms INTEGER,
         v INTEGER NOT NULL DEFAULT 0, dirty INTEGER NOT NULL DEFAULT 0);
@@ -72,6 +73,13 @@ export class EmbeddedLanes {
       CREATE TABLE IF NOT EXISTS idempotency (org_id TEXT NOT NULL, key TEXT NOT NULL, body_hash TEXT NOT NULL, message_id TEXT NOT NULL,
         expires_ms INTEGER NOT NULL, PRIMARY KEY (org_id, key));
     `);
+    // A hot.db made before messages kept their tags.
+    if (
+      !(db.query("SELECT name FROM pragma_table_info('messages')").all() as { name: string }[]).some(
+        (c) => c.name === "tags",
+      )
+    )
+      db.exec("ALTER TABLE messages ADD COLUMN tags TEXT NOT NULL DEFAULT ''");
     const bounds = db.query("SELECT COALESCE(MIN(seq), 0) AS lo, COALESCE(MAX(seq), 0) AS hi FROM messages").get() as {
       lo: number;
       hi: number;
@@ -139,8 +147,8 @@ export class EmbeddedLanes {
     }
     this.db
       .query(
-        `INSERT INTO messages (id, org_id, lane, payload, mailbox, from_header, to_header, subject, status, attempts, created_ms, updated_ms, state, seq)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, 'waiting', ?)`,
+        `INSERT INTO messages (id, org_id, lane, payload, mailbox, from_header, to_header, subject, tags, status, attempts, created_ms, updated_ms, state, seq)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, 'waiting', ?)`,
       )
       .run(
         messageId,
@@ -151,6 +159,7 @@ export class EmbeddedLanes {
         input.from,
         input.to,
         input.subject,
+        joinTags(input.tags),
         MessageStatus.QUEUED,
         now,
         now,
@@ -379,6 +388,7 @@ export class EmbeddedLanes {
       to: row.to_header,
       toMailbox: row.mailbox,
       subject: row.subject,
+      tags: splitTags(row.tags),
       status: row.status as MessageStatus,
       attempts: row.attempts,
       createdMs: row.created_ms,

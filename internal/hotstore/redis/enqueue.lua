@@ -11,6 +11,7 @@
 -- ARGV[10] idempotency TTL ms  ARGV[11] short max  ARGV[12] short window ms  ARGV[13] long max
 -- ARGV[14] long window ms  ARGV[15] the From domain in the projection: 'verified', 'unverified',
 -- or 'miss' (no projection of the organization)  ARGV[16] From  ARGV[17] To  ARGV[18] subject
+-- ARGV[19] tags, space-separated
 --
 -- Reply: {'accepted', id} | {'replayed', id} | {'conflict'} | {'domain_not_verified'} | {'miss'}
 --      | {'limited', reason, retry ms}
@@ -67,7 +68,7 @@ if ARGV[8] == '1' then
   redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[14]))
 end
 redis.call('HSET', KEYS[4], 'lane', ARGV[4], 'payload', ARGV[5], 'mailbox', ARGV[6], 'from', ARGV[16], 'to', ARGV[17],
-  'subject', ARGV[18], 'status', S.QUEUED, 'attempts', 0, 'created', now, 'updated', now, 'lease', '', 'v', 0)
+  'subject', ARGV[18], 'tags', ARGV[19], 'status', S.QUEUED, 'attempts', 0, 'created', now, 'updated', now, 'lease', '', 'v', 0)
 record(ARGV[3], ARGV[2], S.QUEUED, now, 'accepted')
 if redis.call('RPUSH', KEYS[6], ARGV[2]) == 1 then redis.call('RPUSH', KEYS[7], ARGV[3]) end
 redis.call('INCR', KEYS[8])

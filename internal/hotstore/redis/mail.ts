@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import type { Lane, MessageStatus } from "../../gen/mailcore/limiter/v1/mail_pb";
 import { LANES } from "../../mail/policy";
-import type { MessageHistory } from "../../model/history";
+import { joinTags, type MessageHistory, splitTags } from "../../model/history";
 import {
   type AckInput,
   type AckResult,
@@ -35,11 +35,13 @@ export type MessageReply = [
   number,
   number,
   [number, number, string][],
+  string,
 ];
 
 /** readMessage's reply as the records keep a message. */
 export function toHistory(m: MessageReply): MessageHistory {
-  const [id, orgId, lane, from, to, toMailbox, subject, status, attempts, createdMs, updatedMs, version, events] = m;
+  const [id, orgId, lane, from, to, toMailbox, subject, status, attempts, createdMs, updatedMs, version, events, tags] =
+    m;
   return {
     id,
     orgId,
@@ -48,6 +50,7 @@ export function toHistory(m: MessageReply): MessageHistory {
     to,
     toMailbox,
     subject,
+    tags: splitTags(tags),
     status: status as MessageStatus,
     attempts,
     createdMs,
@@ -102,6 +105,7 @@ export class RedisMail implements MailStore {
       input.from,
       input.to,
       input.subject,
+      joinTags(input.tags),
     ])) as [string, string?, number?];
     switch (reply[0]) {
       case "accepted":

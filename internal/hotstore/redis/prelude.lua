@@ -74,16 +74,17 @@ local function record(org, id, status, now, detail)
 end
 
 -- A message as the records keep it: {id, org, lane, from, to, mailbox, subject, status,
--- attempts, created, updated, v, {{status, at, detail}, ...}}; nil when it is not here.
+-- attempts, created, updated, v, {{status, at, detail}, ...}, tags}; nil when it is not here.
+-- tags is space-separated ('' for a message accepted before messages kept their tags).
 local function readMessage(org, id)
-  local m = redis.call('HMGET', key('message', org, id), 'lane', 'from', 'to', 'mailbox', 'subject', 'status', 'attempts', 'created', 'updated', 'v')
+  local m = redis.call('HMGET', key('message', org, id), 'lane', 'from', 'to', 'mailbox', 'subject', 'status', 'attempts', 'created', 'updated', 'v', 'tags')
   if not m[1] then return nil end
   local events = {}
   for _, e in ipairs(redis.call('LRANGE', key('events', org, id), 0, -1)) do
     local status, at, detail = string.match(e, '^(%d+)|(%d+)|(.*)$')
     events[#events + 1] = {tonumber(status), tonumber(at), detail}
   end
-  return {id, org, tonumber(m[1]), m[2], m[3], m[4], m[5], tonumber(m[6]), tonumber(m[7]), tonumber(m[8]), tonumber(m[9]), tonumber(m[10]), events}
+  return {id, org, tonumber(m[1]), m[2], m[3], m[4], m[5], tonumber(m[6]), tonumber(m[7]), tonumber(m[8]), tonumber(m[9]), tonumber(m[10]), events, m[11] or ''}
 end
 
 -- Token buckets in integer units of 1/period of a token (internal/bucket mirrors this):

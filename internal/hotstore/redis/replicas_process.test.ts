@@ -99,6 +99,7 @@ describe("detecting the replicas", () => {
     return hot.enqueue(
       {
         orgId: "o1",
+        tags: [],
         messageId: id,
         lane: Lane.BULK,
         payload: "{}",

@@ -326,8 +326,8 @@ export type GetSessionResponse = Message<"mailcore.limiter.v1.GetSessionResponse
   csrfToken: string;
 
   /**
-   * The session's organization: the console reads its audience and automation with it (never
-   * from a request).
+   * The session's organization: the console reads its audience, automation, activity log and
+   * webhooks with it (never from a request).
    *
    * @generated from field: string org_id = 5;
    */
@@ -363,8 +363,8 @@ export type GetSessionResponseJson = {
   csrfToken?: string;
 
   /**
-   * The session's organization: the console reads its audience and automation with it (never
-   * from a request).
+   * The session's organization: the console reads its audience, automation, activity log and
+   * webhooks with it (never from a request).
    *
    * @generated from field: string org_id = 5;
    */

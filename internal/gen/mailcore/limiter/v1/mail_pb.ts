@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file mailcore/limiter/v1/mail.proto.
  */
 export const file_mailcore_limiter_v1_mail: GenFile = /*@__PURE__*/
-  fileDesc("Ch5tYWlsY29yZS9saW1pdGVyL3YxL21haWwucHJvdG8SE21haWxjb3JlLmxpbWl0ZXIudjEiwQIKBUVtYWlsEgwKBGZyb20YASABKAkSFAoMZnJvbV9hZGRyZXNzGAIgASgJEgoKAnRvGAMgASgJEhIKCnRvX2FkZHJlc3MYBCABKAkSDwoHc3ViamVjdBgFIAEoCRIMCgRodG1sGAYgASgJEgwKBHRleHQYByABKAkSEAoIcmVwbHlfdG8YCCABKAkSOAoHaGVhZGVycxgJIAMoCzInLm1haWxjb3JlLmxpbWl0ZXIudjEuRW1haWwuSGVhZGVyc0VudHJ5EgwKBHRhZ3MYCiADKAkSEwoLdHJhY2tfb3BlbnMYCyABKAgSFAoMdHJhY2tfY2xpY2tzGAwgASgIEhIKCnJlcXVlc3RfaWQYDSABKAkaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEinQEKC1NlbmRSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRInCgRsYW5lGAIgASgOMhkubWFpbGNvcmUubGltaXRlci52MS5MYW5lEikKBWVtYWlsGAMgASgLMhoubWFpbGNvcmUubGltaXRlci52MS5FbWFpbBIXCg9pZGVtcG90ZW5jeV9rZXkYBCABKAkSEQoJYm9keV9oYXNoGAUgASgJIoIBCgxTZW5kUmVzcG9uc2USMQoHb3V0Y29tZRgBIAEoDjIgLm1haWxjb3JlLmxpbWl0ZXIudjEuU2VuZE91dGNvbWUSEgoKbWVzc2FnZV9pZBgCIAEoCRIbChNyZXRyeV9hZnRlcl9zZWNvbmRzGAMgASgNEg4KBnJlYXNvbhgEIAEoCSI3ChFHZXRNZXNzYWdlUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCSJhCgxNZXNzYWdlRXZlbnQSMgoGc3RhdHVzGAEgASgOMiIubWFpbGNvcmUubGltaXRlci52MS5NZXNzYWdlU3RhdHVzEg0KBWF0X21zGAIgASgDEg4KBmRldGFpbBgDIAEoCSKUAgoLTWVzc2FnZUluZm8SCgoCaWQYASABKAkSJwoEbGFuZRgCIAEoDjIZLm1haWxjb3JlLmxpbWl0ZXIudjEuTGFuZRIyCgZzdGF0dXMYAyABKA4yIi5tYWlsY29yZS5saW1pdGVyLnYxLk1lc3NhZ2VTdGF0dXMSDAoEZnJvbRgEIAEoCRIKCgJ0bxgFIAEoCRIPCgdzdWJqZWN0GAYgASgJEhUKDWNyZWF0ZWRfYXRfbXMYByABKAMSFQoNdXBkYXRlZF9hdF9tcxgIIAEoAxIQCghhdHRlbXB0cxgJIAEoDRIxCgZldmVudHMYCiADKAsyIS5tYWlsY29yZS5saW1pdGVyLnYxLk1lc3NhZ2VFdmVudCJHChJHZXRNZXNzYWdlUmVzcG9uc2USMQoHbWVzc2FnZRgBIAEoCzIgLm1haWxjb3JlLmxpbWl0ZXIudjEuTWVzc2FnZUluZm8iOAoMTGVhc2VSZXF1ZXN0EhEKCXdvcmtlcl9pZBgBIAEoCRIVCg1tYXhfaW5fZmxpZ2h0GAIgASgNIqoBCg1MZWFzZVJlc3BvbnNlEhAKCGxlYXNlX2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSDgoGb3JnX2lkGAMgASgJEicKBGxhbmUYBCABKA4yGS5tYWlsY29yZS5saW1pdGVyLnYxLkxhbmUSKQoFZW1haWwYBSABKAsyGi5tYWlsY29yZS5saW1pdGVyLnYxLkVtYWlsEg8KB2F0dGVtcHQYBiABKA0iiQEKCkFja1JlcXVlc3QSEAoIbGVhc2VfaWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIOCgZvcmdfaWQYAyABKAkSNQoHb3V0Y29tZRgEIAEoDjIkLm1haWxjb3JlLmxpbWl0ZXIudjEuRGVsaXZlcnlPdXRjb21lEg4KBmRldGFpbBgFIAEoCSJSCgtBY2tSZXNwb25zZRIPCgdjdXJyZW50GAEgASgIEjIKBnN0YXR1cxgCIAEoDjIiLm1haWxjb3JlLmxpbWl0ZXIudjEuTWVzc2FnZVN0YXR1cyK5AQoJTGFuZVN0YXRzEicKBGxhbmUYASABKA4yGS5tYWlsY29yZS5saW1pdGVyLnYxLkxhbmUSDQoFZGVwdGgYAiABKAQSDQoFcmVhZHkYAyABKAQSEQoJaW5fZmxpZ2h0GAQgASgEEhAKCGRlZmVycmVkGAUgASgEEhUKDW9sZGVzdF9hZ2VfbXMYBiABKAQSDAoEcmF0ZRgHIAEoARIbChNyZWxlYXNlZF9wZXJfc2Vjb25kGAggASgBIhEKD0dldExhbmVzUmVxdWVzdCJBChBHZXRMYW5lc1Jlc3BvbnNlEi0KBWxhbmVzGAEgAygLMh4ubWFpbGNvcmUubGltaXRlci52MS5MYW5lU3RhdHMiUAoTTGlzdFJlbGVhc2VzUmVxdWVzdBInCgRsYW5lGAEgASgOMhkubWFpbGNvcmUubGltaXRlci52MS5MYW5lEhAKCHNpbmNlX21zGAIgASgDIlkKB1JlbGVhc2USEgoKbWVzc2FnZV9pZBgBIAEoCRIOCgZvcmdfaWQYAiABKAkSEgoKc2xvdF9hdF9tcxgDIAEoAxIWCg5yZWxlYXNlZF9hdF9tcxgEIAEoAyJGChRMaXN0UmVsZWFzZXNSZXNwb25zZRIuCghyZWxlYXNlcxgBIAMoCzIcLm1haWxjb3JlLmxpbWl0ZXIudjEuUmVsZWFzZSpDCgRMYW5lEhQKEExBTkVfVU5TUEVDSUZJRUQQABIWChJMQU5FX1RSQU5TQUNUSU9OQUwQARINCglMQU5FX0JVTEsQAirYAQoNTWVzc2FnZVN0YXR1cxIeChpNRVNTQUdFX1NUQVRVU19VTlNQRUNJRklFRBAAEhkKFU1FU1NBR0VfU1RBVFVTX1FVRVVFRBABEhoKFk1FU1NBR0VfU1RBVFVTX1NFTkRJTkcQAhIcChhNRVNTQUdFX1NUQVRVU19ERUxJVkVSRUQQAxIbChdNRVNTQUdFX1NUQVRVU19ERUZFUlJFRBAEEhoKFk1FU1NBR0VfU1RBVFVTX0JPVU5DRUQQBRIZChVNRVNTQUdFX1NUQVRVU19GQUlMRUQQBirSAQoLU2VuZE91dGNvbWUSHAoYU0VORF9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGQoVU0VORF9PVVRDT01FX0FDQ0VQVEVEEAESGQoVU0VORF9PVVRDT01FX1JFUExBWUVEEAISJQohU0VORF9PVVRDT01FX0lERU1QT1RFTkNZX0NPTkZMSUNUEAMSIgoeU0VORF9PVVRDT01FX1JFQ0lQSUVOVF9MSU1JVEVEEAQSJAogU0VORF9PVVRDT01FX0RPTUFJTl9OT1RfVkVSSUZJRUQQBSqQAQoPRGVsaXZlcnlPdXRjb21lEiAKHERFTElWRVJZX09VVENPTUVfVU5TUEVDSUZJRUQQABIeChpERUxJVkVSWV9PVVRDT01FX0RFTElWRVJFRBABEhwKGERFTElWRVJZX09VVENPTUVfQk9VTkNFRBACEh0KGURFTElWRVJZX09VVENPTUVfREVGRVJSRUQQAzK5AQoLTWFpbFNlcnZpY2USSwoEU2VuZBIgLm1haWxjb3JlLmxpbWl0ZXIudjEuU2VuZFJlcXVlc3QaIS5tYWlsY29yZS5saW1pdGVyLnYxLlNlbmRSZXNwb25zZRJdCgpHZXRNZXNzYWdlEiYubWFpbGNvcmUubGltaXRlci52MS5HZXRNZXNzYWdlUmVxdWVzdBonLm1haWxjb3JlLmxpbWl0ZXIudjEuR2V0TWVzc2FnZVJlc3BvbnNlMq0BCg9EZWxpdmVyeVNlcnZpY2USUAoFTGVhc2USIS5tYWlsY29yZS5saW1pdGVyLnYxLkxlYXNlUmVxdWVzdBoiLm1haWxjb3JlLmxpbWl0ZXIudjEuTGVhc2VSZXNwb25zZTABEkgKA0FjaxIfLm1haWxjb3JlLmxpbWl0ZXIudjEuQWNrUmVxdWVzdBogLm1haWxjb3JlLmxpbWl0ZXIudjEuQWNrUmVzcG9uc2UyywEKC0xhbmVTZXJ2aWNlElcKCEdldExhbmVzEiQubWFpbGNvcmUubGltaXRlci52MS5HZXRMYW5lc1JlcXVlc3QaJS5tYWlsY29yZS5saW1pdGVyLnYxLkdldExhbmVzUmVzcG9uc2USYwoMTGlzdFJlbGVhc2VzEigubWFpbGNvcmUubGltaXRlci52MS5MaXN0UmVsZWFzZXNSZXF1ZXN0GikubWFpbGNvcmUubGltaXRlci52MS5MaXN0UmVsZWFzZXNSZXNwb25zZWIGcHJvdG8z");
+  fileDesc("Ch5tYWlsY29yZS9saW1pdGVyL3YxL21haWwucHJvdG8SE21haWxjb3JlLmxpbWl0ZXIudjEiwQIKBUVtYWlsEgwKBGZyb20YASABKAkSFAoMZnJvbV9hZGRyZXNzGAIgASgJEgoKAnRvGAMgASgJEhIKCnRvX2FkZHJlc3MYBCABKAkSDwoHc3ViamVjdBgFIAEoCRIMCgRodG1sGAYgASgJEgwKBHRleHQYByABKAkSEAoIcmVwbHlfdG8YCCABKAkSOAoHaGVhZGVycxgJIAMoCzInLm1haWxjb3JlLmxpbWl0ZXIudjEuRW1haWwuSGVhZGVyc0VudHJ5EgwKBHRhZ3MYCiADKAkSEwoLdHJhY2tfb3BlbnMYCyABKAgSFAoMdHJhY2tfY2xpY2tzGAwgASgIEhIKCnJlcXVlc3RfaWQYDSABKAkaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEinQEKC1NlbmRSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRInCgRsYW5lGAIgASgOMhkubWFpbGNvcmUubGltaXRlci52MS5MYW5lEikKBWVtYWlsGAMgASgLMhoubWFpbGNvcmUubGltaXRlci52MS5FbWFpbBIXCg9pZGVtcG90ZW5jeV9rZXkYBCABKAkSEQoJYm9keV9oYXNoGAUgASgJIoIBCgxTZW5kUmVzcG9uc2USMQoHb3V0Y29tZRgBIAEoDjIgLm1haWxjb3JlLmxpbWl0ZXIudjEuU2VuZE91dGNvbWUSEgoKbWVzc2FnZV9pZBgCIAEoCRIbChNyZXRyeV9hZnRlcl9zZWNvbmRzGAMgASgNEg4KBnJlYXNvbhgEIAEoCSI3ChFHZXRNZXNzYWdlUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCSJhCgxNZXNzYWdlRXZlbnQSMgoGc3RhdHVzGAEgASgOMiIubWFpbGNvcmUubGltaXRlci52MS5NZXNzYWdlU3RhdHVzEg0KBWF0X21zGAIgASgDEg4KBmRldGFpbBgDIAEoCSKiAgoLTWVzc2FnZUluZm8SCgoCaWQYASABKAkSJwoEbGFuZRgCIAEoDjIZLm1haWxjb3JlLmxpbWl0ZXIudjEuTGFuZRIyCgZzdGF0dXMYAyABKA4yIi5tYWlsY29yZS5saW1pdGVyLnYxLk1lc3NhZ2VTdGF0dXMSDAoEZnJvbRgEIAEoCRIKCgJ0bxgFIAEoCRIPCgdzdWJqZWN0GAYgASgJEhUKDWNyZWF0ZWRfYXRfbXMYByABKAMSFQoNdXBkYXRlZF9hdF9tcxgIIAEoAxIQCghhdHRlbXB0cxgJIAEoDRIxCgZldmVudHMYCiADKAsyIS5tYWlsY29yZS5saW1pdGVyLnYxLk1lc3NhZ2VFdmVudBIMCgR0YWdzGAsgAygJIkcKEkdldE1lc3NhZ2VSZXNwb25zZRIxCgdtZXNzYWdlGAEgASgLMiAubWFpbGNvcmUubGltaXRlci52MS5NZXNzYWdlSW5mbyLnAQoTTGlzdE1lc3NhZ2VzUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSDQoFbGltaXQYAiABKA0SDgoGY3Vyc29yGAMgASgJEjIKBnN0YXR1cxgEIAEoDjIiLm1haWxjb3JlLmxpbWl0ZXIudjEuTWVzc2FnZVN0YXR1cxISCgp0b19tYWlsYm94GAUgASgJEgsKA3RhZxgGIAEoCRInCgRsYW5lGAcgASgOMhkubWFpbGNvcmUubGltaXRlci52MS5MYW5lEhAKCGFmdGVyX21zGAggASgDEhEKCWJlZm9yZV9tcxgJIAEoAyJfChRMaXN0TWVzc2FnZXNSZXNwb25zZRIyCghtZXNzYWdlcxgBIAMoCzIgLm1haWxjb3JlLmxpbWl0ZXIudjEuTWVzc2FnZUluZm8SEwoLbmV4dF9jdXJzb3IYAiABKAkiTAoWR2V0TWVzc2FnZVN0YXRzUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSEAoIc2luY2VfbXMYAiABKAMSEAoIdW50aWxfbXMYAyABKAMixwEKEE1lc3NhZ2VTdGF0c0hvdXISFQoNaG91cl9zdGFydF9tcxgBIAEoAxIQCghhY2NlcHRlZBgCIAEoBBIRCglkZWxpdmVyZWQYAyABKAQSDwoHYm91bmNlZBgEIAEoBBIOCgZmYWlsZWQYBSABKAQSEAoIZGVmZXJyZWQYBiABKAQSFQoNcmVmdXNlZF9xdW90YRgHIAEoBBISCgpyZWZ1c2VkX2lwGAggASgEEhkKEXJlZnVzZWRfcmVjaXBpZW50GAkgASgEIk8KF0dldE1lc3NhZ2VTdGF0c1Jlc3BvbnNlEjQKBWhvdXJzGAEgAygLMiUubWFpbGNvcmUubGltaXRlci52MS5NZXNzYWdlU3RhdHNIb3VyIjgKDExlYXNlUmVxdWVzdBIRCgl3b3JrZXJfaWQYASABKAkSFQoNbWF4X2luX2ZsaWdodBgCIAEoDSKqAQoNTGVhc2VSZXNwb25zZRIQCghsZWFzZV9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEg4KBm9yZ19pZBgDIAEoCRInCgRsYW5lGAQgASgOMhkubWFpbGNvcmUubGltaXRlci52MS5MYW5lEikKBWVtYWlsGAUgASgLMhoubWFpbGNvcmUubGltaXRlci52MS5FbWFpbBIPCgdhdHRlbXB0GAYgASgNIokBCgpBY2tSZXF1ZXN0EhAKCGxlYXNlX2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSDgoGb3JnX2lkGAMgASgJEjUKB291dGNvbWUYBCABKA4yJC5tYWlsY29yZS5saW1pdGVyLnYxLkRlbGl2ZXJ5T3V0Y29tZRIOCgZkZXRhaWwYBSABKAkiUgoLQWNrUmVzcG9uc2USDwoHY3VycmVudBgBIAEoCBIyCgZzdGF0dXMYAiABKA4yIi5tYWlsY29yZS5saW1pdGVyLnYxLk1lc3NhZ2VTdGF0dXMiuQEKCUxhbmVTdGF0cxInCgRsYW5lGAEgASgOMhkubWFpbGNvcmUubGltaXRlci52MS5MYW5lEg0KBWRlcHRoGAIgASgEEg0KBXJlYWR5GAMgASgEEhEKCWluX2ZsaWdodBgEIAEoBBIQCghkZWZlcnJlZBgFIAEoBBIVCg1vbGRlc3RfYWdlX21zGAYgASgEEgwKBHJhdGUYByABKAESGwoTcmVsZWFzZWRfcGVyX3NlY29uZBgIIAEoASIRCg9HZXRMYW5lc1JlcXVlc3QiQQoQR2V0TGFuZXNSZXNwb25zZRItCgVsYW5lcxgBIAMoCzIeLm1haWxjb3JlLmxpbWl0ZXIudjEuTGFuZVN0YXRzIlAKE0xpc3RSZWxlYXNlc1JlcXVlc3QSJwoEbGFuZRgBIAEoDjIZLm1haWxjb3JlLmxpbWl0ZXIudjEuTGFuZRIQCghzaW5jZV9tcxgCIAEoAyJZCgdSZWxlYXNlEhIKCm1lc3NhZ2VfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEhIKCnNsb3RfYXRfbXMYAyABKAMSFgoOcmVsZWFzZWRfYXRfbXMYBCABKAMiRgoUTGlzdFJlbGVhc2VzUmVzcG9uc2USLgoIcmVsZWFzZXMYASADKAsyHC5tYWlsY29yZS5saW1pdGVyLnYxLlJlbGVhc2UqQwoETGFuZRIUChBMQU5FX1VOU1BFQ0lGSUVEEAASFgoSTEFORV9UUkFOU0FDVElPTkFMEAESDQoJTEFORV9CVUxLEAIq2AEKDU1lc3NhZ2VTdGF0dXMSHgoaTUVTU0FHRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIZChVNRVNTQUdFX1NUQVRVU19RVUVVRUQQARIaChZNRVNTQUdFX1NUQVRVU19TRU5ESU5HEAISHAoYTUVTU0FHRV9TVEFUVVNfREVMSVZFUkVEEAMSGwoXTUVTU0FHRV9TVEFUVVNfREVGRVJSRUQQBBIaChZNRVNTQUdFX1NUQVRVU19CT1VOQ0VEEAUSGQoVTUVTU0FHRV9TVEFUVVNfRkFJTEVEEAYq0gEKC1NlbmRPdXRjb21lEhwKGFNFTkRfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhkKFVNFTkRfT1VUQ09NRV9BQ0NFUFRFRBABEhkKFVNFTkRfT1VUQ09NRV9SRVBMQVlFRBACEiUKIVNFTkRfT1VUQ09NRV9JREVNUE9URU5DWV9DT05GTElDVBADEiIKHlNFTkRfT1VUQ09NRV9SRUNJUElFTlRfTElNSVRFRBAEEiQKIFNFTkRfT1VUQ09NRV9ET01BSU5fTk9UX1ZFUklGSUVEEAUqkAEKD0RlbGl2ZXJ5T3V0Y29tZRIgChxERUxJVkVSWV9PVVRDT01FX1VOU1BFQ0lGSUVEEAASHgoaREVMSVZFUllfT1VUQ09NRV9ERUxJVkVSRUQQARIcChhERUxJVkVSWV9PVVRDT01FX0JPVU5DRUQQAhIdChlERUxJVkVSWV9PVVRDT01FX0RFRkVSUkVEEAMyjAMKC01haWxTZXJ2aWNlEksKBFNlbmQSIC5tYWlsY29yZS5saW1pdGVyLnYxLlNlbmRSZXF1ZXN0GiEubWFpbGNvcmUubGltaXRlci52MS5TZW5kUmVzcG9uc2USXQoKR2V0TWVzc2FnZRImLm1haWxjb3JlLmxpbWl0ZXIudjEuR2V0TWVzc2FnZVJlcXVlc3QaJy5tYWlsY29yZS5saW1pdGVyLnYxLkdldE1lc3NhZ2VSZXNwb25zZRJjCgxMaXN0TWVzc2FnZXMSKC5tYWlsY29yZS5saW1pdGVyLnYxLkxpc3RNZXNzYWdlc1JlcXVlc3QaKS5tYWlsY29yZS5saW1pdGVyLnYxLkxpc3RNZXNzYWdlc1Jlc3BvbnNlEmwKD0dldE1lc3NhZ2VTdGF0cxIrLm1haWxjb3JlLmxpbWl0ZXIudjEuR2V0TWVzc2FnZVN0YXRzUmVxdWVzdBosLm1haWxjb3JlLmxpbWl0ZXIudjEuR2V0TWVzc2FnZVN0YXRzUmVzcG9uc2UyrQEKD0RlbGl2ZXJ5U2VydmljZRJQCgVMZWFzZRIhLm1haWxjb3JlLmxpbWl0ZXIudjEuTGVhc2VSZXF1ZXN0GiIubWFpbGNvcmUubGltaXRlci52MS5MZWFzZVJlc3BvbnNlMAESSAoDQWNrEh8ubWFpbGNvcmUubGltaXRlci52MS5BY2tSZXF1ZXN0GiAubWFpbGNvcmUubGltaXRlci52MS5BY2tSZXNwb25zZTLLAQoLTGFuZVNlcnZpY2USVwoIR2V0TGFuZXMSJC5tYWlsY29yZS5saW1pdGVyLnYxLkdldExhbmVzUmVxdWVzdBolLm1haWxjb3JlLmxpbWl0ZXIudjEuR2V0TGFuZXNSZXNwb25zZRJjCgxMaXN0UmVsZWFzZXMSKC5tYWlsY29yZS5saW1pdGVyLnYxLkxpc3RSZWxlYXNlc1JlcXVlc3QaKS5tYWlsY29yZS5saW1pdGVyLnYxLkxpc3RSZWxlYXNlc1Jlc3BvbnNlYgZwcm90bzM");
 
 /**
  * Email is a validated message, as the API accepted it.
@@ -453,6 +453,11 @@ export type MessageInfo = Message<"mailcore.limiter.v1.MessageInfo"> & {
    * @generated from field: repeated mailcore.limiter.v1.MessageEvent events = 10;
    */
   events: MessageEvent[];
+
+  /**
+   * @generated from field: repeated string tags = 11;
+   */
+  tags: string[];
 };
 
 /**
@@ -508,6 +513,11 @@ export type MessageInfoJson = {
    * @generated from field: repeated mailcore.limiter.v1.MessageEvent events = 10;
    */
   events?: MessageEventJson[];
+
+  /**
+   * @generated from field: repeated string tags = 11;
+   */
+  tags?: string[];
 };
 
 /**
@@ -543,6 +553,375 @@ export type GetMessageResponseJson = {
  */
 export const GetMessageResponseSchema: GenMessage<GetMessageResponse, {jsonType: GetMessageResponseJson}> = /*@__PURE__*/
   messageDesc(file_mailcore_limiter_v1_mail, 6);
+
+/**
+ * @generated from message mailcore.limiter.v1.ListMessagesRequest
+ */
+export type ListMessagesRequest = Message<"mailcore.limiter.v1.ListMessagesRequest"> & {
+  /**
+   * @generated from field: string org_id = 1;
+   */
+  orgId: string;
+
+  /**
+   * 1 to 100.
+   *
+   * @generated from field: uint32 limit = 2;
+   */
+  limit: number;
+
+  /**
+   * The next_cursor of the previous page; empty for the first.
+   *
+   * @generated from field: string cursor = 3;
+   */
+  cursor: string;
+
+  /**
+   * Filters, each optional (unspecified or empty: any).
+   *
+   * @generated from field: mailcore.limiter.v1.MessageStatus status = 4;
+   */
+  status: MessageStatus;
+
+  /**
+   * A mailbox as the recipient guards compare it (lower case, no +tag).
+   *
+   * @generated from field: string to_mailbox = 5;
+   */
+  toMailbox: string;
+
+  /**
+   * @generated from field: string tag = 6;
+   */
+  tag: string;
+
+  /**
+   * @generated from field: mailcore.limiter.v1.Lane lane = 7;
+   */
+  lane: Lane;
+
+  /**
+   * Created at or after after_ms and before before_ms (0: unbounded).
+   *
+   * @generated from field: int64 after_ms = 8;
+   */
+  afterMs: bigint;
+
+  /**
+   * @generated from field: int64 before_ms = 9;
+   */
+  beforeMs: bigint;
+};
+
+/**
+ * @generated from message mailcore.limiter.v1.ListMessagesRequest
+ */
+export type ListMessagesRequestJson = {
+  /**
+   * @generated from field: string org_id = 1;
+   */
+  orgId?: string;
+
+  /**
+   * 1 to 100.
+   *
+   * @generated from field: uint32 limit = 2;
+   */
+  limit?: number;
+
+  /**
+   * The next_cursor of the previous page; empty for the first.
+   *
+   * @generated from field: string cursor = 3;
+   */
+  cursor?: string;
+
+  /**
+   * Filters, each optional (unspecified or empty: any).
+   *
+   * @generated from field: mailcore.limiter.v1.MessageStatus status = 4;
+   */
+  status?: MessageStatusJson;
+
+  /**
+   * A mailbox as the recipient guards compare it (lower case, no +tag).
+   *
+   * @generated from field: string to_mailbox = 5;
+   */
+  toMailbox?: string;
+
+  /**
+   * @generated from field: string tag = 6;
+   */
+  tag?: string;
+
+  /**
+   * @generated from field: mailcore.limiter.v1.Lane lane = 7;
+   */
+  lane?: LaneJson;
+
+  /**
+   * Created at or after after_ms and before before_ms (0: unbounded).
+   *
+   * @generated from field: int64 after_ms = 8;
+   */
+  afterMs?: string;
+
+  /**
+   * @generated from field: int64 before_ms = 9;
+   */
+  beforeMs?: string;
+};
+
+/**
+ * Describes the message mailcore.limiter.v1.ListMessagesRequest.
+ * Use `create(ListMessagesRequestSchema)` to create a new message.
+ */
+export const ListMessagesRequestSchema: GenMessage<ListMessagesRequest, {jsonType: ListMessagesRequestJson}> = /*@__PURE__*/
+  messageDesc(file_mailcore_limiter_v1_mail, 7);
+
+/**
+ * @generated from message mailcore.limiter.v1.ListMessagesResponse
+ */
+export type ListMessagesResponse = Message<"mailcore.limiter.v1.ListMessagesResponse"> & {
+  /**
+   * Newest first, without their events.
+   *
+   * @generated from field: repeated mailcore.limiter.v1.MessageInfo messages = 1;
+   */
+  messages: MessageInfo[];
+
+  /**
+   * Empty on the last page.
+   *
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
+};
+
+/**
+ * @generated from message mailcore.limiter.v1.ListMessagesResponse
+ */
+export type ListMessagesResponseJson = {
+  /**
+   * Newest first, without their events.
+   *
+   * @generated from field: repeated mailcore.limiter.v1.MessageInfo messages = 1;
+   */
+  messages?: MessageInfoJson[];
+
+  /**
+   * Empty on the last page.
+   *
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor?: string;
+};
+
+/**
+ * Describes the message mailcore.limiter.v1.ListMessagesResponse.
+ * Use `create(ListMessagesResponseSchema)` to create a new message.
+ */
+export const ListMessagesResponseSchema: GenMessage<ListMessagesResponse, {jsonType: ListMessagesResponseJson}> = /*@__PURE__*/
+  messageDesc(file_mailcore_limiter_v1_mail, 8);
+
+/**
+ * @generated from message mailcore.limiter.v1.GetMessageStatsRequest
+ */
+export type GetMessageStatsRequest = Message<"mailcore.limiter.v1.GetMessageStatsRequest"> & {
+  /**
+   * @generated from field: string org_id = 1;
+   */
+  orgId: string;
+
+  /**
+   * Whole hours (ms since the epoch): since_ms inclusive, until_ms exclusive.
+   *
+   * @generated from field: int64 since_ms = 2;
+   */
+  sinceMs: bigint;
+
+  /**
+   * @generated from field: int64 until_ms = 3;
+   */
+  untilMs: bigint;
+};
+
+/**
+ * @generated from message mailcore.limiter.v1.GetMessageStatsRequest
+ */
+export type GetMessageStatsRequestJson = {
+  /**
+   * @generated from field: string org_id = 1;
+   */
+  orgId?: string;
+
+  /**
+   * Whole hours (ms since the epoch): since_ms inclusive, until_ms exclusive.
+   *
+   * @generated from field: int64 since_ms = 2;
+   */
+  sinceMs?: string;
+
+  /**
+   * @generated from field: int64 until_ms = 3;
+   */
+  untilMs?: string;
+};
+
+/**
+ * Describes the message mailcore.limiter.v1.GetMessageStatsRequest.
+ * Use `create(GetMessageStatsRequestSchema)` to create a new message.
+ */
+export const GetMessageStatsRequestSchema: GenMessage<GetMessageStatsRequest, {jsonType: GetMessageStatsRequestJson}> = /*@__PURE__*/
+  messageDesc(file_mailcore_limiter_v1_mail, 9);
+
+/**
+ * The counts of one hour of an organization.
+ *
+ * @generated from message mailcore.limiter.v1.MessageStatsHour
+ */
+export type MessageStatsHour = Message<"mailcore.limiter.v1.MessageStatsHour"> & {
+  /**
+   * @generated from field: int64 hour_start_ms = 1;
+   */
+  hourStartMs: bigint;
+
+  /**
+   * @generated from field: uint64 accepted = 2;
+   */
+  accepted: bigint;
+
+  /**
+   * @generated from field: uint64 delivered = 3;
+   */
+  delivered: bigint;
+
+  /**
+   * @generated from field: uint64 bounced = 4;
+   */
+  bounced: bigint;
+
+  /**
+   * @generated from field: uint64 failed = 5;
+   */
+  failed: bigint;
+
+  /**
+   * @generated from field: uint64 deferred = 6;
+   */
+  deferred: bigint;
+
+  /**
+   * 429 refusals: over the organization's quota, over the IP limit, by a recipient guard.
+   *
+   * @generated from field: uint64 refused_quota = 7;
+   */
+  refusedQuota: bigint;
+
+  /**
+   * @generated from field: uint64 refused_ip = 8;
+   */
+  refusedIp: bigint;
+
+  /**
+   * @generated from field: uint64 refused_recipient = 9;
+   */
+  refusedRecipient: bigint;
+};
+
+/**
+ * The counts of one hour of an organization.
+ *
+ * @generated from message mailcore.limiter.v1.MessageStatsHour
+ */
+export type MessageStatsHourJson = {
+  /**
+   * @generated from field: int64 hour_start_ms = 1;
+   */
+  hourStartMs?: string;
+
+  /**
+   * @generated from field: uint64 accepted = 2;
+   */
+  accepted?: string;
+
+  /**
+   * @generated from field: uint64 delivered = 3;
+   */
+  delivered?: string;
+
+  /**
+   * @generated from field: uint64 bounced = 4;
+   */
+  bounced?: string;
+
+  /**
+   * @generated from field: uint64 failed = 5;
+   */
+  failed?: string;
+
+  /**
+   * @generated from field: uint64 deferred = 6;
+   */
+  deferred?: string;
+
+  /**
+   * 429 refusals: over the organization's quota, over the IP limit, by a recipient guard.
+   *
+   * @generated from field: uint64 refused_quota = 7;
+   */
+  refusedQuota?: string;
+
+  /**
+   * @generated from field: uint64 refused_ip = 8;
+   */
+  refusedIp?: string;
+
+  /**
+   * @generated from field: uint64 refused_recipient = 9;
+   */
+  refusedRecipient?: string;
+};
+
+/**
+ * Describes the message mailcore.limiter.v1.MessageStatsHour.
+ * Use `create(MessageStatsHourSchema)` to create a new message.
+ */
+export const MessageStatsHourSchema: GenMessage<MessageStatsHour, {jsonType: MessageStatsHourJson}> = /*@__PURE__*/
+  messageDesc(file_mailcore_limiter_v1_mail, 10);
+
+/**
+ * @generated from message mailcore.limiter.v1.GetMessageStatsResponse
+ */
+export type GetMessageStatsResponse = Message<"mailcore.limiter.v1.GetMessageStatsResponse"> & {
+  /**
+   * Only the hours with a count, oldest first.
+   *
+   * @generated from field: repeated mailcore.limiter.v1.MessageStatsHour hours = 1;
+   */
+  hours: MessageStatsHour[];
+};
+
+/**
+ * @generated from message mailcore.limiter.v1.GetMessageStatsResponse
+ */
+export type GetMessageStatsResponseJson = {
+  /**
+   * Only the hours with a count, oldest first.
+   *
+   * @generated from field: repeated mailcore.limiter.v1.MessageStatsHour hours = 1;
+   */
+  hours?: MessageStatsHourJson[];
+};
+
+/**
+ * Describes the message mailcore.limiter.v1.GetMessageStatsResponse.
+ * Use `create(GetMessageStatsResponseSchema)` to create a new message.
+ */
+export const GetMessageStatsResponseSchema: GenMessage<GetMessageStatsResponse, {jsonType: GetMessageStatsResponseJson}> = /*@__PURE__*/
+  messageDesc(file_mailcore_limiter_v1_mail, 11);
 
 /**
  * @generated from message mailcore.limiter.v1.LeaseRequest
@@ -587,7 +966,7 @@ export type LeaseRequestJson = {
  * Use `create(LeaseRequestSchema)` to create a new message.
  */
 export const LeaseRequestSchema: GenMessage<LeaseRequest, {jsonType: LeaseRequestJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_mail, 7);
+  messageDesc(file_mailcore_limiter_v1_mail, 12);
 
 /**
  * @generated from message mailcore.limiter.v1.LeaseResponse
@@ -668,7 +1047,7 @@ export type LeaseResponseJson = {
  * Use `create(LeaseResponseSchema)` to create a new message.
  */
 export const LeaseResponseSchema: GenMessage<LeaseResponse, {jsonType: LeaseResponseJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_mail, 8);
+  messageDesc(file_mailcore_limiter_v1_mail, 13);
 
 /**
  * @generated from message mailcore.limiter.v1.AckRequest
@@ -735,7 +1114,7 @@ export type AckRequestJson = {
  * Use `create(AckRequestSchema)` to create a new message.
  */
 export const AckRequestSchema: GenMessage<AckRequest, {jsonType: AckRequestJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_mail, 9);
+  messageDesc(file_mailcore_limiter_v1_mail, 14);
 
 /**
  * @generated from message mailcore.limiter.v1.AckResponse
@@ -776,7 +1155,7 @@ export type AckResponseJson = {
  * Use `create(AckResponseSchema)` to create a new message.
  */
 export const AckResponseSchema: GenMessage<AckResponse, {jsonType: AckResponseJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_mail, 10);
+  messageDesc(file_mailcore_limiter_v1_mail, 15);
 
 /**
  * @generated from message mailcore.limiter.v1.LaneStats
@@ -897,7 +1276,7 @@ export type LaneStatsJson = {
  * Use `create(LaneStatsSchema)` to create a new message.
  */
 export const LaneStatsSchema: GenMessage<LaneStats, {jsonType: LaneStatsJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_mail, 11);
+  messageDesc(file_mailcore_limiter_v1_mail, 16);
 
 /**
  * @generated from message mailcore.limiter.v1.GetLanesRequest
@@ -916,7 +1295,7 @@ export type GetLanesRequestJson = {
  * Use `create(GetLanesRequestSchema)` to create a new message.
  */
 export const GetLanesRequestSchema: GenMessage<GetLanesRequest, {jsonType: GetLanesRequestJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_mail, 12);
+  messageDesc(file_mailcore_limiter_v1_mail, 17);
 
 /**
  * @generated from message mailcore.limiter.v1.GetLanesResponse
@@ -943,7 +1322,7 @@ export type GetLanesResponseJson = {
  * Use `create(GetLanesResponseSchema)` to create a new message.
  */
 export const GetLanesResponseSchema: GenMessage<GetLanesResponse, {jsonType: GetLanesResponseJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_mail, 13);
+  messageDesc(file_mailcore_limiter_v1_mail, 18);
 
 /**
  * @generated from message mailcore.limiter.v1.ListReleasesRequest
@@ -984,7 +1363,7 @@ export type ListReleasesRequestJson = {
  * Use `create(ListReleasesRequestSchema)` to create a new message.
  */
 export const ListReleasesRequestSchema: GenMessage<ListReleasesRequest, {jsonType: ListReleasesRequestJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_mail, 14);
+  messageDesc(file_mailcore_limiter_v1_mail, 19);
 
 /**
  * @generated from message mailcore.limiter.v1.Release
@@ -1045,7 +1424,7 @@ export type ReleaseJson = {
  * Use `create(ReleaseSchema)` to create a new message.
  */
 export const ReleaseSchema: GenMessage<Release, {jsonType: ReleaseJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_mail, 15);
+  messageDesc(file_mailcore_limiter_v1_mail, 20);
 
 /**
  * @generated from message mailcore.limiter.v1.ListReleasesResponse
@@ -1072,7 +1451,7 @@ export type ListReleasesResponseJson = {
  * Use `create(ListReleasesResponseSchema)` to create a new message.
  */
 export const ListReleasesResponseSchema: GenMessage<ListReleasesResponse, {jsonType: ListReleasesResponseJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_mail, 16);
+  messageDesc(file_mailcore_limiter_v1_mail, 21);
 
 /**
  * @generated from enum mailcore.limiter.v1.Lane
@@ -1287,6 +1666,22 @@ export const MailService: GenService<{
     methodKind: "unary";
     input: typeof GetMessageRequestSchema;
     output: typeof GetMessageResponseSchema;
+  },
+  /**
+   * @generated from rpc mailcore.limiter.v1.MailService.ListMessages
+   */
+  listMessages: {
+    methodKind: "unary";
+    input: typeof ListMessagesRequestSchema;
+    output: typeof ListMessagesResponseSchema;
+  },
+  /**
+   * @generated from rpc mailcore.limiter.v1.MailService.GetMessageStats
+   */
+  getMessageStats: {
+    methodKind: "unary";
+    input: typeof GetMessageStatsRequestSchema;
+    output: typeof GetMessageStatsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_mailcore_limiter_v1_mail, 0);

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file mailcore/limiter/v1/webhooks.proto.
  */
 export const file_mailcore_limiter_v1_webhooks: GenFile = /*@__PURE__*/
-  fileDesc("CiJtYWlsY29yZS9saW1pdGVyL3YxL3dlYmhvb2tzLnByb3RvEhNtYWlsY29yZS5saW1pdGVyLnYxIoIBCg9XZWJob29rRW5kcG9pbnQSCgoCaWQYASABKAkSCwoDdXJsGAIgASgJEg4KBmV2ZW50cxgDIAMoCRIVCg1jcmVhdGVkX2F0X21zGAQgASgDEhYKDmRpc2FibGVkX2F0X21zGAUgASgDEhcKD2Rpc2FibGVkX3JlYXNvbhgGIAEoCSJDChRDcmVhdGVXZWJob29rUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSCwoDdXJsGAIgASgJEg4KBmV2ZW50cxgDIAMoCSJfChVDcmVhdGVXZWJob29rUmVzcG9uc2USNgoIZW5kcG9pbnQYASABKAsyJC5tYWlsY29yZS5saW1pdGVyLnYxLldlYmhvb2tFbmRwb2ludBIOCgZzZWNyZXQYAiABKAkiRAoTTGlzdFdlYmhvb2tzUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSDQoFbGltaXQYAiABKA0SDgoGY3Vyc29yGAMgASgJImQKFExpc3RXZWJob29rc1Jlc3BvbnNlEjcKCWVuZHBvaW50cxgBIAMoCzIkLm1haWxjb3JlLmxpbWl0ZXIudjEuV2ViaG9va0VuZHBvaW50EhMKC25leHRfY3Vyc29yGAIgASgJIjoKFERlbGV0ZVdlYmhvb2tSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRISCgp3ZWJob29rX2lkGAIgASgJIhcKFURlbGV0ZVdlYmhvb2tSZXNwb25zZSJhChxMaXN0V2ViaG9va0RlbGl2ZXJpZXNSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRISCgp3ZWJob29rX2lkGAIgASgJEg0KBWxpbWl0GAMgASgNEg4KBmN1cnNvchgEIAEoCSJpCg5XZWJob29rQXR0ZW1wdBIPCgdhdHRlbXB0GAEgASgNEg0KBWF0X21zGAIgASgDEhMKC2R1cmF0aW9uX21zGAMgASgNEhMKC3N0YXR1c19jb2RlGAQgASgNEg0KBWVycm9yGAUgASgJItUBCg9XZWJob29rRGVsaXZlcnkSCgoCaWQYASABKAkSEgoKZXZlbnRfdHlwZRgCIAEoCRI4CgVzdGF0ZRgDIAEoDjIpLm1haWxjb3JlLmxpbWl0ZXIudjEuV2ViaG9va0RlbGl2ZXJ5U3RhdGUSNQoIYXR0ZW1wdHMYBCADKAsyIy5tYWlsY29yZS5saW1pdGVyLnYxLldlYmhvb2tBdHRlbXB0EhoKEm5leHRfYXR0ZW1wdF9hdF9tcxgFIAEoAxIVCg1jcmVhdGVkX2F0X21zGAYgASgDIm4KHUxpc3RXZWJob29rRGVsaXZlcmllc1Jlc3BvbnNlEjgKCmRlbGl2ZXJpZXMYASADKAsyJC5tYWlsY29yZS5saW1pdGVyLnYxLldlYmhvb2tEZWxpdmVyeRITCgtuZXh0X2N1cnNvchgCIAEoCSLfAQodQ2xhaW1XZWJob29rRGVsaXZlcmllc1JlcXVlc3QSEQoJd29ya2VyX2lkGAEgASgJEgsKA21heBgCIAEoDRIYChBtYXhfcGVyX2VuZHBvaW50GAMgASgNElMKCWluX2ZsaWdodBgEIAMoCzJALm1haWxjb3JlLmxpbWl0ZXIudjEuQ2xhaW1XZWJob29rRGVsaXZlcmllc1JlcXVlc3QuSW5GbGlnaHRFbnRyeRovCg1JbkZsaWdodEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoDToCOAEiwgEKC1dlYmhvb2tUYXNrEhMKC2RlbGl2ZXJ5X2lkGAEgASgJEhMKC2xlYXNlX3Rva2VuGAIgASgJEgsKA3VybBgDIAEoCRISCgp3ZWJob29rX2lkGAQgASgJEhkKEXdlYmhvb2tfdGltZXN0YW1wGAUgASgDEhkKEXdlYmhvb2tfc2lnbmF0dXJlGAYgASgJEgwKBGJvZHkYByABKAkSDwoHYXR0ZW1wdBgIIAEoDRITCgtlbmRwb2ludF9pZBgJIAEoCSJRCh5DbGFpbVdlYmhvb2tEZWxpdmVyaWVzUmVzcG9uc2USLwoFdGFza3MYASADKAsyIC5tYWlsY29yZS5saW1pdGVyLnYxLldlYmhvb2tUYXNrInkKFFdlYmhvb2tBdHRlbXB0UmVwb3J0EhMKC2RlbGl2ZXJ5X2lkGAEgASgJEhMKC2xlYXNlX3Rva2VuGAIgASgJEhMKC3N0YXR1c19jb2RlGAMgASgNEg0KBWVycm9yGAQgASgJEhMKC2R1cmF0aW9uX21zGAUgASgNIloKHFJlcG9ydFdlYmhvb2tBdHRlbXB0c1JlcXVlc3QSOgoHcmVwb3J0cxgBIAMoCzIpLm1haWxjb3JlLmxpbWl0ZXIudjEuV2ViaG9va0F0dGVtcHRSZXBvcnQiWwodUmVwb3J0V2ViaG9va0F0dGVtcHRzUmVzcG9uc2USOgoHcmVzdWx0cxgBIAMoDjIpLm1haWxjb3JlLmxpbWl0ZXIudjEuV2ViaG9va0F0dGVtcHRSZXN1bHQqqwEKFFdlYmhvb2tEZWxpdmVyeVN0YXRlEiYKIldFQkhPT0tfREVMSVZFUllfU1RBVEVfVU5TUEVDSUZJRUQQABIiCh5XRUJIT09LX0RFTElWRVJZX1NUQVRFX1BFTkRJTkcQARIkCiBXRUJIT09LX0RFTElWRVJZX1NUQVRFX0RFTElWRVJFRBACEiEKHVdFQkhPT0tfREVMSVZFUllfU1RBVEVfRkFJTEVEEAMq8wEKFFdlYmhvb2tBdHRlbXB0UmVzdWx0EiYKIldFQkhPT0tfQVRURU1QVF9SRVNVTFRfVU5TUEVDSUZJRUQQABIkCiBXRUJIT09LX0FUVEVNUFRfUkVTVUxUX0RFTElWRVJFRBABEiMKH1dFQkhPT0tfQVRURU1QVF9SRVNVTFRfUkVUUllJTkcQAhIhCh1XRUJIT09LX0FUVEVNUFRfUkVTVUxUX0ZBSUxFRBADEiMKH1dFQkhPT0tfQVRURU1QVF9SRVNVTFRfRElTQUJMRUQQBBIgChxXRUJIT09LX0FUVEVNUFRfUkVTVUxUX1NUQUxFEAUyxQMKDldlYmhvb2tTZXJ2aWNlEmYKDUNyZWF0ZVdlYmhvb2sSKS5tYWlsY29yZS5saW1pdGVyLnYxLkNyZWF0ZVdlYmhvb2tSZXF1ZXN0GioubWFpbGNvcmUubGltaXRlci52MS5DcmVhdGVXZWJob29rUmVzcG9uc2USYwoMTGlzdFdlYmhvb2tzEigubWFpbGNvcmUubGltaXRlci52MS5MaXN0V2ViaG9va3NSZXF1ZXN0GikubWFpbGNvcmUubGltaXRlci52MS5MaXN0V2ViaG9va3NSZXNwb25zZRJmCg1EZWxldGVXZWJob29rEikubWFpbGNvcmUubGltaXRlci52MS5EZWxldGVXZWJob29rUmVxdWVzdBoqLm1haWxjb3JlLmxpbWl0ZXIudjEuRGVsZXRlV2ViaG9va1Jlc3BvbnNlEn4KFUxpc3RXZWJob29rRGVsaXZlcmllcxIxLm1haWxjb3JlLmxpbWl0ZXIudjEuTGlzdFdlYmhvb2tEZWxpdmVyaWVzUmVxdWVzdBoyLm1haWxjb3JlLmxpbWl0ZXIudjEuTGlzdFdlYmhvb2tEZWxpdmVyaWVzUmVzcG9uc2UynAIKFldlYmhvb2tEZWxpdmVyeVNlcnZpY2USgQEKFkNsYWltV2ViaG9va0RlbGl2ZXJpZXMSMi5tYWlsY29yZS5saW1pdGVyLnYxLkNsYWltV2ViaG9va0RlbGl2ZXJpZXNSZXF1ZXN0GjMubWFpbGNvcmUubGltaXRlci52MS5DbGFpbVdlYmhvb2tEZWxpdmVyaWVzUmVzcG9uc2USfgoVUmVwb3J0V2ViaG9va0F0dGVtcHRzEjEubWFpbGNvcmUubGltaXRlci52MS5SZXBvcnRXZWJob29rQXR0ZW1wdHNSZXF1ZXN0GjIubWFpbGNvcmUubGltaXRlci52MS5SZXBvcnRXZWJob29rQXR0ZW1wdHNSZXNwb25zZWIGcHJvdG8z");
+  fileDesc("CiJtYWlsY29yZS9saW1pdGVyL3YxL3dlYmhvb2tzLnByb3RvEhNtYWlsY29yZS5saW1pdGVyLnYxItgBCg9XZWJob29rRW5kcG9pbnQSCgoCaWQYASABKAkSCwoDdXJsGAIgASgJEg4KBmV2ZW50cxgDIAMoCRIVCg1jcmVhdGVkX2F0X21zGAQgASgDEhYKDmRpc2FibGVkX2F0X21zGAUgASgDEhcKD2Rpc2FibGVkX3JlYXNvbhgGIAEoCRIaChJsYXN0X3N1Y2Nlc3NfYXRfbXMYByABKAMSGgoSbGFzdF9mYWlsdXJlX2F0X21zGAggASgDEhwKFGNvbnNlY3V0aXZlX2ZhaWx1cmVzGAkgASgNIkMKFENyZWF0ZVdlYmhvb2tSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRILCgN1cmwYAiABKAkSDgoGZXZlbnRzGAMgAygJIl8KFUNyZWF0ZVdlYmhvb2tSZXNwb25zZRI2CghlbmRwb2ludBgBIAEoCzIkLm1haWxjb3JlLmxpbWl0ZXIudjEuV2ViaG9va0VuZHBvaW50Eg4KBnNlY3JldBgCIAEoCSJEChNMaXN0V2ViaG9va3NSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRINCgVsaW1pdBgCIAEoDRIOCgZjdXJzb3IYAyABKAkiZAoUTGlzdFdlYmhvb2tzUmVzcG9uc2USNwoJZW5kcG9pbnRzGAEgAygLMiQubWFpbGNvcmUubGltaXRlci52MS5XZWJob29rRW5kcG9pbnQSEwoLbmV4dF9jdXJzb3IYAiABKAkiOgoURGVsZXRlV2ViaG9va1JlcXVlc3QSDgoGb3JnX2lkGAEgASgJEhIKCndlYmhvb2tfaWQYAiABKAkiFwoVRGVsZXRlV2ViaG9va1Jlc3BvbnNlImEKHExpc3RXZWJob29rRGVsaXZlcmllc1JlcXVlc3QSDgoGb3JnX2lkGAEgASgJEhIKCndlYmhvb2tfaWQYAiABKAkSDQoFbGltaXQYAyABKA0SDgoGY3Vyc29yGAQgASgJImkKDldlYmhvb2tBdHRlbXB0Eg8KB2F0dGVtcHQYASABKA0SDQoFYXRfbXMYAiABKAMSEwoLZHVyYXRpb25fbXMYAyABKA0SEwoLc3RhdHVzX2NvZGUYBCABKA0SDQoFZXJyb3IYBSABKAki1QEKD1dlYmhvb2tEZWxpdmVyeRIKCgJpZBgBIAEoCRISCgpldmVudF90eXBlGAIgASgJEjgKBXN0YXRlGAMgASgOMikubWFpbGNvcmUubGltaXRlci52MS5XZWJob29rRGVsaXZlcnlTdGF0ZRI1CghhdHRlbXB0cxgEIAMoCzIjLm1haWxjb3JlLmxpbWl0ZXIudjEuV2ViaG9va0F0dGVtcHQSGgoSbmV4dF9hdHRlbXB0X2F0X21zGAUgASgDEhUKDWNyZWF0ZWRfYXRfbXMYBiABKAMibgodTGlzdFdlYmhvb2tEZWxpdmVyaWVzUmVzcG9uc2USOAoKZGVsaXZlcmllcxgBIAMoCzIkLm1haWxjb3JlLmxpbWl0ZXIudjEuV2ViaG9va0RlbGl2ZXJ5EhMKC25leHRfY3Vyc29yGAIgASgJIjgKElRlc3RXZWJob29rUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSEgoKd2ViaG9va19pZBgCIAEoCSJNChNUZXN0V2ViaG9va1Jlc3BvbnNlEjYKCGRlbGl2ZXJ5GAEgASgLMiQubWFpbGNvcmUubGltaXRlci52MS5XZWJob29rRGVsaXZlcnkiVgobUmV0cnlXZWJob29rRGVsaXZlcnlSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRISCgp3ZWJob29rX2lkGAIgASgJEhMKC2RlbGl2ZXJ5X2lkGAMgASgJIlYKHFJldHJ5V2ViaG9va0RlbGl2ZXJ5UmVzcG9uc2USNgoIZGVsaXZlcnkYASABKAsyJC5tYWlsY29yZS5saW1pdGVyLnYxLldlYmhvb2tEZWxpdmVyeSLfAQodQ2xhaW1XZWJob29rRGVsaXZlcmllc1JlcXVlc3QSEQoJd29ya2VyX2lkGAEgASgJEgsKA21heBgCIAEoDRIYChBtYXhfcGVyX2VuZHBvaW50GAMgASgNElMKCWluX2ZsaWdodBgEIAMoCzJALm1haWxjb3JlLmxpbWl0ZXIudjEuQ2xhaW1XZWJob29rRGVsaXZlcmllc1JlcXVlc3QuSW5GbGlnaHRFbnRyeRovCg1JbkZsaWdodEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoDToCOAEiwgEKC1dlYmhvb2tUYXNrEhMKC2RlbGl2ZXJ5X2lkGAEgASgJEhMKC2xlYXNlX3Rva2VuGAIgASgJEgsKA3VybBgDIAEoCRISCgp3ZWJob29rX2lkGAQgASgJEhkKEXdlYmhvb2tfdGltZXN0YW1wGAUgASgDEhkKEXdlYmhvb2tfc2lnbmF0dXJlGAYgASgJEgwKBGJvZHkYByABKAkSDwoHYXR0ZW1wdBgIIAEoDRITCgtlbmRwb2ludF9pZBgJIAEoCSJRCh5DbGFpbVdlYmhvb2tEZWxpdmVyaWVzUmVzcG9uc2USLwoFdGFza3MYASADKAsyIC5tYWlsY29yZS5saW1pdGVyLnYxLldlYmhvb2tUYXNrInkKFFdlYmhvb2tBdHRlbXB0UmVwb3J0EhMKC2RlbGl2ZXJ5X2lkGAEgASgJEhMKC2xlYXNlX3Rva2VuGAIgASgJEhMKC3N0YXR1c19jb2RlGAMgASgNEg0KBWVycm9yGAQgASgJEhMKC2R1cmF0aW9uX21zGAUgASgNIloKHFJlcG9ydFdlYmhvb2tBdHRlbXB0c1JlcXVlc3QSOgoHcmVwb3J0cxgBIAMoCzIpLm1haWxjb3JlLmxpbWl0ZXIudjEuV2ViaG9va0F0dGVtcHRSZXBvcnQiWwodUmVwb3J0V2ViaG9va0F0dGVtcHRzUmVzcG9uc2USOgoHcmVzdWx0cxgBIAMoDjIpLm1haWxjb3JlLmxpbWl0ZXIudjEuV2ViaG9va0F0dGVtcHRSZXN1bHQqqwEKFFdlYmhvb2tEZWxpdmVyeVN0YXRlEiYKIldFQkhPT0tfREVMSVZFUllfU1RBVEVfVU5TUEVDSUZJRUQQABIiCh5XRUJIT09LX0RFTElWRVJZX1NUQVRFX1BFTkRJTkcQARIkCiBXRUJIT09LX0RFTElWRVJZX1NUQVRFX0RFTElWRVJFRBACEiEKHVdFQkhPT0tfREVMSVZFUllfU1RBVEVfRkFJTEVEEAMq8wEKFFdlYmhvb2tBdHRlbXB0UmVzdWx0EiYKIldFQkhPT0tfQVRURU1QVF9SRVNVTFRfVU5TUEVDSUZJRUQQABIkCiBXRUJIT09LX0FUVEVNUFRfUkVTVUxUX0RFTElWRVJFRBABEiMKH1dFQkhPT0tfQVRURU1QVF9SRVNVTFRfUkVUUllJTkcQAhIhCh1XRUJIT09LX0FUVEVNUFRfUkVTVUxUX0ZBSUxFRBADEiMKH1dFQkhPT0tfQVRURU1QVF9SRVNVTFRfRElTQUJMRUQQBBIgChxXRUJIT09LX0FUVEVNUFRfUkVTVUxUX1NUQUxFEAUypAUKDldlYmhvb2tTZXJ2aWNlEmYKDUNyZWF0ZVdlYmhvb2sSKS5tYWlsY29yZS5saW1pdGVyLnYxLkNyZWF0ZVdlYmhvb2tSZXF1ZXN0GioubWFpbGNvcmUubGltaXRlci52MS5DcmVhdGVXZWJob29rUmVzcG9uc2USYwoMTGlzdFdlYmhvb2tzEigubWFpbGNvcmUubGltaXRlci52MS5MaXN0V2ViaG9va3NSZXF1ZXN0GikubWFpbGNvcmUubGltaXRlci52MS5MaXN0V2ViaG9va3NSZXNwb25zZRJmCg1EZWxldGVXZWJob29rEikubWFpbGNvcmUubGltaXRlci52MS5EZWxldGVXZWJob29rUmVxdWVzdBoqLm1haWxjb3JlLmxpbWl0ZXIudjEuRGVsZXRlV2ViaG9va1Jlc3BvbnNlEn4KFUxpc3RXZWJob29rRGVsaXZlcmllcxIxLm1haWxjb3JlLmxpbWl0ZXIudjEuTGlzdFdlYmhvb2tEZWxpdmVyaWVzUmVxdWVzdBoyLm1haWxjb3JlLmxpbWl0ZXIudjEuTGlzdFdlYmhvb2tEZWxpdmVyaWVzUmVzcG9uc2USYAoLVGVzdFdlYmhvb2sSJy5tYWlsY29yZS5saW1pdGVyLnYxLlRlc3RXZWJob29rUmVxdWVzdBooLm1haWxjb3JlLmxpbWl0ZXIudjEuVGVzdFdlYmhvb2tSZXNwb25zZRJ7ChRSZXRyeVdlYmhvb2tEZWxpdmVyeRIwLm1haWxjb3JlLmxpbWl0ZXIudjEuUmV0cnlXZWJob29rRGVsaXZlcnlSZXF1ZXN0GjEubWFpbGNvcmUubGltaXRlci52MS5SZXRyeVdlYmhvb2tEZWxpdmVyeVJlc3BvbnNlMpwCChZXZWJob29rRGVsaXZlcnlTZXJ2aWNlEoEBChZDbGFpbVdlYmhvb2tEZWxpdmVyaWVzEjIubWFpbGNvcmUubGltaXRlci52MS5DbGFpbVdlYmhvb2tEZWxpdmVyaWVzUmVxdWVzdBozLm1haWxjb3JlLmxpbWl0ZXIudjEuQ2xhaW1XZWJob29rRGVsaXZlcmllc1Jlc3BvbnNlEn4KFVJlcG9ydFdlYmhvb2tBdHRlbXB0cxIxLm1haWxjb3JlLmxpbWl0ZXIudjEuUmVwb3J0V2ViaG9va0F0dGVtcHRzUmVxdWVzdBoyLm1haWxjb3JlLmxpbWl0ZXIudjEuUmVwb3J0V2ViaG9va0F0dGVtcHRzUmVzcG9uc2ViBnByb3RvMw");
 
 /**
  * @generated from message mailcore.limiter.v1.WebhookEndpoint
@@ -53,6 +53,24 @@ export type WebhookEndpoint = Message<"mailcore.limiter.v1.WebhookEndpoint"> & {
    * @generated from field: string disabled_reason = 6;
    */
   disabledReason: string;
+
+  /**
+   * Its health: when an attempt last succeeded and last failed (0: never), and how many
+   * attempts failed since the last success.
+   *
+   * @generated from field: int64 last_success_at_ms = 7;
+   */
+  lastSuccessAtMs: bigint;
+
+  /**
+   * @generated from field: int64 last_failure_at_ms = 8;
+   */
+  lastFailureAtMs: bigint;
+
+  /**
+   * @generated from field: uint32 consecutive_failures = 9;
+   */
+  consecutiveFailures: number;
 };
 
 /**
@@ -92,6 +110,24 @@ export type WebhookEndpointJson = {
    * @generated from field: string disabled_reason = 6;
    */
   disabledReason?: string;
+
+  /**
+   * Its health: when an attempt last succeeded and last failed (0: never), and how many
+   * attempts failed since the last success.
+   *
+   * @generated from field: int64 last_success_at_ms = 7;
+   */
+  lastSuccessAtMs?: string;
+
+  /**
+   * @generated from field: int64 last_failure_at_ms = 8;
+   */
+  lastFailureAtMs?: string;
+
+  /**
+   * @generated from field: uint32 consecutive_failures = 9;
+   */
+  consecutiveFailures?: number;
 };
 
 /**
@@ -596,6 +632,152 @@ export const ListWebhookDeliveriesResponseSchema: GenMessage<ListWebhookDeliveri
   messageDesc(file_mailcore_limiter_v1_webhooks, 10);
 
 /**
+ * @generated from message mailcore.limiter.v1.TestWebhookRequest
+ */
+export type TestWebhookRequest = Message<"mailcore.limiter.v1.TestWebhookRequest"> & {
+  /**
+   * @generated from field: string org_id = 1;
+   */
+  orgId: string;
+
+  /**
+   * @generated from field: string webhook_id = 2;
+   */
+  webhookId: string;
+};
+
+/**
+ * @generated from message mailcore.limiter.v1.TestWebhookRequest
+ */
+export type TestWebhookRequestJson = {
+  /**
+   * @generated from field: string org_id = 1;
+   */
+  orgId?: string;
+
+  /**
+   * @generated from field: string webhook_id = 2;
+   */
+  webhookId?: string;
+};
+
+/**
+ * Describes the message mailcore.limiter.v1.TestWebhookRequest.
+ * Use `create(TestWebhookRequestSchema)` to create a new message.
+ */
+export const TestWebhookRequestSchema: GenMessage<TestWebhookRequest, {jsonType: TestWebhookRequestJson}> = /*@__PURE__*/
+  messageDesc(file_mailcore_limiter_v1_webhooks, 11);
+
+/**
+ * @generated from message mailcore.limiter.v1.TestWebhookResponse
+ */
+export type TestWebhookResponse = Message<"mailcore.limiter.v1.TestWebhookResponse"> & {
+  /**
+   * The webhook.test delivery, due now.
+   *
+   * @generated from field: mailcore.limiter.v1.WebhookDelivery delivery = 1;
+   */
+  delivery?: WebhookDelivery | undefined;
+};
+
+/**
+ * @generated from message mailcore.limiter.v1.TestWebhookResponse
+ */
+export type TestWebhookResponseJson = {
+  /**
+   * The webhook.test delivery, due now.
+   *
+   * @generated from field: mailcore.limiter.v1.WebhookDelivery delivery = 1;
+   */
+  delivery?: WebhookDeliveryJson;
+};
+
+/**
+ * Describes the message mailcore.limiter.v1.TestWebhookResponse.
+ * Use `create(TestWebhookResponseSchema)` to create a new message.
+ */
+export const TestWebhookResponseSchema: GenMessage<TestWebhookResponse, {jsonType: TestWebhookResponseJson}> = /*@__PURE__*/
+  messageDesc(file_mailcore_limiter_v1_webhooks, 12);
+
+/**
+ * @generated from message mailcore.limiter.v1.RetryWebhookDeliveryRequest
+ */
+export type RetryWebhookDeliveryRequest = Message<"mailcore.limiter.v1.RetryWebhookDeliveryRequest"> & {
+  /**
+   * @generated from field: string org_id = 1;
+   */
+  orgId: string;
+
+  /**
+   * @generated from field: string webhook_id = 2;
+   */
+  webhookId: string;
+
+  /**
+   * @generated from field: string delivery_id = 3;
+   */
+  deliveryId: string;
+};
+
+/**
+ * @generated from message mailcore.limiter.v1.RetryWebhookDeliveryRequest
+ */
+export type RetryWebhookDeliveryRequestJson = {
+  /**
+   * @generated from field: string org_id = 1;
+   */
+  orgId?: string;
+
+  /**
+   * @generated from field: string webhook_id = 2;
+   */
+  webhookId?: string;
+
+  /**
+   * @generated from field: string delivery_id = 3;
+   */
+  deliveryId?: string;
+};
+
+/**
+ * Describes the message mailcore.limiter.v1.RetryWebhookDeliveryRequest.
+ * Use `create(RetryWebhookDeliveryRequestSchema)` to create a new message.
+ */
+export const RetryWebhookDeliveryRequestSchema: GenMessage<RetryWebhookDeliveryRequest, {jsonType: RetryWebhookDeliveryRequestJson}> = /*@__PURE__*/
+  messageDesc(file_mailcore_limiter_v1_webhooks, 13);
+
+/**
+ * @generated from message mailcore.limiter.v1.RetryWebhookDeliveryResponse
+ */
+export type RetryWebhookDeliveryResponse = Message<"mailcore.limiter.v1.RetryWebhookDeliveryResponse"> & {
+  /**
+   * The delivery, pending again with its next attempt due now.
+   *
+   * @generated from field: mailcore.limiter.v1.WebhookDelivery delivery = 1;
+   */
+  delivery?: WebhookDelivery | undefined;
+};
+
+/**
+ * @generated from message mailcore.limiter.v1.RetryWebhookDeliveryResponse
+ */
+export type RetryWebhookDeliveryResponseJson = {
+  /**
+   * The delivery, pending again with its next attempt due now.
+   *
+   * @generated from field: mailcore.limiter.v1.WebhookDelivery delivery = 1;
+   */
+  delivery?: WebhookDeliveryJson;
+};
+
+/**
+ * Describes the message mailcore.limiter.v1.RetryWebhookDeliveryResponse.
+ * Use `create(RetryWebhookDeliveryResponseSchema)` to create a new message.
+ */
+export const RetryWebhookDeliveryResponseSchema: GenMessage<RetryWebhookDeliveryResponse, {jsonType: RetryWebhookDeliveryResponseJson}> = /*@__PURE__*/
+  messageDesc(file_mailcore_limiter_v1_webhooks, 14);
+
+/**
  * @generated from message mailcore.limiter.v1.ClaimWebhookDeliveriesRequest
  */
 export type ClaimWebhookDeliveriesRequest = Message<"mailcore.limiter.v1.ClaimWebhookDeliveriesRequest"> & {
@@ -668,7 +850,7 @@ export type ClaimWebhookDeliveriesRequestJson = {
  * Use `create(ClaimWebhookDeliveriesRequestSchema)` to create a new message.
  */
 export const ClaimWebhookDeliveriesRequestSchema: GenMessage<ClaimWebhookDeliveriesRequest, {jsonType: ClaimWebhookDeliveriesRequestJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_webhooks, 11);
+  messageDesc(file_mailcore_limiter_v1_webhooks, 15);
 
 /**
  * One attempt to make: POST body to url with the three Standard Webhooks headers.
@@ -791,7 +973,7 @@ export type WebhookTaskJson = {
  * Use `create(WebhookTaskSchema)` to create a new message.
  */
 export const WebhookTaskSchema: GenMessage<WebhookTask, {jsonType: WebhookTaskJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_webhooks, 12);
+  messageDesc(file_mailcore_limiter_v1_webhooks, 16);
 
 /**
  * @generated from message mailcore.limiter.v1.ClaimWebhookDeliveriesResponse
@@ -818,7 +1000,7 @@ export type ClaimWebhookDeliveriesResponseJson = {
  * Use `create(ClaimWebhookDeliveriesResponseSchema)` to create a new message.
  */
 export const ClaimWebhookDeliveriesResponseSchema: GenMessage<ClaimWebhookDeliveriesResponse, {jsonType: ClaimWebhookDeliveriesResponseJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_webhooks, 13);
+  messageDesc(file_mailcore_limiter_v1_webhooks, 17);
 
 /**
  * The outcome of one attempt.
@@ -897,7 +1079,7 @@ export type WebhookAttemptReportJson = {
  * Use `create(WebhookAttemptReportSchema)` to create a new message.
  */
 export const WebhookAttemptReportSchema: GenMessage<WebhookAttemptReport, {jsonType: WebhookAttemptReportJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_webhooks, 14);
+  messageDesc(file_mailcore_limiter_v1_webhooks, 18);
 
 /**
  * @generated from message mailcore.limiter.v1.ReportWebhookAttemptsRequest
@@ -928,7 +1110,7 @@ export type ReportWebhookAttemptsRequestJson = {
  * Use `create(ReportWebhookAttemptsRequestSchema)` to create a new message.
  */
 export const ReportWebhookAttemptsRequestSchema: GenMessage<ReportWebhookAttemptsRequest, {jsonType: ReportWebhookAttemptsRequestJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_webhooks, 15);
+  messageDesc(file_mailcore_limiter_v1_webhooks, 19);
 
 /**
  * @generated from message mailcore.limiter.v1.ReportWebhookAttemptsResponse
@@ -959,7 +1141,7 @@ export type ReportWebhookAttemptsResponseJson = {
  * Use `create(ReportWebhookAttemptsResponseSchema)` to create a new message.
  */
 export const ReportWebhookAttemptsResponseSchema: GenMessage<ReportWebhookAttemptsResponse, {jsonType: ReportWebhookAttemptsResponseJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_webhooks, 16);
+  messageDesc(file_mailcore_limiter_v1_webhooks, 20);
 
 /**
  * @generated from enum mailcore.limiter.v1.WebhookDeliveryState
@@ -1092,6 +1274,26 @@ export const WebhookService: GenService<{
     methodKind: "unary";
     input: typeof ListWebhookDeliveriesRequestSchema;
     output: typeof ListWebhookDeliveriesResponseSchema;
+  },
+  /**
+   * Sends a webhook.test event now (whatever the endpoint subscribed to), signed and retried as any.
+   *
+   * @generated from rpc mailcore.limiter.v1.WebhookService.TestWebhook
+   */
+  testWebhook: {
+    methodKind: "unary";
+    input: typeof TestWebhookRequestSchema;
+    output: typeof TestWebhookResponseSchema;
+  },
+  /**
+   * A new attempt of a delivered or failed delivery; FAILED_PRECONDITION while it is pending.
+   *
+   * @generated from rpc mailcore.limiter.v1.WebhookService.RetryWebhookDelivery
+   */
+  retryWebhookDelivery: {
+    methodKind: "unary";
+    input: typeof RetryWebhookDeliveryRequestSchema;
+    output: typeof RetryWebhookDeliveryResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_mailcore_limiter_v1_webhooks, 0);

@@ -1,0 +1,172 @@
+import type { Client } from "@connectrpc/connect";
+import {
+  Lane,
+  type MailService,
+  type MessageInfo,
+  type MessageStatsHour,
+  MessageStatus,
+} from "../gen/mailcore/limiter/v1/mail_pb";
+import { laneName, normalizeMailbox } from "../mail/policy";
+import { InvalidField } from "./emails";
+import { iso, json, type Route } from "./respond";
+import { paging, route } from "./routing";
+
+// What happened to an organization's mail: the activity log (GET /api/v1/emails) and the
+// delivery figures over time (GET /api/v1/stats/emails), both read from the records.
+
+/** The daemon's RPCs these routes call. */
+export type ActivityCalls = Pick<Client<typeof MailService>, "listMessages" | "getMessageStats">;
+
+export const STATUS_NAMES: Record<number, string> = {
+  [MessageStatus.QUEUED]: "queued",
+  [MessageStatus.SENDING]: "sending",
+  [MessageStatus.DELIVERED]: "delivered",
+  [MessageStatus.DEFERRED]: "deferred",
+  [MessageStatus.BOUNCED]: "bounced",
+  [MessageStatus.FAILED]: "failed",
+};
+const STATUS_OF_NAME = Object.fromEntries(Object.entries(STATUS_NAMES).map(([n, name]) => [name, Number(n)]));
+
+const HOUR_MS = 3_600_000;
+const DAY_MS = 24 * HOUR_MS;
+/** The longest ranges of GET /api/v1/stats/emails: about a month of hours, about a year of days. */
+export const MAX_STATS_HOURLY_DAYS = 31;
+export const MAX_STATS_DAYS = 400;
+const INTERVALS = {
+  hour: { widthMs: HOUR_MS, defaultSpanMs: DAY_MS, maxDays: MAX_STATS_HOURLY_DAYS },
+  day: { widthMs: DAY_MS, defaultSpanMs: 30 * DAY_MS, maxDays: MAX_STATS_DAYS },
+} as const;
+
+/** A message as a list shows it: without its events. */
+export function emailListItem(m: MessageInfo) {
+  return {
+    id: m.id,
+    status: STATUS_NAMES[m.status],
+    lane: laneName(m.lane),
+    from: m.from,
+    to: m.to,
+    subject: m.subject,
+    tags: m.tags,
+    createdAt: iso(m.createdAtMs),
+    updatedAt: iso(m.updatedAtMs),
+  };
+}
+
+/** A message with its attempts and events (GET /api/v1/emails/{id}). */
+export function emailJson(m: MessageInfo) {
+  return {
+    ...emailListItem(m),
+    attempts: m.attempts,
+    events: m.events.map((e) => ({ status: STATUS_NAMES[e.status], at: iso(e.atMs), detail: e.detail })),
+  };
+}
+
+/** A query time the contract admitted as RFC 3339; undefined when absent. */
+function timeParam(url: URL, name: string): number | undefined {
+  const v = url.searchParams.get(name);
+  return v === null ? undefined : Date.parse(v);
+}
+
+/** The list's filters from the query string, as the contract admitted them. */
+export function emailFilters(url: URL) {
+  const q = url.searchParams;
+  const status = q.get("status");
+  const lane = q.get("lane");
+  const to = q.get("to");
+  const afterMs = timeParam(url, "after");
+  const beforeMs = timeParam(url, "before");
+  if (afterMs !== undefined && beforeMs !== undefined && beforeMs <= afterMs)
+    throw new InvalidField("before", "must be after `after`");
+  return {
+    status: status === null ? MessageStatus.UNSPECIFIED : STATUS_OF_NAME[status]!,
+    lane: lane === null ? Lane.UNSPECIFIED : lane === "bulk" ? Lane.BULK : Lane.TRANSACTIONAL,
+    toMailbox: to === null ? "" : normalizeMailbox(to),
+    tag: q.get("tag") ?? "",
+    // The epoch itself is "unbounded" on the wire: a bound there is one a millisecond later.
+    afterMs: BigInt(afterMs === undefined ? 0 : Math.max(1, afterMs)),
+    beforeMs: BigInt(beforeMs === undefined ? 0 : Math.max(1, beforeMs)),
+  };
+}
+
+/**
+ * The intervals of a stats request: whole intervals covering since..until. Without since, the
+ * default span ends with the interval until falls in (the current one by default).
+ */
+export function statsRange(url: URL, nowMs: number) {
+  const interval = (url.searchParams.get("interval") ?? "hour") as keyof typeof INTERVALS;
+  const { widthMs, defaultSpanMs, maxDays } = INTERVALS[interval];
+  const until = timeParam(url, "until") ?? nowMs;
+  const untilMs = Math.floor(until / widthMs) * widthMs + (until % widthMs === 0 ? 0 : widthMs);
+  const since = timeParam(url, "since") ?? untilMs - defaultSpanMs;
+  if (until <= since) throw new InvalidField("until", "must be after `since`");
+  const sinceMs = Math.floor(since / widthMs) * widthMs;
+  if (sinceMs < 0) throw new InvalidField("since", "must not be before 1970");
+  if (untilMs - sinceMs > maxDays * DAY_MS)
+    throw new InvalidField("since", `must be at most ${maxDays} days before \`until\` by ${interval}`);
+  return { interval, widthMs, sinceMs, untilMs };
+}
+
+/** Every interval of the range, oldest first, with the hours that fall in it added up. */
+export function statsRows(range: { widthMs: number; sinceMs: number; untilMs: number }, hours: MessageStatsHour[]) {
+  const { widthMs, sinceMs, untilMs } = range;
+  const rows = Array.from({ length: (untilMs - sinceMs) / widthMs }, (_, i) => ({
+    start: new Date(sinceMs + i * widthMs).toISOString(),
+    accepted: 0,
+    delivered: 0,
+    bounced: 0,
+    failed: 0,
+    deferred: 0,
+    refused: { quota: 0, ip: 0, recipient: 0 },
+  }));
+  for (const h of hours) {
+    const row = rows[Math.floor((Number(h.hourStartMs) - sinceMs) / widthMs)];
+    if (!row) continue;
+    row.accepted += Number(h.accepted);
+    row.delivered += Number(h.delivered);
+    row.bounced += Number(h.bounced);
+    row.failed += Number(h.failed);
+    row.deferred += Number(h.deferred);
+    row.refused.quota += Number(h.refusedQuota);
+    row.refused.ip += Number(h.refusedIp);
+    row.refused.recipient += Number(h.refusedRecipient);
+  }
+  return rows;
+}
+
+/** GET /api/v1/emails and GET /api/v1/stats/emails. */
+export function activityRoutes(
+  calls: ActivityCalls,
+  timeoutMs: number,
+  nowMs: () => number = Date.now,
+): { list: NonNullable<Route["GET"]>; stats: [string, Route] } {
+  return {
+    list: route(async ({ req, admission, headers }) => {
+      const url = new URL(req.url);
+      const page = paging(url);
+      const res = await calls.listMessages({ orgId: admission.orgId, ...page, ...emailFilters(url) }, { timeoutMs });
+      return json(200, { data: res.messages.map(emailListItem), nextCursor: res.nextCursor || null }, headers);
+    }),
+    stats: [
+      "/api/v1/stats/emails",
+      {
+        GET: route(async ({ req, admission, headers }) => {
+          const range = statsRange(new URL(req.url), nowMs());
+          const res = await calls.getMessageStats(
+            { orgId: admission.orgId, sinceMs: BigInt(range.sinceMs), untilMs: BigInt(range.untilMs) },
+            { timeoutMs },
+          );
+          return json(
+            200,
+            {
+              interval: range.interval,
+              since: new Date(range.sinceMs).toISOString(),
+              until: new Date(range.untilMs).toISOString(),
+              data: statsRows(range, res.hours),
+            },
+            headers,
+          );
+        }),
+      },
+    ],
+  };
+}

@@ -1,0 +1,199 @@
+// The console's activity pages in headless Chromium (playwright-core) against limiterd, an API
+// process and a worker started with `bun run` on the embedded store, and a webhook receiver
+// this file starts: the activity log's filters and pages, a message's events, the webhooks'
+// health with the test and replay buttons, the delivery figures of the usage page, at 1280 px
+// and at 390 px. Screenshots go to .test-results/screenshots/.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import type { Browser, BrowserContext, Page } from "playwright-core";
+import { launchChromium, screenshot } from "../testkit/browser";
+import { type Receiver, startReceiver } from "../testkit/receiver";
+import { runToEnd, sendEmail, type Stack, startStack, waitFor } from "../testkit/testkit";
+
+const PASSWORD = "correct horse battery staple";
+const EMAIL = "ann@acme.example";
+
+let stack: Stack;
+let browser: Browser;
+let receiver: Receiver;
+let base: string;
+let token: string;
+const sent: string[] = [];
+
+beforeAll(async () => {
+  receiver = startReceiver();
+  receiver.answer("/down", () => 503);
+  stack = await startStack({ workers: 1, env: { WEBHOOK_ALLOW_PRIVATE_URLS: "1", WEBHOOK_SCHEDULE_DIVISOR: "1000" } });
+  base = stack.apiUrls[0]!;
+  token = await stack.org("acme", "premium");
+  const r = await runToEnd("cmd/admin/index.ts", ["user", "create", "acme", EMAIL], stack.env, `${PASSWORD}\n`);
+  if (r.code !== 0) throw new Error(`user create: ${r.stderr}`);
+  for (const [i, to] of ["delivered@fixtures.test", "bounced@fixtures.test", "Kim <kim@example.org>"].entries()) {
+    for (let n = 0; n < (i === 0 ? 26 : 1); n++) {
+      const res = await sendEmail(base, token, {
+        from: "Acme <no-reply@acme.example>",
+        to,
+        subject: `Message ${i}.${n}`,
+        text: "Hello",
+        tags: i === 1 ? ["welcome"] : ["receipt"],
+        lane: i === 1 ? "bulk" : "transactional",
+      });
+      expect(res.status).toBe(202);
+      sent.push(res.body.id as string);
+    }
+  }
+  for (const path of ["/up", "/down"]) {
+    const res = await fetch(`${base}/api/v1/webhooks`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ url: `${receiver.url}${path}`, events: ["email.bounced"] }),
+    });
+    expect(res.status).toBe(201);
+  }
+  await waitFor(
+    "the messages to be recorded, finished",
+    async () => {
+      const res = await fetch(`${base}/api/v1/emails?limit=100`, { headers: { Authorization: `Bearer ${token}` } });
+      const data = ((await res.json()) as { data: { status: string }[] }).data;
+      return data.length === sent.length && data.every((m) => m.status === "delivered" || m.status === "bounced");
+    },
+    30_000,
+  );
+  browser = await launchChromium();
+}, 120_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await stack?.stop();
+  await receiver?.stop();
+});
+
+async function signIn(context: BrowserContext): Promise<Page> {
+  const page = await context.newPage();
+  await page.goto(`${base}/console/sign-in`);
+  await page.getByLabel("Email").fill(EMAIL);
+  await page.getByLabel("Password").fill(PASSWORD);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL(`${base}/console/tokens`);
+  return page;
+}
+
+describe("the console's activity pages in Chromium", () => {
+  let context: BrowserContext;
+  let page: Page;
+  beforeAll(async () => {
+    context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    page = await signIn(context);
+  }, 60_000);
+
+  test("Emails: newest first, pages by cursor, filters, and a message's events", async () => {
+    await page.getByRole("link", { name: "Emails", exact: true }).click();
+    await page.waitForURL(`${base}/console/emails`);
+    const rows = page.locator("tbody tr");
+    expect(await rows.count()).toBe(25);
+    expect(await rows.first().innerText()).toContain("Message 2.0");
+    await screenshot(page, "activity-01-emails");
+    await page.getByRole("link", { name: "Older messages" }).click();
+    expect(await rows.count()).toBe(sent.length - 25);
+    expect(await page.getByRole("link", { name: "Older messages" }).count()).toBe(0);
+
+    await page.goto(`${base}/console/emails`);
+    await page.getByLabel("Status").selectOption("bounced");
+    await page.getByRole("button", { name: "Filter" }).click();
+    await page.waitForURL(/status=bounced/);
+    expect(await rows.count()).toBe(1);
+    expect(await rows.first().innerText()).toContain("bounced@fixtures.test");
+    await page.goto(`${base}/console/emails?to=${encodeURIComponent("KIM+x@example.org")}`);
+    expect(await rows.count()).toBe(1);
+    expect(await rows.first().innerText()).toContain("kim@example.org");
+    await page.goto(`${base}/console/emails?tag=welcome&lane=bulk`);
+    expect(await rows.count()).toBe(1);
+    const bad = await page.goto(`${base}/console/emails?tag=${encodeURIComponent("two words")}`);
+    expect(bad!.status()).toBe(422);
+    expect(await page.getByRole("alert").innerText()).toContain("tag");
+
+    await page.goto(`${base}/console/emails?status=bounced`);
+    await rows.first().getByRole("link").click();
+    await page.waitForURL(`${base}/console/emails/${sent[26]}`);
+    expect(await page.getByRole("heading", { level: 1 }).innerText()).toBe("Message 1.0");
+    const events = await page.locator("tbody").innerText();
+    expect(events).toContain("queued");
+    expect(events).toContain("bounced");
+    await screenshot(page, "activity-02-email");
+    const missing = await page.goto(`${base}/console/emails/msg_000000000000000000000000`);
+    expect(missing!.status()).toBe(404);
+  }, 60_000);
+
+  test("Webhooks: health, a test event, a replay; a form without the session's CSRF token changes nothing", async () => {
+    await page.goto(`${base}/console/webhooks`);
+    const up = page.getByRole("region", { name: `${receiver.url}/up` });
+    const down = page.getByRole("region", { name: `${receiver.url}/down` });
+    await waitFor(
+      "the bounce's deliveries to be attempted",
+      async () => receiver.at("/up").length === 1 && receiver.at("/down").length >= 2,
+    );
+    await page.reload();
+    expect(await up.innerText()).toContain("healthy");
+    await waitFor("the failing health", async () => {
+      await page.reload();
+      return (await down.innerText()).includes("failed in a row");
+    });
+    await screenshot(page, "activity-03-webhooks");
+
+    await up.getByRole("button", { name: /Send a test event/ }).click();
+    await page.waitForURL(`${base}/console/webhooks?done=tested`);
+    expect(await page.getByRole("status").innerText()).toContain("webhook.test");
+    await waitFor("the test event", async () => receiver.at("/up").some((r) => r.body.includes("webhook.test")));
+
+    await page.reload();
+    const replay = up.getByRole("button", { name: /Replay email.bounced/ });
+    await replay.click();
+    await page.waitForURL(`${base}/console/webhooks?done=replayed`);
+    await waitFor(
+      "the replay",
+      async () => receiver.at("/up").filter((r) => r.body.includes("email.bounced")).length === 2,
+    );
+
+    const forged = await page.request.post(`${base}${await up.locator("form").first().getAttribute("action")}`, {
+      form: { csrf: "not-the-token" },
+    });
+    expect(forged.status()).toBe(403);
+    const tests = receiver.at("/up").filter((r) => r.body.includes("webhook.test")).length;
+    await Bun.sleep(300);
+    expect(receiver.at("/up").filter((r) => r.body.includes("webhook.test")).length).toBe(tests);
+  }, 60_000);
+
+  test("Plan and usage: sent, delivered and bounced over 24 hours and 30 days, and this month's volume", async () => {
+    await page.goto(`${base}/console/usage`);
+    expect(await page.locator("#month-volume").innerText()).toBe(String(sent.length));
+    expect(await page.locator("#day-delivered").innerText()).toBe(String(sent.length - 1));
+    expect(await page.locator("#day-bounced").innerText()).toBe("1");
+    expect(await page.getByRole("img", { name: /per hour, last 24 hours/ }).count()).toBe(1);
+    expect(await page.getByRole("img", { name: /per day, last 30 days/ }).count()).toBe(1);
+    await screenshot(page, "activity-04-usage");
+  }, 60_000);
+
+  test("readable on a phone: no sideways scrolling", async () => {
+    const phone = await browser.newContext({
+      viewport: { width: 390, height: 844 },
+      deviceScaleFactor: 2,
+      isMobile: true,
+      hasTouch: true,
+    });
+    await phone.addCookies((await context.cookies()).filter((c) => c.name === "mc_session"));
+    const p = await phone.newPage();
+    for (const [path, name] of [
+      ["/console/emails", "activity-05-phone-emails"],
+      [`/console/emails/${sent[26]}`, "activity-05-phone-email"],
+      ["/console/webhooks", "activity-05-phone-webhooks"],
+      ["/console/usage", "activity-05-phone-usage"],
+    ] as const) {
+      await p.goto(`${base}${path}`);
+      expect({ path, fits: await p.evaluate("document.documentElement.scrollWidth <= window.innerWidth") }).toEqual({
+        path,
+        fits: true,
+      });
+      await screenshot(p, name);
+    }
+    await phone.close();
+  }, 60_000);
+});
