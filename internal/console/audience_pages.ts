@@ -6,6 +6,8 @@ import {
   type WorkflowRun,
 } from "../gen/mailcore/limiter/v1/automation_pb";
 import type { GetSessionResponse } from "../gen/mailcore/limiter/v1/console_pb";
+import { SUBSCRIBER_STATUS_NAMES } from "../api/audience";
+import { CAMPAIGN_STATUS_NAMES } from "../api/campaigns";
 import { type Html, html, time } from "../web/html";
 import { layout, type Notice, notice, PATHS } from "./pages";
 
@@ -13,19 +15,6 @@ import { layout, type Notice, notice, PATHS } from "./pages";
 // prefix, filtered by tag) and a subscriber's events, campaigns with their stats, workflows and
 // a workflow's runs. Each list is one page of the daemon's list, with its cursor in the link to
 // the next page; the filters travel with it.
-
-const SUBSCRIBER_STATUS: Record<number, string> = {
-  [SubscriberStatus.SUBSCRIBED]: "subscribed",
-  [SubscriberStatus.UNSUBSCRIBED]: "unsubscribed",
-};
-const CAMPAIGN_STATUS: Record<number, string> = {
-  [CampaignStatus.DRAFT]: "draft",
-  [CampaignStatus.SCHEDULED]: "scheduled",
-  [CampaignStatus.SENDING]: "sending",
-  [CampaignStatus.SENT]: "sent",
-  [CampaignStatus.CANCELLED]: "cancelled",
-  [CampaignStatus.FAILED]: "failed",
-};
 
 /** A page of a list: the cursor it was asked with and the daemon's next one (empty on the last page). */
 export interface Paged {
@@ -70,7 +59,7 @@ export function subscribersPage(o: {
     (s) => html`<tr>
 <th scope="row"><a href="${subscriberPath(s.id)}">${s.email}</a></th>
 <td data-label="Name">${s.name || html`<span class="hint">none</span>`}</td>
-<td data-label="Status">${badge(SUBSCRIBER_STATUS[s.status] ?? "unknown", s.status === SubscriberStatus.SUBSCRIBED)}</td>
+<td data-label="Status">${badge(SUBSCRIBER_STATUS_NAMES[s.status] ?? "unknown", s.status === SubscriberStatus.SUBSCRIBED)}</td>
 <td data-label="Tags">${tagLinks(s.tags)}</td>
 <td data-label="Created">${time(Number(s.createdAtMs))}</td>
 </tr>`,
@@ -134,7 +123,7 @@ export function subscriberPage(o: {
 <dl class="record">
 <dt>Id</dt><dd class="mono">${s.id}</dd>
 <dt>Name</dt><dd>${s.name || html`<span class="hint">none</span>`}</dd>
-<dt>Status</dt><dd>${badge(SUBSCRIBER_STATUS[s.status] ?? "unknown", s.status === SubscriberStatus.SUBSCRIBED)}</dd>
+<dt>Status</dt><dd>${badge(SUBSCRIBER_STATUS_NAMES[s.status] ?? "unknown", s.status === SubscriberStatus.SUBSCRIBED)}</dd>
 <dt>Tags</dt><dd>${tagLinks(s.tags)}</dd>
 <dt>Fields</dt><dd>${fields.length === 0 ? html`<span class="hint">none</span>` : html`<code>${JSON.stringify(Object.fromEntries(fields))}</code>`}</dd>
 <dt>Created</dt><dd>${time(Number(s.createdAtMs))}</dd>
@@ -156,7 +145,7 @@ ${pager(subscriberPath(s.id), {}, o.paged, "events")}`,
 export function campaignsPage(o: { session: GetSessionResponse; campaigns: Campaign[]; paged: Paged }): string {
   const rows = o.campaigns.map((c) => {
     const st = c.stats;
-    const status = CAMPAIGN_STATUS[c.status] ?? "unknown";
+    const status = CAMPAIGN_STATUS_NAMES[c.status] ?? "unknown";
     return html`<tr>
 <th scope="row">${c.name}<div class="hint">${c.subject}</div></th>
 <td data-label="Status">${badge(status, c.status === CampaignStatus.SENT)}${c.status === CampaignStatus.SCHEDULED ? html`<div class="hint">at ${time(Number(c.scheduledAtMs))}</div>` : html``}${c.detail ? html`<div class="hint">${c.detail}</div>` : html``}</td>
