@@ -36,14 +36,19 @@ ${p.nextCursor ? html`<a href="${href(path, { ...query, cursor: p.nextCursor })}
 </nav>`;
 }
 
+const NONE = html`<span class="hint">none</span>`;
+
 const badge = (text: string, ok: boolean) => html`<span class="badge ${ok ? "ok" : "pending"}">${text}</span>`;
+const subscriberStatus = (s: Subscriber) =>
+  badge(SUBSCRIBER_STATUS_NAMES[s.status] ?? "unknown", s.status === SubscriberStatus.SUBSCRIBED);
+const workflowState = (w: Workflow) => badge(w.active ? "active" : "paused", w.active);
 
 const subscriberPath = (id: string) => `${PATHS.subscribers}/${encodeURIComponent(id)}`;
 const workflowPath = (id: string) => `${PATHS.workflows}/${encodeURIComponent(id)}`;
 
 const tagLinks = (tags: string[]) =>
   tags.length === 0
-    ? html`<span class="hint">none</span>`
+    ? NONE
     : html`<ul class="tags">${tags.map((t) => html`<li><a href="${href(PATHS.subscribers, { tag: t })}">${t}</a></li>`)}</ul>`;
 
 export function subscribersPage(o: {
@@ -58,8 +63,8 @@ export function subscribersPage(o: {
   const rows = o.subscribers.map(
     (s) => html`<tr>
 <th scope="row"><a href="${subscriberPath(s.id)}">${s.email}</a></th>
-<td data-label="Name">${s.name || html`<span class="hint">none</span>`}</td>
-<td data-label="Status">${badge(SUBSCRIBER_STATUS_NAMES[s.status] ?? "unknown", s.status === SubscriberStatus.SUBSCRIBED)}</td>
+<td data-label="Name">${s.name || NONE}</td>
+<td data-label="Status">${subscriberStatus(s)}</td>
 <td data-label="Tags">${tagLinks(s.tags)}</td>
 <td data-label="Created">${time(Number(s.createdAtMs))}</td>
 </tr>`,
@@ -96,7 +101,7 @@ ${pager(PATHS.subscribers, filter, o.paged, "subscribers")}`,
 function eventData(json: string): Html {
   const data = JSON.parse(json) as Record<string, unknown>;
   const entries = Object.entries(data);
-  if (entries.length === 0) return html`<span class="hint">none</span>`;
+  if (entries.length === 0) return NONE;
   return html`<code>${entries.map(([k, v]) => `${k}: ${typeof v === "string" ? v : JSON.stringify(v)}`).join(", ")}</code>`;
 }
 
@@ -107,7 +112,7 @@ export function subscriberPage(o: {
   paged: Paged;
 }): string {
   const s = o.subscriber;
-  const fields = Object.entries(JSON.parse(s.fieldsJson) as Record<string, unknown>);
+  const fields = JSON.parse(s.fieldsJson) as Record<string, unknown>;
   const rows = o.events.map(
     (e) => html`<tr>
 <th scope="row" class="mono">${e.type}</th>
@@ -122,10 +127,10 @@ export function subscriberPage(o: {
     html`<p><a href="${PATHS.subscribers}">All subscribers</a></p>
 <dl class="record">
 <dt>Id</dt><dd class="mono">${s.id}</dd>
-<dt>Name</dt><dd>${s.name || html`<span class="hint">none</span>`}</dd>
-<dt>Status</dt><dd>${badge(SUBSCRIBER_STATUS_NAMES[s.status] ?? "unknown", s.status === SubscriberStatus.SUBSCRIBED)}</dd>
+<dt>Name</dt><dd>${s.name || NONE}</dd>
+<dt>Status</dt><dd>${subscriberStatus(s)}</dd>
 <dt>Tags</dt><dd>${tagLinks(s.tags)}</dd>
-<dt>Fields</dt><dd>${fields.length === 0 ? html`<span class="hint">none</span>` : html`<code>${JSON.stringify(Object.fromEntries(fields))}</code>`}</dd>
+<dt>Fields</dt><dd>${Object.keys(fields).length === 0 ? NONE : html`<code>${JSON.stringify(fields)}</code>`}</dd>
 <dt>Created</dt><dd>${time(Number(s.createdAtMs))}</dd>
 <dt>Updated</dt><dd>${time(Number(s.updatedAtMs))}</dd>
 </dl>
@@ -186,7 +191,7 @@ export function workflowsPage(o: { session: GetSessionResponse; workflows: Workf
 <th scope="row"><a href="${workflowPath(w.id)}">${w.name}</a></th>
 <td data-label="Trigger">${trigger(w)}</td>
 <td data-label="Steps">${stepTypes(w).join(" → ")}</td>
-<td data-label="State">${badge(w.active ? "active" : "paused", w.active)}</td>
+<td data-label="State">${workflowState(w)}</td>
 <td data-label="Created">${time(Number(w.createdAtMs))}</td>
 </tr>`,
   );
@@ -235,7 +240,7 @@ export function workflowPage(o: {
 <dt>Id</dt><dd class="mono">${w.id}</dd>
 <dt>Trigger</dt><dd>${trigger(w)}</dd>
 <dt>Steps</dt><dd>${steps.map((t, i) => html`${i > 0 ? " → " : ""}<span>${i + 1}. ${t}</span>`)}</dd>
-<dt>State</dt><dd>${badge(w.active ? "active" : "paused", w.active)}</dd>
+<dt>State</dt><dd>${workflowState(w)}</dd>
 <dt>Created</dt><dd>${time(Number(w.createdAtMs))}</dd>
 </dl>
 <h2>Runs</h2>
