@@ -25,7 +25,7 @@ export const PATHS = {
   workflows: `${CONSOLE}/workflows`,
 } as const;
 
-export type Tab = "tokens" | "domains" | "usage" | "subscribers" | "campaigns" | "workflows";
+type Tab = "tokens" | "domains" | "usage" | "subscribers" | "campaigns" | "workflows";
 
 const TABS: [Tab, string, string][] = [
   ["tokens", PATHS.tokens, "API Tokens"],
@@ -55,7 +55,7 @@ export function notice(n: Notice | undefined): Html {
   return html`<div class="notice ${n.kind}" role="${n.kind === "error" ? "alert" : "status"}">${n.text}</div>`;
 }
 
-export const csrfField = (s: GetSessionResponse) => html`<input type="hidden" name="csrf" value="${s.csrfToken}">`;
+const csrfField = (s: GetSessionResponse) => html`<input type="hidden" name="csrf" value="${s.csrfToken}">`;
 
 function document_(title: string, body: Html): string {
   return sitePage(title, body, ["/assets/console.js"]);
