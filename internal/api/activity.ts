@@ -25,7 +25,10 @@ export const STATUS_NAMES: Record<number, string> = {
   [MessageStatus.BOUNCED]: "bounced",
   [MessageStatus.FAILED]: "failed",
 };
-const STATUS_OF_NAME = Object.fromEntries(Object.entries(STATUS_NAMES).map(([n, name]) => [name, Number(n)]));
+/** A status by its name in the API (the list's filter, the console's). */
+export const STATUS_OF_NAME: ReadonlyMap<string, MessageStatus> = new Map(
+  Object.entries(STATUS_NAMES).map(([n, name]) => [name, Number(n) as MessageStatus]),
+);
 
 const HOUR_MS = 3_600_000;
 const DAY_MS = 24 * HOUR_MS;
@@ -78,7 +81,7 @@ export function emailFilters(url: URL) {
   if (afterMs !== undefined && beforeMs !== undefined && beforeMs <= afterMs)
     throw new InvalidField("before", "must be after `after`");
   return {
-    status: status === null ? MessageStatus.UNSPECIFIED : STATUS_OF_NAME[status]!,
+    status: status === null ? MessageStatus.UNSPECIFIED : STATUS_OF_NAME.get(status)!,
     lane: lane === null ? Lane.UNSPECIFIED : lane === "bulk" ? Lane.BULK : Lane.TRANSACTIONAL,
     toMailbox: to === null ? "" : normalizeMailbox(to),
     tag: q.get("tag") ?? "",

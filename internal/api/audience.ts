@@ -26,7 +26,8 @@ import {
 /** The daemon's audience RPCs. */
 export type AudienceCalls = Client<typeof AudienceService>;
 
-const STATUS_NAMES: Record<number, string> = {
+/** A subscriber's status as the API names it (the console shows the same words). */
+export const SUBSCRIBER_STATUS_NAMES: Record<number, string> = {
   [SubscriberStatus.SUBSCRIBED]: "subscribed",
   [SubscriberStatus.UNSUBSCRIBED]: "unsubscribed",
 };
@@ -41,7 +42,7 @@ function subscriberJson(s: Subscriber) {
     id: s.id,
     email: s.email,
     name: s.name,
-    status: STATUS_NAMES[s.status],
+    status: SUBSCRIBER_STATUS_NAMES[s.status],
     fields: JSON.parse(s.fieldsJson),
     tags: s.tags,
     createdAt: iso(s.createdAtMs),

@@ -13,7 +13,8 @@ import { tagList } from "./subscribers";
 /** The daemon's automation RPCs. */
 export type AutomationCalls = Client<typeof AutomationService>;
 
-const STATUS_NAMES: Record<number, string> = {
+/** A campaign's status as the API names it (the console shows the same words). */
+export const CAMPAIGN_STATUS_NAMES: Record<number, string> = {
   [CampaignStatus.DRAFT]: "draft",
   [CampaignStatus.SCHEDULED]: "scheduled",
   [CampaignStatus.SENDING]: "sending",
@@ -34,7 +35,7 @@ function campaignJson(c: Campaign) {
     html: c.html,
     text: c.text,
     audience: c.audienceTags.length > 0 ? { tags: c.audienceTags } : { all: true },
-    status: STATUS_NAMES[c.status],
+    status: CAMPAIGN_STATUS_NAMES[c.status],
     scheduledAt: c.scheduledAtMs > 0n ? iso(c.scheduledAtMs) : null,
     ...(c.detail ? { error: c.detail } : {}),
     stats: {

@@ -6,7 +6,7 @@ import { type Admitted, error, invalid, readJson } from "./respond";
 // What the resource endpoints (audience, campaigns, workflows) share around their one call to
 // the daemon: path segments, paging, the body, and the answers for what the daemon refuses.
 
-const DEFAULT_LIMIT = 20;
+export const DEFAULT_LIMIT = 20;
 
 /** A path segment: an id, or an email or tag name as it is or percent-encoded. */
 export function decoded(param: string): string {

@@ -14,7 +14,8 @@ export const MAX_FIELDS = 50;
 export const MAX_BATCH = 1_000;
 const MAX_TAGS = 100;
 const MAX_NAME = 256;
-const MAX_EMAIL = 254;
+/** The longest address a subscriber may have. */
+export const MAX_EMAIL = 254;
 const MAX_FIELD_STRING = 4_096;
 /**
  * A subscriber's address: a dot-atom local part (UTF-8 allowed, at most 64 characters) at a

@@ -5,17 +5,15 @@ import { STATUS_NAMES, statsRows } from "../api/activity";
 import { laneName } from "../mail/policy";
 import { type Html, html, time } from "../web/html";
 import { barChart, type Series } from "./chart";
-import { layout, type Notice, notice, PATHS } from "./pages";
+import { csrfField, layout, type Notice, notice, PATHS } from "./pages";
 
 // The console's pages of what happened to the organization's mail: the activity log and a
 // message's events, the webhooks with their health and deliveries, and the delivery figures
 // of the usage page. They read what the API reads, for the session's organization.
 
-const STATUSES = ["queued", "sending", "delivered", "deferred", "bounced", "failed"];
 const HOUR_MS = 3_600_000;
 const DAY_MS = 24 * HOUR_MS;
 
-const csrfField = (s: GetSessionResponse) => html`<input type="hidden" name="csrf" value="${s.csrfToken}">`;
 const when = (ms: bigint) => (ms === 0n ? html`never` : time(Number(ms)));
 const statusBadge = (status: string) =>
   html`<span class="badge ${status === "delivered" ? "ok" : status === "bounced" || status === "failed" ? "bad" : "pending"}">${status}</span>`;
@@ -58,7 +56,7 @@ export function emailsPage(o: {
 ${notice(o.notice)}
 <form method="get" action="${PATHS.emails}" class="filters">
 <div class="row">
-<div class="field"><label for="status">Status</label><select id="status" name="status">${option("", "any", f.status)}${STATUSES.map((st) => option(st, st, f.status))}</select></div>
+<div class="field"><label for="status">Status</label><select id="status" name="status">${option("", "any", f.status)}${Object.values(STATUS_NAMES).map((st) => option(st, st, f.status))}</select></div>
 <div class="field"><label for="lane">Lane</label><select id="lane" name="lane">${option("", "any", f.lane)}${option("transactional", "transactional", f.lane)}${option("bulk", "bulk", f.lane)}</select></div>
 <div class="field"><label for="to">To <span class="hint">(a mailbox)</span></label><input type="email" id="to" name="to" value="${f.to}" autocapitalize="none" spellcheck="false"></div>
 <div class="field"><label for="tag">Tag</label><input type="text" id="tag" name="tag" value="${f.tag}" pattern="[A-Za-z0-9_\\-]{1,64}" autocapitalize="none" spellcheck="false"></div>

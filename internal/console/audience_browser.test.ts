@@ -4,7 +4,7 @@
 // made through the HTTP API, as a user would. Screenshots go to .test-results/screenshots/.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { launchChromium, screenshot } from "../testkit/browser";
+import { launchChromium, phoneContext, screenshot } from "../testkit/browser";
 import { getJson, runToEnd, type Stack, startStack, waitFor } from "../testkit/testkit";
 
 const PASSWORD = "correct horse battery staple";
@@ -289,13 +289,7 @@ describe("the audience and automation pages in Chromium", () => {
   });
 
   test("readable on a phone: no sideways scrolling on any of these pages", async () => {
-    const phone = await browser.newContext({
-      viewport: { width: 390, height: 844 },
-      deviceScaleFactor: 2,
-      isMobile: true,
-      hasTouch: true,
-    });
-    await phone.addCookies((await acme.cookies()).filter((c) => c.name === "mc_session"));
+    const phone = await phoneContext(browser, acme);
     const p = await phone.newPage();
     for (const [path, name] of [
       ["/console/subscribers", "17-phone-subscribers"],

@@ -6,6 +6,8 @@ import {
   type WorkflowRun,
 } from "../gen/mailcore/limiter/v1/automation_pb";
 import type { GetSessionResponse } from "../gen/mailcore/limiter/v1/console_pb";
+import { SUBSCRIBER_STATUS_NAMES } from "../api/audience";
+import { CAMPAIGN_STATUS_NAMES } from "../api/campaigns";
 import { type Html, html, time } from "../web/html";
 import { layout, type Notice, notice, PATHS } from "./pages";
 
@@ -13,19 +15,6 @@ import { layout, type Notice, notice, PATHS } from "./pages";
 // prefix, filtered by tag) and a subscriber's events, campaigns with their stats, workflows and
 // a workflow's runs. Each list is one page of the daemon's list, with its cursor in the link to
 // the next page; the filters travel with it.
-
-const SUBSCRIBER_STATUS: Record<number, string> = {
-  [SubscriberStatus.SUBSCRIBED]: "subscribed",
-  [SubscriberStatus.UNSUBSCRIBED]: "unsubscribed",
-};
-const CAMPAIGN_STATUS: Record<number, string> = {
-  [CampaignStatus.DRAFT]: "draft",
-  [CampaignStatus.SCHEDULED]: "scheduled",
-  [CampaignStatus.SENDING]: "sending",
-  [CampaignStatus.SENT]: "sent",
-  [CampaignStatus.CANCELLED]: "cancelled",
-  [CampaignStatus.FAILED]: "failed",
-};
 
 /** A page of a list: the cursor it was asked with and the daemon's next one (empty on the last page). */
 export interface Paged {
@@ -47,14 +36,19 @@ ${p.nextCursor ? html`<a href="${href(path, { ...query, cursor: p.nextCursor })}
 </nav>`;
 }
 
+const NONE = html`<span class="hint">none</span>`;
+
 const badge = (text: string, ok: boolean) => html`<span class="badge ${ok ? "ok" : "pending"}">${text}</span>`;
+const subscriberStatus = (s: Subscriber) =>
+  badge(SUBSCRIBER_STATUS_NAMES[s.status] ?? "unknown", s.status === SubscriberStatus.SUBSCRIBED);
+const workflowState = (w: Workflow) => badge(w.active ? "active" : "paused", w.active);
 
 const subscriberPath = (id: string) => `${PATHS.subscribers}/${encodeURIComponent(id)}`;
 const workflowPath = (id: string) => `${PATHS.workflows}/${encodeURIComponent(id)}`;
 
 const tagLinks = (tags: string[]) =>
   tags.length === 0
-    ? html`<span class="hint">none</span>`
+    ? NONE
     : html`<ul class="tags">${tags.map((t) => html`<li><a href="${href(PATHS.subscribers, { tag: t })}">${t}</a></li>`)}</ul>`;
 
 export function subscribersPage(o: {
@@ -69,8 +63,8 @@ export function subscribersPage(o: {
   const rows = o.subscribers.map(
     (s) => html`<tr>
 <th scope="row"><a href="${subscriberPath(s.id)}">${s.email}</a></th>
-<td data-label="Name">${s.name || html`<span class="hint">none</span>`}</td>
-<td data-label="Status">${badge(SUBSCRIBER_STATUS[s.status] ?? "unknown", s.status === SubscriberStatus.SUBSCRIBED)}</td>
+<td data-label="Name">${s.name || NONE}</td>
+<td data-label="Status">${subscriberStatus(s)}</td>
 <td data-label="Tags">${tagLinks(s.tags)}</td>
 <td data-label="Created">${time(Number(s.createdAtMs))}</td>
 </tr>`,
@@ -107,7 +101,7 @@ ${pager(PATHS.subscribers, filter, o.paged, "subscribers")}`,
 function eventData(json: string): Html {
   const data = JSON.parse(json) as Record<string, unknown>;
   const entries = Object.entries(data);
-  if (entries.length === 0) return html`<span class="hint">none</span>`;
+  if (entries.length === 0) return NONE;
   return html`<code>${entries.map(([k, v]) => `${k}: ${typeof v === "string" ? v : JSON.stringify(v)}`).join(", ")}</code>`;
 }
 
@@ -118,7 +112,7 @@ export function subscriberPage(o: {
   paged: Paged;
 }): string {
   const s = o.subscriber;
-  const fields = Object.entries(JSON.parse(s.fieldsJson) as Record<string, unknown>);
+  const fields = JSON.parse(s.fieldsJson) as Record<string, unknown>;
   const rows = o.events.map(
     (e) => html`<tr>
 <th scope="row" class="mono">${e.type}</th>
@@ -133,10 +127,10 @@ export function subscriberPage(o: {
     html`<p><a href="${PATHS.subscribers}">All subscribers</a></p>
 <dl class="record">
 <dt>Id</dt><dd class="mono">${s.id}</dd>
-<dt>Name</dt><dd>${s.name || html`<span class="hint">none</span>`}</dd>
-<dt>Status</dt><dd>${badge(SUBSCRIBER_STATUS[s.status] ?? "unknown", s.status === SubscriberStatus.SUBSCRIBED)}</dd>
+<dt>Name</dt><dd>${s.name || NONE}</dd>
+<dt>Status</dt><dd>${subscriberStatus(s)}</dd>
 <dt>Tags</dt><dd>${tagLinks(s.tags)}</dd>
-<dt>Fields</dt><dd>${fields.length === 0 ? html`<span class="hint">none</span>` : html`<code>${JSON.stringify(Object.fromEntries(fields))}</code>`}</dd>
+<dt>Fields</dt><dd>${Object.keys(fields).length === 0 ? NONE : html`<code>${JSON.stringify(fields)}</code>`}</dd>
 <dt>Created</dt><dd>${time(Number(s.createdAtMs))}</dd>
 <dt>Updated</dt><dd>${time(Number(s.updatedAtMs))}</dd>
 </dl>
@@ -156,7 +150,7 @@ ${pager(subscriberPath(s.id), {}, o.paged, "events")}`,
 export function campaignsPage(o: { session: GetSessionResponse; campaigns: Campaign[]; paged: Paged }): string {
   const rows = o.campaigns.map((c) => {
     const st = c.stats;
-    const status = CAMPAIGN_STATUS[c.status] ?? "unknown";
+    const status = CAMPAIGN_STATUS_NAMES[c.status] ?? "unknown";
     return html`<tr>
 <th scope="row">${c.name}<div class="hint">${c.subject}</div></th>
 <td data-label="Status">${badge(status, c.status === CampaignStatus.SENT)}${c.status === CampaignStatus.SCHEDULED ? html`<div class="hint">at ${time(Number(c.scheduledAtMs))}</div>` : html``}${c.detail ? html`<div class="hint">${c.detail}</div>` : html``}</td>
@@ -197,7 +191,7 @@ export function workflowsPage(o: { session: GetSessionResponse; workflows: Workf
 <th scope="row"><a href="${workflowPath(w.id)}">${w.name}</a></th>
 <td data-label="Trigger">${trigger(w)}</td>
 <td data-label="Steps">${stepTypes(w).join(" → ")}</td>
-<td data-label="State">${badge(w.active ? "active" : "paused", w.active)}</td>
+<td data-label="State">${workflowState(w)}</td>
 <td data-label="Created">${time(Number(w.createdAtMs))}</td>
 </tr>`,
   );
@@ -246,7 +240,7 @@ export function workflowPage(o: {
 <dt>Id</dt><dd class="mono">${w.id}</dd>
 <dt>Trigger</dt><dd>${trigger(w)}</dd>
 <dt>Steps</dt><dd>${steps.map((t, i) => html`${i > 0 ? " → " : ""}<span>${i + 1}. ${t}</span>`)}</dd>
-<dt>State</dt><dd>${badge(w.active ? "active" : "paused", w.active)}</dd>
+<dt>State</dt><dd>${workflowState(w)}</dd>
 <dt>Created</dt><dd>${time(Number(w.createdAtMs))}</dd>
 </dl>
 <h2>Runs</h2>

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { CONTENT_SECURITY_POLICY } from "../web/headers";
-import { launchChromium, screenshot } from "../testkit/browser";
+import { launchChromium, phoneContext, screenshot } from "../testkit/browser";
 import { type DnsServer, startDnsServer } from "../testkit/dns";
 import {
   getJson,
@@ -300,13 +300,7 @@ describe("the console in Chromium", () => {
   });
 
   test("readable on a phone: no sideways scrolling on any page", async () => {
-    const phone = await browser.newContext({
-      viewport: { width: 390, height: 844 },
-      deviceScaleFactor: 2,
-      isMobile: true,
-      hasTouch: true,
-    });
-    await phone.addCookies((await acme.cookies()).filter((c) => c.name === "mc_session"));
+    const phone = await phoneContext(browser, acme);
     const p = await phone.newPage();
     for (const [path, name] of [
       ["/console/tokens", "08-phone-tokens"],

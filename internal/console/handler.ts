@@ -3,12 +3,13 @@ import { randomBytes } from "node:crypto";
 import type { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
 import type { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
 import { InvalidField } from "../api/emails";
-import { tagName } from "../api/subscribers";
+import { DEFAULT_LIMIT } from "../api/routing";
+import { MAX_EMAIL, tagName } from "../api/subscribers";
 import { clientIp, normalizeIp } from "../clientip/clientip";
 import { type ConsoleService, type GetSessionResponse, SignInOutcome } from "../gen/mailcore/limiter/v1/console_pb";
 import { Lane, type MailService, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
-import { STATUS_NAMES } from "../api/activity";
+import { STATUS_OF_NAME } from "../api/activity";
 import { normalizeMailbox } from "../mail/policy";
 import { deliveryFigures, type EmailFilterForm, emailPage, emailsPage, webhooksPage } from "./activity_pages";
 import type { Logger } from "../log/log";
@@ -42,7 +43,6 @@ const SLOW_CALL_MS = 10_000;
 const EMAILS_PER_PAGE = 25;
 const WEBHOOKS_PER_PAGE = 10;
 const DELIVERIES_PER_WEBHOOK = 10;
-const STATUS_OF_NAME = new Map(Object.entries(STATUS_NAMES).map(([n, name]) => [name, Number(n) as MessageStatus]));
 const LANE_OF_NAME: Record<string, Lane> = { transactional: Lane.TRANSACTIONAL, bulk: Lane.BULK };
 const HOUR_MS = 3_600_000;
 
@@ -56,10 +56,6 @@ function figuresRange(nowMs: number) {
 }
 
 const FORM_TYPES = /^(application\/x-www-form-urlencoded|multipart\/form-data)\s*(;|$)/i;
-/** Rows on one page of a list (the API's default page). */
-const PAGE_SIZE = 20;
-/** The longest address there is: a longer prefix is a mistake. */
-const MAX_EMAIL_PREFIX = 254;
 
 export interface ConsoleOptions {
   daemon: Client<typeof ConsoleService>;
@@ -120,8 +116,9 @@ const TOKEN_ID = /^tok_[0-9a-f]{16}$/;
 
 /** What is wrong with the subscribers' filters, as the API says it; undefined when nothing is. */
 function filterRefusal(emailPrefix: string, tag: string): string | undefined {
-  if (emailPrefix.length > MAX_EMAIL_PREFIX)
-    return `The email prefix is longer than an address can be (${MAX_EMAIL_PREFIX} characters).`;
+  // A prefix longer than an address can be is a mistake.
+  if (emailPrefix.length > MAX_EMAIL)
+    return `The email prefix is longer than an address can be (${MAX_EMAIL} characters).`;
   if (tag === "") return undefined;
   try {
     tagName("tag", tag);
@@ -149,8 +146,8 @@ export function consoleHandler(
   const { daemon, audience, automation } = o;
   const call = { timeoutMs: o.timeoutMs };
   const slow = { timeoutMs: Math.max(o.timeoutMs, SLOW_CALL_MS) };
-  /** One page of a list: the cursor of the link that asked for it. */
-  const paging = (ctx: Ctx) => ({ limit: PAGE_SIZE, cursor: ctx.url.searchParams.get("cursor") ?? "" });
+  /** One page of a list, as long as the API's default page: the cursor of the link that asked for it. */
+  const paging = (ctx: Ctx) => ({ limit: DEFAULT_LIMIT, cursor: ctx.url.searchParams.get("cursor") ?? "" });
   /** A page that reads the records: a filter or cursor the daemon refuses is a page saying why (422). */
   const reading = (ctx: Ctx, run: (s: GetSessionResponse) => Promise<string>) =>
     signedIn(ctx, async (s) => {

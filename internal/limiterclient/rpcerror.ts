@@ -2,25 +2,7 @@
 // failures apart loads no HTTP/2.
 
 /** The status codes of Connect and gRPC, as the Connect protocol spells them on the wire. */
-export type RpcCode =
-  | "canceled"
-  | "unknown"
-  | "invalid_argument"
-  | "deadline_exceeded"
-  | "not_found"
-  | "already_exists"
-  | "permission_denied"
-  | "resource_exhausted"
-  | "failed_precondition"
-  | "aborted"
-  | "out_of_range"
-  | "unimplemented"
-  | "internal"
-  | "unavailable"
-  | "data_loss"
-  | "unauthenticated";
-
-const CODES: ReadonlySet<unknown> = new Set<RpcCode>([
+const CODES = [
   "canceled",
   "unknown",
   "invalid_argument",
@@ -37,7 +19,11 @@ const CODES: ReadonlySet<unknown> = new Set<RpcCode>([
   "unavailable",
   "data_loss",
   "unauthenticated",
-]);
+] as const;
+
+export type RpcCode = (typeof CODES)[number];
+
+const CODE_SET: ReadonlySet<unknown> = new Set(CODES);
 
 /** A call that failed: refused by the daemon with its code and message, or "unavailable" when it could not be reached. */
 export class RpcError extends Error {
@@ -50,5 +36,5 @@ export class RpcError extends Error {
 }
 
 export function isRpcCode(code: unknown): code is RpcCode {
-  return CODES.has(code);
+  return CODE_SET.has(code);
 }

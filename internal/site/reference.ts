@@ -1,10 +1,12 @@
-import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { openApiDocument } from "../api/openapi/document";
 import { OPENAPI_PATH } from "../api/openapi/service";
 import { getOnly } from "../api/respond";
+import { DOCS_PATH } from "../api/server";
+import { CONSOLE } from "../console/pages";
 import { CONTENT_SECURITY_POLICY, pageHeaders } from "../web/headers";
 import { type Html, html } from "../web/html";
+import { type StaticFile, staticFiles } from "../web/assets";
 import { sitePage } from "../web/page";
 
 // The API reference at /docs: the OpenAPI document rendered in the browser by Swagger UI, from
@@ -23,11 +25,13 @@ export const REFERENCE_ASSETS = "/docs/assets/";
 export const REFERENCE_POLICY = CONTENT_SECURITY_POLICY.replace("img-src 'self'", "img-src 'self' data:");
 
 const SWAGGER_UI = dirname(Bun.resolveSync("swagger-ui-dist/package.json", import.meta.dir));
-const FILES: Record<string, { path: string; type: string }> = {
-  "swagger-ui-bundle.js": { path: join(SWAGGER_UI, "swagger-ui-bundle.js"), type: "text/javascript; charset=utf-8" },
-  "swagger-ui.css": { path: join(SWAGGER_UI, "swagger-ui.css"), type: "text/css; charset=utf-8" },
-  "reference.js": { path: join(import.meta.dir, "assets", "reference.js"), type: "text/javascript; charset=utf-8" },
-  "reference.css": { path: join(import.meta.dir, "assets", "reference.css"), type: "text/css; charset=utf-8" },
+const JS = "text/javascript; charset=utf-8";
+const CSS = "text/css; charset=utf-8";
+const FILES: Record<string, StaticFile> = {
+  "swagger-ui-bundle.js": { path: join(SWAGGER_UI, "swagger-ui-bundle.js"), type: JS },
+  "swagger-ui.css": { path: join(SWAGGER_UI, "swagger-ui.css"), type: CSS },
+  "reference.js": { path: join(import.meta.dir, "assets", "reference.js"), type: JS },
+  "reference.css": { path: join(import.meta.dir, "assets", "reference.css"), type: CSS },
 };
 
 /** A page of the reference (/docs and the pages beside it): the site's header and page around `main`. */
@@ -41,7 +45,7 @@ export function referencePage(
     html`<a class="skip" href="#content">Skip to the content</a>
 <header class="top"><div class="bar">
 <a class="brand" href="${REFERENCE_PATH}">mailcore API reference</a>
-<nav aria-label="Reference"><a href="/docs/rate-limits">Rate limits</a> · <a href="${OPENAPI_PATH}">OpenAPI document</a> · <a href="/console">Console</a></nav>
+<nav aria-label="Reference"><a href="${DOCS_PATH}">Rate limits</a> · <a href="${OPENAPI_PATH}">OpenAPI document</a> · <a href="${CONSOLE}">Console</a></nav>
 </div></header>
 <main id="content">
 ${main}
@@ -67,10 +71,7 @@ function page(): string {
 export function referenceHandler(): (req: Request, url: URL) => Response | undefined {
   const json = JSON.stringify(openApiDocument(), null, 2);
   const htmlPage = page();
-  const assets = new Map(
-    Object.entries(FILES).map(([name, f]) => [name, { body: readFileSync(f.path), type: f.type }]),
-  );
-  const headers = { "Cache-Control": "public, max-age=300", "Content-Security-Policy": REFERENCE_POLICY };
+  const asset = staticFiles(FILES, REFERENCE_POLICY);
   return (req, url) => {
     const path = url.pathname;
     if (path === OPENAPI_PATH)
@@ -87,18 +88,20 @@ export function referenceHandler(): (req: Request, url: URL) => Response | undef
           }),
       );
     if (path === REFERENCE_PATH)
-      return getOnly(req, path, () => new Response(htmlPage, { headers: pageHeaders(headers) }));
-    if (path.startsWith(REFERENCE_ASSETS)) {
-      const asset = assets.get(path.slice(REFERENCE_ASSETS.length));
-      if (!asset) return undefined;
       return getOnly(
         req,
         path,
         () =>
-          new Response(asset.body, {
-            headers: { ...headers, "Content-Type": asset.type, "X-Content-Type-Options": "nosniff" },
+          new Response(htmlPage, {
+            headers: pageHeaders({
+              "Cache-Control": "public, max-age=300",
+              "Content-Security-Policy": REFERENCE_POLICY,
+            }),
           }),
       );
+    if (path.startsWith(REFERENCE_ASSETS)) {
+      const file = asset(path.slice(REFERENCE_ASSETS.length));
+      return file && getOnly(req, path, () => file);
     }
     return undefined;
   };

@@ -4,7 +4,7 @@
 // refuses.
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { type Browser, chromium, type Page } from "playwright-core";
+import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import { REPO_ROOT } from "./testkit";
 
 export const CHROMIUM = "/usr/bin/chromium";
@@ -31,4 +31,16 @@ export function launchChromium(): Promise<Browser> {
 export async function screenshot(page: Page, name: string): Promise<void> {
   mkdirSync(SCREENSHOTS, { recursive: true });
   await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
+}
+
+/** A phone (390 × 844 CSS pixels, touch) signed in to the console as `signedIn` is (its session cookie). */
+export async function phoneContext(browser: Browser, signedIn: BrowserContext): Promise<BrowserContext> {
+  const phone = await browser.newContext({
+    viewport: { width: 390, height: 844 },
+    deviceScaleFactor: 2,
+    isMobile: true,
+    hasTouch: true,
+  });
+  await phone.addCookies((await signedIn.cookies()).filter((c) => c.name === "mc_session"));
+  return phone;
 }
