@@ -27,10 +27,13 @@ const strings = documentValidator(doc, true);
  * The statuses of the business rules a valid request may be refused for (a domain not verified,
  * no such resource, a state or an Idempotency-Key that forbids it, a recipient guard): the body's
  * code is one the operation documents for that status, since the body is validated against it.
- * A 422 is never one, but for a cursor: any string of the cursor's form is admitted by its
- * schema, and only one the API gave is a cursor (the parameter says so).
+ * A 422 is never one, but for a cursor (any string of the cursor's form is admitted by its
+ * schema, and only one the API gave is a cursor: the parameter says so) and for one end of a time
+ * range (a rule between two parameters, which no schema of one parameter states: their
+ * descriptions say so).
  */
 const BUSINESS_STATUSES = new Set([403, 404, 409, 429]);
+const FIELDS_RULED_BEYOND_SCHEMA = new Set(["cursor", "before", "since", "until"]);
 
 interface Operation {
   name: string;
@@ -272,8 +275,9 @@ function problems(
   if (!valid && (status !== 422 || typeof body?.field !== "string"))
     out.push(`an invalid request answered ${status} ${raw.slice(0, 200)}`);
   if (valid && status >= 400) {
-    const cursor = status === 422 && body?.field === "cursor";
-    if (!BUSINESS_STATUSES.has(status) && !cursor) out.push(`a valid request refused: ${status} ${raw.slice(0, 200)}`);
+    const beyondSchema = status === 422 && FIELDS_RULED_BEYOND_SCHEMA.has(String(body?.field));
+    if (!BUSINESS_STATUSES.has(status) && !beyondSchema)
+      out.push(`a valid request refused: ${status} ${raw.slice(0, 200)}`);
   }
   return out;
 }
