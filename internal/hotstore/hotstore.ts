@@ -211,6 +211,7 @@ export interface MailStore {
   release(lane: Lane, nowMs: number): Promise<Released | null>;
   /** Leases up to max released messages, transactional first. */
   lease(max: number, nowMs: number, visibilityMs: number): Promise<LeasedRecord[]>;
+  /** Only the current lease counts; the ack of a message the store does not have is kept (KEPT_ACK_MS) for the reconciliation. */
   ack(input: AckInput, policy: DeliveryPolicy, nowMs: number): Promise<AckResult>;
   /** Puts messages of expired leases and due retries back in their lanes (through the pacing again). */
   recover(nowMs: number, policy: DeliveryPolicy): Promise<RecoverResult>;
@@ -229,13 +230,50 @@ export interface UsageStore {
 
 /** The outbox of message changes the records writer copies to the records. */
 export interface OutboxStore {
-  /** Messages that changed since they were last written to the records (at most max). */
+  /** Messages that changed since they were last written to the records (at most max), with the payload of those not final. */
   changedMessages(max: number): Promise<MessageHistory[]>;
   /**
    * Marks messages as written to the records at their version. A message that has not changed
    * since and is in a final state leaves the hot store. Returns how many left.
    */
   settle(written: Written[]): Promise<number>;
+}
+
+/** How long the hot store keeps a worker's ack of a message it no longer has (for the reconciliation). */
+export const KEPT_ACK_MS = 24 * 3_600_000;
+
+/** A message by its organization and id. */
+export interface MessageRef {
+  orgId: string;
+  id: string;
+}
+
+/**
+ * What the hot store has of a message the records hold as not final: the message ("here"),
+ * nothing ("missing"), or only a worker's ack that came for it after the message was lost
+ * ("acked": it was delivered, bounced or deferred, and must not be delivered again).
+ */
+export type Presence = "here" | "missing" | "acked";
+
+export interface RestoreResult {
+  /** Put back in their lanes (waiting to be released, or a retry of a deferred ack). */
+  requeued: number;
+  /** Put back with the final outcome of a kept ack, for the records writer to write. */
+  finished: number;
+}
+
+/**
+ * The reconciliation of the hot store with the records: what the records hold as not final and
+ * the hot store lost (a failover that lost writes, an old snapshot, a FLUSHALL) is put back.
+ */
+export interface ReconcileStore {
+  presence(messages: MessageRef[]): Promise<Presence[]>;
+  /**
+   * Puts back messages as the records keep them (with their payload and events), each one that
+   * the hot store does not have: with a kept ack's outcome when there is one, otherwise at the
+   * head of its organization's queue in its lane. Each is marked changed for the records.
+   */
+  restore(messages: MessageHistory[], nowMs: number): Promise<RestoreResult>;
 }
 
 /** The leases that let one daemon at a time run a singleton. */
@@ -252,4 +290,11 @@ export interface StoreLifecycle {
 }
 
 /** Every seam: what an adapter offers and the daemon wires. */
-export interface HotStore extends AdmissionStore, MailStore, UsageStore, OutboxStore, SingletonLeases, StoreLifecycle {}
+export interface HotStore
+  extends AdmissionStore,
+    MailStore,
+    UsageStore,
+    OutboxStore,
+    ReconcileStore,
+    SingletonLeases,
+    StoreLifecycle {}

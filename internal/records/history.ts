@@ -24,6 +24,8 @@ export class HistoryRecords {
   async write(messages: MessageHistory[], onNewEvents?: OnNewEvents): Promise<void> {
     if (messages.length === 0) return;
     const rows = messages.map((m) => ({
+      // A final message needs no body any more: the records keep bodies for the backlog only.
+      payload: FINAL_STATUSES.has(m.status) ? null : (m.payload ?? null),
       id: m.id,
       org_id: m.orgId,
       lane: m.lane,
@@ -43,7 +45,8 @@ export class HistoryRecords {
     await this.db.tx(async (sql) => {
       for (const part of chunks(rows)) {
         await sql`INSERT INTO messages ${sql(part)} ON CONFLICT (id) DO UPDATE SET
-          status = excluded.status, attempts = excluded.attempts, updated_ms = excluded.updated_ms, version = excluded.version
+          status = excluded.status, attempts = excluded.attempts, updated_ms = excluded.updated_ms, version = excluded.version,
+          payload = CASE WHEN excluded.status IN ${sql([...FINAL_STATUSES])} THEN NULL ELSE COALESCE(excluded.payload, messages.payload) END
           WHERE messages.version < excluded.version`;
       }
       const fresh: NewMessageEvent[] = [];
@@ -66,25 +69,31 @@ export class HistoryRecords {
       const [m] = await sql`SELECT * FROM messages WHERE id = ${id} AND org_id = ${orgId}`;
       if (!m) return null;
       const events = await sql`SELECT status, at_ms, detail FROM message_events WHERE message_id = ${id} ORDER BY seq`;
-      return {
-        id: m.id,
-        orgId: m.org_id,
-        lane: m.lane as Lane,
-        from: m.from_header,
-        to: m.to_header,
-        toMailbox: m.to_mailbox,
-        subject: m.subject,
-        status: m.status as MessageStatus,
-        attempts: num(m.attempts),
-        createdMs: num(m.created_ms),
-        updatedMs: num(m.updated_ms),
-        version: num(m.version),
-        events: events.map((e: Record<string, unknown>) => ({
-          status: e.status as MessageStatus,
-          atMs: num(e.at_ms),
-          detail: e.detail as string,
-        })),
-      };
+      const { payload: _, ...history } = toHistory(m, events);
+      return history;
+    });
+  }
+
+  /** The messages not yet final with ids after afterId, in id order, at most limit: the reconciliation's walk. */
+  async unfinishedAfter(afterId: string, limit: number): Promise<{ orgId: string; id: string }[]> {
+    return this.db.run(async (sql) => {
+      const rows =
+        await sql`SELECT id, org_id FROM messages WHERE payload IS NOT NULL AND id > ${afterId} ORDER BY id LIMIT ${limit}`;
+      return rows.map((r: { id: string; org_id: string }) => ({ orgId: r.org_id, id: r.id }));
+    });
+  }
+
+  /** Those of the given messages that are not yet final, with their events and payload: what rebuilds them. */
+  async unfinished(ids: string[]): Promise<MessageHistory[]> {
+    if (ids.length === 0) return [];
+    return this.db.run(async (sql) => {
+      const rows = await sql`SELECT * FROM messages WHERE payload IS NOT NULL AND id IN ${sql(ids)} ORDER BY id`;
+      if (rows.length === 0) return [];
+      const found = rows.map((r: { id: string }) => r.id);
+      const events =
+        await sql`SELECT message_id, status, at_ms, detail FROM message_events WHERE message_id IN ${sql(found)} ORDER BY message_id, seq`;
+      const byId = Map.groupBy(events as Record<string, unknown>[], (e) => e.message_id as string);
+      return rows.map((m: Record<string, unknown>) => toHistory(m, byId.get(m.id as string) ?? []));
     });
   }
 
@@ -103,4 +112,28 @@ export class HistoryRecords {
       return ids.length;
     });
   }
+}
+
+/** A messages row and its events (in order) as the records keep a message. */
+function toHistory(m: Record<string, unknown>, events: Record<string, unknown>[]): MessageHistory {
+  return {
+    id: m.id as string,
+    orgId: m.org_id as string,
+    lane: num(m.lane) as Lane,
+    from: m.from_header as string,
+    to: m.to_header as string,
+    toMailbox: m.to_mailbox as string,
+    subject: m.subject as string,
+    status: num(m.status) as MessageStatus,
+    attempts: num(m.attempts),
+    createdMs: num(m.created_ms),
+    updatedMs: num(m.updated_ms),
+    version: num(m.version),
+    events: events.map((e) => ({
+      status: num(e.status) as MessageStatus,
+      atMs: num(e.at_ms),
+      detail: e.detail as string,
+    })),
+    ...(m.payload == null ? {} : { payload: m.payload as string }),
+  };
 }

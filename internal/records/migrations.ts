@@ -219,6 +219,16 @@ export const MIGRATIONS: readonly Migration[] = [
         PRIMARY KEY (org_id, key_hash))`,
     ],
   },
+  {
+    version: 9,
+    name: "the payload of every message not yet final, to rebuild a message the hot store lost",
+    up: [
+      // Null once the message is final: the records keep bodies only for the backlog.
+      "ALTER TABLE messages ADD COLUMN payload TEXT",
+      // The reconciliation walks the messages not yet final by id.
+      "CREATE INDEX messages_unfinished ON messages (id) WHERE payload IS NOT NULL",
+    ],
+  },
 ];
 
 /** The lock that serializes migrations between processes (PostgreSQL advisory lock key). */

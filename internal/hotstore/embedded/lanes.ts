@@ -11,12 +11,17 @@ import {
   type EnqueueResult,
   type GuardReason,
   type LaneCounts,
+  KEPT_ACK_MS,
   type LeasedRecord,
+  type MessageRef,
+  type Presence,
   RECOVER_BATCH,
   type RecoverResult,
   type Released,
+  type RestoreResult,
   type Written,
 } from "../hotstore";
+import { FINAL_STATUSES } from "../../mail/policy";
 
 // A message's place: waiting in its lane, released and ready for a worker, leased to a
 // worker (inflight), waiting for a retry (deferred), or done (final, until it is settled in
@@ -69,6 +74,8 @@ export class EmbeddedLanes {
       CREATE TABLE IF NOT EXISTS guard_log (org_id TEXT NOT NULL, mailbox TEXT NOT NULL, at_ms INTEGER NOT NULL, message_id TEXT NOT NULL, expires_ms INTEGER NOT NULL);
       CREATE INDEX IF NOT EXISTS guard_log_mailbox ON guard_log (org_id, mailbox, at_ms);
       CREATE TABLE IF NOT EXISTS cooldowns (mailbox TEXT PRIMARY KEY, until_ms INTEGER NOT NULL);
+      CREATE TABLE IF NOT EXISTS kept_acks (org_id TEXT NOT NULL, message_id TEXT NOT NULL, outcome INTEGER NOT NULL,
+        detail TEXT NOT NULL, expires_ms INTEGER NOT NULL, PRIMARY KEY (org_id, message_id));
       CREATE TABLE IF NOT EXISTS idempotency (org_id TEXT NOT NULL, key TEXT NOT NULL, body_hash TEXT NOT NULL, message_id TEXT NOT NULL,
         expires_ms INTEGER NOT NULL, PRIMARY KEY (org_id, key));
     `);
@@ -222,8 +229,17 @@ export class EmbeddedLanes {
       const row = this.db
         .query("SELECT status, lease_id, attempts, mailbox FROM messages WHERE id = ? AND org_id = ?")
         .get(input.messageId, input.orgId) as MessageRow | null;
-      if (!row || row.status !== MessageStatus.SENDING || row.lease_id !== input.leaseId) {
-        return { current: false, status: (row?.status ?? MessageStatus.UNSPECIFIED) as MessageStatus };
+      if (!row) {
+        // Not here: settled already, or lost (then the reconciliation must not deliver it again).
+        this.db
+          .query(
+            "INSERT OR REPLACE INTO kept_acks (org_id, message_id, outcome, detail, expires_ms) VALUES (?, ?, ?, ?, ?)",
+          )
+          .run(input.orgId, input.messageId, input.outcome, input.detail, nowMs + KEPT_ACK_MS);
+        return { current: false, status: MessageStatus.UNSPECIFIED };
+      }
+      if (row.status !== MessageStatus.SENDING || row.lease_id !== input.leaseId) {
+        return { current: false, status: row.status as MessageStatus };
       }
       let status: MessageStatus;
       let state: State = "done";
@@ -299,9 +315,71 @@ export class EmbeddedLanes {
   }
 
   async changedMessages(max: number): Promise<MessageHistory[]> {
-    return this.histories(
-      this.db.query("SELECT * FROM messages WHERE dirty = 1 ORDER BY updated_ms LIMIT ?").all(max) as MessageRow[],
-    );
+    const rows = this.db
+      .query("SELECT * FROM messages WHERE dirty = 1 ORDER BY updated_ms LIMIT ?")
+      .all(max) as MessageRow[];
+    // The records keep the payload of a message until it is final.
+    return this.histories(rows).map((m, i) => (FINAL_STATUSES.has(m.status) ? m : { ...m, payload: rows[i]!.payload }));
+  }
+
+  async presence(messages: MessageRef[]): Promise<Presence[]> {
+    const here = this.db.query("SELECT 1 FROM messages WHERE id = ? AND org_id = ?");
+    const acked = this.db.query("SELECT 1 FROM kept_acks WHERE message_id = ? AND org_id = ?");
+    return messages.map(({ orgId, id }) => (here.get(id, orgId) ? "here" : acked.get(id, orgId) ? "acked" : "missing"));
+  }
+
+  async restore(messages: MessageHistory[], nowMs: number): Promise<RestoreResult> {
+    return this.db.transaction(() => {
+      const result = { requeued: 0, finished: 0 };
+      for (const m of messages) {
+        if (this.db.query("SELECT 1 FROM messages WHERE id = ? AND org_id = ?").get(m.id, m.orgId)) continue;
+        const ack = this.db
+          .query("DELETE FROM kept_acks WHERE org_id = ? AND message_id = ? RETURNING outcome, detail")
+          .get(m.orgId, m.id) as { outcome: DeliveryOutcome; detail: string } | null;
+        let status = MessageStatus.QUEUED;
+        let detail = "restored from the records; back in its lane";
+        // Back at the head of its organization's queue, or at the tail for the retry of a deferred ack.
+        let seq = --this.headSeq;
+        if (ack) {
+          detail = ack.detail;
+          if (ack.outcome === DeliveryOutcome.DELIVERED) status = MessageStatus.DELIVERED;
+          else if (ack.outcome === DeliveryOutcome.BOUNCED) status = MessageStatus.BOUNCED;
+          else seq = ++this.seq;
+        }
+        const state: State = status === MessageStatus.QUEUED ? "waiting" : "done";
+        this.db
+          .query(
+            `INSERT INTO messages (id, org_id, lane, payload, mailbox, from_header, to_header, subject, status, attempts, created_ms, updated_ms, state, seq, v)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          )
+          .run(
+            m.id,
+            m.orgId,
+            m.lane,
+            m.payload ?? "",
+            m.toMailbox,
+            m.from,
+            m.to,
+            m.subject,
+            status,
+            m.attempts,
+            m.createdMs,
+            nowMs,
+            state,
+            seq,
+            m.events.length,
+          );
+        this.db.query("DELETE FROM message_events WHERE message_id = ?").run(m.id);
+        for (const [i, e] of m.events.entries())
+          this.db
+            .query("INSERT INTO message_events (message_id, seq, at_ms, status, detail) VALUES (?, ?, ?, ?, ?)")
+            .run(m.id, i, e.atMs, e.status, e.detail);
+        this.event(m.id, nowMs, status, detail);
+        if (state === "waiting") result.requeued++;
+        else result.finished++;
+      }
+      return result;
+    })();
   }
 
   async settle(written: Written[]): Promise<number> {
@@ -357,6 +435,7 @@ export class EmbeddedLanes {
       this.db.query("DELETE FROM guard_log WHERE expires_ms <= ?").run(nowMs);
       this.db.query("DELETE FROM idempotency WHERE expires_ms <= ?").run(nowMs);
       this.db.query("DELETE FROM cooldowns WHERE until_ms <= ?").run(nowMs);
+      this.db.query("DELETE FROM kept_acks WHERE expires_ms <= ?").run(nowMs);
     })();
   }
 

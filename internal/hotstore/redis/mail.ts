@@ -9,6 +9,7 @@ import {
   type EnqueueInput,
   type EnqueueResult,
   type GuardReason,
+  KEPT_ACK_MS,
   type LaneCounts,
   type LeasedRecord,
   type MailStore,
@@ -34,11 +35,27 @@ export type MessageReply = [
   number,
   number,
   [number, number, string][],
+  string?,
 ];
 
 /** readMessage's reply as the records keep a message. */
 export function toHistory(m: MessageReply): MessageHistory {
-  const [id, orgId, lane, from, to, toMailbox, subject, status, attempts, createdMs, updatedMs, version, events] = m;
+  const [
+    id,
+    orgId,
+    lane,
+    from,
+    to,
+    toMailbox,
+    subject,
+    status,
+    attempts,
+    createdMs,
+    updatedMs,
+    version,
+    events,
+    payload,
+  ] = m;
   return {
     id,
     orgId,
@@ -53,6 +70,7 @@ export function toHistory(m: MessageReply): MessageHistory {
     updatedMs,
     version,
     events: events.map(([s, atMs, detail]) => ({ status: s as MessageStatus, atMs, detail })),
+    ...(payload === undefined ? {} : { payload }),
   };
 }
 
@@ -142,7 +160,11 @@ export class RedisMail implements MailStore {
   async ack(input: AckInput, policy: DeliveryPolicy, nowMs: number): Promise<AckResult> {
     const { orgId, messageId } = input;
     const lane = Number(await this.redis.hget(keys.message(orgId, messageId), "lane")) as Lane;
-    if (!LANES.includes(lane as (typeof LANES)[number])) return { current: false, status: 0 as MessageStatus };
+    if (!LANES.includes(lane as (typeof LANES)[number])) {
+      // Not here: settled already, or lost (then the reconciliation must not deliver it again).
+      await this.redis.set(keys.keptAck(orgId, messageId), `${input.outcome}|${input.detail}`, "PX", KEPT_ACK_MS);
+      return { current: false, status: 0 as MessageStatus };
+    }
     const [current, status] = (await this.redis.ack(
       keys.message(orgId, messageId),
       keys.inFlight(lane),

@@ -1,0 +1,36 @@
+import type { MessageHistory } from "../../model/history";
+import type { MessageRef, Presence, ReconcileStore, RestoreResult } from "../hotstore";
+import { keys } from "./layout";
+import type { ScriptedRedis } from "./scripts";
+
+/** The reconciliation's side of Redis: what it has of messages, and putting back what it lost. */
+export class RedisReconcile implements ReconcileStore {
+  constructor(private readonly redis: ScriptedRedis) {}
+
+  async presence(messages: MessageRef[]): Promise<Presence[]> {
+    if (messages.length === 0) return [];
+    return (await this.redis.presence(keys.outbox(), ...messages.flatMap((m) => [m.orgId, m.id]))) as Presence[];
+  }
+
+  async restore(messages: MessageHistory[], nowMs: number): Promise<RestoreResult> {
+    if (messages.length === 0) return { requeued: 0, finished: 0 };
+    // Numbers as strings: Lua's numbers would print large times in exponent form.
+    const json = messages.map((m) =>
+      JSON.stringify({
+        id: m.id,
+        orgId: m.orgId,
+        lane: String(m.lane),
+        from: m.from,
+        to: m.to,
+        toMailbox: m.toMailbox,
+        subject: m.subject,
+        attempts: String(m.attempts),
+        createdMs: String(m.createdMs),
+        payload: m.payload ?? "",
+        events: m.events.map((e) => ({ status: String(e.status), atMs: String(e.atMs), detail: e.detail })),
+      }),
+    );
+    const [requeued, finished] = (await this.redis.putback(keys.outbox(), nowMs, ...json)) as [number, number];
+    return { requeued, finished };
+  }
+}

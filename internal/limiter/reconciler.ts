@@ -1,0 +1,63 @@
+import type { Clock } from "../clock/clock";
+import type { ReconcileStore, SingletonLeases } from "../hotstore/hotstore";
+import type { Records } from "../records/records";
+import { LeasedLoop, type LoopParts } from "./leasedloop";
+
+// The reconciliation of the hot store with the records: a message the records hold as accepted
+// and not final, that the hot store no longer has (a failover that lost writes, a Redis started
+// from an old snapshot, a FLUSHALL), is put back from the records (they keep its payload until it
+// is final). One daemon at a time walks every such message every everyMs. A lost message is put
+// back only once it has been missing for holdMs (the visibility timeout): a worker that leased it
+// before the loss is then done with it, and its ack, which the hot store keeps for a message it
+// does not have, finishes the message instead of a second delivery. A message whose ack came is
+// put back at once, with its outcome.
+
+/** Messages read from the records and asked of the hot store at a time. */
+const PAGE = 500;
+
+export interface ReconcilerParts extends LoopParts {
+  hot: ReconcileStore & SingletonLeases;
+  records: Records;
+  clock: Clock;
+  everyMs: number;
+  /** How long a message must have been missing before it is put back in its lane. */
+  holdMs: number;
+}
+
+export class Reconciler extends LeasedLoop {
+  /** Messages found missing, by id: since when (this daemon's memory; a new lease holder starts over). */
+  private missingSince = new Map<string, number>();
+
+  constructor(private readonly o: ReconcilerParts) {
+    super(o, { lease: "reconcile", tickMs: o.everyMs, what: "reconciliation" });
+  }
+
+  /** One walk over the messages not yet final; puts back those that are due. */
+  protected async round(): Promise<void> {
+    const { hot, records, clock } = this.o;
+    const now = clock.nowMs();
+    const missing = new Map<string, number>();
+    const due: string[] = [];
+    for (let after = ""; ; ) {
+      const page = await records.history.unfinishedAfter(after, PAGE);
+      if (page.length === 0) break;
+      const presence = await hot.presence(page);
+      for (const [i, m] of page.entries()) {
+        if (presence[i] === "here") continue;
+        const since = this.missingSince.get(m.id) ?? now;
+        missing.set(m.id, since);
+        if (presence[i] === "acked" || now - since >= this.o.holdMs) due.push(m.id);
+      }
+      if (page.length < PAGE) break;
+      after = page.at(-1)!.id;
+    }
+    this.missingSince = missing;
+    for (let i = 0; i < due.length; i += PAGE) {
+      const ids = due.slice(i, i + PAGE);
+      // Read again: a message written final since the walk is not put back.
+      const put = await hot.restore(await records.history.unfinished(ids), clock.nowMs());
+      for (const id of ids) this.missingSince.delete(id);
+      this.o.log.warn("put back messages the hot store had lost, from the records", { ...put });
+    }
+  }
+}
