@@ -211,7 +211,10 @@ export interface MailStore {
   release(lane: Lane, nowMs: number): Promise<Released | null>;
   /** Leases up to max released messages, transactional first. */
   lease(max: number, nowMs: number, visibilityMs: number): Promise<LeasedRecord[]>;
-  /** Only the current lease counts; the ack of a message the store does not have is kept (KEPT_ACK_MS) for the reconciliation. */
+  /**
+   * Only the current lease counts. An ack that does not (a lost lease, a message the store does
+   * not have) is kept KEPT_ACK_MS for the reconciliation: that message must not be delivered again.
+   */
   ack(input: AckInput, policy: DeliveryPolicy, nowMs: number): Promise<AckResult>;
   /** Puts messages of expired leases and due retries back in their lanes (through the pacing again). */
   recover(nowMs: number, policy: DeliveryPolicy): Promise<RecoverResult>;
@@ -239,7 +242,7 @@ export interface OutboxStore {
   settle(written: Written[]): Promise<number>;
 }
 
-/** How long the hot store keeps a worker's ack of a message it no longer has (for the reconciliation). */
+/** How long the hot store keeps a worker's ack that did not count (for the reconciliation). */
 export const KEPT_ACK_MS = 24 * 3_600_000;
 
 /** A message by its organization and id. */
@@ -250,8 +253,8 @@ export interface MessageRef {
 
 /**
  * What the hot store has of a message the records hold as not final: the message ("here"),
- * nothing ("missing"), or only a worker's ack that came for it after the message was lost
- * ("acked": it was delivered, bounced or deferred, and must not be delivered again).
+ * nothing ("missing"), or only a worker's ack that did not count, the message lost ("acked": it
+ * was delivered, bounced or deferred, and must not be delivered again).
  */
 export type Presence = "here" | "missing" | "acked";
 
@@ -264,10 +267,19 @@ export interface RestoreResult {
 
 /**
  * The reconciliation of the hot store with the records: what the records hold as not final and
- * the hot store lost (a failover that lost writes, an old snapshot, a FLUSHALL) is put back.
+ * the hot store lost (a failover that lost writes, an old snapshot, a FLUSHALL) is put back, and
+ * what an old snapshot brought back of an older state is dropped.
  */
 export interface ReconcileStore {
   presence(messages: MessageRef[]): Promise<Presence[]>;
+  /** Every message not yet final in the hot store (waiting, released, leased, deferred), at its version. */
+  unfinishedHere(): Promise<Written[]>;
+  /**
+   * Drops messages still at the given versions (copies older than the records: an old snapshot),
+   * from their lanes too; the reconciliation then puts them back from the records or not at all
+   * (final there). Returns how many were dropped.
+   */
+  drop(stale: Written[]): Promise<number>;
   /**
    * Puts back messages as the records keep them (with their payload and events), each one that
    * the hot store does not have: with a kept ack's outcome when there is one, otherwise at the

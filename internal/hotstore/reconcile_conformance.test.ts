@@ -113,5 +113,51 @@ for (const [name, open] of hotStores(servers)) {
       expect(again.find((l) => l.messageId === c)!.attempt).toBe(2);
       expect((await store.laneCounts(clock.nowMs())).find((l) => l.lane === Lane.TRANSACTIONAL)!.depth).toBe(0);
     });
+
+    test("the messages not yet final are listed at their version; stale copies are dropped from wherever they are", async () => {
+      const [a, b, c, d] = await ids(4);
+      await store.release(Lane.TRANSACTIONAL, clock.nowMs());
+      await store.release(Lane.TRANSACTIONAL, clock.nowMs());
+      const [leased] = await store.lease(1, clock.nowMs(), 30_000);
+      expect(leased!.messageId).toBe(a!);
+      const order = [a!, b!, c!, d!];
+      const here = (await store.unfinishedHere()).sort((x, y) => order.indexOf(x.id) - order.indexOf(y.id));
+      expect(here).toEqual([
+        { orgId: org, id: a!, version: 3 },
+        { orgId: org, id: b!, version: 2 },
+        { orgId: org, id: c!, version: 1 },
+        { orgId: org, id: d!, version: 1 },
+      ]);
+      // b has moved on since the version given: it stays.
+      const stale = [
+        { orgId: org, id: a!, version: 3 },
+        { orgId: org, id: b!, version: 1 },
+        { orgId: org, id: c!, version: 1 },
+      ];
+      expect(await store.drop(stale)).toBe(2);
+      expect(await store.drop(stale)).toBe(0);
+      expect(await store.presence(refs([a!, b!, c!, d!]))).toEqual(["missing", "here", "missing", "here"]);
+      expect((await store.laneCounts(clock.nowMs())).find((l) => l.lane === Lane.TRANSACTIONAL)).toMatchObject({
+        depth: 1,
+        ready: 1,
+        inFlight: 0,
+      });
+      expect(await drain(Lane.TRANSACTIONAL)).toEqual([org]);
+      const [lb] = await store.lease(10, clock.nowMs(), 30_000);
+      expect(lb!.messageId).toBe(b!);
+      // The dropped lease does not come back, and its late ack is kept.
+      clock.advance(31_000);
+      expect((await store.recover(clock.nowMs(), POLICY)).expired).toBe(2);
+      await store.ack({ ...leased!, outcome: DeliveryOutcome.DELIVERED, detail: "250 ok" }, POLICY, clock.nowMs());
+      expect(await store.presence(refs([a!]))).toEqual(["acked"]);
+      expect(new Set((await store.changedMessages(100)).map((m) => m.id))).toEqual(new Set([b!, d!]));
+      // An ack under a lost lease is kept too: b's copy, found stale and dropped, was delivered.
+      expect((await store.ack({ ...lb!, outcome: DeliveryOutcome.DELIVERED, detail: "250" }, POLICY, 0)).current).toBe(
+        false,
+      );
+      expect(await store.presence(refs([b!]))).toEqual(["here"]);
+      expect(await store.drop((await store.unfinishedHere()).filter((m) => m.id === b))).toBe(1);
+      expect(await store.presence(refs([b!]))).toEqual(["acked"]);
+    });
   });
 }

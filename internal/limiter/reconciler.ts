@@ -1,5 +1,5 @@
 import type { Clock } from "../clock/clock";
-import type { ReconcileStore, SingletonLeases } from "../hotstore/hotstore";
+import type { ReconcileStore, SingletonLeases, Written } from "../hotstore/hotstore";
 import type { Records } from "../records/records";
 import { LeasedLoop, type LoopParts } from "./leasedloop";
 
@@ -10,7 +10,10 @@ import { LeasedLoop, type LoopParts } from "./leasedloop";
 // back only once it has been missing for holdMs (the visibility timeout): a worker that leased it
 // before the loss is then done with it, and its ack, which the hot store keeps for a message it
 // does not have, finishes the message instead of a second delivery. A message whose ack came is
-// put back at once, with its outcome.
+// put back at once, with its outcome. Before that walk, each round drops the copies the hot store
+// has of an older state than the records (a Redis started from an old snapshot brings back
+// messages delivered since): the records are written from the hot store, so they are never
+// ahead of it unless it went back in time.
 
 /** Messages read from the records and asked of the hot store at a time. */
 const PAGE = 500;
@@ -32,8 +35,32 @@ export class Reconciler extends LeasedLoop {
     super(o, { lease: "reconcile", tickMs: o.everyMs, what: "reconciliation" });
   }
 
-  /** One walk over the messages not yet final; puts back those that are due. */
   protected async round(): Promise<void> {
+    await this.dropStale();
+    await this.putBack();
+  }
+
+  /** Drops the hot store's copies older than the records: they are put back from the records, or were final there. */
+  private async dropStale(): Promise<void> {
+    const { hot, records } = this.o;
+    const here = await hot.unfinishedHere();
+    const stale: Written[] = [];
+    for (let i = 0; i < here.length; i += PAGE) {
+      const part = here.slice(i, i + PAGE);
+      const known = await records.history.versions(part.map((m) => m.id));
+      for (const m of part) {
+        const r = known.get(m.id);
+        if (r && (r.final || r.version > m.version)) stale.push(m);
+      }
+    }
+    // Dropped only if still at the version read: one that moved on since was not stale.
+    const dropped = await hot.drop(stale);
+    if (dropped > 0)
+      this.o.log.warn("dropped messages the hot store had at an older state than the records", { dropped });
+  }
+
+  /** One walk over the messages the records hold as not final; puts back those that are due. */
+  private async putBack(): Promise<void> {
     const { hot, records, clock } = this.o;
     const now = clock.nowMs();
     const missing = new Map<string, number>();

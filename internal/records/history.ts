@@ -83,6 +83,20 @@ export class HistoryRecords {
     });
   }
 
+  /** The version the records hold of each of the given messages they have, and whether it is final. */
+  async versions(ids: string[]): Promise<Map<string, { version: number; final: boolean }>> {
+    if (ids.length === 0) return new Map();
+    return this.db.run(async (sql) => {
+      const rows = await sql`SELECT id, version, status FROM messages WHERE id IN ${sql(ids)}`;
+      return new Map(
+        rows.map((r: Record<string, unknown>) => [
+          r.id as string,
+          { version: num(r.version), final: FINAL_STATUSES.has(num(r.status) as MessageStatus) },
+        ]),
+      );
+    });
+  }
+
   /** Those of the given messages that are not yet final, with their events and payload: what rebuilds them. */
   async unfinished(ids: string[]): Promise<MessageHistory[]> {
     if (ids.length === 0) return [];

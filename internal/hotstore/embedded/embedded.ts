@@ -258,6 +258,12 @@ export class EmbeddedHot implements HotStore {
   restore(messages: MessageHistory[], nowMs: number) {
     return this.lanes.restore(messages, nowMs);
   }
+  unfinishedHere() {
+    return this.lanes.unfinishedHere();
+  }
+  drop(stale: Written[]) {
+    return this.lanes.drop(stale);
+  }
 
   /** One daemon owns the embedded store, so it always runs the singletons. */
   async holdLease(): Promise<boolean> {

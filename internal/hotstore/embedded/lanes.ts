@@ -229,17 +229,15 @@ export class EmbeddedLanes {
       const row = this.db
         .query("SELECT status, lease_id, attempts, mailbox FROM messages WHERE id = ? AND org_id = ?")
         .get(input.messageId, input.orgId) as MessageRow | null;
-      if (!row) {
-        // Not here: settled already, or lost (then the reconciliation must not deliver it again).
+      if (!row || row.status !== MessageStatus.SENDING || row.lease_id !== input.leaseId) {
+        // Kept all the same: its message was delivered (or bounced, or deferred), which the
+        // reconciliation must know if the message is lost or found stale.
         this.db
           .query(
             "INSERT OR REPLACE INTO kept_acks (org_id, message_id, outcome, detail, expires_ms) VALUES (?, ?, ?, ?, ?)",
           )
           .run(input.orgId, input.messageId, input.outcome, input.detail, nowMs + KEPT_ACK_MS);
-        return { current: false, status: MessageStatus.UNSPECIFIED };
-      }
-      if (row.status !== MessageStatus.SENDING || row.lease_id !== input.leaseId) {
-        return { current: false, status: row.status as MessageStatus };
+        return { current: false, status: (row?.status ?? MessageStatus.UNSPECIFIED) as MessageStatus };
       }
       let status: MessageStatus;
       let state: State = "done";
@@ -326,6 +324,31 @@ export class EmbeddedLanes {
     const here = this.db.query("SELECT 1 FROM messages WHERE id = ? AND org_id = ?");
     const acked = this.db.query("SELECT 1 FROM kept_acks WHERE message_id = ? AND org_id = ?");
     return messages.map(({ orgId, id }) => (here.get(id, orgId) ? "here" : acked.get(id, orgId) ? "acked" : "missing"));
+  }
+
+  async unfinishedHere(): Promise<Written[]> {
+    return (
+      this.db.query("SELECT org_id, id, v FROM messages WHERE state != 'done'").all() as {
+        org_id: string;
+        id: string;
+        v: number;
+      }[]
+    ).map((r) => ({ orgId: r.org_id, id: r.id, version: r.v }));
+  }
+
+  async drop(stale: Written[]): Promise<number> {
+    return this.db.transaction(() => {
+      let dropped = 0;
+      for (const w of stale) {
+        const { changes } = this.db
+          .query("DELETE FROM messages WHERE id = ? AND org_id = ? AND v = ?")
+          .run(w.id, w.orgId, w.version);
+        if (changes === 0) continue;
+        this.db.query("DELETE FROM message_events WHERE message_id = ?").run(w.id);
+        dropped++;
+      }
+      return dropped;
+    })();
   }
 
   async restore(messages: MessageHistory[], nowMs: number): Promise<RestoreResult> {

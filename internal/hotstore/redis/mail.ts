@@ -159,10 +159,13 @@ export class RedisMail implements MailStore {
 
   async ack(input: AckInput, policy: DeliveryPolicy, nowMs: number): Promise<AckResult> {
     const { orgId, messageId } = input;
+    // An ack that does not count is kept all the same: its message was delivered (or bounced, or
+    // deferred), which the reconciliation must know if the message is lost or found stale.
+    const keep = () =>
+      this.redis.set(keys.keptAck(orgId, messageId), `${input.outcome}|${input.detail}`, "PX", KEPT_ACK_MS);
     const lane = Number(await this.redis.hget(keys.message(orgId, messageId), "lane")) as Lane;
     if (!LANES.includes(lane as (typeof LANES)[number])) {
-      // Not here: settled already, or lost (then the reconciliation must not deliver it again).
-      await this.redis.set(keys.keptAck(orgId, messageId), `${input.outcome}|${input.detail}`, "PX", KEPT_ACK_MS);
+      await keep();
       return { current: false, status: 0 as MessageStatus };
     }
     const [current, status] = (await this.redis.ack(
@@ -179,6 +182,7 @@ export class RedisMail implements MailStore {
       orgId,
       messageId,
     )) as [number, number];
+    if (current !== 1) await keep();
     return { current: current === 1, status: status as MessageStatus };
   }
 

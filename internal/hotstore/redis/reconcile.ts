@@ -1,5 +1,6 @@
 import type { MessageHistory } from "../../model/history";
-import type { MessageRef, Presence, ReconcileStore, RestoreResult } from "../hotstore";
+import { LANES } from "../../mail/policy";
+import type { MessageRef, Presence, ReconcileStore, RestoreResult, Written } from "../hotstore";
 import { keys } from "./layout";
 import type { ScriptedRedis } from "./scripts";
 
@@ -32,5 +33,15 @@ export class RedisReconcile implements ReconcileStore {
     );
     const [requeued, finished] = (await this.redis.putback(keys.outbox(), nowMs, ...json)) as [number, number];
     return { requeued, finished };
+  }
+
+  async unfinishedHere(): Promise<Written[]> {
+    const reply = (await this.redis.listing(keys.outbox(), ...LANES)) as [string, string, number][];
+    return reply.map(([orgId, id, version]) => ({ orgId, id, version }));
+  }
+
+  async drop(stale: Written[]): Promise<number> {
+    if (stale.length === 0) return 0;
+    return (await this.redis.drop(keys.outbox(), ...stale.flatMap((w) => [w.orgId, w.id, w.version]))) as number;
   }
 }

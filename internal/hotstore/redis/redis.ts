@@ -137,6 +137,12 @@ export class RedisHot implements HotStore {
   restore(messages: MessageHistory[], nowMs: number) {
     return this.reconcile.restore(messages, nowMs);
   }
+  unfinishedHere() {
+    return this.reconcile.unfinishedHere();
+  }
+  drop(stale: Written[]) {
+    return this.reconcile.drop(stale);
+  }
 
   async holdLease(name: string, owner: string, ttlMs: number): Promise<boolean> {
     return ((await this.redis.hold(keys.lease(name), owner, ttlMs)) as number) === 1;
