@@ -233,14 +233,25 @@ export interface UsageStore {
 
 /** The outbox of message changes the records writer copies to the records. */
 export interface OutboxStore {
-  /** Messages that changed since they were last written to the records (at most max), with the payload of those not final. */
+  /**
+   * Messages that changed since they were last written to the records (at most max), with the
+   * payload of those not final until one batch with it was written (settled); the payloads of a
+   * batch stop at OUTBOX_PAYLOAD_BYTES.
+   */
   changedMessages(max: number): Promise<MessageHistory[]>;
   /**
-   * Marks messages as written to the records at their version. A message that has not changed
-   * since and is in a final state leaves the hot store. Returns how many left.
+   * Marks messages as written to the records at their version (with their payload, when given).
+   * A message that has not changed since and is in a final state leaves the hot store. Returns
+   * how many left.
    */
   settle(written: Written[]): Promise<number>;
 }
+
+/**
+ * The payloads one outbox batch carries, at most (bytes; a batch has at least one message): a
+ * body may be 1 MB, and a batch of 500 of them would be one 500 MB script reply and transaction.
+ */
+export const OUTBOX_PAYLOAD_BYTES = 4 * 1024 * 1024;
 
 /** How long the hot store keeps a worker's ack that did not count (for the reconciliation). */
 export const KEPT_ACK_MS = 24 * 3_600_000;

@@ -6,7 +6,7 @@ import { ManualClock } from "../clock/clock";
 import { DeliveryOutcome, Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { MessageHistory } from "../model/history";
 import { hotStoreServers, hotStores, projectSuiteOrg, SUITE_POLICY as POLICY, suiteSends } from "../testkit/hotstores";
-import type { HotStore } from "./hotstore";
+import { type HotStore, OUTBOX_PAYLOAD_BYTES } from "./hotstore";
 
 const HOUR = 3_600_000;
 
@@ -50,7 +50,7 @@ for (const [name, open] of hotStores(servers)) {
     };
     const refs = (list: string[]) => list.map((id) => ({ orgId: org, id }));
 
-    test("the outbox hands over the payload of a message until it is final", async () => {
+    test("the outbox hands over the payload of a message not final once, and a batch's payloads up to the budget", async () => {
       const [a, b] = await ids(2);
       let records = await written();
       expect(JSON.parse(records.get(a!)!.payload!)).toEqual({ n: expect.any(Number) });
@@ -59,8 +59,22 @@ for (const [name, open] of hotStores(servers)) {
       const [leased] = await store.lease(1, clock.nowMs(), 30_000);
       await store.ack({ ...leased!, outcome: DeliveryOutcome.DELIVERED, detail: "250 ok" }, POLICY, clock.nowMs());
       records = await written();
+      const other = leased!.messageId === a ? b! : a!;
       expect(records.get(leased!.messageId)!.status).toBe(MessageStatus.DELIVERED);
       expect(records.get(leased!.messageId)!.payload).toBeUndefined();
+      // Released since, not final: the records have its payload already.
+      expect(records.get(other)!.version).toBe(2);
+      expect(records.get(other)!.payload).toBeUndefined();
+
+      const big = "x".repeat(OUTBOX_PAYLOAD_BYTES * 0.4);
+      for (let i = 0; i < 3; i++) await send({ countGuards: false, mailbox: `big${i}@example.com`, payload: big });
+      // Two fit in the budget; the third waits for the next batch, and comes alone however large.
+      expect((await store.changedMessages(10)).map((m) => m.payload?.length)).toEqual([big.length, big.length]);
+      await written();
+      expect((await store.changedMessages(10)).map((m) => m.payload?.length)).toEqual([big.length]);
+      await send({ countGuards: false, mailbox: "huge@example.com", payload: "y".repeat(OUTBOX_PAYLOAD_BYTES + 1) });
+      await written();
+      expect((await store.changedMessages(10)).map((m) => m.payload?.length)).toEqual([OUTBOX_PAYLOAD_BYTES + 1]);
     });
 
     test("lost messages are put back in their lanes with their payload and history; a kept ack finishes its message", async () => {

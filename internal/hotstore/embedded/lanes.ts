@@ -13,6 +13,7 @@ import {
   type LaneCounts,
   KEPT_ACK_MS,
   type LeasedRecord,
+  OUTBOX_PAYLOAD_BYTES,
   type MessageRef,
   type Presence,
   RECOVER_BATCH,
@@ -44,6 +45,7 @@ interface MessageRow {
   v: number;
   state: State;
   lease_id: string | null;
+  payload_written: number;
 }
 
 /**
@@ -79,6 +81,10 @@ export class EmbeddedLanes {
       CREATE TABLE IF NOT EXISTS idempotency (org_id TEXT NOT NULL, key TEXT NOT NULL, body_hash TEXT NOT NULL, message_id TEXT NOT NULL,
         expires_ms INTEGER NOT NULL, PRIMARY KEY (org_id, key));
     `);
+    // Whether the records have the message's payload (a column added after the first release of this file).
+    const columns = db.query("SELECT name FROM pragma_table_info('messages')").all() as { name: string }[];
+    if (!columns.some((c) => c.name === "payload_written"))
+      db.exec("ALTER TABLE messages ADD COLUMN payload_written INTEGER NOT NULL DEFAULT 0");
     const bounds = db.query("SELECT COALESCE(MIN(seq), 0) AS lo, COALESCE(MAX(seq), 0) AS hi FROM messages").get() as {
       lo: number;
       hi: number;
@@ -316,8 +322,21 @@ export class EmbeddedLanes {
     const rows = this.db
       .query("SELECT * FROM messages WHERE dirty = 1 ORDER BY updated_ms LIMIT ?")
       .all(max) as MessageRow[];
-    // The records keep the payload of a message until it is final.
-    return this.histories(rows).map((m, i) => (FINAL_STATUSES.has(m.status) ? m : { ...m, payload: rows[i]!.payload }));
+    // The records keep the payload of a message until it is final; it goes once, and a batch's
+    // payloads stop at the budget (past its first message).
+    const out: MessageHistory[] = [];
+    let bytes = 0;
+    for (const [i, m] of this.histories(rows).entries()) {
+      const row = rows[i]!;
+      if (FINAL_STATUSES.has(m.status) || row.payload_written === 1) {
+        out.push(m);
+        continue;
+      }
+      if (out.length > 0 && bytes + row.payload.length > OUTBOX_PAYLOAD_BYTES) break;
+      bytes += row.payload.length;
+      out.push({ ...m, payload: row.payload });
+    }
+    return out;
   }
 
   async presence(messages: MessageRef[]): Promise<Presence[]> {
@@ -409,6 +428,8 @@ export class EmbeddedLanes {
     return this.db.transaction(() => {
       let gone = 0;
       for (const w of written) {
+        // The records have its payload now (written with the first batch that had the message).
+        this.db.query("UPDATE messages SET payload_written = 1 WHERE id = ? AND org_id = ?").run(w.id, w.orgId);
         const { changes } = this.db
           .query("UPDATE messages SET dirty = 0 WHERE id = ? AND org_id = ? AND v = ?")
           .run(w.id, w.orgId, w.version);

@@ -1,5 +1,5 @@
 import type { MessageHistory } from "../../model/history";
-import type { OutboxStore, Written } from "../hotstore";
+import { OUTBOX_PAYLOAD_BYTES, type OutboxStore, type Written } from "../hotstore";
 import { keys } from "./layout";
 import { type MessageReply, toHistory } from "./mail";
 import type { ScriptedRedis } from "./scripts";
@@ -9,7 +9,7 @@ export class RedisOutbox implements OutboxStore {
   constructor(private readonly redis: ScriptedRedis) {}
 
   async changedMessages(max: number): Promise<MessageHistory[]> {
-    return ((await this.redis.collect(keys.outbox(), max)) as MessageReply[]).map(toHistory);
+    return ((await this.redis.collect(keys.outbox(), max, OUTBOX_PAYLOAD_BYTES)) as MessageReply[]).map(toHistory);
   }
 
   async settle(written: Written[]): Promise<number> {
