@@ -129,6 +129,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     log: o.log,
     everyMs: o.reconcileEveryMs,
     holdMs: o.visibilityMs,
+    metrics: o.metrics,
   });
   let lanes: { stop(): Promise<void> } | undefined;
   return {

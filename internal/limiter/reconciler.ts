@@ -1,5 +1,6 @@
 import type { Clock } from "../clock/clock";
 import type { ReconcileStore, SingletonLeases, Written } from "../hotstore/hotstore";
+import type { LimiterMetrics } from "../metrics/metrics";
 import type { Records } from "../records/records";
 import { LeasedLoop, type LoopParts } from "./leasedloop";
 
@@ -25,6 +26,8 @@ export interface ReconcilerParts extends LoopParts {
   everyMs: number;
   /** How long a message must have been missing before it is put back in its lane. */
   holdMs: number;
+  /** Counts what was put back and dropped when set. */
+  metrics?: Pick<LimiterMetrics, "reconciled">;
 }
 
 export class Reconciler extends LeasedLoop {
@@ -55,6 +58,7 @@ export class Reconciler extends LeasedLoop {
     }
     // Dropped only if still at the version read: one that moved on since was not stale.
     const dropped = await hot.drop(stale);
+    this.o.metrics?.reconciled.inc({ action: "dropped" }, dropped);
     if (dropped > 0)
       this.o.log.warn("dropped messages the hot store had at an older state than the records", { dropped });
   }
@@ -84,6 +88,8 @@ export class Reconciler extends LeasedLoop {
       // Read again: a message written final since the walk is not put back.
       const put = await hot.restore(await records.history.unfinished(ids), clock.nowMs());
       for (const id of ids) this.missingSince.delete(id);
+      this.o.metrics?.reconciled.inc({ action: "requeued" }, put.requeued);
+      this.o.metrics?.reconciled.inc({ action: "finished" }, put.finished);
       this.o.log.warn("put back messages the hot store had lost, from the records", { ...put });
     }
   }
