@@ -2,6 +2,7 @@
 // Each command loads only the modules it uses: a call costs little CPU, and scripts make many.
 import { explain, runAdmin } from "../../internal/admin/cli";
 import { databaseUrl, dirVar, limiterTls, limiterUrl, loadOrExit } from "../../internal/config/config";
+import type { UnarySession } from "../../internal/limiterclient/unary";
 
 const cfg = loadOrExit("admin", () => ({
   limiterUrl: limiterUrl(process.env),
@@ -9,9 +10,12 @@ const cfg = loadOrExit("admin", () => ({
   databaseUrl: databaseUrl(process.env),
   dataDir: dirVar(process.env, "DATA_DIR", "data"),
 }));
+let session: Promise<UnarySession> | undefined;
 const deps = {
-  transport: async () =>
-    (await import("../../internal/limiterclient/transport")).limiterTransport(cfg.limiterUrl, cfg.limiterTls),
+  rpc: () =>
+    (session ??= import("../../internal/limiterclient/unary").then((m) =>
+      m.unarySession(cfg.limiterUrl, cfg.limiterTls),
+    )),
   async migrate() {
     const { Db } = await import("../../internal/records/db");
     const { migrate } = await import("../../internal/records/migrations");

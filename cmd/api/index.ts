@@ -24,8 +24,14 @@ const deps = daemonDeps(clients, {
   validation,
 });
 const site = apiSite(
-  { daemon: clients.console, timeoutMs: cfg.limiterTimeoutMs, trustProxy: cfg.trustProxy, log },
-  clients.automation,
+  {
+    daemon: clients.console,
+    audience: clients.audience,
+    automation: clients.automation,
+    timeoutMs: cfg.limiterTimeoutMs,
+    trustProxy: cfg.trustProxy,
+    log,
+  },
   deps.admit,
 );
 const registry = newRegistry("api");

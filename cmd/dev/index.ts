@@ -42,6 +42,8 @@ const env = {
   LOG_FORMAT: process.env.LOG_FORMAT?.trim() || "pretty",
   // On a developer's machine, webhooks to a receiver on localhost are the point.
   WEBHOOK_ALLOW_PRIVATE_URLS: process.env.WEBHOOK_ALLOW_PRIVATE_URLS?.trim() || "1",
+  // Links in mail (unsubscribe) point at this API, whatever its port, unless said otherwise.
+  PUBLIC_URL: process.env.PUBLIC_URL?.trim() || base,
 };
 
 /** The SMTP front greets. */
@@ -79,11 +81,14 @@ try {
     `  console        ${base}/console`,
     `  SMTP           ${smtpHost}:${smtp.port} (STARTTLS, then AUTH with any username and an API token as the password)`,
     `  limiterd       ${limiterUrl} (Connect, gRPC, gRPC-Web)`,
-    `  delivered mail ${daemon.dataDir}/sink/*.eml (set SMTP_RELAY_URL to send through a relay)`,
-    `  metrics        ${Object.entries(metricsPorts)
-      .filter(([, port]) => port !== "0")
-      .map(([name, port]) => `${name.split("_")[0]!.toLowerCase()} http://127.0.0.1:${port}/metrics`)
-      .join(", ")}`,
+    `  delivered mail ${daemon.dataDir}/sink/<id>.eml (set SMTP_RELAY_URL to send through a relay); mail to @fixtures.test is simulated and written nowhere`,
+    `  public URL     ${env.PUBLIC_URL} (links in mail: unsubscribe)`,
+    `  metrics        ${
+      Object.entries(metricsPorts)
+        .filter(([, port]) => port !== "0")
+        .map(([name, port]) => `${name.split("_")[0]!.toLowerCase()} http://127.0.0.1:${port}/metrics`)
+        .join(", ") || "off (every *_METRICS_PORT is 0)"
+    }`,
   ];
   if (demo) {
     const { token } = demo;
@@ -96,10 +101,14 @@ try {
       `  curl -i ${base}/api/v1/tags -H "Authorization: Bearer ${token}"`,
       `  curl -i ${base}/api/v1/emails -H "Authorization: Bearer ${token}" -H "Content-Type: application/json" \\`,
       `    -d '{"from":"Demo <hello@${DEMO.domain}>","to":"delivered@fixtures.test","subject":"Hi","markdown":"**It works.**"}'`,
+      `  curl -i ${base}/api/v1/emails -H "Authorization: Bearer ${token}" -H "Content-Type: application/json" \\`,
+      `    -d '{"from":"Demo <hello@${DEMO.domain}>","to":"you@example.com","subject":"Hi","text":"Look in ${daemon.dataDir}/sink/."}'`,
       `  swaks --server ${smtpHost}:${smtp.port} --tls --auth-user ${DEMO.slug} --auth-password ${token} --from hello@${DEMO.domain} --to delivered@fixtures.test`,
     );
   } else {
-    lines.push(`Organization "${DEMO.slug}" exists. A new token: bun run cmd/admin token create ${DEMO.slug}`);
+    lines.push(
+      `Organization "${DEMO.slug}" exists. A new token: npx bun run cmd/admin/index.ts token create ${DEMO.slug}`,
+    );
   }
   console.log(`${lines.join("\n")}\n`);
 } catch (err) {

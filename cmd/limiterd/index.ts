@@ -8,7 +8,12 @@ import { systemClock } from "../../internal/clock/clock";
 import { limiterdConfig, loadOrExit } from "../../internal/config/config";
 import { EmbeddedHot, embeddedHotFile } from "../../internal/hotstore/embedded/embedded";
 import type { HotStore } from "../../internal/hotstore/hotstore";
-import { connectRedis, connectRedisCluster, RedisHot } from "../../internal/hotstore/redis/redis";
+import {
+  connectRedis,
+  connectRedisCluster,
+  RedisHot,
+  waitingCommandTimeoutMs,
+} from "../../internal/hotstore/redis/redis";
 import { limiterDaemon } from "../../internal/limiter/daemon";
 import { daemonInterceptors } from "../../internal/limiter/observe";
 import { serveRpc } from "../../internal/limiter/server";
@@ -41,9 +46,26 @@ const hotKind = cfg.redisClusterNodes
     ? "redis"
     : `embedded (${embeddedHotFile(cfg.dataDir)})`;
 try {
-  if (cfg.redisClusterNodes) hot = new RedisHot(await connectRedisCluster(cfg.redisClusterNodes));
-  else if (cfg.redisUrl) hot = new RedisHot(await connectRedis(cfg.redisUrl, { tlsCa: cfg.redisTlsCa }));
-  else hot = new EmbeddedHot(embeddedHotFile(cfg.dataDir));
+  const { redisClusterNodes: nodes, redisUrl: url, redisSentinel: sentinel } = cfg;
+  // Two connections: admission's, and the one where the changes of messages wait for replicas.
+  const connect = (commandTimeoutMs?: number) =>
+    nodes
+      ? connectRedisCluster(nodes, { commandTimeoutMs })
+      : connectRedis(sentinel ?? url!, { tlsCa: cfg.redisTlsCa, commandTimeoutMs });
+  if (nodes || url) {
+    const waiting =
+      cfg.redisWait.replicas === 0
+        ? undefined
+        : { policy: cfg.redisWait, writer: await connect(waitingCommandTimeoutMs(cfg.redisWait.timeoutMs)) };
+    const redis = new RedisHot(await connect(), waiting);
+    await redis.ready();
+    log.info("waiting for replicas", {
+      replicas: redis.waitingFor(),
+      setting: cfg.redisWait.replicas,
+      timeoutMs: cfg.redisWait.timeoutMs,
+    });
+    hot = redis;
+  } else hot = new EmbeddedHot(embeddedHotFile(cfg.dataDir));
 } catch (err) {
   log.error("cannot open the hot store", { store: hotKind, error: (err as Error).message });
   process.exit(1);

@@ -1,7 +1,13 @@
-import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
-import type { Organization } from "../gen/mailcore/limiter/v1/limiter_pb";
-import { parsePlan, planName } from "../plans/plans";
+import type { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
+import type { DirectoryService, OrganizationJson } from "../gen/mailcore/limiter/v1/limiter_pb";
+import type { LaneService } from "../gen/mailcore/limiter/v1/mail_pb";
+import { RpcError } from "../limiterclient/rpcerror";
+import type { UnarySession } from "../limiterclient/unary";
+import { parsePlanJson } from "../plans/json";
 import { type Output, orgJson, UsageError } from "./output";
+
+// The commands call the daemon in the Connect protocol's JSON form (limiterclient/unary.ts), with
+// the generated code's types only: a call loads neither the Connect client nor protobuf-es.
 
 export const USAGE = `usage: bun run cmd/admin <command> [--json]
   org create <slug> --plan <free|premium|enterprise> [--domain <domain> [--verified]] [--token [--name <name>]]
@@ -23,17 +29,17 @@ environment: LIMITER_URL (default http://127.0.0.1:7070; https:// with LIMITER_T
   LIMITER_TLS_CLIENT_CERT, LIMITER_TLS_CLIENT_KEY); migrate: DATABASE_URL or DATA_DIR`;
 
 function plan(name: string | undefined) {
-  const p = name === undefined ? undefined : parsePlan(name);
+  const p = name === undefined ? undefined : parsePlanJson(name);
   if (p === undefined)
     throw new UsageError(`plan must be free, premium or enterprise, not ${JSON.stringify(name ?? "")}`);
   return p;
 }
 
-function describe(org: Organization | undefined): string {
+function describe(org: OrganizationJson | undefined): string {
   if (!org) return "";
-  const domains =
-    org.domains.map((d) => `${d.name}${d.verified ? " (verified)" : " (unverified)"}`).join(", ") || "none";
-  return `${org.slug} id=${org.id} plan=${planName(org.plan)} domains=${domains}`;
+  const { id, slug, plan, domains = [] } = orgJson(org);
+  const names = domains.map((d) => `${d.name}${d.verified ? " (verified)" : " (unverified)"}`).join(", ") || "none";
+  return `${slug} id=${id} plan=${plan} domains=${names}`;
 }
 
 /** Options that take a value, and switches. */
@@ -41,8 +47,8 @@ const VALUE_OPTIONS = new Set(["--plan", "--name", "--domain", "--passwords"]);
 const SWITCHES = new Set(["--verified", "--token", "--json"]);
 
 export interface AdminDeps {
-  /** The connection to limiterd, made on first use: commands that need no daemon never load the gRPC client. */
-  transport(): Promise<Transport>;
+  /** The connection to limiterd, made on first use: commands that need no daemon never load its client. */
+  rpc(): Promise<UnarySession>;
   /** Applies the records' pending migrations; returns the versions applied and the version now. */
   migrate(): Promise<{ applied: number[]; version: number }>;
   /** Standard input, all of it (a new console user's password). */
@@ -53,7 +59,7 @@ export interface AdminDeps {
   initCerts(dir: string, hosts: string[]): Promise<string[]>;
 }
 
-/** Runs one admin command against the daemon (or, for migrate, the records). Throws UsageError or ConnectError. */
+/** Runs one admin command against the daemon (or, for migrate, the records). Throws UsageError or RpcError. */
 export async function runAdmin(argv: string[], deps: AdminDeps, io: Output): Promise<void> {
   const values = new Map<string, string | undefined>();
   const flags = new Set<string>();
@@ -79,11 +85,10 @@ export async function runAdmin(argv: string[], deps: AdminDeps, io: Output): Pro
   const json = flags.has("--json");
   /** One result: JSON with --json, the line for people otherwise. */
   const emit = (value: object, line: string) => io.out(json ? JSON.stringify(value) : line);
-  // Each service's generated code is loaded only by the commands that call it.
   const directory = async () =>
-    createClient((await import("../gen/mailcore/limiter/v1/limiter_pb")).DirectoryService, await deps.transport());
+    (await deps.rpc()).client<typeof DirectoryService>("mailcore.limiter.v1.DirectoryService");
   const consoleClient = async () =>
-    createClient((await import("../gen/mailcore/limiter/v1/console_pb")).ConsoleService, await deps.transport());
+    (await deps.rpc()).client<typeof ConsoleService>("mailcore.limiter.v1.ConsoleService");
 
   if (args[0] === "migrate") {
     need(1);
@@ -99,23 +104,25 @@ export async function runAdmin(argv: string[], deps: AdminDeps, io: Output): Pro
 
   if (args[0] === "lanes") {
     need(1);
-    const { LaneService } = await import("../gen/mailcore/limiter/v1/mail_pb");
-    const { laneName } = await import("../mail/policy");
-    const { lanes } = await createClient(LaneService, await deps.transport()).getLanes({});
+    const { lanes = [] } = await (await deps.rpc())
+      .client<typeof LaneService>("mailcore.limiter.v1.LaneService")
+      .getLanes({});
     if (!json) io.out("lane           depth   ready  in-flight  deferred  oldest-age  rate/s  released/s (last 10 s)");
     for (const l of lanes) {
+      // The JSON form names a lane LANE_BULK, gives 64-bit counts as strings and leaves out zeros.
+      const r = {
+        lane: (l.lane ?? "LANE_UNSPECIFIED").replace(/^LANE_/, "").toLowerCase(),
+        depth: Number(l.depth ?? 0),
+        ready: Number(l.ready ?? 0),
+        inFlight: Number(l.inFlight ?? 0),
+        deferred: Number(l.deferred ?? 0),
+        oldestAgeMs: Number(l.oldestAgeMs ?? 0),
+        rate: Number(l.rate ?? 0),
+        releasedPerSecond: Number(l.releasedPerSecond ?? 0),
+      };
       emit(
-        {
-          lane: laneName(l.lane),
-          depth: Number(l.depth),
-          ready: Number(l.ready),
-          inFlight: Number(l.inFlight),
-          deferred: Number(l.deferred),
-          oldestAgeMs: Number(l.oldestAgeMs),
-          rate: l.rate,
-          releasedPerSecond: l.releasedPerSecond,
-        },
-        `${laneName(l.lane).padEnd(13)} ${String(l.depth).padStart(6)} ${String(l.ready).padStart(7)} ${String(l.inFlight).padStart(10)} ${String(l.deferred).padStart(9)} ${`${(Number(l.oldestAgeMs) / 1000).toFixed(1)}s`.padStart(11)} ${String(l.rate).padStart(7)} ${l.releasedPerSecond.toFixed(1).padStart(11)}`,
+        r,
+        `${r.lane.padEnd(13)} ${String(r.depth).padStart(6)} ${String(r.ready).padStart(7)} ${String(r.inFlight).padStart(10)} ${String(r.deferred).padStart(9)} ${`${(r.oldestAgeMs / 1000).toFixed(1)}s`.padStart(11)} ${String(r.rate).padStart(7)} ${r.releasedPerSecond.toFixed(1).padStart(11)}`,
       );
     }
     return;
@@ -178,7 +185,7 @@ export async function runAdmin(argv: string[], deps: AdminDeps, io: Output): Pro
     case "token create": {
       need(3);
       const res = await (await directory()).createToken({ slug: args[2], name: values.get("--name") ?? "" });
-      emit({ slug: args[2], token: res.token, tokenId: res.tokenId }, res.token);
+      emit({ slug: args[2], token: res.token, tokenId: res.tokenId }, res.token ?? "");
       return;
     }
     case "token revoke": {
@@ -226,13 +233,14 @@ export function explain(err: unknown, limiterUrl: string, json = false): { line:
 
 function describeError(err: unknown, limiterUrl: string): [exit: number, kind: string, message: string, text: string] {
   if (err instanceof UsageError) return [2, "usage", err.message, `${err.message}\n${USAGE}`];
-  if (err instanceof ConnectError) {
-    const kind = Code[err.code].replace(/[a-z](?=[A-Z])/g, "$&_").toLowerCase();
-    if (err.code === Code.Unavailable || err.code === Code.DeadlineExceeded) {
-      const message = `limiterd at ${limiterUrl} is unavailable: ${err.rawMessage}`;
-      return [1, kind, message, message];
+  if (err instanceof RpcError) {
+    if (err.code === "unavailable" || err.code === "deadline_exceeded") {
+      const message = `limiterd at ${limiterUrl} is unavailable: ${err.message}`;
+      return [1, err.code, message, message];
     }
-    return [1, kind, err.rawMessage, `${Code[err.code]}: ${err.rawMessage}`];
+    // For people, the code as gRPC's documentation spells it: not_found is NotFound.
+    const name = err.code.replace(/(?:^|_)([a-z])/g, (_, c: string) => c.toUpperCase());
+    return [1, err.code, err.message, `${name}: ${err.message}`];
   }
   return [1, "internal", String(err), String(err)];
 }

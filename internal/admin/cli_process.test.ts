@@ -2,10 +2,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join, relative } from "node:path";
 import { DirectoryService } from "../gen/mailcore/limiter/v1/limiter_pb";
-import { freePort, type Proc, runBun, runToEnd, tempDir, waitFor } from "../testkit/testkit";
+import { freePort, type Proc, REPO_ROOT, runBun, runToEnd, tempDir, waitFor } from "../testkit/testkit";
 
 let limiterd: Proc;
 let env: Record<string, string>;
@@ -321,5 +321,48 @@ describe("cmd/admin", () => {
     expect([r.code, r.stdout]).toEqual([code, ""]);
     expect(JSON.parse(r.stderr).error.message).toContain(message);
     expect((await admin("org", "show", "bad-4")).code).toBe(1);
+  });
+
+  test("a command that calls the daemon loads neither packages nor generated code (loading them made a call cost over 0.1 s of CPU)", async () => {
+    const log = join(tempDir(), "modules.txt");
+    const dir = tempDir();
+    const importFile = join(dir, "orgs.jsonl");
+    writeFileSync(importFile, JSON.stringify({ slug: "light-imp", plan: "free", token: true }));
+    const calls: [string[], string?][] = [
+      [["org", "create", "light", "--plan", "free", "--domain", "light.example", "--token", "--json"]],
+      [["org", "show", "light"]],
+      [["org", "show", "nobody"]],
+      [["org", "set-plan", "light", "premium"]],
+      [["domain", "add", "light", "news.light.example", "--verified"]],
+      [["token", "create", "light", "--json"]],
+      [["token", "revoke", `mc_${"A".repeat(43)}`]],
+      [["user", "create", "light", "light@light.example"], "correct horse battery staple\n"],
+      [["lanes", "--json"]],
+      [["import", importFile]],
+    ];
+    for (const [args, input] of calls) {
+      // The process as `bun run cmd/admin` starts it, with a preload that writes down each module it loads.
+      const p = Bun.spawn(
+        [process.execPath, "run", "--preload", "./internal/testkit/loadlog.ts", "cmd/admin", ...args],
+        {
+          cwd: REPO_ROOT,
+          env: { ...process.env, ...env, MODULE_LOG: log },
+          stdin: input === undefined ? "ignore" : new Blob([input]),
+          stdout: "pipe",
+          stderr: "pipe",
+        },
+      );
+      const [code, stderr] = await Promise.all([p.exited, new Response(p.stderr).text()]);
+      const expectedCode = args.includes("nobody") || args[1] === "revoke" ? 1 : 0;
+      expect([args, code, expectedCode === 0 ? stderr : ""]).toEqual([args, expectedCode, ""]);
+    }
+    const loaded = [...new Set(readFileSync(log, "utf8").trim().split("\n"))].map((f) => relative(REPO_ROOT, f));
+    // The log works: the CLI and its caller of the daemon are in it.
+    expect(loaded).toContain("cmd/admin/index.ts");
+    expect(loaded).toContain("internal/limiterclient/unary.ts");
+    // The Connect client, protobuf-es and the generated code (types only for the CLI) are what made a call cost 0.1 s.
+    expect(
+      loaded.filter((f) => f.startsWith("node_modules/") || f.startsWith("internal/gen/") || f.startsWith("..")),
+    ).toEqual([]);
   });
 });

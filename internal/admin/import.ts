@@ -1,11 +1,11 @@
 // The bulk import: organizations with their domains, first tokens and console users, from JSON
 // lines, in batches of one ProvisionOrganizations call each over the one connection.
-import type { MessageInitShape } from "@bufbuild/protobuf";
-import { type Client, Code, ConnectError } from "@connectrpc/connect";
 import type { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
-import type { CreateOrganizationRequestSchema, DirectoryService } from "../gen/mailcore/limiter/v1/limiter_pb";
-import { normalizeEmail } from "../mail/policy";
-import { parsePlan } from "../plans/plans";
+import type { CreateOrganizationRequestJson, DirectoryService } from "../gen/mailcore/limiter/v1/limiter_pb";
+import { RpcError } from "../limiterclient/rpcerror";
+import type { JsonClient } from "../limiterclient/unary";
+import { normalizeEmail } from "../mail/identity";
+import { parsePlanJson } from "../plans/json";
 import { type Output, orgJson, UsageError } from "./output";
 
 /** Organizations per ProvisionOrganizations call (the daemon takes up to 1000). */
@@ -15,7 +15,7 @@ interface ImportLine {
   /** Its line number in the file, from 1. */
   line: number;
   slug: string;
-  request: MessageInitShape<typeof CreateOrganizationRequestSchema>;
+  request: CreateOrganizationRequestJson;
   users: string[];
 }
 
@@ -40,7 +40,7 @@ export function parseImport(text: string): ImportLine[] {
     if (typeof slug !== "string") throw bad("slug must be a string");
     if (slugs.has(slug)) throw bad(`slug ${slug} is in the file twice`);
     slugs.add(slug);
-    const plan = typeof v.plan === "string" ? parsePlan(v.plan) : undefined;
+    const plan = typeof v.plan === "string" ? parsePlanJson(v.plan) : undefined;
     if (plan === undefined) throw bad("plan must be free, premium or enterprise");
     if (typeof token !== "boolean") throw bad("token must be true or false");
     if (typeof tokenName !== "string") throw bad("tokenName must be a string");
@@ -92,7 +92,7 @@ export function parsePasswords(text: string): Map<string, string> {
 export async function importOrganizations(
   text: string,
   passwordsText: string,
-  clients: { directory: Client<typeof DirectoryService>; console: Client<typeof ConsoleService> },
+  clients: { directory: JsonClient<typeof DirectoryService>; console: JsonClient<typeof ConsoleService> },
   io: Output,
 ): Promise<void> {
   const lines = parseImport(text);
@@ -109,10 +109,15 @@ export async function importOrganizations(
       ({ results } = await clients.directory.provisionOrganizations({ organizations: batch.map((l) => l.request) }));
     } catch (err) {
       // The daemon counts the organizations of the batch; the reader needs the file's lines.
-      if (err instanceof ConnectError && err.code === Code.InvalidArgument)
-        throw new ConnectError(`lines ${batch[0]!.line}-${batch.at(-1)!.line}: ${err.rawMessage}`, err.code);
+      if (err instanceof RpcError && err.code === "invalid_argument")
+        throw new RpcError(err.code, `lines ${batch[0]!.line}-${batch.at(-1)!.line}: ${err.message}`);
       throw err;
     }
+    if (results?.length !== batch.length)
+      throw new RpcError(
+        "internal",
+        `the daemon answered ${results?.length ?? 0} results for ${batch.length} organizations`,
+      );
     for (const [i, l] of batch.entries()) {
       const r = results[i]!;
       const users = [];
@@ -120,7 +125,7 @@ export async function importOrganizations(
       io.out(
         JSON.stringify({
           line: l.line,
-          created: r.created,
+          created: r.created ?? false,
           ...orgJson(r.organization),
           ...(r.token ? { token: r.token, tokenId: r.tokenId } : {}),
           ...(users.length > 0 ? { users } : {}),
@@ -132,7 +137,7 @@ export async function importOrganizations(
 
 /** Creates a console user; one whose email is taken already is reported as not created. */
 async function createUser(
-  console: Client<typeof ConsoleService>,
+  console: JsonClient<typeof ConsoleService>,
   slug: string,
   email: string,
   passwords: Map<string, string>,
@@ -141,7 +146,7 @@ async function createUser(
     const { userId } = await console.createUser({ slug, email, password: passwords.get(normalizeEmail(email))! });
     return { email, created: true, userId };
   } catch (err) {
-    if (err instanceof ConnectError && err.code === Code.AlreadyExists) return { email, created: false };
+    if (err instanceof RpcError && err.code === "already_exists") return { email, created: false };
     throw err;
   }
 }

@@ -131,8 +131,10 @@ export function campaignRoutes(automation: AutomationCalls, timeoutMs: number): 
       "/api/v1/campaigns/{id}/send",
       {
         POST: campaignRoute(async (a) => {
-          // An empty body is "send now".
-          const b = a.req.headers.get("content-length") === "0" ? {} : await body(a);
+          // No body is "send now": an empty one, or none at all (curl -X POST sends no Content-Length).
+          const h = a.req.headers;
+          const none = h.get("content-length") === "0" || (!h.has("content-length") && !h.has("transfer-encoding"));
+          const b = none ? {} : await body(a);
           const { campaign } = await automation.sendCampaign({ ...ref(a), scheduledAtMs: parseSchedule(b) }, call);
           return json(202, campaignJson(campaign!), a.headers);
         }),

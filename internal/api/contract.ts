@@ -93,41 +93,49 @@ function check(validate: ValidateFunction, root: string): (value: unknown) => vo
 const pointer = (...parts: string[]) => parts.map((p) => p.replaceAll("~", "~0").replaceAll("/", "~1")).join("/");
 
 /**
- * Compiles the checks of every operation of the document, keyed `METHOD template`
- * (`POST /api/v1/emails`). Query and path values are strings: they are read as the types
- * their schemas say (`limit=5` as the integer 5).
+ * An Ajv that holds `doc` under DOCUMENT_ID, so that `{$ref: DOCUMENT_ID#/...}` compiles any of its
+ * schemas. `coerceTypes` reads strings as the types their schemas say (query and path values).
  */
-export function operationContracts(doc: Obj): Map<string, OperationContract> {
+export function documentValidator(doc: Obj, coerceTypes: boolean): Ajv2020 {
   // Ajv picks a discriminated branch by its `type` const, and refuses the mapping that says the
   // same to code generators.
   const withoutMappings = JSON.parse(JSON.stringify(doc), (key, value) =>
     key === "discriminator" && value?.mapping ? { propertyName: value.propertyName } : value,
   );
-  const make = (coerceTypes: boolean) => {
-    // Not strict: the document's own keywords (example) are not validation keywords. Its
-    // schemas are checked by the linter in CI, not again at every start. Lengths count UTF-16
-    // units, as the API's own checks do, in constant time (code points take a walk over a 1 MB html).
-    const ajv = new Ajv2020({
-      unicode: false,
-      // Ajv calls that option deprecated at every start; its other warnings are kept.
-      logger: {
-        log: console.log,
-        error: console.error,
-        warn: (...a) => /option unicode/.test(String(a[0])) || console.warn(...a),
-      },
-      strict: false,
-      validateSchema: false,
-      discriminator: true,
-      verbose: true,
-      coerceTypes,
-      allErrors: false,
-    });
-    addFormats(ajv);
-    ajv.addSchema(withoutMappings, DOCUMENT_ID);
-    return ajv;
-  };
-  const bodies = make(false);
-  const parameters = make(true);
+  // Not strict: the document's own keywords (example) are not validation keywords. Its
+  // schemas are checked by the linter in CI, not again at every start. Lengths count UTF-16
+  // units, as the API's own checks do, in constant time (code points take a walk over a 1 MB html).
+  const ajv = new Ajv2020({
+    unicode: false,
+    // Ajv calls that option deprecated at every start; its other warnings are kept.
+    logger: {
+      log: console.log,
+      error: console.error,
+      warn: (...a) => /option unicode/.test(String(a[0])) || console.warn(...a),
+    },
+    strict: false,
+    validateSchema: false,
+    discriminator: true,
+    verbose: true,
+    coerceTypes,
+    allErrors: false,
+  });
+  addFormats(ajv);
+  ajv.addSchema(withoutMappings, DOCUMENT_ID);
+  return ajv;
+}
+
+/** A reference to the schema at `parts` (a path of keys) in the document a documentValidator holds. */
+export const documentRef = (...parts: string[]) => ({ $ref: `${DOCUMENT_ID}#/${pointer(...parts)}` });
+
+/**
+ * Compiles the checks of every operation of the document, keyed `METHOD template`
+ * (`POST /api/v1/emails`). Query and path values are strings: they are read as the types
+ * their schemas say (`limit=5` as the integer 5).
+ */
+export function operationContracts(doc: Obj): Map<string, OperationContract> {
+  const bodies = documentValidator(doc, false);
+  const parameters = documentValidator(doc, true);
   const contracts = new Map<string, OperationContract>();
   for (const [template, item] of Object.entries(doc.paths as Record<string, Obj>)) {
     for (const [method, op] of Object.entries(item) as [string, Obj][]) {
@@ -147,9 +155,9 @@ export function operationContracts(doc: Obj): Map<string, OperationContract> {
       const content = ((op.requestBody as Obj | undefined)?.content as Obj | undefined)?.["application/json"];
       const checkBody = content
         ? check(
-            bodies.compile({
-              $ref: `${DOCUMENT_ID}#/${pointer("paths", template, method, "requestBody", "content", "application/json", "schema")}`,
-            }),
+            bodies.compile(
+              documentRef("paths", template, method, "requestBody", "content", "application/json", "schema"),
+            ),
             "body",
           )
         : () => {};

@@ -30,6 +30,8 @@ import { error, getOnly, type Headers_, invalid, iso, json, methodNotAllowed, re
 import { type WebhookCalls, webhookRoutes } from "./webhooks";
 
 export const DOCS_PATH = "/docs/rate-limits";
+export const HEALTH_PATH = "/healthz";
+export const READY_PATH = "/readyz";
 const TAGS_PATH = "/api/v1/tags";
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 const BEARER = /^Bearer +(\S+) *$/i;
@@ -230,10 +232,10 @@ export function apiHandler(deps: ApiDeps, site?: SiteHandler, metrics?: ApiMetri
       return error(400, "INVALID_HOST", "The Host header is not a valid host[:port].");
     }
     const path = url.pathname;
-    if (path === "/healthz") return getOnly(req, path, () => json(200, { status: "ok" }));
+    if (path === HEALTH_PATH) return getOnly(req, path, () => json(200, { status: "ok" }));
     const page = site?.(req, url, peerIp);
     if (page) return page;
-    if (path === "/readyz") {
+    if (path === READY_PATH) {
       return getOnly(req, path, async () =>
         (await deps.ready().catch(() => false)) ? json(200, { status: "ready" }) : unavailable(),
       );

@@ -69,6 +69,40 @@ describe("configuration", () => {
     expect(() => limiterdConfig(env)).toThrow(message);
   });
 
+  test("the replicas a change waits for: detected by default, a count, the timeout; Sentinel", () => {
+    const redis = { REDIS_URL: "redis://r:6379" };
+    expect(limiterdConfig(redis).redisWait).toEqual({ replicas: "detect", timeoutMs: 250 });
+    expect(limiterdConfig({ ...redis, REDIS_WAIT_REPLICAS: "0", REDIS_WAIT_TIMEOUT_MS: "40" }).redisWait).toEqual({
+      replicas: 0,
+      timeoutMs: 40,
+    });
+    expect(
+      limiterdConfig({ REDIS_URL: "redis+sentinel://:s%40cret@s1:26379,s2:26380/mymaster", REDIS_WAIT_REPLICAS: "2" }),
+    ).toMatchObject({
+      redisSentinel: {
+        sentinels: [
+          { host: "s1", port: 26379 },
+          { host: "s2", port: 26380 },
+        ],
+        name: "mymaster",
+        password: "s@cret",
+      },
+      redisWait: { replicas: 2 },
+    });
+    expect(limiterdConfig(redis).redisSentinel).toBeUndefined();
+  });
+
+  test.each([
+    [{ REDIS_URL: "redis://r:6379", REDIS_WAIT_REPLICAS: "one" }, 'REDIS_WAIT_REPLICAS="one" is not a whole number'],
+    [{ REDIS_URL: "redis://r:6379", REDIS_WAIT_REPLICAS: "17" }, "from 0 to 16"],
+    [{ REDIS_URL: "redis://r:6379", REDIS_WAIT_TIMEOUT_MS: "0" }, 'REDIS_WAIT_TIMEOUT_MS="0" is not a whole number'],
+    [{ REDIS_WAIT_REPLICAS: "1" }, "REDIS_WAIT_REPLICAS needs Redis"],
+    [{ REDIS_URL: "redis+sentinel://s1:26379" }, "is not a Sentinel URL"],
+    [{ REDIS_URL: "redis+sentinel://s1:26379,s2/mymaster" }, 'holds "s2", which is not host:port'],
+  ])("limiterd rejects the wait or Sentinel setting %p", (env, message) => {
+    expect(() => limiterdConfig(env)).toThrow(message);
+  });
+
   test("webhooks: the schedule divisor (tests only), the worker's concurrency, private URLs", () => {
     expect(limiterdConfig({}).webhookScheduleDivisor).toBe(1);
     expect(limiterdConfig({ WEBHOOK_SCHEDULE_DIVISOR: "1000" }).webhookScheduleDivisor).toBe(1_000);
@@ -98,6 +132,11 @@ describe("configuration", () => {
     ["cmd/api/index.ts", { API_PORT: "eighty" }, "api: configuration error: API_PORT"],
     ["cmd/limiterd/index.ts", { LIMITER_PORT: "-1" }, "limiterd: configuration error: LIMITER_PORT"],
     ["cmd/limiterd/index.ts", { DNS_SERVER: "dns.example" }, "limiterd: configuration error: DNS_SERVER"],
+    [
+      "cmd/limiterd/index.ts",
+      { REDIS_URL: "redis://127.0.0.1:1", REDIS_WAIT_TIMEOUT_MS: "soon" },
+      "limiterd: configuration error: REDIS_WAIT_TIMEOUT_MS",
+    ],
     ["cmd/admin/index.ts", { LIMITER_URL: "nope" }, "admin: configuration error: LIMITER_URL"],
     ["cmd/dev/index.ts", { API_PORT: "0" }, "dev: configuration error: API_PORT"],
     ["cmd/smtp/index.ts", { SMTP_PORT: "smtp" }, "smtp: configuration error: SMTP_PORT"],

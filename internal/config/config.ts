@@ -98,9 +98,34 @@ export function loadOrExit<T>(process_: string, load: () => T): T {
   }
 }
 
+/** A Redis primary found through Sentinel: REDIS_URL=redis+sentinel://[:password@]host:port[,host:port...]/<master name>. */
+export interface RedisSentinel {
+  sentinels: { host: string; port: number }[];
+  name: string;
+  /** The primary's password (the sentinels are asked without one). */
+  password: string | undefined;
+}
+
+/** How many replicas a change of a message waits for ("detect": 1 when the primary has one), and how long. */
+export interface RedisWaitConfig {
+  replicas: number | "detect";
+  timeoutMs: number;
+}
+
+/**
+ * REDIS_WAIT_TIMEOUT_MS's default: well under the fronts' 1 s deadline on the daemon
+ * (LIMITER_TIMEOUT_MS), so a send the replicas do not confirm is answered 503 by the daemon
+ * itself, yet two orders of magnitude above a replica's acknowledgement on a healthy network.
+ */
+export const REDIS_WAIT_TIMEOUT_DEFAULT_MS = 250;
+
 export interface LimiterdConfig {
   dataDir: string;
+  /** REDIS_URL as given: redis://, rediss:// or redis+sentinel:// (then redisSentinel says where). */
   redisUrl: string | undefined;
+  redisSentinel: RedisSentinel | undefined;
+  /** REDIS_WAIT_REPLICAS and REDIS_WAIT_TIMEOUT_MS. */
+  redisWait: RedisWaitConfig;
   /** REDIS_TLS_CA: the CA that verifies a rediss:// server; undefined: the system's CAs. */
   redisTlsCa: Buffer | undefined;
   /** Seed nodes of a Redis Cluster for the hot store (instead of redisUrl). */
@@ -139,13 +164,49 @@ function isLoopback(host: string): boolean {
   return host === "localhost" || host === "::1" || (isIP(host) === 4 && host.startsWith("127."));
 }
 
+const SENTINEL_SCHEME = "redis+sentinel://";
+
+/** redis+sentinel://[:password@]host:port[,host:port...]/<master name> */
+function sentinelUrl(v: string): RedisSentinel {
+  const bad = (why: string) =>
+    new ConfigError(
+      `REDIS_URL=${JSON.stringify(v)} ${why}: give redis+sentinel://[:password@]host:port[,host:port...]/<master name>`,
+    );
+  const m = /^redis\+sentinel:\/\/(?:([^@/]*)@)?([^/@]+)\/([^/?#]+)$/.exec(v);
+  if (!m) throw bad("is not a Sentinel URL");
+  const [, auth, hosts, name] = m;
+  const sentinels = hosts!.split(",").map((h) => {
+    const hp = /^([^\s:,]+):(\d{1,5})$/.exec(h.trim());
+    if (!hp || Number(hp[2]) < 1 || Number(hp[2]) > 65_535)
+      throw bad(`holds ${JSON.stringify(h)}, which is not host:port`);
+    return { host: hp[1]!, port: Number(hp[2]) };
+  });
+  const password = auth === undefined ? undefined : decodeURIComponent(auth.slice(auth.indexOf(":") + 1));
+  return { sentinels, name: decodeURIComponent(name!), password: password || undefined };
+}
+
 export function limiterdConfig(env: Env): LimiterdConfig {
-  const redisUrl = urlVar(env, "REDIS_URL", undefined, ["redis", "rediss"]);
+  const sentinel = raw(env, "REDIS_URL")?.startsWith(SENTINEL_SCHEME) ? sentinelUrl(raw(env, "REDIS_URL")!) : undefined;
+  const redisUrl = sentinel
+    ? raw(env, "REDIS_URL")
+    : urlVar(env, "REDIS_URL", undefined, ["redis", "rediss", "redis+sentinel"]);
   const redisClusterNodes = hostPortListVar(env, "REDIS_CLUSTER_NODES");
   if (redisUrl && redisClusterNodes)
     throw new ConfigError("set REDIS_URL (one Redis primary) or REDIS_CLUSTER_NODES (a Redis Cluster), not both");
   const redisTlsCa = pemVar(env, "REDIS_TLS_CA");
   if (redisTlsCa && !redisUrl?.startsWith("rediss:")) throw new ConfigError("REDIS_TLS_CA needs REDIS_URL=rediss://");
+  const waitReplicas =
+    raw(env, "REDIS_WAIT_REPLICAS") === undefined ? "detect" : intVar(env, "REDIS_WAIT_REPLICAS", 0, 0, 16);
+  const redisWait: RedisWaitConfig = {
+    replicas: waitReplicas,
+    timeoutMs: intVar(env, "REDIS_WAIT_TIMEOUT_MS", REDIS_WAIT_TIMEOUT_DEFAULT_MS, 1, 10_000),
+  };
+  if (!redisUrl && !redisClusterNodes)
+    for (const name of ["REDIS_WAIT_REPLICAS", "REDIS_WAIT_TIMEOUT_MS"])
+      if (raw(env, name) !== undefined)
+        throw new ConfigError(
+          `${name} needs Redis (REDIS_URL or REDIS_CLUSTER_NODES): the embedded store has no replicas`,
+        );
   const host = hostVar(env, "LIMITER_HOST", "127.0.0.1");
   const tls = limiterdTls(env);
   const insecure = intVar(env, "LIMITER_INSECURE", 0, 0, 1) === 1;
@@ -156,6 +217,8 @@ export function limiterdConfig(env: Env): LimiterdConfig {
   return {
     dataDir: dirVar(env, "DATA_DIR", "data"),
     redisUrl,
+    redisSentinel: sentinel,
+    redisWait,
     redisTlsCa,
     redisClusterNodes,
     databaseUrl: databaseUrl(env),

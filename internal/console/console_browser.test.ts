@@ -142,12 +142,15 @@ describe("the console in Chromium", () => {
     kept.id = (await page.getByRole("row", { name: /kept/ }).locator("td.mono").textContent())!;
     expect(kept.id).toMatch(/^tok_[0-9a-f]{16}$/);
 
+    // Revoking asks first; the notice names the token.
     await page
       .getByRole("row", { name: /ci deploys/ })
-      .getByRole("button", { name: /^Revoke/ })
+      .getByRole("link", { name: /^Revoke/ })
       .click();
-    await page.waitForURL(`${base}/console/tokens?done=revoked`);
-    expect(await page.getByRole("status").first().innerText()).toContain("The token was revoked");
+    const revoked = (await page.locator("form .danger").innerText()).match(/\((tok_[0-9a-f]{16})\)$/)![1]!;
+    await page.getByRole("button", { name: /^Revoke ci deploys/ }).click();
+    await page.waitForURL(`${base}/console/tokens?done=revoked&token=${revoked}`);
+    expect(await page.getByRole("status").first().innerText()).toContain(`The token ${revoked} was revoked`);
     expect(await page.getByRole("row", { name: /ci deploys/ }).count()).toBe(0);
     await screenshot(page, "03-token-revoked");
     const refused = await tags(token);
@@ -329,24 +332,6 @@ describe("the console in Chromium", () => {
     expect(stale.status).toBe(303);
     expect(stale.headers.get("location")).toBe("/console/sign-in?done=expired");
   });
-});
-
-test("/docs renders the API reference from /api/v1/openapi.json, under the same strict policy", async () => {
-  const context = await browser.newContext({ viewport: { width: 1200, height: 900 } });
-  const page = await context.newPage();
-  const errors: string[] = [];
-  page.on("console", (m) => {
-    if (m.type() === "error") errors.push(m.text());
-  });
-  const res = await page.goto(`${base}/docs`);
-  expect(res!.headers()["content-security-policy"]).toBe(CONTENT_SECURITY_POLICY);
-  expect(await page.getByRole("heading", { level: 1 }).innerText()).toContain("mailcore HTTP API");
-  for (const endpoint of ["POST /api/v1/emails", "GET /api/v1/emails/{id}", "GET /api/v1/tags"]) {
-    expect(await page.getByRole("heading", { level: 3, name: endpoint }).isVisible()).toBe(true);
-  }
-  await screenshot(page, "09-docs");
-  expect(errors).toEqual([]);
-  await context.close();
 });
 
 test("under TLS (a trusted proxy that says so) the cookies are Secure; without, they are not", async () => {

@@ -1,5 +1,9 @@
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { randomBytes } from "node:crypto";
+import type { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
+import type { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
+import { InvalidField } from "../api/emails";
+import { tagName } from "../api/subscribers";
 import { clientIp, normalizeIp } from "../clientip/clientip";
 import { type ConsoleService, type GetSessionResponse, SignInOutcome } from "../gen/mailcore/limiter/v1/console_pb";
 import type { Logger } from "../log/log";
@@ -13,10 +17,12 @@ import {
   NOTICES,
   type Notice,
   PATHS,
+  revokeTokenPage,
   signInPage,
   tokensPage,
   usagePage,
 } from "./pages";
+import { campaignsPage, subscriberPage, subscribersPage, workflowPage, workflowsPage } from "./audience_pages";
 
 // The console's HTTP side: routes, cookies, the checks of every change, and the mapping of the
 // daemon's answers to pages. It keeps nothing: the session, its CSRF token and every decision
@@ -29,9 +35,16 @@ const SIGN_IN_COOKIE_S = 3_600;
 /** Sign-in hashes with argon2id and Verify asks DNS: both take longer than an admission. */
 const SLOW_CALL_MS = 10_000;
 const FORM_TYPES = /^(application\/x-www-form-urlencoded|multipart\/form-data)\s*(;|$)/i;
+/** Rows on one page of a list (the API's default page). */
+const PAGE_SIZE = 20;
+/** The longest address there is: a longer prefix is a mistake. */
+const MAX_EMAIL_PREFIX = 254;
 
 export interface ConsoleOptions {
   daemon: Client<typeof ConsoleService>;
+  /** The audience and automation are read with the session's organization (the daemon's answer, never the request's). */
+  audience: Client<typeof AudienceService>;
+  automation: Client<typeof AutomationService>;
   timeoutMs: number;
   trustProxy: readonly string[];
   log: Logger;
@@ -76,8 +89,29 @@ function pathParam(raw: string): string {
   }
 }
 
+const TOKEN_ID = /^tok_[0-9a-f]{16}$/;
+
+/** What is wrong with the subscribers' filters, as the API says it; undefined when nothing is. */
+function filterRefusal(emailPrefix: string, tag: string): string | undefined {
+  if (emailPrefix.length > MAX_EMAIL_PREFIX)
+    return `The email prefix is longer than an address can be (${MAX_EMAIL_PREFIX} characters).`;
+  if (tag === "") return undefined;
+  try {
+    tagName("tag", tag);
+    return undefined;
+  } catch (err) {
+    if (err instanceof InvalidField) return `${err.message}.`;
+    throw err;
+  }
+}
+
 const noticeOf = (url: URL): Notice | undefined => {
-  const text = NOTICES[url.searchParams.get("done") ?? ""];
+  const done = url.searchParams.get("done") ?? "";
+  // Which token was revoked: its id, when the link carries one that is shaped like an id.
+  const id = url.searchParams.get("token") ?? "";
+  if (done === "revoked" && TOKEN_ID.test(id))
+    return { kind: "ok", text: `The token ${id} was revoked. The API refuses it from the next request on.` };
+  const text = NOTICES[done];
   return text ? { kind: "ok", text } : undefined;
 };
 
@@ -85,9 +119,22 @@ const noticeOf = (url: URL): Notice | undefined => {
 export function consoleHandler(
   o: ConsoleOptions,
 ): (req: Request, url: URL, peerIp: string) => Promise<Response> | undefined {
-  const { daemon } = o;
+  const { daemon, audience, automation } = o;
   const call = { timeoutMs: o.timeoutMs };
   const slow = { timeoutMs: Math.max(o.timeoutMs, SLOW_CALL_MS) };
+  /** One page of a list: the cursor of the link that asked for it. */
+  const paging = (ctx: Ctx) => ({ limit: PAGE_SIZE, cursor: ctx.url.searchParams.get("cursor") ?? "" });
+  /** A page that reads the records: a filter or cursor the daemon refuses is a page saying why (422). */
+  const reading = (ctx: Ctx, run: (s: GetSessionResponse) => Promise<string>) =>
+    signedIn(ctx, async (s) => {
+      try {
+        return page(200, await run(s));
+      } catch (err) {
+        if (err instanceof ConnectError && err.code === Code.InvalidArgument)
+          return page(422, messagePage("Not shown", `${err.rawMessage}.`, s));
+        throw err;
+      }
+    });
 
   const sessionToken = (ctx: Ctx) => ctx.cookies.get(SESSION_COOKIE) ?? "";
   const signedOut = (ctx: Ctx, done: string) =>
@@ -285,10 +332,20 @@ export function consoleHandler(
     [
       /^\/console\/tokens\/([^/]+)\/revoke$/,
       {
+        // Asks first, naming the token.
+        GET: (ctx, [id]) =>
+          signedIn(ctx, async (s, token) => {
+            const tokenId = pathParam(id!);
+            const { tokens } = await daemon.listApiTokens({ sessionToken: token }, call);
+            const found = tokens.find((t) => t.id === tokenId);
+            if (!found) return page(404, messagePage("Not found", `There is no active token ${tokenId}.`, s));
+            return page(200, revokeTokenPage({ session: s, token: found }));
+          }),
         POST: (ctx, [id]) =>
           change(ctx, async (_s, token, _f, csrf) => {
-            await daemon.revokeApiToken({ sessionToken: token, csrfToken: csrf, tokenId: pathParam(id!) }, call);
-            return redirect(`${PATHS.tokens}?done=revoked`);
+            const tokenId = pathParam(id!);
+            await daemon.revokeApiToken({ sessionToken: token, csrfToken: csrf, tokenId }, call);
+            return redirect(`${PATHS.tokens}?${new URLSearchParams({ done: "revoked", token: tokenId })}`);
           }),
       },
     ],
@@ -338,6 +395,109 @@ export function consoleHandler(
           signedIn(ctx, async (s, token) =>
             page(200, usagePage({ session: s, usage: await daemon.getUsage({ sessionToken: token }, call) })),
           ),
+      },
+    ],
+    [
+      /^\/console\/subscribers$/,
+      {
+        GET: (ctx) => {
+          const filter = { email: ctx.url.searchParams.get("email") ?? "", tag: ctx.url.searchParams.get("tag") ?? "" };
+          const [email, tag] = [filter.email.trim(), filter.tag.trim()];
+          const refused = filterRefusal(email, tag);
+          if (refused)
+            return signedIn(ctx, async (s) =>
+              page(
+                422,
+                subscribersPage({
+                  session: s,
+                  subscribers: [],
+                  filter,
+                  paged: { cursor: "", nextCursor: "" },
+                  notice: { kind: "error", text: refused },
+                }),
+              ),
+            );
+          return reading(ctx, async (s) => {
+            const p = paging(ctx);
+            const res = await audience.listSubscribers({ orgId: s.orgId, ...p, emailPrefix: email, tag }, slow);
+            return subscribersPage({
+              session: s,
+              subscribers: res.subscribers,
+              filter,
+              paged: { cursor: p.cursor, nextCursor: res.nextCursor },
+            });
+          });
+        },
+      },
+    ],
+    [
+      /^\/console\/subscribers\/([^/]+)$/,
+      {
+        GET: (ctx, [id]) =>
+          reading(ctx, async (s) => {
+            const ref = { orgId: s.orgId, ref: pathParam(id!) };
+            const p = paging(ctx);
+            const [{ subscriber }, res] = await Promise.all([
+              audience.getSubscriber(ref, slow),
+              audience.listSubscriberEvents({ ...ref, ...p }, slow),
+            ]);
+            return subscriberPage({
+              session: s,
+              subscriber: subscriber!,
+              events: res.events,
+              paged: { cursor: p.cursor, nextCursor: res.nextCursor },
+            });
+          }),
+      },
+    ],
+    [
+      /^\/console\/campaigns$/,
+      {
+        GET: (ctx) =>
+          reading(ctx, async (s) => {
+            const p = paging(ctx);
+            const res = await automation.listCampaigns({ orgId: s.orgId, ...p }, slow);
+            return campaignsPage({
+              session: s,
+              campaigns: res.campaigns,
+              paged: { cursor: p.cursor, nextCursor: res.nextCursor },
+            });
+          }),
+      },
+    ],
+    [
+      /^\/console\/workflows$/,
+      {
+        GET: (ctx) =>
+          reading(ctx, async (s) => {
+            const p = paging(ctx);
+            const res = await automation.listWorkflows({ orgId: s.orgId, ...p }, slow);
+            return workflowsPage({
+              session: s,
+              workflows: res.workflows,
+              paged: { cursor: p.cursor, nextCursor: res.nextCursor },
+            });
+          }),
+      },
+    ],
+    [
+      /^\/console\/workflows\/([^/]+)$/,
+      {
+        GET: (ctx, [id]) =>
+          reading(ctx, async (s) => {
+            const workflowId = pathParam(id!);
+            const p = paging(ctx);
+            const [{ workflow }, res] = await Promise.all([
+              automation.getWorkflow({ orgId: s.orgId, id: workflowId }, slow),
+              automation.listWorkflowRuns({ orgId: s.orgId, workflowId, ...p }, slow),
+            ]);
+            return workflowPage({
+              session: s,
+              workflow: workflow!,
+              runs: res.runs,
+              paged: { cursor: p.cursor, nextCursor: res.nextCursor },
+            });
+          }),
       },
     ],
   ];

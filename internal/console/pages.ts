@@ -20,14 +20,20 @@ export const PATHS = {
   tokens: `${CONSOLE}/tokens`,
   domains: `${CONSOLE}/domains`,
   usage: `${CONSOLE}/usage`,
+  subscribers: `${CONSOLE}/subscribers`,
+  campaigns: `${CONSOLE}/campaigns`,
+  workflows: `${CONSOLE}/workflows`,
 } as const;
 
-type Tab = "tokens" | "domains" | "usage";
+export type Tab = "tokens" | "domains" | "usage" | "subscribers" | "campaigns" | "workflows";
 
 const TABS: [Tab, string, string][] = [
   ["tokens", PATHS.tokens, "API Tokens"],
   ["domains", PATHS.domains, "Sending domains"],
   ["usage", PATHS.usage, "Plan and usage"],
+  ["subscribers", PATHS.subscribers, "Subscribers"],
+  ["campaigns", PATHS.campaigns, "Campaigns"],
+  ["workflows", PATHS.workflows, "Workflows"],
 ];
 
 /** A notice after a change (the ?done= of a redirect); the text is ours, never the URL's. */
@@ -44,19 +50,19 @@ export interface Notice {
   text: string;
 }
 
-function notice(n: Notice | undefined): Html {
+export function notice(n: Notice | undefined): Html {
   if (!n) return html``;
   return html`<div class="notice ${n.kind}" role="${n.kind === "error" ? "alert" : "status"}">${n.text}</div>`;
 }
 
-const csrfField = (s: GetSessionResponse) => html`<input type="hidden" name="csrf" value="${s.csrfToken}">`;
+export const csrfField = (s: GetSessionResponse) => html`<input type="hidden" name="csrf" value="${s.csrfToken}">`;
 
 function document_(title: string, body: Html): string {
   return sitePage(title, body, ["/assets/console.js"]);
 }
 
 /** A page of a signed-in user: the header with who is signed in, the tabs, the content. */
-function layout(s: GetSessionResponse, current: Tab | undefined, title: string, content: Html): string {
+export function layout(s: GetSessionResponse, current: Tab | undefined, title: string, content: Html): string {
   return document_(
     title,
     html`<a class="skip" href="#content">Skip to the content</a>
@@ -89,7 +95,7 @@ ${notice(o.notice)}
 <input type="password" id="password" name="password" autocomplete="current-password" required${o.email ? html` autofocus` : html``}></div>
 <button type="submit">Sign in</button>
 </form>
-<p class="hint">Accounts are made by your operator: <code>bun run cmd/admin user create &lt;organization&gt; &lt;email&gt;</code>.</p>
+<p class="hint">Accounts are made by your operator: <code>npx bun run cmd/admin/index.ts user create &lt;organization&gt; &lt;email&gt;</code>.</p>
 </main>`,
   );
 }
@@ -119,7 +125,7 @@ export function tokensPage(o: {
 <td class="mono" data-label="Id">${t.id}</td>
 <td data-label="Created">${time(Number(t.createdMs))}</td>
 <td data-label="Last used">${t.lastUsedMs > 0n ? time(Number(t.lastUsedMs)) : "never"}</td>
-<td><form class="inline" method="post" action="${PATHS.tokens}/${encodeURIComponent(t.id)}/revoke">${csrfField(s)}<button type="submit" class="danger" aria-label="Revoke ${t.name} (${t.id})">Revoke</button></form></td>
+<td><a class="button danger" href="${PATHS.tokens}/${encodeURIComponent(t.id)}/revoke" aria-label="Revoke ${t.name} (${t.id})">Revoke</a></td>
 </tr>`,
   );
   return layout(
@@ -146,6 +152,24 @@ ${
 <tbody>${rows}</tbody></table></div>`
 }
 <p class="hint">Revoking is immediate: the API answers 401 to the token's next request. It cannot be undone.</p>`,
+  );
+}
+
+/** Revoking asks first, naming the token by name, id and age (two tokens may share a name). */
+export function revokeTokenPage(o: { session: GetSessionResponse; token: ApiToken }): string {
+  const { session: s, token: t } = o;
+  return layout(
+    s,
+    "tokens",
+    "Revoke a token?",
+    html`<div class="notice error" role="alert">
+<p>Revoke the token <strong>“${t.name}”</strong> (<span class="mono">${t.id}</span>), created ${time(Number(t.createdMs))}, last used ${t.lastUsedMs > 0n ? time(Number(t.lastUsedMs)) : "never"}?</p>
+<p>The API answers 401 to its next request, and SMTP refuses it. This cannot be undone.</p>
+</div>
+<div class="row">
+<form class="inline" method="post" action="${PATHS.tokens}/${encodeURIComponent(t.id)}/revoke">${csrfField(s)}<button type="submit" class="danger">Revoke ${t.name} (${t.id})</button></form>
+<a href="${PATHS.tokens}">Cancel, keep it</a>
+</div>`,
   );
 }
 

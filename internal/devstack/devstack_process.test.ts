@@ -1,7 +1,9 @@
 // The one-command start (npm start runs cmd/dev): the whole service on the embedded store.
 import { spawn } from "bun";
 import { expect, test } from "bun:test";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { connect } from "node:net";
+import { join } from "node:path";
 import { freePort, type Proc, runBun, tempDir, waitFor } from "../testkit/testkit";
 
 const refuses = (port: number) =>
@@ -73,6 +75,40 @@ test("cmd/dev starts limiterd, the API and the SMTP front, creates the demo orga
     expect(await swaks.exited, transcript).toBe(0);
     expect(transcript).toMatch(/^<~ +250 2\.0\.0 Queued as msg_[0-9a-f]{24} \(transactional lane\)$/m);
 
+    // The printed send to a real address lands in the file sink, as the banner says.
+    const sinkSend = /-d '(\{[^']*"to":"you@example\.com"[^']*\})'/.exec(dev.stdout());
+    expect(sinkSend).not.toBeNull();
+    const api = (path: string, body?: unknown) =>
+      fetch(`http://127.0.0.1:${apiPort}${path}`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${curl![2]}`, "Content-Type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      }).then(async (r) => ({ status: r.status, body: (await r.json()) as { id: string } }));
+    const sent = await api("/api/v1/emails", JSON.parse(sinkSend![1]!));
+    expect(sent.status).toBe(202);
+    expect(dev.stdout()).toContain(`delivered mail ${env.DATA_DIR}/sink/<id>.eml`);
+    const eml = join(env.DATA_DIR, "sink", `${sent.body.id}.eml`);
+    await waitFor("the message in the sink", async () => existsSync(eml));
+    // Links in mail point at this API's port, not 8080: a campaign's unsubscribe link shows it.
+    expect(dev.stdout()).toContain(`public URL     http://127.0.0.1:${apiPort} `);
+    await api("/api/v1/subscribers", { email: "kim@example.org", tags: ["news"] });
+    const campaign = await api("/api/v1/campaigns", {
+      name: "News",
+      from: "hello@demo.example.com",
+      subject: "News",
+      text: "Unsubscribe: {{unsubscribeUrl}}",
+      audience: { tags: ["news"] },
+    });
+    expect((await api(`/api/v1/campaigns/${campaign.body.id}/send`)).status).toBe(202);
+    const sink = join(env.DATA_DIR, "sink");
+    const unsubscribe = () =>
+      readdirSync(sink)
+        .map((f) => readFileSync(join(sink, f), "utf8"))
+        .map((m) => /^List-Unsubscribe: <([^>]+)>/m.exec(m)?.[1])
+        .find((u) => u !== undefined);
+    await waitFor("the campaign's message in the sink", async () => unsubscribe() !== undefined);
+    expect(unsubscribe()).toStartWith(`http://127.0.0.1:${apiPort}/u/`);
+
     dev.proc.kill("SIGINT");
     expect(await dev.proc.exited).toBe(0);
     // The children are gone: their ports refuse connections.
@@ -83,7 +119,9 @@ test("cmd/dev starts limiterd, the API and the SMTP front, creates the demo orga
     const again = runBun("cmd/dev/index.ts", [], env);
     stacks.push(again);
     await waitFor("the second banner", async () => again.stdout().includes("Ctrl-C stops it"), 20_000);
-    expect(again.stdout()).toContain('Organization "demo" exists');
+    expect(again.stdout()).toContain(
+      'Organization "demo" exists. A new token: npx bun run cmd/admin/index.ts token create demo',
+    );
     const stillValid = await fetch(curl![1]!, { headers: { Authorization: `Bearer ${curl![2]}` } });
     expect(stillValid.status).toBe(200);
     again.proc.kill("SIGTERM");

@@ -144,7 +144,7 @@ export function consoleRoutes(deps: ConsoleDeps) {
 
       async getSession(req) {
         const s = await session(req.sessionToken);
-        return { email: s.email, orgSlug: s.orgSlug, plan: s.plan, csrfToken: s.csrf };
+        return { email: s.email, orgSlug: s.orgSlug, plan: s.plan, csrfToken: s.csrf, orgId: s.orgId };
       },
 
       async listApiTokens(req) {

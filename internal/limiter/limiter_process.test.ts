@@ -52,6 +52,7 @@ describe("limiterd over gRPC with @grpc/grpc-js", () => {
   test("Admit, AdmitBatch and grpc.health.v1", async () => {
     const { limiter, health } = grpcJs();
     try {
+      const firstAskedAt = performance.now();
       const one = await unary<Record<string, unknown>>(limiter, "Admit", { token, clientIp: "192.0.2.1" });
       expect(one).toMatchObject({
         verdict: "VERDICT_ALLOWED",
@@ -68,7 +69,11 @@ describe("limiterd over gRPC with @grpc/grpc-js", () => {
         ],
       });
       expect(batch.responses.map((r) => r.verdict)).toEqual(["VERDICT_ALLOWED", "VERDICT_UNAUTHENTICATED"]);
-      expect(batch.responses[0]!.remaining).toBe(698);
+      // The bucket refills 700 a minute: a loaded machine may let one token come back between the
+      // two calls, and no more than the time this test saw between them allows.
+      const refilledAtMost = Math.floor(((performance.now() - firstAskedAt) * 700) / 60_000);
+      expect(batch.responses[0]!.remaining).toBeGreaterThanOrEqual(698);
+      expect(batch.responses[0]!.remaining).toBeLessThanOrEqual(Math.min(699, 698 + refilledAtMost));
       expect(await unary(health, "Check", { service: "" })).toEqual({ status: "SERVING" });
       const bad: grpc.ServiceError = await unary<never>(limiter, "Admit", { token, clientIp: "not-an-ip" }).catch(
         (e: grpc.ServiceError) => e,

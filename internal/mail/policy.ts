@@ -11,10 +11,7 @@ export function laneName(lane: Lane): "transactional" | "bulk" {
   return lane === Lane.BULK ? "bulk" : "transactional";
 }
 
-/** How an email address is compared as an identity (a subscriber, a console user): trimmed and lower-cased. */
-export function normalizeEmail(email: string): string {
-  return email.trim().toLowerCase();
-}
+export { normalizeEmail } from "./identity";
 
 /** The states a message ends in; it then leaves the hot store for the records alone. */
 export const FINAL_STATUSES: ReadonlySet<MessageStatus> = new Set([

@@ -1,16 +1,16 @@
 import { type ConsoleOptions, consoleHandler } from "../console/handler";
 import { Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { Admission, AdmitCall } from "../limiterclient/client";
-import { assetHandler } from "../web/assets";
+import { ASSETS_PATH, assetHandler } from "../web/assets";
 import { pageHeaders } from "../web/headers";
 import { OPENAPI_PATH } from "../api/openapi/service";
 import { referenceHandler } from "./reference";
-import type { AutomationCalls } from "../api/campaigns";
-import { DOCS_PATH, type SiteHandler } from "../api/server";
+import { DOCS_PATH, READY_PATH, type SiteHandler } from "../api/server";
 import { getOnly } from "../api/respond";
 import { rateLimitDocsPage } from "./docs";
 import { clientIp } from "../clientip/clientip";
 import { unsubscribePages } from "./unsubscribe";
+import { landingPage, notFoundPage, wantsHtml } from "./landing";
 
 const API_PREFIX = "/api/";
 
@@ -19,12 +19,9 @@ const API_PREFIX = "/api/";
  * reference, their assets, the unsubscribe pages. `admit` is the API's admission: the unsubscribe pages, which
  * anyone may call, count against the client IP's limit through it (an admission without a token).
  */
-export function apiSite(
-  console: ConsoleOptions,
-  automation: AutomationCalls,
-  admit: (call: AdmitCall) => Promise<Admission>,
-): SiteHandler {
+export function apiSite(console: ConsoleOptions, admit: (call: AdmitCall) => Promise<Admission>): SiteHandler {
   const docsPage = rateLimitDocsPage();
+  const landing = landingPage();
   const assets = assetHandler();
   const reference = referenceHandler();
   const pages = consoleHandler(console);
@@ -36,7 +33,7 @@ export function apiSite(
     });
     return a.verdict === Verdict.IP_LIMITED ? a.retryAfterSeconds : undefined;
   };
-  const unsubscribe = unsubscribePages(automation, gate, console.timeoutMs, console.log);
+  const unsubscribe = unsubscribePages(console.automation, gate, console.timeoutMs, console.log);
   return (req, url, peerIp) => {
     const path = url.pathname;
     if (path === DOCS_PATH) return getOnly(req, path, () => new Response(docsPage, { headers: pageHeaders() }));
@@ -44,6 +41,19 @@ export function apiSite(
     if (path.startsWith(API_PREFIX) && path !== OPENAPI_PATH) return undefined;
     const asset = assets(path);
     if (asset) return getOnly(req, path, () => asset);
-    return reference(req, url) ?? unsubscribe(req, url, peerIp) ?? pages(req, url, peerIp);
+    if (path === "/") return getOnly(req, path, () => new Response(landing, { headers: pageHeaders() }));
+    // Browsers ask for it whatever the page's icon link says.
+    if (path === "/favicon.ico")
+      return getOnly(
+        req,
+        path,
+        () => new Response(null, { status: 301, headers: { Location: `${ASSETS_PATH}favicon.svg` } }),
+      );
+    const page = reference(req, url) ?? unsubscribe(req, url, peerIp) ?? pages(req, url, peerIp);
+    if (page) return page;
+    // A browser's request for a path that is nothing gets a page; an API client gets the API's answer.
+    if (path !== READY_PATH && wantsHtml(req))
+      return new Response(notFoundPage(path), { status: 404, headers: pageHeaders() });
+    return undefined;
   };
 }

@@ -12,14 +12,22 @@ import type {
   HotStore,
   MailStore,
 } from "../hotstore/hotstore";
-import { connectRedis, connectRedisCluster, RedisHot } from "../hotstore/redis/redis";
-import { type RedisClusterServer, type RedisServer, startRedis, startRedisCluster } from "./testkit";
+import { connectRedis, connectRedisCluster, RedisHot, waitingCommandTimeoutMs } from "../hotstore/redis/redis";
+import {
+  type RedisClusterServer,
+  type RedisServer,
+  startRedis,
+  startRedisCluster,
+  startRedisWithReplica,
+} from "./testkit";
 
 export interface HotStoreServers {
   /** A redis-server of the test's own. */
   redisUrl(): string;
   /** The seed nodes of a Redis Cluster of the test's own. */
   clusterNodes(): string[];
+  /** A redis-server with a replica of its own. */
+  replicatedUrl(): string;
 }
 
 export function hotStores(servers: HotStoreServers): [string, () => Promise<HotStore>][] {
@@ -31,6 +39,20 @@ export function hotStores(servers: HotStoreServers): [string, () => Promise<HotS
         const redis = await connectRedis(servers.redisUrl());
         await redis.flushall(); // each test starts from an empty Redis, as the embedded one does
         return new RedisHot(redis);
+      },
+    ],
+    [
+      // Every change of a message through the batches that wait for the replica (WAIT).
+      "redis waiting for a replica",
+      async () => {
+        const url = servers.replicatedUrl();
+        const redis = await connectRedis(url);
+        await redis.flushall();
+        const writer = await connectRedis(url, { commandTimeoutMs: waitingCommandTimeoutMs(1_000) });
+        const hot = new RedisHot(redis, { policy: { replicas: "detect", timeoutMs: 1_000 }, writer });
+        await hot.ready();
+        if (hot.waitingFor() !== 1) throw new Error("the replica was not found");
+        return hot;
       },
     ],
     [
@@ -48,13 +70,18 @@ export function hotStores(servers: HotStoreServers): [string, () => Promise<HotS
 export function hotStoreServers(): HotStoreServers {
   let redis: RedisServer | undefined;
   let cluster: RedisClusterServer | undefined;
+  let replicated: Awaited<ReturnType<typeof startRedisWithReplica>> | undefined;
   beforeAll(async () => {
-    [redis, cluster] = await Promise.all([startRedis(), startRedisCluster()]);
-  }, 30_000); // four redis-servers and the cluster's forming, on a busy machine
+    [redis, cluster, replicated] = await Promise.all([startRedis(), startRedisCluster(), startRedisWithReplica()]);
+  }, 30_000); // six redis-servers, the cluster's forming and the replica's sync, on a busy machine
   afterAll(async () => {
-    await Promise.all([redis?.stop(), cluster?.stop()]);
+    await Promise.all([redis?.stop(), cluster?.stop(), replicated?.stop()]);
   });
-  return { redisUrl: () => redis!.url, clusterNodes: () => cluster!.nodes };
+  return {
+    redisUrl: () => redis!.url,
+    clusterNodes: () => cluster!.nodes,
+    replicatedUrl: () => replicated!.primary.url,
+  };
 }
 
 const MIN = 60_000;

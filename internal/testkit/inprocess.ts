@@ -61,7 +61,17 @@ export async function startInProcess(
     validation,
   });
   const api = serveApi(deps, "127.0.0.1", 0, {
-    site: apiSite({ daemon: clients.console, timeoutMs: 2_000, trustProxy: [], log }, clients.automation, deps.admit),
+    site: apiSite(
+      {
+        daemon: clients.console,
+        audience: clients.audience,
+        automation: clients.automation,
+        timeoutMs: 2_000,
+        trustProxy: [],
+        log,
+      },
+      deps.admit,
+    ),
   });
   return {
     apiUrl: `http://127.0.0.1:${api.port}`,

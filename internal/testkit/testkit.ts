@@ -46,6 +46,9 @@ export interface RedisServer {
   port: number;
   /** Kills the server with SIGKILL and starts it again on the same port and directory. */
   restart(): Promise<void>;
+  /** Stops the process (SIGSTOP) as a partition would: it neither reads nor answers until resume. */
+  pause(): void;
+  resume(): void;
   stop(): Promise<void>;
 }
 
@@ -55,11 +58,12 @@ export interface RedisServer {
  * certificates.
  */
 export async function startRedis(
-  opts: { aof?: boolean; tls?: { cert: string; key: string; ca: string } } = {},
+  opts: { aof?: boolean; tls?: { cert: string; key: string; ca: string }; replicaOf?: RedisServer } = {},
 ): Promise<RedisServer> {
   const port = await freePort();
   const dir = tempDir("mailcore-redis-");
   const persistence = opts.aof ? ["--appendonly", "yes", "--appendfsync", "always"] : ["--appendonly", "no"];
+  if (opts.replicaOf) persistence.push("--replicaof", "127.0.0.1", String(opts.replicaOf.port));
   let listen = ["--port", String(port)];
   let cliTls: string[] = [];
   if (opts.tls) {
@@ -95,12 +99,77 @@ export async function startRedis(
       await proc.exited;
       proc = await start();
     },
+    pause: () => proc.kill("SIGSTOP"),
+    resume: () => proc.kill("SIGCONT"),
+    async stop() {
+      proc.kill("SIGCONT");
+      proc.kill("SIGKILL");
+      await proc.exited;
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A redis-sentinel of the test's own, watching one primary under a name. */
+export interface RedisSentinelServer {
+  port: number;
+  /** The port of the primary the sentinel names now. */
+  primaryPort(): Promise<number>;
+  /** Runs redis-cli against the sentinel; its output. */
+  cli(...args: string[]): Promise<string>;
+  stop(): Promise<void>;
+}
+
+/** Starts one sentinel (quorum 1: it alone decides a failover) watching the primary as `name`. */
+export async function startSentinel(primary: RedisServer, name: string): Promise<RedisSentinelServer> {
+  const port = await freePort();
+  const dir = tempDir("mailcore-sentinel-");
+  const conf = join(dir, "sentinel.conf");
+  writeFileSync(
+    conf,
+    [
+      `port ${port}`,
+      "bind 127.0.0.1",
+      `dir ${dir}`,
+      `sentinel monitor ${name} 127.0.0.1 ${primary.port} 1`,
+      `sentinel down-after-milliseconds ${name} 1000`,
+      `sentinel failover-timeout ${name} 10000`,
+    ].join("\n"),
+  );
+  const proc = spawn(["redis-server", conf, "--sentinel"], { stdout: "ignore", stderr: "ignore" });
+  const cli = async (...args: string[]) => {
+    const res = spawn(["redis-cli", "-p", String(port), ...args], { stdout: "pipe", stderr: "ignore" });
+    return (await new Response(res.stdout).text()).trim();
+  };
+  const primaryPort = async () => Number((await cli("sentinel", "get-master-addr-by-name", name)).split("\n")[1]);
+  try {
+    await waitFor(`redis-sentinel on ${port}`, async () => (await primaryPort()) === primary.port);
+  } catch (err) {
+    proc.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+  return {
+    port,
+    primaryPort,
+    cli,
     async stop() {
       proc.kill("SIGKILL");
       await proc.exited;
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** Starts a redis-server and a replica of it; resolves once the replica has synced. */
+export async function startRedisWithReplica(opts: { aof?: boolean } = {}) {
+  const primary = await startRedis(opts);
+  const replica = await startRedis({ ...opts, replicaOf: primary });
+  await waitFor("the replica's sync", async () => {
+    const res = spawn(["redis-cli", "-p", String(replica.port), "info", "replication"], { stdout: "pipe" });
+    return (await new Response(res.stdout).text()).includes("master_link_status:up");
+  });
+  return { primary, replica, stop: () => Promise.all([replica.stop(), primary.stop()]).then(() => {}) };
 }
 
 export interface Proc {
@@ -347,6 +416,13 @@ export interface RedisClusterServer {
   kill(port: number): Promise<void>;
   /** Starts a killed node again on its port and directory; it rejoins the cluster from its nodes.conf. */
   restart(port: number): Promise<void>;
+  /** Stops a node (SIGSTOP) as a partition would, and lets it go on. */
+  pause(port: number): void;
+  resume(port: number): void;
+  /** The port of the replica of a primary, as the cluster says now. */
+  replicaOf(primaryPort: number): Promise<number>;
+  /** Runs redis-cli against one node; its output. */
+  cli(port: number, ...args: string[]): Promise<string>;
   /** The port of the primary that serves the slot of the key, as the cluster says now. */
   primaryOf(key: string): Promise<number>;
   /** Whether every node answering says cluster_state:ok and the key's slot has a live primary. */
@@ -360,7 +436,7 @@ export interface RedisClusterServer {
  * when it dies (after `nodeTimeoutMs`).
  */
 export async function startRedisCluster(
-  opts: { replicas?: 0 | 1; nodeTimeoutMs?: number } = {},
+  opts: { replicas?: 0 | 1; nodeTimeoutMs?: number; aof?: boolean } = {},
 ): Promise<RedisClusterServer> {
   const replicas = opts.replicas ?? 0;
   const dir = tempDir("mailcore-cluster-");
@@ -382,9 +458,10 @@ export async function startRedisCluster(
       "--cluster-node-timeout",
       String(opts.nodeTimeoutMs ?? 15_000),
     ];
+    const persistence = opts.aof ? ["--appendonly", "yes", "--appendfsync", "always"] : ["--appendonly", "no"];
     procs.set(
       port,
-      spawn(["redis-server", ...args, "--save", "", "--appendonly", "no", "--dir", nodeDir], {
+      spawn(["redis-server", ...args, "--save", "", ...persistence, "--dir", nodeDir], {
         stdout: "ignore",
         stderr: "ignore",
       }),
@@ -413,7 +490,10 @@ export async function startRedisCluster(
     throw new Error(`no live primary serves the slot of ${key}`);
   };
   const stopAll = async () => {
-    for (const p of procs.values()) p.kill("SIGKILL");
+    for (const p of procs.values()) {
+      p.kill("SIGCONT");
+      p.kill("SIGKILL");
+    }
     await Promise.all([...procs.values()].map((p) => p.exited));
     rmSync(dir, { recursive: true, force: true });
   };
@@ -458,6 +538,16 @@ export async function startRedisCluster(
       launch(port);
       await waitFor(`redis-server on ${port}`, async () => (await cli(["-p", String(port), "ping"])).trim() === "PONG");
     },
+    pause: (port) => procs.get(port)?.kill("SIGSTOP"),
+    resume: (port) => procs.get(port)?.kill("SIGCONT"),
+    async replicaOf(primaryPort) {
+      const lines = (await cli(["-p", String(primaryPort), "cluster", "nodes"])).trim().split("\n");
+      const id = lines.find((l) => l.includes("myself"))!.split(" ")[0];
+      const replica = lines.find((l) => l.split(" ")[3] === id);
+      if (!replica) throw new Error(`no replica of ${primaryPort}`);
+      return Number(replica.split(" ")[1]!.split("@")[0]!.split(":")[1]);
+    },
+    cli: (port, ...args) => cli(["-p", String(port), ...args]),
     primaryOf,
     async healthy(key) {
       const states = await Promise.all(alive().map((p) => cli(["-p", String(p), "cluster", "info"])));

@@ -38,13 +38,16 @@ export const paging = [
     required: false,
     description: "Items per page.",
     schema: { type: "integer", minimum: 1, maximum: 100, default: 20 },
+    example: 20,
   },
   {
     name: "cursor",
     in: "query",
     required: false,
-    description: "The `nextCursor` of the page before (opaque).",
+    description:
+      "The `nextCursor` of the page before (opaque). A string of its form that the API did not give is refused (422, `field` `cursor`).",
     schema: { type: "string", pattern: "^[A-Za-z0-9_-]{1,200}$" },
+    example: "c3ViXzVmMWQyYzNi",
   },
 ];
 
@@ -281,18 +284,20 @@ export const audienceArea: ApiArea = {
       properties: {
         data: {
           type: "array",
-          items: {
-            type: "object",
-            required: ["email", "result", "id", "error"],
-            properties: {
-              email: { type: ["string", "null"] },
-              result: { type: "string", enum: ["created", "updated", "unchanged", "error"] },
-              id: { type: ["string", "null"] },
-              error: { type: ["string", "null"], description: "Why the item was refused." },
-              field: { type: "string", description: "On an error: the invalid field, e.g. `subscribers[3].email`." },
-            },
-          },
+          items: schemaRef("SubscriberBatchResult"),
         },
+      },
+    },
+    SubscriberBatchResult: {
+      type: "object",
+      description: "What became of one item of a batch.",
+      required: ["email", "result", "id", "error"],
+      properties: {
+        email: { type: ["string", "null"] },
+        result: { type: "string", enum: ["created", "updated", "unchanged", "error"] },
+        id: { type: ["string", "null"] },
+        error: { type: ["string", "null"], description: "Why the item was refused." },
+        field: { type: "string", description: "On an error: the invalid field, e.g. `subscribers[3].email`." },
       },
     },
     SubscriberTags: {

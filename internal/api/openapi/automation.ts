@@ -2,7 +2,7 @@ import { body, invalid, list, noContent, paging, TAG_NAME, unreadable } from "./
 import { apiOperation, errorAnswer, idempotentCreate, jsonAnswer, schemaRef } from "./common";
 import { MAILBOX, MESSAGE_PARTS, NAME, SUBJECT } from "./message";
 import type { ApiArea } from "./types";
-import { retries, webhookSecret } from "./webhooks";
+import { HTTP_URL, retries, webhookSecret } from "./webhooks";
 
 // Campaigns (one message to every subscriber of an audience, through the bulk lane) and
 // workflows (steps run for a subscriber when it is created or tagged).
@@ -45,8 +45,12 @@ const tagStep = (type: string) => ({
   additionalProperties: false,
 });
 
-/** One of several named shapes, told apart by their `type`. */
+/**
+ * One of several named shapes, told apart by their `type`. `type: object` is said here too: Ajv
+ * applies a discriminator to objects only, and would let any other value through.
+ */
 const discriminated = (byType: Record<string, string>) => ({
+  type: "object",
   oneOf: Object.values(byType).map(schemaRef),
   discriminator: {
     propertyName: "type",
@@ -78,11 +82,7 @@ export const workflowsArea: ApiArea = {
           description: "The answer holds the secret of its webhook steps, shown this once.",
           requestBody: body("WorkflowCreate"),
           responses: {
-            "201": jsonAnswer("The workflow; keep the secret.", {
-              allOf: [schemaRef("Workflow")],
-              required: ["secret"],
-              properties: { secret: webhookSecret },
-            }),
+            "201": jsonAnswer("The workflow; keep the secret.", schemaRef("WorkflowCreated")),
             "422": invalid,
             ...unreadable,
           },
@@ -124,12 +124,7 @@ export const workflowsArea: ApiArea = {
         tags: ["Workflows"],
         parameters: [workflowRef],
         responses: {
-          "200": jsonAnswer("The new secret; keep it.", {
-            type: "object",
-            required: ["secret"],
-            properties: { secret: webhookSecret },
-            additionalProperties: false,
-          }),
+          "200": jsonAnswer("The new secret; keep it.", schemaRef("WorkflowSecret")),
           "404": workflowNotFound,
         },
       }),
@@ -194,7 +189,7 @@ export const workflowsArea: ApiArea = {
       required: ["type", "url"],
       properties: {
         type: { const: "webhook" },
-        url: { type: "string", format: "uri", pattern: "^[hH][tT][tT][pP][sS]?://" },
+        url: HTTP_URL,
       },
       additionalProperties: false,
       description: `A webhook delivery, made by the workers: a POST of {"type":"workflow.step","timestamp","data":{"subscriber","workflowId","runId"}} signed with the workflow's secret (the headers of Webhooks, webhook-id the same on retries), to a public address only. The run waits: a 2xx within 15 s goes on; anything else is retried after ${retries} (each ±10%), and when the last fails the run fails.`,
@@ -232,6 +227,18 @@ export const workflowsArea: ApiArea = {
         createdAt: { type: "string", format: "date-time" },
         updatedAt: { type: "string", format: "date-time" },
       },
+    },
+    WorkflowCreated: {
+      allOf: [schemaRef("Workflow")],
+      required: ["secret"],
+      properties: { secret: webhookSecret },
+      description: "A workflow as its create answers it: with the secret of its webhook steps, shown this once.",
+    },
+    WorkflowSecret: {
+      type: "object",
+      required: ["secret"],
+      properties: { secret: webhookSecret },
+      additionalProperties: false,
     },
     WorkflowRun: {
       type: "object",

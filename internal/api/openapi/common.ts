@@ -41,9 +41,15 @@ export function jsonAnswer(description: string, schema: Schema, extraHeaders: Re
   };
 }
 
-/** An error answer: {"code","message"} with the codes this endpoint may give. */
+/** An error answer: {"code","message"} with the codes this endpoint may give, the first as its example. */
 export function errorAnswer(description: string, codes: string[]) {
-  return jsonAnswer(description, { allOf: [schemaRef("Error")], properties: { code: { enum: codes } } });
+  const answer = jsonAnswer(description, { allOf: [schemaRef("Error")], properties: { code: { enum: codes } } });
+  return {
+    ...answer,
+    content: {
+      "application/json": { ...answer.content["application/json"], example: { code: codes[0], message: description } },
+    },
+  };
 }
 
 /** The answers of every /api/v1 endpoint, besides its own. */
@@ -154,6 +160,7 @@ export const COMPONENTS = {
             allOf: [schemaRef("Error")],
             properties: { code: { enum: ["MISSING_TOKEN", "INVALID_AUTHORIZATION", "INVALID_TOKEN"] } },
           },
+          example: { code: "INVALID_TOKEN", message: "The token is unknown or revoked." },
         },
       },
     },
@@ -161,7 +168,12 @@ export const COMPONENTS = {
       description:
         "Over the organization's requests-per-minute quota or the IP limit (500 requests per second). Nothing was consumed; retry after Retry-After seconds.",
       headers: { ...rateLimitHeaders, "Retry-After": ref("headers/Retry-After") },
-      content: { "application/json": { schema: schemaRef("TooManyRequests") } },
+      content: {
+        "application/json": {
+          schema: schemaRef("TooManyRequests"),
+          example: { message: "Too many requests", docs: "https://mail.example.com/docs/rate-limits" },
+        },
+      },
     },
     LimiterUnavailable: {
       description: "The rate limiter cannot be reached: the request was not served. Retry shortly.",
@@ -169,6 +181,7 @@ export const COMPONENTS = {
       content: {
         "application/json": {
           schema: { allOf: [schemaRef("Error")], properties: { code: { const: "LIMITER_UNAVAILABLE" } } },
+          example: { code: "LIMITER_UNAVAILABLE", message: "The rate limiter is unavailable; retry shortly." },
         },
       },
     },
@@ -182,6 +195,7 @@ export const COMPONENTS = {
             allOf: [schemaRef("Error")],
             properties: { code: { enum: ["LIMITER_UNAVAILABLE", "RECORDS_TIMEOUT"] } },
           },
+          example: { code: "RECORDS_TIMEOUT", message: "The records did not answer in time; nothing was written." },
         },
       },
     },

@@ -2,6 +2,7 @@ import { audienceArea } from "./audience";
 import { automationArea, workflowsArea } from "./automation";
 import { COMPONENTS } from "./common";
 import { emailsArea } from "./emails";
+import { EXAMPLES } from "./examples";
 import { serviceArea } from "./service";
 import { tagsArea } from "./tags";
 import type { ApiArea } from "./types";
@@ -49,7 +50,41 @@ export function openApiDocument(): Record<string, unknown> {
     servers: [{ url: "/", description: "This API" }],
     security: [{ bearerAuth: [] }],
     tags: AREAS.map((a) => a.tag),
-    paths,
+    paths: withExamples(paths),
     components: { ...COMPONENTS, schemas },
   };
+}
+
+type Obj = Record<string, unknown>;
+
+/** The paths with every operation's examples in place; an operation without any, or an example with no place, is an error. */
+function withExamples(paths: Record<string, unknown>): Record<string, unknown> {
+  // The areas share parameter and answer objects between operations: each operation gets its own.
+  const out = structuredClone(paths) as Record<string, Record<string, Obj>>;
+  const unused = new Set(Object.keys(EXAMPLES));
+  for (const [path, item] of Object.entries(out)) {
+    for (const [method, op] of Object.entries(item)) {
+      const where = `${method.toUpperCase()} ${path}`;
+      const id = op.operationId as string;
+      const examples = EXAMPLES[id];
+      if (!examples) throw new Error(`${where} has no examples`);
+      unused.delete(id);
+      const media = (holder: unknown, what: string): Obj => {
+        const m = ((holder as Obj | undefined)?.content as Obj | undefined)?.["application/json"];
+        if (!m) throw new Error(`${where}: an example for ${what}, which has no JSON body`);
+        return m as Obj;
+      };
+      if (examples.request !== undefined) media(op.requestBody, "the request").example = examples.request;
+      for (const [name, value] of Object.entries(examples.query ?? {})) {
+        const param = (op.parameters as Obj[] | undefined)?.find((p) => p.in === "query" && p.name === name);
+        if (!param) throw new Error(`${where}: an example for ${name}, which is not a query parameter`);
+        param.example = value;
+      }
+      for (const [status, value] of Object.entries(examples.responses)) {
+        media((op.responses as Obj)[status], `the ${status} answer`).example = value;
+      }
+    }
+  }
+  if (unused.size) throw new Error(`examples of operations the document does not have: ${[...unused].join(", ")}`);
+  return out;
 }

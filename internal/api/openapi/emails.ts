@@ -134,6 +134,7 @@ export const emailsArea: ApiArea = {
         code: { const: "VALIDATION_FAILED" },
         field: { type: "string", description: "The invalid field, e.g. `to` or `headers.X-Foo`." },
       },
+      examples: [{ code: "VALIDATION_FAILED", message: "to: must be one address", field: "to" }],
     },
     EmailStatus: {
       type: "object",
@@ -148,18 +149,17 @@ export const emailsArea: ApiArea = {
         attempts: { type: "integer", minimum: 0 },
         createdAt: { type: "string", format: "date-time" },
         updatedAt: { type: "string", format: "date-time" },
-        events: {
-          type: "array",
-          items: {
-            type: "object",
-            required: ["status", "at", "detail"],
-            properties: {
-              status: { type: "string", enum: STATUSES },
-              at: { type: "string", format: "date-time" },
-              detail: { type: "string" },
-            },
-          },
-        },
+        events: { type: "array", items: schemaRef("EmailEvent") },
+      },
+    },
+    EmailEvent: {
+      type: "object",
+      description: "A change of a message's status.",
+      required: ["status", "at", "detail"],
+      properties: {
+        status: { type: "string", enum: STATUSES },
+        at: { type: "string", format: "date-time" },
+        detail: { type: "string" },
       },
     },
   },

@@ -70,6 +70,9 @@ function caseless(source: string): string {
 export const EXTRA_HEADERS: Schema = {
   type: "object",
   maxProperties: MAX_HEADERS,
-  propertyNames: { pattern: `(?=${HEADER_NAME.source})${caseless(ALLOWED_HEADER.source)}` },
+  propertyNames: {
+    pattern: `(?=${HEADER_NAME.source})${caseless(ALLOWED_HEADER.source)}`,
+    examples: ["X-Campaign", "List-Id", "In-Reply-To", "Feedback-ID"],
+  },
   additionalProperties: { type: "string", maxLength: MAX_HEADER_VALUE, pattern: "^[^\\r\\n]*$" },
 };

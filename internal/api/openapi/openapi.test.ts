@@ -161,6 +161,18 @@ describe("the OpenAPI document and the server", () => {
         { ...workflow, trigger: { type: "subscriber.created", extra: 1 } },
         "trigger.extra",
       ],
+      // A discriminated shape that is not an object at all (Ajv applies a discriminator to objects only).
+      ["POST", "/api/v1/workflows", { ...workflow, trigger: "subscriber.created" }, "trigger"],
+      ["POST", "/api/v1/workflows", { ...workflow, steps: ["wait"] }, "steps[0]"],
+      // A URL WHATWG parsing refuses: no host, a numeric last label, user info.
+      ["POST", "/api/v1/webhooks", { url: "HTTP://", events: ["email.queued"] }, "url"],
+      ["POST", "/api/v1/webhooks", { url: "https://hooks.1/x", events: ["email.queued"] }, "url"],
+      [
+        "POST",
+        "/api/v1/workflows",
+        { ...workflow, steps: [{ type: "webhook", url: "https://a:b@x.example" }] },
+        "steps[0].url",
+      ],
       ["GET", "/api/v1/webhooks?cursor=", undefined, "cursor"],
       ["GET", "/api/v1/subscribers?cursor=", undefined, "cursor"],
       ["GET", "/api/v1/campaigns?cursor=a.b", undefined, "cursor"],

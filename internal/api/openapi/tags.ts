@@ -1,8 +1,6 @@
 import { invalid, noContent, TAG_NAME, unreadable } from "./audience";
-import { apiOperation, errorAnswer, idempotentCreate, jsonAnswer } from "./common";
+import { apiOperation, errorAnswer, idempotentCreate, jsonAnswer, schemaRef } from "./common";
 import type { ApiArea } from "./types";
-
-const tag = { type: "object", required: ["name"], properties: { name: { type: "string" } } };
 
 export const tagsArea: ApiArea = {
   tag: { name: "Tags", description: "The organization's tags, with how many subscribers have each." },
@@ -18,19 +16,7 @@ export const tagsArea: ApiArea = {
           "200": jsonAnswer("The tags.", {
             type: "object",
             required: ["data"],
-            properties: {
-              data: {
-                type: "array",
-                items: {
-                  type: "object",
-                  required: ["name", "subscribers"],
-                  properties: {
-                    name: { type: "string" },
-                    subscribers: { type: "integer", minimum: 0, description: "How many subscribers have the tag." },
-                  },
-                },
-              },
-            },
+            properties: { data: { type: "array", items: schemaRef("TagCount") } },
           }),
         },
       }),
@@ -53,8 +39,8 @@ export const tagsArea: ApiArea = {
             },
           },
           responses: {
-            "200": jsonAnswer("The organization had the tag already.", tag),
-            "201": jsonAnswer("Created.", tag),
+            "200": jsonAnswer("The organization had the tag already.", schemaRef("Tag")),
+            "201": jsonAnswer("Created.", schemaRef("Tag")),
             "422": invalid,
             ...unreadable,
           },
@@ -82,6 +68,17 @@ export const tagsArea: ApiArea = {
           "404": errorAnswer("No such tag in this organization.", ["NOT_FOUND"]),
         },
       }),
+    },
+  },
+  schemas: {
+    Tag: { type: "object", required: ["name"], properties: { name: { type: "string" } } },
+    TagCount: {
+      type: "object",
+      required: ["name", "subscribers"],
+      properties: {
+        name: { type: "string" },
+        subscribers: { type: "integer", minimum: 0, description: "How many subscribers have the tag." },
+      },
     },
   },
 };

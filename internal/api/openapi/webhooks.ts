@@ -1,7 +1,7 @@
 import { WEBHOOK_EVENTS } from "../../webhooks/events";
 import { ATTEMPT_TIMEOUT_MS, RETRY_SCHEDULE_MS } from "../../webhooks/schedule";
 import { apiOperation, errorAnswer, idempotentCreate, jsonAnswer, rateLimitHeaders, schemaRef } from "./common";
-import { paging } from "./audience";
+import { list, paging } from "./audience";
 import type { ApiArea } from "./types";
 
 const idParam = {
@@ -17,6 +17,26 @@ const pageInvalid = jsonAnswer("`limit` or `cursor` is invalid; `field` names it
 const idInvalid = jsonAnswer("The id is not a webhook's id; `field` names it.", schemaRef("ValidationFailed"));
 const notFound = errorAnswer("No such webhook in this organization.", ["NOT_FOUND"]);
 const nullableTime = { type: ["string", "null"], format: "date-time" };
+
+const OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
+const NOT_PUNYCODE = "(?![xX][nN]--)";
+const PORT = "(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})";
+
+/**
+ * An http or https URL that WHATWG URL parsing (what the API and the workers use) takes: a host
+ * name of ASCII labels whose last starts with a letter (a numeric last label is parsed as an
+ * IPv4 address, and fails when it is not one), or an IPv4 address; an optional port up to 65535.
+ * No user info, no IPv6 literal, no punycode (xn--) label: those are refused rather than checked.
+ */
+export const HTTP_URL = {
+  type: "string",
+  format: "uri",
+  maxLength: 2048,
+  pattern: `^[hH][tT][tT][pP][sS]?://(?:${OCTET}(?:\\.${OCTET}){3}|(?:${NOT_PUNYCODE}[A-Za-z0-9_-]+\\.)*${NOT_PUNYCODE}[A-Za-z][A-Za-z0-9_-]*\\.?)(?::${PORT})?(?:[/?#]|$)`,
+  description:
+    "An absolute http or https URL, at most 2048 characters, to a host name (ASCII letters, digits, `-` and `_`; the last label starting with a letter; no `xn--` label) or an IPv4 address, with an optional port; no user info.",
+  example: "https://hooks.acme.example/mail",
+};
 
 /** A signing secret, as the create answers (and a workflow's rotation) show it once. */
 export const webhookSecret = { type: "string", pattern: "^whsec_[A-Za-z0-9+/]+={0,2}$" };
@@ -45,11 +65,7 @@ export const webhooksArea: ApiArea = {
             content: { "application/json": { schema: schemaRef("CreateWebhookRequest") } },
           },
           responses: {
-            "201": jsonAnswer("Created; keep the secret.", {
-              allOf: [schemaRef("Webhook")],
-              required: ["secret"],
-              properties: { secret: webhookSecret },
-            }),
+            "201": jsonAnswer("Created; keep the secret.", schemaRef("WebhookCreated")),
             "400": errorAnswer("The body is not JSON.", ["INVALID_JSON"]),
             "413": errorAnswer("The body is larger than 1 MB.", ["PAYLOAD_TOO_LARGE"]),
             "415": errorAnswer("The body is not sent as application/json.", ["UNSUPPORTED_MEDIA_TYPE"]),
@@ -67,14 +83,7 @@ export const webhooksArea: ApiArea = {
         tags: ["Webhooks"],
         parameters: paging,
         responses: {
-          "200": jsonAnswer("A page of webhooks.", {
-            type: "object",
-            required: ["data", "nextCursor"],
-            properties: {
-              data: { type: "array", items: schemaRef("Webhook") },
-              nextCursor: { type: ["string", "null"] },
-            },
-          }),
+          "200": jsonAnswer("A page of webhooks.", list(schemaRef("Webhook"))),
           "422": pageInvalid,
         },
       }),
@@ -102,14 +111,7 @@ export const webhooksArea: ApiArea = {
         tags: ["Webhooks"],
         parameters: [idParam, ...paging],
         responses: {
-          "200": jsonAnswer("A page of deliveries.", {
-            type: "object",
-            required: ["data", "nextCursor"],
-            properties: {
-              data: { type: "array", items: schemaRef("WebhookDelivery") },
-              nextCursor: { type: ["string", "null"] },
-            },
-          }),
+          "200": jsonAnswer("A page of deliveries.", list(schemaRef("WebhookDelivery"))),
           "404": notFound,
           "422": jsonAnswer("`id`, `limit` or `cursor` is invalid; `field` names it.", schemaRef("ValidationFailed")),
         },
@@ -121,13 +123,7 @@ export const webhooksArea: ApiArea = {
       type: "object",
       required: ["url", "events"],
       properties: {
-        url: {
-          type: "string",
-          format: "uri",
-          pattern: "^[hH][tT][tT][pP][sS]?://",
-          maxLength: 2048,
-          description: "An absolute http or https URL.",
-        },
+        url: HTTP_URL,
         events: { type: "array", minItems: 1, items: { type: "string", enum: [...WEBHOOK_EVENTS] } },
       },
       additionalProperties: false,
@@ -145,6 +141,12 @@ export const webhooksArea: ApiArea = {
         disabledReason: { type: ["string", "null"] },
       },
     },
+    WebhookCreated: {
+      allOf: [schemaRef("Webhook")],
+      required: ["secret"],
+      properties: { secret: webhookSecret },
+      description: "A webhook as its create answers it: with its signing secret, shown this once.",
+    },
     WebhookDelivery: {
       type: "object",
       required: ["id", "type", "state", "createdAt", "nextAttemptAt", "attempts"],
@@ -154,25 +156,24 @@ export const webhooksArea: ApiArea = {
         state: { type: "string", enum: ["pending", "delivered", "failed"] },
         createdAt: { type: "string", format: "date-time" },
         nextAttemptAt: { ...nullableTime, description: "When a pending delivery is tried next." },
-        attempts: {
-          type: "array",
-          items: {
-            type: "object",
-            required: ["attempt", "at", "durationMs", "statusCode", "error"],
-            properties: {
-              attempt: { type: "integer", minimum: 1 },
-              at: { type: "string", format: "date-time" },
-              durationMs: { type: "integer", minimum: 0 },
-              statusCode: {
-                type: ["integer", "null"],
-                description: "The receiver's HTTP status; null when it did not answer.",
-              },
-              error: {
-                type: ["string", "null"],
-                description: "Why there was no answer (timeout, connection refused).",
-              },
-            },
-          },
+        attempts: { type: "array", items: schemaRef("WebhookAttempt") },
+      },
+    },
+    WebhookAttempt: {
+      type: "object",
+      description: "One try of a delivery.",
+      required: ["attempt", "at", "durationMs", "statusCode", "error"],
+      properties: {
+        attempt: { type: "integer", minimum: 1 },
+        at: { type: "string", format: "date-time" },
+        durationMs: { type: "integer", minimum: 0 },
+        statusCode: {
+          type: ["integer", "null"],
+          description: "The receiver's HTTP status; null when it did not answer.",
+        },
+        error: {
+          type: ["string", "null"],
+          description: "Why there was no answer (timeout, connection refused).",
         },
       },
     },

@@ -299,13 +299,15 @@ export interface components {
       createdAt: string;
       /** Format: date-time */
       updatedAt: string;
-      events: ({
-          /** @enum {string} */
-          status: "queued" | "sending" | "delivered" | "deferred" | "bounced" | "failed";
-          /** Format: date-time */
-          at: string;
-          detail: string;
-        })[];
+      events: components["schemas"]["EmailEvent"][];
+    };
+    /** @description A change of a message's status. */
+    EmailEvent: {
+      /** @enum {string} */
+      status: "queued" | "sending" | "delivered" | "deferred" | "bounced" | "failed";
+      /** Format: date-time */
+      at: string;
+      detail: string;
     };
     Subscriber: {
       id: string;
@@ -398,16 +400,18 @@ export interface components {
       triggerWorkflows?: boolean;
     };
     SubscriberBatchResults: {
-      data: ({
-          email: string | null;
-          /** @enum {string} */
-          result: "created" | "updated" | "unchanged" | "error";
-          id: string | null;
-          /** @description Why the item was refused. */
-          error: string | null;
-          /** @description On an error: the invalid field, e.g. `subscribers[3].email`. */
-          field?: string;
-        })[];
+      data: components["schemas"]["SubscriberBatchResult"][];
+    };
+    /** @description What became of one item of a batch. */
+    SubscriberBatchResult: {
+      email: string | null;
+      /** @enum {string} */
+      result: "created" | "updated" | "unchanged" | "error";
+      id: string | null;
+      /** @description Why the item was refused. */
+      error: string | null;
+      /** @description On an error: the invalid field, e.g. `subscribers[3].email`. */
+      field?: string;
     };
     SubscriberTags: {
       tags: string[];
@@ -426,10 +430,19 @@ export interface components {
       /** @description Whether the change may start workflows. */
       triggerWorkflows: boolean;
     };
+    Tag: {
+      name: string;
+    };
+    TagCount: {
+      name: string;
+      /** @description How many subscribers have the tag. */
+      subscribers: number;
+    };
     CreateWebhookRequest: {
       /**
        * Format: uri
-       * @description An absolute http or https URL.
+       * @description An absolute http or https URL, at most 2048 characters, to a host name (ASCII letters, digits, `-` and `_`; the last label starting with a letter; no `xn--` label) or an IPv4 address, with an optional port; no user info.
+       * @example https://hooks.acme.example/mail
        */
       url: string;
       events: ("email.queued" | "email.delivered" | "email.deferred" | "email.bounced" | "email.failed" | "email.complained" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted")[];
@@ -447,6 +460,10 @@ export interface components {
       disabledAt: string | null;
       disabledReason: string | null;
     };
+    /** @description A webhook as its create answers it: with its signing secret, shown this once. */
+    WebhookCreated: WithRequired<{
+      secret: string;
+    } & components["schemas"]["Webhook"], "secret">;
     WebhookDelivery: {
       /** @description Also the `webhook-id` header of every attempt. */
       id: string;
@@ -461,16 +478,18 @@ export interface components {
        * @description When a pending delivery is tried next.
        */
       nextAttemptAt: string | null;
-      attempts: ({
-          attempt: number;
-          /** Format: date-time */
-          at: string;
-          durationMs: number;
-          /** @description The receiver's HTTP status; null when it did not answer. */
-          statusCode: number | null;
-          /** @description Why there was no answer (timeout, connection refused). */
-          error: string | null;
-        })[];
+      attempts: components["schemas"]["WebhookAttempt"][];
+    };
+    /** @description One try of a delivery. */
+    WebhookAttempt: {
+      attempt: number;
+      /** Format: date-time */
+      at: string;
+      durationMs: number;
+      /** @description The receiver's HTTP status; null when it did not answer. */
+      statusCode: number | null;
+      /** @description Why there was no answer (timeout, connection refused). */
+      error: string | null;
     };
     Audience: OneOf<[{
       tags: string[];
@@ -591,7 +610,11 @@ export interface components {
     WorkflowStepWebhook: {
       /** @constant */
       type: "webhook";
-      /** Format: uri */
+      /**
+       * Format: uri
+       * @description An absolute http or https URL, at most 2048 characters, to a host name (ASCII letters, digits, `-` and `_`; the last label starting with a letter; no `xn--` label) or an IPv4 address, with an optional port; no user info.
+       * @example https://hooks.acme.example/mail
+       */
       url: string;
     };
     WorkflowCreate: {
@@ -617,6 +640,13 @@ export interface components {
       createdAt: string;
       /** Format: date-time */
       updatedAt: string;
+    };
+    /** @description A workflow as its create answers it: with the secret of its webhook steps, shown this once. */
+    WorkflowCreated: WithRequired<{
+      secret: string;
+    } & components["schemas"]["Workflow"], "secret">;
+    WorkflowSecret: {
+      secret: string;
     };
     WorkflowRun: {
       id: string;
@@ -774,6 +804,17 @@ export interface operations {
     };
     requestBody: {
       content: {
+        /**
+         * @example {
+         *   "from": "Acme <hello@acme.example>",
+         *   "to": "ada@example.com",
+         *   "subject": "Your sign-in code",
+         *   "text": "Your code is 424242. It expires in 10 minutes.",
+         *   "tags": [
+         *     "sign-in"
+         *   ]
+         * }
+         */
         "application/json": components["schemas"]["SendEmailRequest"];
       };
     };
@@ -1006,15 +1047,30 @@ export interface operations {
   listSubscribers: {
     parameters: {
       query?: {
-        /** @description Items per page. */
+        /**
+         * @description Items per page.
+         * @example 20
+         */
         limit?: number;
-        /** @description The `nextCursor` of the page before (opaque). */
+        /**
+         * @description The `nextCursor` of the page before (opaque). A string of its form that the API did not give is refused (422, `field` `cursor`).
+         * @example c3ViXzVmMWQyYzNi
+         */
         cursor?: string;
-        /** @description Only subscribers with this tag. */
+        /**
+         * @description Only subscribers with this tag.
+         * @example newsletter
+         */
         tag?: string;
-        /** @description Only subscribers with this status. */
+        /**
+         * @description Only subscribers with this status.
+         * @example subscribed
+         */
         status?: "subscribed" | "unsubscribed";
-        /** @description Only subscribers whose email starts with this. */
+        /**
+         * @description Only subscribers whose email starts with this.
+         * @example ada@
+         */
         email?: string;
       };
     };
@@ -1073,6 +1129,19 @@ export interface operations {
     };
     requestBody: {
       content: {
+        /**
+         * @example {
+         *   "email": "ada@example.com",
+         *   "name": "Ada Lovelace",
+         *   "fields": {
+         *     "plan": "pro",
+         *     "seats": 3
+         *   },
+         *   "tags": [
+         *     "newsletter"
+         *   ]
+         * }
+         */
         "application/json": components["schemas"]["SubscriberUpsert"];
       };
     };
@@ -1219,6 +1288,33 @@ export interface operations {
     };
     requestBody: {
       content: {
+        /**
+         * @example {
+         *   "subscribers": [
+         *     {
+         *       "email": "ada@example.com",
+         *       "name": "Ada Lovelace",
+         *       "fields": {
+         *         "plan": "pro",
+         *         "seats": 3
+         *       },
+         *       "tags": [
+         *         "newsletter"
+         *       ]
+         *     },
+         *     {
+         *       "email": "grace@example.com",
+         *       "tags": [
+         *         "newsletter"
+         *       ]
+         *     },
+         *     {
+         *       "email": "not an address"
+         *     }
+         *   ],
+         *   "triggerWorkflows": false
+         * }
+         */
         "application/json": components["schemas"]["SubscriberBatch"];
       };
     };
@@ -1457,6 +1553,14 @@ export interface operations {
     };
     requestBody: {
       content: {
+        /**
+         * @example {
+         *   "name": "Ada King",
+         *   "fields": {
+         *     "seats": 5
+         *   }
+         * }
+         */
         "application/json": components["schemas"]["SubscriberPatch"];
       };
     };
@@ -1587,6 +1691,13 @@ export interface operations {
     };
     requestBody: {
       content: {
+        /**
+         * @example {
+         *   "tags": [
+         *     "vip"
+         *   ]
+         * }
+         */
         "application/json": components["schemas"]["SubscriberTags"];
       };
     };
@@ -1717,6 +1828,14 @@ export interface operations {
     };
     requestBody: {
       content: {
+        /**
+         * @example {
+         *   "tags": [
+         *     "newsletter"
+         *   ],
+         *   "triggerWorkflows": false
+         * }
+         */
         "application/json": components["schemas"]["SubscriberTags"];
       };
     };
@@ -1841,9 +1960,15 @@ export interface operations {
   listSubscriberEvents: {
     parameters: {
       query?: {
-        /** @description Items per page. */
+        /**
+         * @description Items per page.
+         * @example 20
+         */
         limit?: number;
-        /** @description The `nextCursor` of the page before (opaque). */
+        /**
+         * @description The `nextCursor` of the page before (opaque). A string of its form that the API did not give is refused (422, `field` `cursor`).
+         * @example c3ViXzVmMWQyYzNi
+         */
         cursor?: string;
       };
       path: {
@@ -1935,11 +2060,7 @@ export interface operations {
         };
         content: {
           "application/json": {
-            data: {
-                name: string;
-                /** @description How many subscribers have the tag. */
-                subscribers: number;
-              }[];
+            data: components["schemas"]["TagCount"][];
           };
         };
       };
@@ -1958,6 +2079,11 @@ export interface operations {
     };
     requestBody: {
       content: {
+        /**
+         * @example {
+         *   "name": "newsletter"
+         * }
+         */
         "application/json": {
           /** @description 1 to 64 letters, digits, spaces, `_` and `-`. */
           name: string;
@@ -1978,9 +2104,7 @@ export interface operations {
           "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
         };
         content: {
-          "application/json": {
-            name: string;
-          };
+          "application/json": components["schemas"]["Tag"];
         };
       };
       /** @description Created. */
@@ -1996,9 +2120,7 @@ export interface operations {
           "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
         };
         content: {
-          "application/json": {
-            name: string;
-          };
+          "application/json": components["schemas"]["Tag"];
         };
       };
       /** @description The body is not JSON, or the Idempotency-Key is malformed. */
@@ -2158,9 +2280,15 @@ export interface operations {
   listWebhooks: {
     parameters: {
       query?: {
-        /** @description Items per page. */
+        /**
+         * @description Items per page.
+         * @example 20
+         */
         limit?: number;
-        /** @description The `nextCursor` of the page before (opaque). */
+        /**
+         * @description The `nextCursor` of the page before (opaque). A string of its form that the API did not give is refused (422, `field` `cursor`).
+         * @example c3ViXzVmMWQyYzNi
+         */
         cursor?: string;
       };
     };
@@ -2180,6 +2308,7 @@ export interface operations {
         content: {
           "application/json": {
             data: components["schemas"]["Webhook"][];
+            /** @description The next page's cursor; null on the last page. */
             nextCursor: string | null;
           };
         };
@@ -2218,6 +2347,15 @@ export interface operations {
     };
     requestBody: {
       content: {
+        /**
+         * @example {
+         *   "url": "https://hooks.acme.example/mail",
+         *   "events": [
+         *     "email.delivered",
+         *     "email.bounced"
+         *   ]
+         * }
+         */
         "application/json": components["schemas"]["CreateWebhookRequest"];
       };
     };
@@ -2235,9 +2373,7 @@ export interface operations {
           "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
         };
         content: {
-          "application/json": WithRequired<{
-            secret: string;
-          } & components["schemas"]["Webhook"], "secret">;
+          "application/json": components["schemas"]["WebhookCreated"];
         };
       };
       /** @description The body is not JSON, or the Idempotency-Key is malformed. */
@@ -2413,9 +2549,15 @@ export interface operations {
   listWebhookDeliveries: {
     parameters: {
       query?: {
-        /** @description Items per page. */
+        /**
+         * @description Items per page.
+         * @example 20
+         */
         limit?: number;
-        /** @description The `nextCursor` of the page before (opaque). */
+        /**
+         * @description The `nextCursor` of the page before (opaque). A string of its form that the API did not give is refused (422, `field` `cursor`).
+         * @example c3ViXzVmMWQyYzNi
+         */
         cursor?: string;
       };
       path: {
@@ -2442,6 +2584,7 @@ export interface operations {
         content: {
           "application/json": {
             data: components["schemas"]["WebhookDelivery"][];
+            /** @description The next page's cursor; null on the last page. */
             nextCursor: string | null;
           };
         };
@@ -2493,9 +2636,15 @@ export interface operations {
   listCampaigns: {
     parameters: {
       query?: {
-        /** @description Items per page. */
+        /**
+         * @description Items per page.
+         * @example 20
+         */
         limit?: number;
-        /** @description The `nextCursor` of the page before (opaque). */
+        /**
+         * @description The `nextCursor` of the page before (opaque). A string of its form that the API did not give is refused (422, `field` `cursor`).
+         * @example c3ViXzVmMWQyYzNi
+         */
         cursor?: string;
       };
     };
@@ -2554,6 +2703,19 @@ export interface operations {
     };
     requestBody: {
       content: {
+        /**
+         * @example {
+         *   "name": "November news",
+         *   "from": "Acme News <news@acme.example>",
+         *   "subject": "What is new in November, {{subscriber.name}}",
+         *   "markdown": "**Hello {{subscriber.name}}**, here is the news. [Unsubscribe]({{unsubscribeUrl}})",
+         *   "audience": {
+         *     "tags": [
+         *       "newsletter"
+         *     ]
+         *   }
+         * }
+         */
         "application/json": components["schemas"]["CampaignCreate"];
       };
     };
@@ -2739,6 +2901,11 @@ export interface operations {
     };
     requestBody?: {
       content: {
+        /**
+         * @example {
+         *   "scheduledAt": "2026-11-26T09:00:00.000Z"
+         * }
+         */
         "application/json": components["schemas"]["CampaignSend"];
       };
     };
@@ -2956,9 +3123,15 @@ export interface operations {
   listWorkflows: {
     parameters: {
       query?: {
-        /** @description Items per page. */
+        /**
+         * @description Items per page.
+         * @example 20
+         */
         limit?: number;
-        /** @description The `nextCursor` of the page before (opaque). */
+        /**
+         * @description The `nextCursor` of the page before (opaque). A string of its form that the API did not give is refused (422, `field` `cursor`).
+         * @example c3ViXzVmMWQyYzNi
+         */
         cursor?: string;
       };
     };
@@ -3017,6 +3190,35 @@ export interface operations {
     };
     requestBody: {
       content: {
+        /**
+         * @example {
+         *   "name": "Welcome",
+         *   "trigger": {
+         *     "type": "subscriber.created"
+         *   },
+         *   "steps": [
+         *     {
+         *       "type": "email",
+         *       "from": "Acme <hello@acme.example>",
+         *       "subject": "Welcome",
+         *       "text": "Glad to have you."
+         *     },
+         *     {
+         *       "type": "wait",
+         *       "seconds": 86400
+         *     },
+         *     {
+         *       "type": "add_tag",
+         *       "tag": "onboarded"
+         *     },
+         *     {
+         *       "type": "webhook",
+         *       "url": "https://hooks.acme.example/onboarded"
+         *     }
+         *   ],
+         *   "active": true
+         * }
+         */
         "application/json": components["schemas"]["WorkflowCreate"];
       };
     };
@@ -3034,9 +3236,7 @@ export interface operations {
           "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
         };
         content: {
-          "application/json": WithRequired<{
-            secret: string;
-          } & components["schemas"]["Workflow"], "secret">;
+          "application/json": components["schemas"]["WorkflowCreated"];
         };
       };
       /** @description The body is not JSON, or the Idempotency-Key is malformed. */
@@ -3257,6 +3457,11 @@ export interface operations {
     };
     requestBody: {
       content: {
+        /**
+         * @example {
+         *   "active": false
+         * }
+         */
         "application/json": components["schemas"]["WorkflowPatch"];
       };
     };
@@ -3402,9 +3607,7 @@ export interface operations {
           "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
         };
         content: {
-          "application/json": {
-            secret: string;
-          };
+          "application/json": components["schemas"]["WorkflowSecret"];
         };
       };
       401: components["responses"]["Unauthorized"];
@@ -3438,9 +3641,15 @@ export interface operations {
   listWorkflowRuns: {
     parameters: {
       query?: {
-        /** @description Items per page. */
+        /**
+         * @description Items per page.
+         * @example 20
+         */
         limit?: number;
-        /** @description The `nextCursor` of the page before (opaque). */
+        /**
+         * @description The `nextCursor` of the page before (opaque). A string of its form that the API did not give is refused (422, `field` `cursor`).
+         * @example c3ViXzVmMWQyYzNi
+         */
         cursor?: string;
       };
       path: {

@@ -21,7 +21,12 @@ if ARGV[9] ~= '' then
   -- The record's own expiry is compared with now (the daemon's clock); the key's TTL only cleans up.
   local prev = redis.call('HMGET', KEYS[1], 'h', 'id', 'e')
   if prev[1] and tonumber(prev[3]) > now then
-    if prev[1] == ARGV[9] then return {'replayed', prev[2]} end
+    if prev[1] == ARGV[9] then
+      -- A write, so that the WAIT after this script covers the first accept too, whichever
+      -- connection made it: a replay answers 202 only once the message survives its primary.
+      redis.call('HSET', KEYS[1], 'r', now)
+      return {'replayed', prev[2]}
+    end
     return {'conflict'}
   end
 end

@@ -17,6 +17,7 @@ import {
   type RecoverResult,
   type Released,
 } from "../hotstore";
+import type { ConfirmedWrites } from "./confirm";
 import { keys } from "./layout";
 import type { ScriptedRedis } from "./scripts";
 
@@ -74,9 +75,15 @@ export function toHistory(m: MessageReply): MessageHistory {
   };
 }
 
-/** The mail pipeline in Redis: the lanes, the messages, their leases and retries. */
+/**
+ * The mail pipeline in Redis: the lanes, the messages, their leases and retries. Every script
+ * that changes a message goes through the confirmed writes (WAIT for the replicas); reads do not.
+ */
 export class RedisMail implements MailStore {
-  constructor(private readonly redis: ScriptedRedis) {}
+  constructor(
+    private readonly redis: ScriptedRedis,
+    private readonly writes: ConfirmedWrites,
+  ) {}
 
   async enqueue(input: EnqueueInput, nowMs: number): Promise<EnqueueResult> {
     const { orgId, messageId, lane, mailbox, guards, idempotency } = input;
@@ -86,7 +93,7 @@ export class RedisMail implements MailStore {
     // The projection is in the organization's slot, the accept step in {mail}: read it first.
     const [version, verified] = await this.redis.hmget(keys.org(orgId), "v", `d:${input.fromDomain}`);
     const domain = version === null ? "miss" : verified === null ? "unverified" : "verified";
-    const reply = (await this.redis.enqueue(
+    const reply = (await this.writes.run("enqueue", [
       keys.idempotency(orgId, keyHash),
       keys.guardLog(orgId, mailbox),
       keys.cooldown(mailbox),
@@ -113,7 +120,7 @@ export class RedisMail implements MailStore {
       input.from,
       input.to,
       input.subject,
-    )) as [string, string?, number?];
+    ])) as [string, string?, number?];
     switch (reply[0]) {
       case "accepted":
       case "replayed":
@@ -128,16 +135,20 @@ export class RedisMail implements MailStore {
   }
 
   async release(lane: Lane, nowMs: number): Promise<Released | null> {
-    const reply = (await this.redis.release(keys.roster(lane), keys.ready(lane), keys.depth(lane), nowMs, lane)) as
-      | [string, string]
-      | null;
+    const reply = (await this.writes.run("release", [
+      keys.roster(lane),
+      keys.ready(lane),
+      keys.depth(lane),
+      nowMs,
+      lane,
+    ])) as [string, string] | null;
     return reply ? { orgId: reply[0], messageId: reply[1] } : null;
   }
 
   async lease(max: number, nowMs: number, visibilityMs: number): Promise<LeasedRecord[]> {
     const [t, b] = LANES;
     const prefix = `ls_${randomBytes(8).toString("hex")}`;
-    const reply = (await this.redis.lease(
+    const reply = (await this.writes.run("lease", [
       keys.ready(t),
       keys.ready(b),
       keys.inFlight(t),
@@ -146,7 +157,7 @@ export class RedisMail implements MailStore {
       max,
       visibilityMs,
       prefix,
-    )) as [string, string, string, string, string, number][];
+    ])) as [string, string, string, string, string, number][];
     return reply.map(([leaseId, messageId, orgId, lane, payload, attempt]) => ({
       leaseId,
       messageId,
@@ -168,7 +179,7 @@ export class RedisMail implements MailStore {
       await keep();
       return { current: false, status: 0 as MessageStatus };
     }
-    const [current, status] = (await this.redis.ack(
+    const [current, status] = (await this.writes.run("ack", [
       keys.message(orgId, messageId),
       keys.inFlight(lane),
       keys.deferred(lane),
@@ -181,7 +192,7 @@ export class RedisMail implements MailStore {
       policy.bounceCooldownMs,
       orgId,
       messageId,
-    )) as [number, number];
+    ])) as [number, number];
     if (current !== 1) await keep();
     return { current: current === 1, status: status as MessageStatus };
   }
@@ -189,7 +200,7 @@ export class RedisMail implements MailStore {
   async recover(nowMs: number, policy: DeliveryPolicy): Promise<RecoverResult> {
     const total = { expired: 0, retried: 0, failed: 0 };
     for (const lane of LANES) {
-      const [expired, retried, failed] = (await this.redis.recover(
+      const [expired, retried, failed] = (await this.writes.run("recover", [
         keys.inFlight(lane),
         keys.deferred(lane),
         keys.roster(lane),
@@ -198,7 +209,7 @@ export class RedisMail implements MailStore {
         lane,
         RECOVER_BATCH,
         policy.maxAttempts,
-      )) as [number, number, number];
+      ])) as [number, number, number];
       total.expired += expired;
       total.retried += retried;
       total.failed += failed;

@@ -1,12 +1,19 @@
 import type { MessageHistory } from "../../model/history";
 import { LANES } from "../../mail/policy";
 import type { MessageRef, Presence, ReconcileStore, RestoreResult, Written } from "../hotstore";
+import type { ConfirmedWrites } from "./confirm";
 import { keys } from "./layout";
 import type { ScriptedRedis } from "./scripts";
 
-/** The reconciliation's side of Redis: what it has of messages, and putting back what it lost. */
+/**
+ * The reconciliation's side of Redis: what it has of messages, and putting back what it lost.
+ * Putting back and dropping change messages: they go through the confirmed writes, as every change does.
+ */
 export class RedisReconcile implements ReconcileStore {
-  constructor(private readonly redis: ScriptedRedis) {}
+  constructor(
+    private readonly redis: ScriptedRedis,
+    private readonly writes: ConfirmedWrites,
+  ) {}
 
   async presence(messages: MessageRef[]): Promise<Presence[]> {
     if (messages.length === 0) return [];
@@ -31,7 +38,10 @@ export class RedisReconcile implements ReconcileStore {
         events: m.events.map((e) => ({ status: String(e.status), atMs: String(e.atMs), detail: e.detail })),
       }),
     );
-    const [requeued, finished] = (await this.redis.putback(keys.outbox(), nowMs, ...json)) as [number, number];
+    const [requeued, finished] = (await this.writes.run("putback", [keys.outbox(), nowMs, ...json])) as [
+      number,
+      number,
+    ];
     return { requeued, finished };
   }
 
@@ -42,6 +52,9 @@ export class RedisReconcile implements ReconcileStore {
 
   async drop(stale: Written[]): Promise<number> {
     if (stale.length === 0) return 0;
-    return (await this.redis.drop(keys.outbox(), ...stale.flatMap((w) => [w.orgId, w.id, w.version]))) as number;
+    return (await this.writes.run("drop", [
+      keys.outbox(),
+      ...stale.flatMap((w) => [w.orgId, w.id, w.version]),
+    ])) as number;
   }
 }

@@ -14,6 +14,7 @@ import type {
   Written,
 } from "../hotstore";
 import { RedisAdmission } from "./admission";
+import { ConfirmedWrites, type WaitPolicy } from "./confirm";
 import { keys } from "./layout";
 import { RedisMail } from "./mail";
 import { RedisOutbox } from "./outbox";
@@ -24,23 +25,55 @@ import { RedisUsage } from "./usage";
 /** Fail fast: no offline queue, short timeouts, endless reconnects. */
 const FAST = { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: 1_000, lazyConnect: true } as const;
 
-/** Opens a connection to one Redis primary. */
-export async function connectRedis(url: string, o: { connectTimeoutMs?: number; tlsCa?: Buffer } = {}): Promise<Redis> {
-  const redis = new Redis(url, {
+/** The command timeout of the waiting writes' connection: a batch's scripts can queue behind one WAIT, then run their own. */
+export const waitingCommandTimeoutMs = (waitTimeoutMs: number) => FAST.commandTimeout + 2 * waitTimeoutMs;
+
+/** Where Sentinel says the primary is: its sentinels, the primary's name and password. */
+export interface SentinelTarget {
+  sentinels: { host: string; port: number }[];
+  name: string;
+  password: string | undefined;
+}
+
+/**
+ * Opens a connection to one Redis primary: at a redis:// or rediss:// URL, or the one the
+ * sentinels name (asked again on every reconnect, so a failover is followed).
+ */
+export async function connectRedis(
+  target: string | SentinelTarget,
+  o: { connectTimeoutMs?: number; commandTimeoutMs?: number; tlsCa?: Buffer } = {},
+): Promise<Redis> {
+  const options = {
     ...FAST,
+    commandTimeout: o.commandTimeoutMs ?? FAST.commandTimeout,
     enableAutoPipelining: true,
     connectTimeout: o.connectTimeoutMs ?? 2_000,
     // rediss:// alone verifies the server against the system's CAs; tlsCa replaces them.
     ...(o.tlsCa ? { tls: { ca: o.tlsCa } } : {}),
-    retryStrategy: (attempt) => Math.min(attempt * 100, 1_000),
-  });
+    retryStrategy: (attempt: number) => Math.min(attempt * 100, 1_000),
+  };
+  const redis =
+    typeof target === "string"
+      ? new Redis(target, options)
+      : new Redis({
+          ...options,
+          sentinels: target.sentinels,
+          name: target.name,
+          password: target.password,
+          sentinelRetryStrategy: options.retryStrategy,
+          // A primary demoted by a failover refuses writes: ask the sentinels again.
+          reconnectOnError: (err) => err.message.startsWith("READONLY"),
+        });
   redis.on("error", () => {}); // surfaced per command; the client reconnects by itself
   await redis.connect();
   return redis;
 }
 
 /** Opens a Redis Cluster client from its seed nodes (host:port). */
-export async function connectRedisCluster(nodes: string[], connectTimeoutMs = 2_000): Promise<Cluster> {
+export async function connectRedisCluster(
+  nodes: string[],
+  o: { connectTimeoutMs?: number; commandTimeoutMs?: number } = {},
+): Promise<Cluster> {
   const cluster = new Cluster(
     nodes.map((n) => ({ host: n.slice(0, n.lastIndexOf(":")), port: Number(n.slice(n.lastIndexOf(":") + 1)) })),
     {
@@ -50,7 +83,11 @@ export async function connectRedisCluster(nodes: string[], connectTimeoutMs = 2_
       clusterRetryStrategy: (attempt) => Math.min(attempt * 100, 1_000),
       // The per-node connections keep their offline queue: the cluster client queues its slot
       // refresh on a node before that node's connection is up (without it, reconnects hang).
-      redisOptions: { maxRetriesPerRequest: 0, commandTimeout: FAST.commandTimeout, connectTimeout: connectTimeoutMs },
+      redisOptions: {
+        maxRetriesPerRequest: 0,
+        commandTimeout: o.commandTimeoutMs ?? FAST.commandTimeout,
+        connectTimeout: o.connectTimeoutMs ?? 2_000,
+      },
     },
   );
   cluster.on("error", () => {});
@@ -59,24 +96,50 @@ export async function connectRedisCluster(nodes: string[], connectTimeoutMs = 2_
 }
 
 /**
+ * Waiting for replicas: the policy, and a second connection to the same Redis for the waiting
+ * writes, whose command timeout leaves room for two waits (a batch queues behind the one before).
+ */
+export interface RedisWaiting {
+  policy: WaitPolicy;
+  writer: RedisClient;
+}
+
+/**
  * The Redis hot store: every algorithm is one Lua script (scripts.ts), auto-pipelined. Several
- * daemons may share one Redis. Each seam is a part of its own on the one client.
+ * daemons may share one Redis. Each seam is a part of its own on the one client; with waiting,
+ * the changes of messages go through a second one (confirm.ts).
  */
 export class RedisHot implements HotStore {
   private readonly redis: ScriptedRedis;
+  private readonly writes: ConfirmedWrites;
   private readonly admission: RedisAdmission;
   private readonly mail: RedisMail;
   private readonly usage: RedisUsage;
   private readonly outbox: RedisOutbox;
   private readonly reconcile: RedisReconcile;
 
-  constructor(redis: RedisClient) {
+  constructor(redis: RedisClient, waiting?: RedisWaiting) {
     this.redis = withScripts(redis);
+    this.writes = new ConfirmedWrites(
+      this.redis,
+      waiting && withScripts(waiting.writer),
+      waiting?.policy ?? { replicas: 0, timeoutMs: 0 },
+    );
     this.admission = new RedisAdmission(this.redis, redis instanceof Cluster);
-    this.mail = new RedisMail(this.redis);
+    this.mail = new RedisMail(this.redis, this.writes);
     this.usage = new RedisUsage(this.redis);
-    this.outbox = new RedisOutbox(this.redis);
-    this.reconcile = new RedisReconcile(this.redis);
+    this.outbox = new RedisOutbox(this.writes);
+    this.reconcile = new RedisReconcile(this.redis, this.writes);
+  }
+
+  /** Resolves once the store knows how many replicas a change waits for. */
+  async ready(): Promise<void> {
+    await this.writes.ready;
+  }
+
+  /** The replicas a change of a message waits for now (WAIT), 0 when none. */
+  waitingFor(): number {
+    return this.writes.waitingFor();
   }
 
   admit(inputs: AdmitInput[], nowMs: number) {
@@ -153,6 +216,7 @@ export class RedisHot implements HotStore {
   }
 
   async close(): Promise<void> {
+    this.writes.close();
     this.redis.disconnect();
   }
 }

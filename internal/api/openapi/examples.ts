@@ -1,0 +1,217 @@
+// An example request and answer for every operation of the document, by operationId: the body
+// (or query) a client sends and the body of its success answer (an operation whose success has no
+// body, a delete, shows its error answers' examples, which errorAnswer writes). The document carries them where
+// OpenAPI puts them (the media type's `example`), so that /docs and generated clients show them;
+// a test validates each against its schema, so an example cannot drift from what the API accepts.
+
+const AT = "2026-11-25T14:00:00.000Z";
+const LATER = "2026-11-25T14:00:02.000Z";
+const SUBSCRIBER_ID = "sub_5f1d2c3b4a5968778695a4b3";
+const WORKFLOW_ID = "wf_0192f3a4b5c6d7e8f9a0b1c2";
+const CAMPAIGN_ID = "cmp_0192f3a4b5c6d7e8f9a0b1c2";
+const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+const subscriber = {
+  id: SUBSCRIBER_ID,
+  email: "ada@example.com",
+  name: "Ada Lovelace",
+  status: "subscribed",
+  fields: { plan: "pro", seats: 3 },
+  tags: ["newsletter"],
+  createdAt: AT,
+  updatedAt: LATER,
+};
+const upsert = {
+  email: "ada@example.com",
+  name: "Ada Lovelace",
+  fields: { plan: "pro", seats: 3 },
+  tags: ["newsletter"],
+};
+const message = {
+  from: "Acme News <news@acme.example>",
+  subject: "What is new in November, {{subscriber.name}}",
+  markdown: "**Hello {{subscriber.name}}**, here is the news. [Unsubscribe]({{unsubscribeUrl}})",
+};
+const workflowSteps = [
+  { type: "email", from: "Acme <hello@acme.example>", subject: "Welcome", text: "Glad to have you." },
+  { type: "wait", seconds: 86400 },
+  { type: "add_tag", tag: "onboarded" },
+  { type: "webhook", url: "https://hooks.acme.example/onboarded" },
+];
+const workflow = {
+  id: WORKFLOW_ID,
+  name: "Welcome",
+  trigger: { type: "subscriber.created" },
+  steps: workflowSteps,
+  active: true,
+  createdAt: AT,
+  updatedAt: AT,
+};
+const campaign = {
+  id: CAMPAIGN_ID,
+  name: "November news",
+  from: message.from,
+  subject: message.subject,
+  html: "<p><strong>Hello {{subscriber.name}}</strong>, here is the news.</p>",
+  text: message.markdown,
+  audience: { tags: ["newsletter"] },
+  status: "draft",
+  scheduledAt: null,
+  stats: { recipients: 0, queued: 0, delivered: 0, bounced: 0, failed: 0, skipped: 0 },
+  createdAt: AT,
+  updatedAt: AT,
+};
+const webhook = {
+  id: "wh_5f1d2c3b4a5968778695a4b3",
+  url: "https://hooks.acme.example/mail",
+  events: ["email.delivered", "email.bounced"],
+  createdAt: AT,
+  disabled: false,
+  disabledAt: null,
+  disabledReason: null,
+};
+const page = (item: unknown) => ({ data: [item], nextCursor: null });
+
+/** An operation's examples: its request body, its query parameters, and its answers' bodies by status. */
+export interface OperationExamples {
+  request?: unknown;
+  query?: Record<string, unknown>;
+  responses: Record<string, unknown>;
+}
+
+export const EXAMPLES: Record<string, OperationExamples> = {
+  sendEmail: {
+    request: {
+      from: "Acme <hello@acme.example>",
+      to: "ada@example.com",
+      subject: "Your sign-in code",
+      text: "Your code is 424242. It expires in 10 minutes.",
+      tags: ["sign-in"],
+    },
+    responses: { "202": { id: "msg_5f1d2c3b4a5968778695a4b3", status: "queued", lane: "transactional" } },
+  },
+  getEmail: {
+    responses: {
+      "200": {
+        id: "msg_5f1d2c3b4a5968778695a4b3",
+        lane: "transactional",
+        status: "delivered",
+        from: "Acme <hello@acme.example>",
+        to: "ada@example.com",
+        subject: "Your sign-in code",
+        attempts: 1,
+        createdAt: AT,
+        updatedAt: LATER,
+        events: [
+          { status: "queued", at: AT, detail: "" },
+          { status: "delivered", at: LATER, detail: "250 2.0.0 OK" },
+        ],
+      },
+    },
+  },
+  listSubscribers: {
+    query: { tag: "newsletter", status: "subscribed", email: "ada@" },
+    responses: { "200": { data: [subscriber], nextCursor: "c3ViXzVmMWQyYzNi" } },
+  },
+  upsertSubscriber: { request: upsert, responses: { "201": subscriber, "200": subscriber } },
+  upsertSubscribers: {
+    request: {
+      subscribers: [upsert, { email: "grace@example.com", tags: ["newsletter"] }, { email: "not an address" }],
+      triggerWorkflows: false,
+    },
+    responses: {
+      "200": {
+        data: [
+          { email: "ada@example.com", result: "created", id: SUBSCRIBER_ID, error: null },
+          { email: "grace@example.com", result: "unchanged", id: "sub_6a2e3d4c5b6a79889706b5c4", error: null },
+          {
+            email: "not an address",
+            result: "error",
+            id: null,
+            error: "subscribers[2].email: must be one bare address",
+            field: "subscribers[2].email",
+          },
+        ],
+      },
+    },
+  },
+  getSubscriber: { responses: { "200": subscriber } },
+  updateSubscriber: {
+    request: { name: "Ada King", fields: { seats: 5 } },
+    responses: { "200": { ...subscriber, name: "Ada King", fields: { plan: "pro", seats: 5 } } },
+  },
+  deleteSubscriber: { responses: {} },
+  addSubscriberTags: {
+    request: { tags: ["vip"] },
+    responses: { "200": { ...subscriber, tags: ["newsletter", "vip"] } },
+  },
+  removeSubscriberTags: {
+    request: { tags: ["newsletter"], triggerWorkflows: false },
+    responses: { "200": { ...subscriber, tags: [] } },
+  },
+  listSubscriberEvents: {
+    responses: {
+      "200": page({ type: "tag.added", at: LATER, data: { tag: "newsletter" }, triggerWorkflows: true }),
+    },
+  },
+  listTags: { responses: { "200": { data: [{ name: "newsletter", subscribers: 1250 }] } } },
+  createTag: { request: { name: "newsletter" }, responses: { "201": { name: "newsletter" } } },
+  deleteTag: { responses: {} },
+  createWebhook: {
+    request: { url: webhook.url, events: webhook.events },
+    responses: { "201": { ...webhook, secret: SECRET } },
+  },
+  listWebhooks: { responses: { "200": page(webhook) } },
+  deleteWebhook: { responses: {} },
+  listWebhookDeliveries: {
+    responses: {
+      "200": page({
+        id: "msg_5f1d2c3b4a5968778695a4b3.email.delivered",
+        type: "email.delivered",
+        state: "pending",
+        createdAt: AT,
+        nextAttemptAt: "2026-11-25T14:00:35.000Z",
+        attempts: [{ attempt: 1, at: LATER, durationMs: 15000, statusCode: null, error: "timeout" }],
+      }),
+    },
+  },
+  listWorkflows: { responses: { "200": page(workflow) } },
+  createWorkflow: {
+    request: { name: workflow.name, trigger: workflow.trigger, steps: workflowSteps, active: true },
+    responses: { "201": { ...workflow, secret: SECRET } },
+  },
+  getWorkflow: { responses: { "200": workflow } },
+  updateWorkflow: { request: { active: false }, responses: { "200": { ...workflow, active: false } } },
+  deleteWorkflow: { responses: {} },
+  rotateWorkflowSecret: { responses: { "200": { secret: "whsec_3q2+7wAAAAAAAAAAAAAAAAAAAAAAAAAA" } } },
+  listWorkflowRuns: {
+    responses: {
+      "200": page({
+        id: "run_7b3f4e5d6c7b8a9908a7c6d5",
+        subscriberId: SUBSCRIBER_ID,
+        step: 2,
+        state: "active",
+        nextAt: "2026-11-26T14:00:00.000Z",
+        attempts: 0,
+        createdAt: AT,
+        updatedAt: AT,
+      }),
+    },
+  },
+  listCampaigns: { responses: { "200": page(campaign) } },
+  createCampaign: {
+    request: { name: campaign.name, ...message, audience: campaign.audience },
+    responses: { "201": campaign },
+  },
+  getCampaign: { responses: { "200": campaign } },
+  sendCampaign: {
+    request: { scheduledAt: "2026-11-26T09:00:00.000Z" },
+    responses: { "202": { ...campaign, status: "scheduled", scheduledAt: "2026-11-26T09:00:00.000Z" } },
+  },
+  cancelCampaign: { responses: { "200": { ...campaign, status: "cancelled" } } },
+  health: { responses: { "200": { status: "ok" } } },
+  ready: { responses: { "200": { status: "ready" } } },
+  openApiDocument: {
+    responses: { "200": { openapi: "3.1.0", info: { title: "mailcore HTTP API", version: "1" }, paths: {} } },
+  },
+};

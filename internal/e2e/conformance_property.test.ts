@@ -1,0 +1,337 @@
+// The running API against its own OpenAPI document, property-based: for every operation,
+// requests generated from the document's schemas (fast-check, through testkit/schemagen), valid
+// ones and ones a mutation broke, sent to limiterd and an API process started as processes.
+// Each request is classified by the document (Ajv on its own schemas), each answer held to it:
+// no 5xx; the status, content type, rate-limit headers and body documented (bodies validated
+// against the answer's schema); an invalid request refused with a 422 naming the field (a body
+// that is not JSON, or not sent as JSON, with the 400 or 415 documented); a valid one accepted,
+// or refused only for a business rule the document names by its error code.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import type { ValidateFunction } from "ajv";
+import fc from "fast-check";
+import { documentRef, documentValidator } from "../api/contract";
+import { openApiDocument } from "../api/openapi/document";
+import { fuzzParams, reportFuzz } from "../testkit/fuzz";
+import { MUTATIONS, type Mutation, mutate, SchemaArbitraries } from "../testkit/schemagen";
+import { type Stack, startStack } from "../testkit/testkit";
+
+type Obj = Record<string, unknown>;
+
+const doc = openApiDocument();
+const schemas = new SchemaArbitraries(doc);
+const bodies = documentValidator(doc, false);
+// Query and path values travel as strings: the document's types read into them, as a server reads them.
+const strings = documentValidator(doc, true);
+
+/**
+ * The statuses of the business rules a valid request may be refused for (a domain not verified,
+ * no such resource, a state or an Idempotency-Key that forbids it, a recipient guard): the body's
+ * code is one the operation documents for that status, since the body is validated against it.
+ * A 422 is never one, but for a cursor: any string of the cursor's form is admitted by its
+ * schema, and only one the API gave is a cursor (the parameter says so).
+ */
+const BUSINESS_STATUSES = new Set([403, 404, 409, 429]);
+
+interface Operation {
+  name: string;
+  template: string;
+  method: string;
+  op: Obj;
+  pathParams: Obj[];
+  queryParams: Obj[];
+  idempotencyKey?: Obj;
+  media?: Obj;
+  bodyRequired: boolean;
+}
+
+const operations: Operation[] = Object.entries(doc.paths as Record<string, Record<string, Obj>>).flatMap(
+  ([template, item]) =>
+    Object.entries(item).map(([method, op]) => {
+      const params = (op.parameters as Obj[] | undefined) ?? [];
+      const requestBody = op.requestBody as Obj | undefined;
+      return {
+        name: `${method.toUpperCase()} ${template}`,
+        template,
+        method: method.toUpperCase(),
+        op,
+        pathParams: params.filter((p) => p.in === "path"),
+        queryParams: params.filter((p) => p.in === "query"),
+        idempotencyKey: params.find((p) => p.in === "header" && p.name === "Idempotency-Key"),
+        media: (requestBody?.content as Obj | undefined)?.["application/json"] as Obj | undefined,
+        bodyRequired: requestBody?.required === true,
+      };
+    }),
+);
+
+interface Request {
+  path: Record<string, unknown>;
+  query: Record<string, unknown>;
+  idempotencyKey: unknown;
+  body: unknown;
+  mutation: { target: "path" | "query" | "body"; m: Mutation } | null;
+  /** How the body travels: as JSON, or (now and then) broken JSON or another content type. */
+  encoding: "json" | "broken" | "text";
+}
+
+/**
+ * The ids the API answered with, by kind (`sub`, `wf`, `cmp`, `wh`, `msg`): a path parameter may
+ * name one of them (the n-th, when the request is sent), so that reads, changes and deletes reach
+ * resources that exist, not only 404s.
+ */
+const known = new Map<string, string[]>();
+const ID = /^(sub|wf|cmp|wh|msg)_[0-9a-f]{24}$/;
+type Known = { known: number };
+
+function remember(value: unknown): void {
+  if (typeof value === "string") {
+    const kind = ID.exec(value)?.[1];
+    if (!kind) return;
+    const ids = known.get(kind) ?? [];
+    if (!ids.includes(value) && ids.length < 100) known.set(kind, [...ids, value]);
+  } else if (value && typeof value === "object") for (const v of Object.values(value)) remember(v);
+}
+
+/** A path parameter's value: one of the known ids of its kind (by its example's), or as generated. */
+function pathValue(p: Obj, v: unknown): unknown {
+  if (!v || typeof v !== "object" || !("known" in v)) return v;
+  const ids = known.get(ID.exec(String(p.example))?.[1] ?? "") ?? [];
+  return ids.length ? ids[(v as Known).known % ids.length] : p.example;
+}
+
+/** A path segment that names itself (not empty, not `.` or `..`, which URLs resolve away). */
+const segment = (v: unknown) => typeof v === "string" && v !== "" && v !== "." && v !== "..";
+
+function requests(o: Operation): fc.Arbitrary<Request> {
+  const targets = [
+    ...(o.pathParams.length ? (["path"] as const) : []),
+    ...(o.queryParams.length ? (["query"] as const) : []),
+    ...(o.media ? (["body"] as const) : []),
+  ];
+  const body = o.media
+    ? fc.oneof(fc.constant(o.media.example), schemas.of(o.media.schema))
+    : fc.constant<unknown>(undefined);
+  return fc.record({
+    path: fc.record(
+      Object.fromEntries(
+        o.pathParams.map((p) => [
+          p.name as string,
+          fc.oneof(
+            fc.constant(p.example),
+            schemas.of(p.schema).filter(segment),
+            fc.nat().map((n): Known => ({ known: n })),
+          ),
+        ]),
+      ),
+    ),
+    query: fc.record(Object.fromEntries(o.queryParams.map((p) => [p.name as string, schemas.of(p.schema)])), {
+      requiredKeys: o.queryParams.filter((p) => p.required).map((p) => p.name as string),
+    }),
+    idempotencyKey: o.idempotencyKey
+      ? fc.option(schemas.of(o.idempotencyKey.schema), { nil: undefined })
+      : fc.constant(undefined),
+    body: o.bodyRequired ? body : fc.option(body, { nil: undefined }),
+    encoding: o.media
+      ? fc.oneof(
+          { arbitrary: fc.constant("json" as const), weight: 8 },
+          { arbitrary: fc.constantFrom("broken" as const, "text" as const), weight: 1 },
+        )
+      : fc.constant("json" as const),
+    mutation: targets.length
+      ? fc.option(fc.record({ target: fc.constantFrom(...targets), m: MUTATIONS }), { freq: 2, nil: null })
+      : fc.constant(null),
+  });
+}
+
+/** The compiled check of an operation's path or query parameters, made on first use. */
+const parameterChecks = new Map<Obj[], ValidateFunction>();
+
+const text = (v: unknown) => (typeof v === "string" ? v : JSON.stringify(v));
+
+/** The request as sent (the mutation made) and whether the document admits it. */
+function build(o: Operation, r: Request): { path: string; query: URLSearchParams; body: unknown; valid: boolean } {
+  const queryValues = r.query;
+  let body = r.body;
+  let pathValues = Object.fromEntries(o.pathParams.map((p) => [p.name, pathValue(p, r.path[p.name as string])]));
+  const m = r.mutation;
+  if (m?.target === "body") body = mutate(body, m.m);
+  if (m?.target === "path") {
+    const name = o.pathParams[m.m.at % o.pathParams.length]!.name as string;
+    const value = text(m.m.value);
+    if (segment(value)) pathValues = { ...pathValues, [name]: value };
+  }
+  const query = new URLSearchParams();
+  for (const [name, value] of Object.entries(queryValues)) if (value !== undefined) query.set(name, text(value));
+  if (m?.target === "query") query.set(o.queryParams[m.m.at % o.queryParams.length]!.name as string, text(m.m.value));
+  const path = o.template.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(text(pathValues[name])));
+  const given = (list: Obj[], value: (name: string) => string | null) =>
+    Object.fromEntries(
+      list.flatMap((p) => (value(p.name as string) === null ? [] : [[p.name, value(p.name as string)]])),
+    );
+  const paramsValid = (list: Obj[], values: Obj) => {
+    if (!list.length) return true;
+    const validate = (parameterChecks.get(list) ??
+      parameterChecks
+        .set(
+          list,
+          strings.compile({
+            type: "object",
+            properties: Object.fromEntries(list.map((p) => [p.name, p.schema])),
+            required: list.filter((p) => p.required).map((p) => p.name),
+          }),
+        )
+        .get(list))!;
+    return validate(values) as boolean;
+  };
+  let valid =
+    paramsValid(
+      o.pathParams,
+      given(o.pathParams, (n) => text(pathValues[n])),
+    ) &&
+    paramsValid(
+      o.queryParams,
+      given(o.queryParams, (n) => query.get(n)),
+    );
+  if (o.media && (body !== undefined || o.bodyRequired)) {
+    valid &&= bodies.validate(
+      documentRef("paths", o.template, o.method.toLowerCase(), "requestBody", "content", "application/json", "schema"),
+      body,
+    );
+  }
+  return { path, query, body, valid };
+}
+
+/** Where an answer of the operation is defined: in the operation, or in the components it references. */
+function answerAt(o: Operation, status: string): string[] {
+  const answer = (o.op.responses as Obj)[status] as Obj;
+  if (typeof answer.$ref === "string") return (answer.$ref as string).slice(2).split("/");
+  return ["paths", o.template, o.method.toLowerCase(), "responses", status];
+}
+
+const resolveAt = (path: string[]) => path.reduce<unknown>((at, k) => (at as Obj)[k], doc) as Obj;
+
+/** What is wrong with an answer, by the document; empty when nothing is. */
+function problems(
+  o: Operation,
+  valid: boolean,
+  sentAs: Request["encoding"],
+  status: number,
+  headers: Headers,
+  raw: string,
+): string[] {
+  const out: string[] = [];
+  if (status >= 500) out.push(`a ${status}`);
+  const responses = o.op.responses as Obj;
+  if (!(String(status) in responses)) return [...out, `status ${status} is not documented`];
+  const at = answerAt(o, String(status));
+  const answer = resolveAt(at);
+  const media = (answer.content as Obj | undefined)?.["application/json"];
+  let body: Obj | undefined;
+  if (media) {
+    if (!headers.get("content-type")?.startsWith("application/json"))
+      out.push(`content type ${headers.get("content-type")}`);
+    try {
+      body = JSON.parse(raw);
+    } catch {
+      return [...out, `a body that is not JSON: ${raw.slice(0, 100)}`];
+    }
+    const validate = bodies.compile(documentRef(...at, "content", "application/json", "schema"));
+    if (!validate(body))
+      out.push(`a body its schema refuses: ${validate.errors![0]!.instancePath} ${validate.errors![0]!.message}`);
+  } else if (raw !== "") out.push("a body where none is documented");
+  for (const [name, h] of Object.entries((answer.headers as Obj | undefined) ?? {})) {
+    const ref = (h as Obj).$ref;
+    if (typeof ref === "string" && ref.startsWith("#/components/headers/") && !headers.has(name))
+      out.push(`no ${name} header`);
+  }
+  if (sentAs !== "json") {
+    const expected = sentAs === "broken" ? [400, "INVALID_JSON"] : [415, "UNSUPPORTED_MEDIA_TYPE"];
+    if (status !== expected[0] || body?.code !== expected[1])
+      out.push(`a body sent as ${sentAs} answered ${status} ${raw.slice(0, 200)}`);
+    return out;
+  }
+  // What the document refuses is refused before any business rule: a 422 that names the field.
+  if (!valid && (status !== 422 || typeof body?.field !== "string"))
+    out.push(`an invalid request answered ${status} ${raw.slice(0, 200)}`);
+  if (valid && status >= 400) {
+    const cursor = status === 422 && body?.field === "cursor";
+    if (!BUSINESS_STATUSES.has(status) && !cursor) out.push(`a valid request refused: ${status} ${raw.slice(0, 200)}`);
+  }
+  return out;
+}
+
+let stack: Stack;
+let token: string;
+
+beforeAll(async () => {
+  stack = await startStack();
+  // The examples send from acme.example: its organization has it as a verified domain.
+  token = await stack.org("acme", "enterprise");
+});
+
+afterAll(async () => {
+  await stack?.stop();
+});
+
+test("every operation, with generated requests valid and invalid, answers as its document says", async () => {
+  const params = fuzzParams(16);
+  const counts = new Map<string, { valid: number; invalid: number; statuses: Set<number> }>();
+  // Deletes last: the reads and changes before them reach the resources the creates made.
+  for (const o of operations.toSorted((a, b) => Number(a.method === "DELETE") - Number(b.method === "DELETE"))) {
+    const count = { valid: 0, invalid: 0, statuses: new Set<number>() };
+    counts.set(o.name, count);
+    await fc.assert(
+      fc.asyncProperty(requests(o), async (r) => {
+        const { path, query, body, valid } = build(o, r);
+        const qs = query.size ? `?${query}` : "";
+        const headers: Record<string, string> = { Authorization: `Bearer ${token}` };
+        const encoded = body === undefined ? undefined : JSON.stringify(body);
+        if (encoded !== undefined) headers["Content-Type"] = r.encoding === "text" ? "text/plain" : "application/json";
+        // A brace before any JSON value makes it not JSON.
+        const sent = r.encoding === "broken" && encoded !== undefined ? `{${encoded}` : encoded;
+        const sentAs = encoded === undefined ? "json" : r.encoding;
+        if (typeof r.idempotencyKey === "string") headers["Idempotency-Key"] = r.idempotencyKey;
+        const res = await fetch(`${stack.apiUrls[0]}${path}${qs}`, {
+          method: o.method,
+          headers,
+          body: sent,
+        });
+        const raw = await res.text();
+        if (res.ok && raw) remember(JSON.parse(raw));
+        if (valid) count.valid++;
+        else count.invalid++;
+        count.statuses.add(res.status);
+        expect({
+          request: `${o.method} ${path}${qs}`,
+          body,
+          valid,
+          problems: problems(o, valid, sentAs, res.status, res.headers, raw),
+        }).toEqual({
+          request: `${o.method} ${path}${qs}`,
+          body,
+          valid,
+          problems: [],
+        });
+      }),
+      { ...params, endOnFailure: true },
+    );
+  }
+  // The generator reaches both sides of every operation that can be asked wrongly.
+  const unreached = operations.flatMap((o) => {
+    const c = counts.get(o.name)!;
+    const canBeWrong = o.media || o.queryParams.length || o.pathParams.some((p) => (p.schema as Obj).pattern);
+    return [
+      ...(c.valid ? [] : [`${o.name}: no valid request`]),
+      ...(canBeWrong && !c.invalid ? [`${o.name}: no invalid request`] : []),
+    ];
+  });
+  expect(unreached).toEqual([]);
+  const total = [...counts.values()].reduce((n, c) => ({ valid: n.valid + c.valid, invalid: n.invalid + c.invalid }), {
+    valid: 0,
+    invalid: 0,
+  });
+  const succeeded = [...counts.values()].filter((c) => [...c.statuses].some((st) => st < 300)).length;
+  reportFuzz(
+    `conformance of ${operations.length} operations (${total.valid} valid, ${total.invalid} invalid requests; ${succeeded} operations answered a 2xx)`,
+    params,
+  );
+});

@@ -1,0 +1,150 @@
+import { Cluster } from "ioredis";
+import { MicroBatcher } from "../../batch/batcher";
+import { keys } from "./layout";
+import type { RedisClient, ScriptedRedis } from "./scripts";
+
+/**
+ * How many replicas must have a message's change before it counts (WAIT): a number, or
+ * "detect": 1 when the primary that holds the messages has a replica, 0 otherwise.
+ */
+export interface WaitPolicy {
+  replicas: number | "detect";
+  timeoutMs: number;
+}
+
+/** A change of a message that the primary made but that its replicas did not confirm in time. */
+export class NotConfirmed extends Error {}
+
+/** The scripts that change a message's state (the reconciliation's too), and the outbox the records writer copies. */
+export type WriteScript =
+  | "enqueue"
+  | "release"
+  | "lease"
+  | "ack"
+  | "recover"
+  | "collect"
+  | "settle"
+  | "putback"
+  | "drop";
+
+type Outcome = { value: unknown } | { error: unknown };
+
+/** Batches queued while one is under way, at most this many scripts each. */
+const MAX_BATCH = 256;
+
+/** How often the primary's replicas are looked at again under "detect". */
+const DETECT_EVERY_MS = 1_000;
+
+/** What INFO replication says of the primary that holds the messages. */
+function replication(info: string): { replid: string; connected: number } {
+  const field = (name: string) => info.match(new RegExp(`^${name}:(.*)$`, "m"))?.[1]?.trim() ?? "";
+  return { replid: field("master_replid"), connected: Number(field("connected_slaves") || 0) };
+}
+
+/**
+ * Runs the scripts that change a message's state so that a change counts only once it survives
+ * its primary. With replicas to wait for, they go on a connection of their own (WAIT blocks the
+ * connection it runs on: admission keeps its own and never queues behind replication), in
+ * batches: every script queued while a batch is under way goes in the next one, followed by one
+ * `WAIT <replicas> <timeout>` on the same connection, which the primary that ran them (in a
+ * Cluster, the one holding the {mail} slot: the batch carries its keys) answers once that many
+ * replicas have every write of the connection so far. Short of that, every script of the batch
+ * fails with NotConfirmed: it ran, and may or may not outlive a failover.
+ *
+ * Under "detect" the count follows the primary: 1 once it has been seen with a replica, 0 while it
+ * never has. A replica that drops off (a partition) does not lower it, or the writes made while
+ * it is away would be the ones a failover loses; a new primary (a failover, a restart: a new
+ * replication id) is counted afresh.
+ */
+export class ConfirmedWrites {
+  private readonly batcher: MicroBatcher<[WriteScript, (string | number)[]], Outcome>;
+  private replicas: number;
+  private replid = "";
+  private readonly detecting: ReturnType<typeof setInterval> | undefined;
+  /** Settles once the first look at the primary's replicas is done (at once when the count is given). */
+  readonly ready: Promise<void>;
+
+  constructor(
+    private readonly direct: ScriptedRedis,
+    private readonly writer: ScriptedRedis | undefined,
+    private readonly policy: WaitPolicy,
+  ) {
+    this.replicas = policy.replicas === "detect" ? 0 : policy.replicas;
+    this.batcher = new MicroBatcher((items) => this.runBatch(items), MAX_BATCH);
+    if (policy.replicas === "detect" && writer) {
+      this.ready = this.detect();
+      this.detecting = setInterval(() => void this.detect(), DETECT_EVERY_MS);
+      this.detecting.unref();
+    } else this.ready = Promise.resolve();
+  }
+
+  /** The replicas a change waits for now. */
+  waitingFor(): number {
+    return this.writer ? this.replicas : 0;
+  }
+
+  async run(script: WriteScript, args: (string | number)[]): Promise<unknown> {
+    if (this.waitingFor() === 0) return this.direct[script](...args);
+    const outcome = await this.batcher.submit([script, args]);
+    if ("error" in outcome) throw outcome.error;
+    return outcome.value;
+  }
+
+  close(): void {
+    clearInterval(this.detecting);
+    this.writer?.disconnect();
+  }
+
+  private async runBatch(items: [WriteScript, (string | number)[]][]): Promise<Outcome[]> {
+    const replicas = this.waitingFor();
+    const pipeline = this.writer!.pipeline() as unknown as Record<string, (...a: unknown[]) => unknown> & {
+      exec(): Promise<[Error | null, unknown][] | null>;
+    };
+    for (const [script, args] of items) pipeline[script]!(...args);
+    if (replicas > 0) pipeline.wait!(replicas, this.policy.timeoutMs);
+    const replies = (await pipeline.exec()) ?? [];
+    this.followRedirects(replies);
+    let confirmed: Error | undefined;
+    if (replicas > 0) {
+      const [err, acked] = replies[items.length] ?? [new Error("no answer to WAIT"), 0];
+      if (err) confirmed = new NotConfirmed(`WAIT failed: ${err.message}`);
+      else if ((acked as number) < replicas)
+        confirmed = new NotConfirmed(
+          `${acked} of ${replicas} replicas confirmed the change within ${this.policy.timeoutMs} ms`,
+        );
+    }
+    return items.map((_, i) => {
+      const [err, value] = replies[i] ?? [new Error("no answer"), null];
+      if (err) return { error: err };
+      return confirmed ? { error: confirmed } : { value };
+    });
+  }
+
+  /**
+   * A Cluster client retries a redirected pipeline only when every command of it was redirected;
+   * the WAIT at its end never is (it has no key), so after a failover the slot map is refreshed
+   * here, and the callers' retries reach the new primary.
+   */
+  private followRedirects(replies: [Error | null, unknown][]): void {
+    if (this.writer instanceof Cluster && replies.some(([err]) => err && /^(MOVED|ASK) /.test(err.message)))
+      this.writer.refreshSlotsCache();
+  }
+
+  /** Looks at the replicas of the primary holding the messages (the pipeline's key routes INFO there). */
+  private async detect(): Promise<void> {
+    try {
+      const replies =
+        (await (this.writer as RedisClient).pipeline().exists(keys.outbox()).info("replication").exec()) ?? [];
+      this.followRedirects(replies);
+      const [routed] = replies[0] ?? [new Error("no answer")];
+      const [err, info] = replies[1] ?? [new Error("no answer"), ""];
+      if (routed || err) return; // not the primary of the slot (a redirect): look again next time
+      const { replid, connected } = replication(info as string);
+      const seen = connected > 0 ? 1 : 0;
+      this.replicas = replid === this.replid ? Math.max(this.replicas, seen) : seen;
+      this.replid = replid;
+    } catch {
+      // Unreachable for now: keep the count; the next look or the next batch will tell.
+    }
+  }
+}

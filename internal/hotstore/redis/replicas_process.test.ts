@@ -1,0 +1,151 @@
+// test-runner: alone
+// A send is answered 202 only once a replica has it: limiterd, the API and a worker as processes
+// on a redis-server with a replica of its own, the replica stopped (SIGSTOP) as a partition would.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import {
+  getJson,
+  type RedisServer,
+  sendEmail,
+  type Stack,
+  startRedis,
+  startRedisWithReplica,
+  startStack,
+  waitFor,
+} from "../../testkit/testkit";
+import { projectSuiteOrg } from "../../testkit/hotstores";
+import { GUARD_LIMITS } from "../../mail/policy";
+import { Lane } from "../../gen/mailcore/limiter/v1/mail_pb";
+import type { HotStore } from "../hotstore";
+import { connectRedis, RedisHot, waitingCommandTimeoutMs } from "./redis";
+
+const mail = (to: string) => ({ from: `Acme <no-reply@wait.example>`, to, subject: `To ${to}`, text: "hello" });
+
+const sunk = (stack: Stack, id: string) => existsSync(join(stack.dataDir, "sink", `${id}.eml`));
+
+describe("a Redis primary with a replica", () => {
+  let pair: Awaited<ReturnType<typeof startRedisWithReplica>>;
+  let stack: Stack;
+  let token: string;
+  beforeAll(async () => {
+    pair = await startRedisWithReplica();
+    // The wait's timeout well under the fronts' deadline on the daemon (5 s in the stacks of tests).
+    stack = await startStack({ redisUrl: pair.primary.url, workers: 1, env: { REDIS_WAIT_TIMEOUT_MS: "1500" } });
+    token = await stack.org("wait", "enterprise");
+  }, 60_000);
+  afterAll(async () => {
+    pair?.replica.resume();
+    await stack?.stop();
+    await pair?.stop();
+  });
+
+  test("the daemon found the replica and waits for it", async () => {
+    await waitFor("the daemon's start line", async () => stack.limiterd.stderr().includes('"replicas":1'));
+    const sent = await sendEmail(stack.apiUrls[0]!, token, mail("first@dest.example"));
+    expect(sent.status).toBe(202);
+    await waitFor("the first message in the sink", async () => sunk(stack, sent.body.id as string));
+  });
+
+  test("cut off from its replica: 503 within the wait, admission unhindered; back: the retry is accepted once", async () => {
+    pair.replica.pause();
+    const key = { "Idempotency-Key": "partitioned-1" };
+    const started = performance.now();
+    const sending = sendEmail(stack.apiUrls[0]!, token, mail("cut@dest.example"), key);
+    // Admission is on a connection of its own: it does not queue behind the WAIT.
+    const tags = await getJson(`${stack.apiUrls[0]}/api/v1/tags`, token);
+    const tagsAnsweredFirst = await Promise.race([sending.then(() => false), Promise.resolve(true)]);
+    const refused = await sending;
+    const tookMs = performance.now() - started;
+    expect(tags.status).toBe(200);
+    expect(tagsAnsweredFirst).toBe(true);
+    expect(refused.status).toBe(503);
+    expect(String(refused.body.message)).toContain("may or may not have been queued");
+    expect(tookMs).toBeGreaterThanOrEqual(1_500);
+    expect(tookMs).toBeLessThan(5_000);
+
+    pair.replica.resume();
+    const retried = await sendEmail(stack.apiUrls[0]!, token, mail("cut@dest.example"), key);
+    expect(retried.status).toBe(202);
+    expect(retried.headers.get("idempotent-replayed")).toBe("true");
+    const id = retried.body.id as string;
+    await waitFor("the retried message in the sink", async () => sunk(stack, id), 20_000);
+    const again = await sendEmail(stack.apiUrls[0]!, token, mail("cut@dest.example"), key);
+    expect(again.body.id).toBe(id);
+    // Once: one file for the one message accepted to that recipient.
+    await Bun.sleep(500);
+    const files = readdirSync(join(stack.dataDir, "sink")).filter((f) => f.endsWith(".eml"));
+    expect(files.filter((f) => f.startsWith(id))).toHaveLength(1);
+    expect(files).toHaveLength(2);
+  }, 60_000);
+});
+
+describe("detecting the replicas", () => {
+  let lone: RedisServer;
+  let pair: Awaited<ReturnType<typeof startRedisWithReplica>>;
+  beforeAll(async () => {
+    [lone, pair] = await Promise.all([startRedis(), startRedisWithReplica()]);
+  }, 30_000);
+  afterAll(async () => {
+    pair?.replica.resume();
+    await Promise.all([lone?.stop(), pair?.stop()]);
+  });
+
+  let sent = 0;
+  /** Accepts one message (a write for the WAIT to confirm). */
+  const accept = async (hot: HotStore) => {
+    await projectSuiteOrg(hot, "o1");
+    const id = `m${++sent}`;
+    return hot.enqueue(
+      {
+        orgId: "o1",
+        messageId: id,
+        lane: Lane.BULK,
+        payload: "{}",
+        from: "s@d.example",
+        to: "u@example.com",
+        subject: id,
+        fromDomain: "d.example",
+        mailbox: "u@example.com",
+        checkCooldown: false,
+        countGuards: false,
+        guards: GUARD_LIMITS,
+      },
+      Date.now(),
+    );
+  };
+
+  const open = async (url: string, replicas: number | "detect") => {
+    const hot = new RedisHot(await connectRedis(url), {
+      policy: { replicas, timeoutMs: 200 },
+      writer: await connectRedis(url, { commandTimeoutMs: waitingCommandTimeoutMs(200) }),
+    });
+    await hot.ready();
+    return hot;
+  };
+
+  test("a primary without replicas: no wait", async () => {
+    const hot = await open(lone.url, "detect");
+    expect(hot.waitingFor()).toBe(0);
+    expect((await accept(hot)).kind).toBe("accepted");
+    await hot.close();
+  });
+
+  test("a primary with one: 1, and still 1 while the replica is cut off", async () => {
+    const hot = await open(pair.primary.url, "detect");
+    expect(hot.waitingFor()).toBe(1);
+    pair.replica.pause();
+    await Bun.sleep(1_200); // past a look at the replicas again
+    expect(hot.waitingFor()).toBe(1);
+    await expect(accept(hot)).rejects.toThrow("0 of 1 replicas confirmed the change within 200 ms");
+    pair.replica.resume();
+    expect((await accept(hot)).kind).toBe("accepted");
+    await hot.close();
+  });
+
+  test("a count given: waited for even where no replica is (every change refused)", async () => {
+    const hot = await open(lone.url, 1);
+    await expect(accept(hot)).rejects.toThrow("0 of 1 replicas confirmed");
+    await hot.close();
+  });
+});

@@ -1,0 +1,60 @@
+// REDIS_URL=redis+sentinel://: limiterd, the API and a worker as processes find the primary through
+// a sentinel of the test's own, wait for its replica, and follow a failover the sentinel makes.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import {
+  getJson,
+  type RedisSentinelServer,
+  sendEmail,
+  type Stack,
+  startRedisWithReplica,
+  startSentinel,
+  startStack,
+  waitFor,
+} from "../../testkit/testkit";
+
+let pair: Awaited<ReturnType<typeof startRedisWithReplica>>;
+let sentinel: RedisSentinelServer;
+let stack: Stack;
+let token: string;
+
+beforeAll(async () => {
+  pair = await startRedisWithReplica();
+  sentinel = await startSentinel(pair.primary, "mailcore");
+  stack = await startStack({ redisUrl: `redis+sentinel://127.0.0.1:${sentinel.port}/mailcore`, workers: 1 });
+  token = await stack.org("sentinel", "enterprise");
+}, 60_000);
+
+afterAll(async () => {
+  await stack?.stop();
+  await Promise.all([sentinel?.stop(), pair?.stop()]);
+});
+
+const mail = (to: string) => ({ from: "Acme <no-reply@sentinel.example>", to, subject: to, text: "hello" });
+const sunk = (id: string) => existsSync(join(stack.dataDir, "sink", `${id}.eml`));
+
+test("the primary the sentinel names, its replica waited for, and a failover followed", async () => {
+  expect(stack.limiterd.stderr()).toContain('"replicas":1');
+  const before = await sendEmail(stack.apiUrls[0]!, token, mail("before@dest.example"));
+  expect(before.status).toBe(202);
+  await waitFor("the first message in the sink", async () => sunk(before.body.id as string), 15_000);
+
+  await sentinel.cli("sentinel", "failover", "mailcore");
+  await waitFor("the replica named primary", async () => (await sentinel.primaryPort()) === pair.replica.port, 20_000);
+  // Sends answer 503 until the daemon reaches the new primary; the same key settles them.
+  let after = await sendEmail(stack.apiUrls[0]!, token, mail("after@dest.example"), { "Idempotency-Key": "after" });
+  await waitFor(
+    "a send accepted by the new primary",
+    async () => {
+      if (after.status !== 202)
+        after = await sendEmail(stack.apiUrls[0]!, token, mail("after@dest.example"), { "Idempotency-Key": "after" });
+      return after.status === 202;
+    },
+    20_000,
+    200,
+  );
+  await waitFor("the second message in the sink", async () => sunk(after.body.id as string), 15_000);
+  const first = await getJson(`${stack.apiUrls[0]}/api/v1/emails/${before.body.id}`, token);
+  expect(first.status).toBe(200);
+}, 90_000);
