@@ -66,11 +66,12 @@ export class HistoryRecords {
 
   async get(orgId: string, id: string): Promise<MessageHistory | null> {
     return this.db.run(async (sql) => {
-      const [m] = await sql`SELECT * FROM messages WHERE id = ${id} AND org_id = ${orgId}`;
+      // Everything but the payload, which only the reconciliation reads.
+      const [m] = await sql`SELECT id, org_id, lane, from_header, to_header, to_mailbox, subject, status, attempts,
+        created_ms, updated_ms, version FROM messages WHERE id = ${id} AND org_id = ${orgId}`;
       if (!m) return null;
       const events = await sql`SELECT status, at_ms, detail FROM message_events WHERE message_id = ${id} ORDER BY seq`;
-      const { payload: _, ...history } = toHistory(m, events);
-      return history;
+      return toHistory(m, events);
     });
   }
 
