@@ -112,6 +112,7 @@ const daemon = limiterDaemon({
   clock: systemClock,
   laneRate: cfg.laneRate,
   visibilityMs: cfg.visibilityMs,
+  reconcileEveryMs: cfg.reconcileEveryMs,
   policy: { maxAttempts: cfg.maxAttempts, retryBaseMs: cfg.retryBaseMs, bounceCooldownMs: cfg.bounceCooldownMs },
   retentionMs: cfg.retentionMs,
   webhookPolicy: webhookRetryPolicy(cfg.webhookScheduleDivisor),

@@ -138,6 +138,8 @@ export interface LimiterdConfig {
   laneRate: number;
   bounceCooldownMs: number;
   visibilityMs: number;
+  /** How often the records are reconciled with the hot store (messages it lost are put back). */
+  reconcileEveryMs: number;
   maxAttempts: number;
   retryBaseMs: number;
   retentionMs: number;
@@ -225,6 +227,7 @@ export function limiterdConfig(env: Env): LimiterdConfig {
     laneRate: intVar(env, "LANE_RATE", 40, 1, 1_000),
     bounceCooldownMs: intVar(env, "BOUNCE_COOLDOWN_S", 3_600, 1, 365 * 86_400) * 1_000,
     visibilityMs: intVar(env, "VISIBILITY_TIMEOUT_MS", 60_000, 100, 3_600_000),
+    reconcileEveryMs: intVar(env, "RECONCILE_EVERY_MS", 5_000, 100, 3_600_000),
     maxAttempts: intVar(env, "MAX_ATTEMPTS", 5, 1, 100),
     retryBaseMs: intVar(env, "RETRY_BASE_MS", 30_000, 1, 3_600_000),
     retentionMs: intVar(env, "MESSAGE_RETENTION_DAYS", 30, 1, 3_650) * 86_400_000,

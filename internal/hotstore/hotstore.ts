@@ -213,6 +213,10 @@ export interface MailStore {
   release(lane: Lane, nowMs: number): Promise<Released | null>;
   /** Leases up to max released messages, transactional first. */
   lease(max: number, nowMs: number, visibilityMs: number): Promise<LeasedRecord[]>;
+  /**
+   * Only the current lease counts. An ack that does not (a lost lease, a message the store does
+   * not have) is kept KEPT_ACK_MS for the reconciliation: that message must not be delivered again.
+   */
   ack(input: AckInput, policy: DeliveryPolicy, nowMs: number): Promise<AckResult>;
   /** Puts messages of expired leases and due retries back in their lanes (through the pacing again). */
   recover(nowMs: number, policy: DeliveryPolicy): Promise<RecoverResult>;
@@ -231,13 +235,70 @@ export interface UsageStore {
 
 /** The outbox of message changes the records writer copies to the records. */
 export interface OutboxStore {
-  /** Messages that changed since they were last written to the records (at most max). */
+  /**
+   * Messages that changed since they were last written to the records (at most max), with the
+   * payload of those not final until one batch with it was written (settled); the payloads of a
+   * batch stop at OUTBOX_PAYLOAD_BYTES.
+   */
   changedMessages(max: number): Promise<MessageHistory[]>;
   /**
-   * Marks messages as written to the records at their version. A message that has not changed
-   * since and is in a final state leaves the hot store. Returns how many left.
+   * Marks messages as written to the records at their version (with their payload, when given).
+   * A message that has not changed since and is in a final state leaves the hot store. Returns
+   * how many left.
    */
   settle(written: Written[]): Promise<number>;
+}
+
+/**
+ * The payloads one outbox batch carries, at most (bytes; a batch has at least one message): a
+ * body may be 1 MB, and a batch of 500 of them would be one 500 MB script reply and transaction.
+ */
+export const OUTBOX_PAYLOAD_BYTES = 4 * 1024 * 1024;
+
+/** How long the hot store keeps a worker's ack that did not count (for the reconciliation). */
+export const KEPT_ACK_MS = 24 * 3_600_000;
+
+/** A message by its organization and id. */
+export interface MessageRef {
+  orgId: string;
+  id: string;
+}
+
+/**
+ * What the hot store has of a message the records hold as not final: the message ("here"),
+ * nothing ("missing"), or only a worker's ack that did not count, the message lost ("acked": it
+ * was delivered, bounced or deferred, and must not be delivered again).
+ */
+export type Presence = "here" | "missing" | "acked";
+
+export interface RestoreResult {
+  /** Put back in their lanes (waiting to be released, or a retry of a deferred ack). */
+  requeued: number;
+  /** Put back with the final outcome of a kept ack, for the records writer to write. */
+  finished: number;
+}
+
+/**
+ * The reconciliation of the hot store with the records: what the records hold as not final and
+ * the hot store lost (a failover that lost writes, an old snapshot, a FLUSHALL) is put back, and
+ * what an old snapshot brought back of an older state is dropped.
+ */
+export interface ReconcileStore {
+  presence(messages: MessageRef[]): Promise<Presence[]>;
+  /** Every message not yet final in the hot store (waiting, released, leased, deferred), at its version. */
+  unfinishedHere(): Promise<Written[]>;
+  /**
+   * Drops messages still at the given versions (copies older than the records: an old snapshot),
+   * from their lanes too; the reconciliation then puts them back from the records or not at all
+   * (final there). Returns how many were dropped.
+   */
+  drop(stale: Written[]): Promise<number>;
+  /**
+   * Puts back messages as the records keep them (with their payload and events), each one that
+   * the hot store does not have: with a kept ack's outcome when there is one, otherwise at the
+   * head of its organization's queue in its lane. Each is marked changed for the records.
+   */
+  restore(messages: MessageHistory[], nowMs: number): Promise<RestoreResult>;
 }
 
 /** The leases that let one daemon at a time run a singleton. */
@@ -254,4 +315,11 @@ export interface StoreLifecycle {
 }
 
 /** Every seam: what an adapter offers and the daemon wires. */
-export interface HotStore extends AdmissionStore, MailStore, UsageStore, OutboxStore, SingletonLeases, StoreLifecycle {}
+export interface HotStore
+  extends AdmissionStore,
+    MailStore,
+    UsageStore,
+    OutboxStore,
+    ReconcileStore,
+    SingletonLeases,
+    StoreLifecycle {}

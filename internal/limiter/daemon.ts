@@ -17,6 +17,7 @@ import { txtLookup } from "./dns";
 import { acceptor, MailRuntime, mailRoutes } from "./mail_service";
 import { Projection } from "./projection";
 import { recordBoundRouter } from "./records_deadline";
+import { Reconciler } from "./reconciler";
 import { RecordsWriter } from "./recordswriter";
 import { RefusalCounter } from "./refusals";
 import type { RawUnary } from "./server";
@@ -29,6 +30,8 @@ export interface DaemonOptions {
   clock: Clock;
   laneRate: number;
   visibilityMs: number;
+  /** How often the records are reconciled with the hot store. */
+  reconcileEveryMs: number;
   policy: DeliveryPolicy;
   retentionMs: number;
   /** When failed webhook attempts are retried, and when an endpoint is disabled. */
@@ -118,6 +121,16 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
   };
   const fanout = new CampaignFanout(automationParts);
   const runner = new WorkflowRunner(automationParts);
+  const reconciler = new Reconciler({
+    hot: o.hot,
+    records: o.records,
+    clock: o.clock,
+    owner: o.owner,
+    log: o.log,
+    everyMs: o.reconcileEveryMs,
+    holdMs: o.visibilityMs,
+    metrics: o.metrics,
+  });
   let lanes: { stop(): Promise<void> } | undefined;
   return {
     routes(router) {
@@ -135,6 +148,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
       refusals.start();
       fanout.start();
       runner.start();
+      reconciler.start();
       lanes = startLanes({
         store: o.hot,
         clock: o.clock,
@@ -150,7 +164,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
       });
     },
     async stopReleasing() {
-      await Promise.all([fanout.stop(), runner.stop()]);
+      await Promise.all([fanout.stop(), runner.stop(), reconciler.stop()]);
       await lanes?.stop();
       runtime.stopping.abort();
     },

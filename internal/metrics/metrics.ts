@@ -72,6 +72,7 @@ export interface LimiterMetrics {
   admissions: client.Counter<"verdict">;
   released: client.Counter<"lane">;
   recordsWriterFailures: client.Counter<"job">;
+  reconciled: client.Counter<"action">;
 }
 
 /** What the daemon's gauges read from its store when scraped. */
@@ -138,6 +139,12 @@ export function limiterMetrics(registry: Registry, gauges: LimiterGauges): Limit
       name: "mailcore_records_writer_failures_total",
       help: "Rounds of the records writer that failed (the hot store keeps what it could not write), by job",
       labelNames: ["job"],
+      registers: [registry],
+    }),
+    reconciled: new client.Counter({
+      name: "mailcore_reconciled_messages_total",
+      help: "Messages the reconciliation found the hot store had lost or had stale: requeued (put back in their lane), finished (put back with a kept ack's outcome), dropped (a copy older than the records)",
+      labelNames: ["action"],
       registers: [registry],
     }),
   };

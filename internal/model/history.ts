@@ -28,6 +28,12 @@ export interface MessageHistory {
   version: number;
   /** Every event so far, oldest first. */
   events: MessageEvent[];
+  /**
+   * The message as the service serialized it (what a delivery needs), while it is not final:
+   * the outbox hands it to the records so that a message lost by the hot store can be rebuilt
+   * from them. Absent on a final message and where only the history is asked for.
+   */
+  payload?: string;
 }
 
 /** A message's tags as the stores keep them in one column: space-separated (a tag has no spaces). */

@@ -65,7 +65,13 @@ function messageOf(m: Record<string, unknown>, events: MessageEvent[]): MessageH
     updatedMs: num(m.updated_ms),
     version: num(m.version),
     events,
+    ...(m.payload == null ? {} : { payload: m.payload as string }),
   };
+}
+
+/** message_events rows (in order) as a message's events. */
+function eventsOf(rows: Record<string, unknown>[]): MessageEvent[] {
+  return rows.map((e) => ({ status: num(e.status) as MessageStatus, atMs: num(e.at_ms), detail: e.detail as string }));
 }
 
 export class HistoryRecords {
@@ -75,6 +81,8 @@ export class HistoryRecords {
   async write(messages: MessageHistory[], onNewEvents?: OnNewEvents): Promise<void> {
     if (messages.length === 0) return;
     const rows = messages.map((m) => ({
+      // A final message needs no body any more: the records keep bodies for the backlog only.
+      payload: FINAL_STATUSES.has(m.status) ? null : (m.payload ?? null),
       id: m.id,
       org_id: m.orgId,
       lane: m.lane,
@@ -95,7 +103,8 @@ export class HistoryRecords {
     await this.db.tx(async (sql) => {
       for (const part of chunks(rows)) {
         await sql`INSERT INTO messages ${sql(part)} ON CONFLICT (id) DO UPDATE SET
-          status = excluded.status, attempts = excluded.attempts, updated_ms = excluded.updated_ms, version = excluded.version
+          status = excluded.status, attempts = excluded.attempts, updated_ms = excluded.updated_ms, version = excluded.version,
+          payload = CASE WHEN excluded.status IN ${sql([...FINAL_STATUSES])} THEN NULL ELSE COALESCE(excluded.payload, messages.payload) END
           WHERE messages.version < excluded.version`;
       }
       const fresh: NewMessageEvent[] = [];
@@ -124,17 +133,50 @@ export class HistoryRecords {
 
   async get(orgId: string, id: string): Promise<MessageHistory | null> {
     return this.db.run(async (sql) => {
-      const [m] = await sql`SELECT * FROM messages WHERE id = ${id} AND org_id = ${orgId}`;
+      // Everything but the payload, which only the reconciliation reads.
+      const [m] =
+        await sql`SELECT id, org_id, lane, from_header, to_header, to_mailbox, subject, tags, status, attempts,
+        created_ms, updated_ms, version FROM messages WHERE id = ${id} AND org_id = ${orgId}`;
       if (!m) return null;
       const events = await sql`SELECT status, at_ms, detail FROM message_events WHERE message_id = ${id} ORDER BY seq`;
-      return messageOf(
-        m,
-        events.map((e: Record<string, unknown>) => ({
-          status: num(e.status) as MessageStatus,
-          atMs: num(e.at_ms),
-          detail: e.detail as string,
-        })),
+      return messageOf(m, eventsOf(events));
+    });
+  }
+
+  /** The messages not yet final with ids after afterId, in id order, at most limit: the reconciliation's walk. */
+  async unfinishedAfter(afterId: string, limit: number): Promise<{ orgId: string; id: string }[]> {
+    return this.db.run(async (sql) => {
+      const rows =
+        await sql`SELECT id, org_id FROM messages WHERE payload IS NOT NULL AND id > ${afterId} ORDER BY id LIMIT ${limit}`;
+      return rows.map((r: { id: string; org_id: string }) => ({ orgId: r.org_id, id: r.id }));
+    });
+  }
+
+  /** The version the records hold of each of the given messages they have, and whether it is final. */
+  async versions(ids: string[]): Promise<Map<string, { version: number; final: boolean }>> {
+    if (ids.length === 0) return new Map();
+    return this.db.run(async (sql) => {
+      const rows = await sql`SELECT id, version, status FROM messages WHERE id IN ${sql(ids)}`;
+      return new Map(
+        rows.map((r: Record<string, unknown>) => [
+          r.id as string,
+          { version: num(r.version), final: FINAL_STATUSES.has(num(r.status) as MessageStatus) },
+        ]),
       );
+    });
+  }
+
+  /** Those of the given messages that are not yet final, with their events and payload: what rebuilds them. */
+  async unfinished(ids: string[]): Promise<MessageHistory[]> {
+    if (ids.length === 0) return [];
+    return this.db.run(async (sql) => {
+      const rows = await sql`SELECT * FROM messages WHERE payload IS NOT NULL AND id IN ${sql(ids)} ORDER BY id`;
+      if (rows.length === 0) return [];
+      const found = rows.map((r: { id: string }) => r.id);
+      const events =
+        await sql`SELECT message_id, status, at_ms, detail FROM message_events WHERE message_id IN ${sql(found)} ORDER BY message_id, seq`;
+      const byId = Map.groupBy(events as Record<string, unknown>[], (e) => e.message_id as string);
+      return rows.map((m: Record<string, unknown>) => messageOf(m, eventsOf(byId.get(m.id as string) ?? [])));
     });
   }
 
@@ -143,12 +185,13 @@ export class HistoryRecords {
    * narrows an index walk: by tag message_tags (org_id, tag, created_ms, message_id), else
    * messages by (org_id, to_mailbox | status | lane, created_ms, id), else (org_id, created_ms, id).
    */
+  // Every column but the payload (up to 1 MB for a message not yet final), which a list never shows.
   async list(orgId: string, filter: MessageFilter, limit: number, cursor?: string): Promise<Page<MessageHistory>> {
     const page = await this.db.run(async (sql) => {
       let select =
         filter.tag === undefined
-          ? sql`SELECT * FROM messages m WHERE m.org_id = ${orgId}`
-          : sql`SELECT m.*, t.message_id FROM message_tags t JOIN messages m ON m.id = t.message_id
+          ? sql`SELECT m.id, m.org_id, m.lane, m.from_header, m.to_header, m.to_mailbox, m.subject, m.tags, m.status, m.attempts, m.created_ms, m.updated_ms, m.version FROM messages m WHERE m.org_id = ${orgId}`
+          : sql`SELECT m.id, m.org_id, m.lane, m.from_header, m.to_header, m.to_mailbox, m.subject, m.tags, m.status, m.attempts, m.created_ms, m.updated_ms, m.version, t.message_id FROM message_tags t JOIN messages m ON m.id = t.message_id
               WHERE t.org_id = ${orgId} AND t.tag = ${filter.tag}`;
       if (filter.status !== undefined) select = sql`${select} AND m.status = ${filter.status}`;
       if (filter.toMailbox !== undefined) select = sql`${select} AND m.to_mailbox = ${filter.toMailbox}`;

@@ -220,6 +220,16 @@ export const MIGRATIONS: readonly Migration[] = [
     ],
   },
   {
+    version: 9,
+    name: "the payload of every message not yet final, to rebuild a message the hot store lost",
+    up: [
+      // Null once the message is final: the records keep bodies only for the backlog.
+      "ALTER TABLE messages ADD COLUMN payload TEXT",
+      // The reconciliation walks the messages not yet final by id.
+      "CREATE INDEX messages_unfinished ON messages (id) WHERE payload IS NOT NULL",
+    ],
+  },
+  {
     version: 10,
     name: "activity: the messages' tags and list indexes, hourly message counts, webhook endpoint health",
     up: [

@@ -34,6 +34,12 @@ function message(over: Partial<MessageHistory> = {}): MessageHistory {
   };
 }
 
+/** A message as the records read it back for the API: without the payload. */
+function noPayloadOf(m: MessageHistory): MessageHistory {
+  const { payload: _, ...rest } = m;
+  return rest;
+}
+
 for (const [name, fresh] of databases) {
   describe(`records: ${name}`, () => {
     async function open(): Promise<Records> {
@@ -370,6 +376,39 @@ for (const [name, fresh] of databases) {
       await r.history.write([m]); // an older copy, written late by a second writer
       await r.history.write([delivered]); // the same again
       expect(await r.history.get("org_a", m.id)).toEqual(delivered);
+      await r.close();
+    });
+
+    test("message history: the payload is kept while the message is not final, and walked by id", async () => {
+      const r = await open();
+      const ids = ["msg_1", "msg_2", "msg_3", "msg_4"];
+      const [a, b, c, d] = ids.map((id) => message({ id, payload: `{"body":"${id}"}` })) as [
+        MessageHistory,
+        MessageHistory,
+        MessageHistory,
+        MessageHistory,
+      ];
+      await r.history.write([a, b, c, noPayloadOf(d)]);
+      // A later change without the payload keeps it; a final one drops it.
+      const sending = { ...a, payload: undefined, status: MessageStatus.SENDING, version: 3 };
+      const delivered = { ...b, status: MessageStatus.DELIVERED, version: 4 };
+      await r.history.write([sending, delivered]);
+      expect(await r.history.unfinishedAfter("", 10)).toEqual([
+        { orgId: "org_a", id: "msg_1" },
+        { orgId: "org_a", id: "msg_3" },
+      ]);
+      expect(await r.history.unfinishedAfter("msg_1", 1)).toEqual([{ orgId: "org_a", id: "msg_3" }]);
+      expect(await r.history.unfinishedAfter("msg_3", 10)).toEqual([]);
+      const back = await r.history.unfinished(ids);
+      expect(back.map((m) => [m.id, m.status, m.payload])).toEqual([
+        ["msg_1", MessageStatus.SENDING, '{"body":"msg_1"}'],
+        ["msg_3", MessageStatus.QUEUED, '{"body":"msg_3"}'],
+      ]);
+      expect(back[0]!.events).toEqual(a.events);
+      // What the API reads never carries the payload.
+      expect(await r.history.get("org_a", "msg_3")).toEqual(noPayloadOf(c));
+      const [{ n }] = await r.db.run((sql) => sql`SELECT COUNT(*) AS n FROM messages WHERE payload IS NOT NULL`);
+      expect(Number(n)).toBe(2);
       await r.close();
     });
 

@@ -39,6 +39,7 @@ export async function startInProcess(
     clock,
     laneRate: 40,
     visibilityMs,
+    reconcileEveryMs: 5_000,
     policy,
     retentionMs: 30 * 86_400_000,
     webhookPolicy: webhookRetryPolicy(),

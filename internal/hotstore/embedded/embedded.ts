@@ -5,6 +5,7 @@ import { type Plan, Verdict } from "../../gen/mailcore/limiter/v1/limiter_pb";
 import type { Lane } from "../../gen/mailcore/limiter/v1/mail_pb";
 import { type BucketLimit, type BucketState, levelAt, msUntilAdmit, msUntilFull, remaining } from "../../bucket/bucket";
 import { IP_PERIOD_MS, IP_QUOTA, MINIMUM_PLAN, ORG_PERIOD_MS, planQuota } from "../../plans/plans";
+import type { MessageHistory } from "../../model/history";
 import type { OrgProjection } from "../../model/projection";
 import {
   type AckInput,
@@ -13,6 +14,7 @@ import {
   type DeliveryPolicy,
   type EnqueueInput,
   type HotStore,
+  type MessageRef,
   INVALID_TOKEN_TTL_MS,
   newAudienceStamp,
   type OrgRef,
@@ -248,6 +250,19 @@ export class EmbeddedHot implements HotStore {
   }
   settle(written: Written[]) {
     return this.lanes.settle(written);
+  }
+
+  presence(messages: MessageRef[]) {
+    return this.lanes.presence(messages);
+  }
+  restore(messages: MessageHistory[], nowMs: number) {
+    return this.lanes.restore(messages, nowMs);
+  }
+  unfinishedHere() {
+    return this.lanes.unfinishedHere();
+  }
+  drop(stale: Written[]) {
+    return this.lanes.drop(stale);
   }
 
   /** One daemon owns the embedded store, so it always runs the singletons. */

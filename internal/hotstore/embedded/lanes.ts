@@ -11,12 +11,18 @@ import {
   type EnqueueResult,
   type GuardReason,
   type LaneCounts,
+  KEPT_ACK_MS,
   type LeasedRecord,
+  OUTBOX_PAYLOAD_BYTES,
+  type MessageRef,
+  type Presence,
   RECOVER_BATCH,
   type RecoverResult,
   type Released,
+  type RestoreResult,
   type Written,
 } from "../hotstore";
+import { FINAL_STATUSES } from "../../mail/policy";
 
 // A message's place: waiting in its lane, released and ready for a worker, leased to a
 // worker (inflight), waiting for a retry (deferred), or done (final, until it is settled in
@@ -40,6 +46,7 @@ interface MessageRow {
   v: number;
   state: State;
   lease_id: string | null;
+  payload_written: number;
 }
 
 /**
@@ -70,16 +77,18 @@ export class EmbeddedLanes {
       CREATE TABLE IF NOT EXISTS guard_log (org_id TEXT NOT NULL, mailbox TEXT NOT NULL, at_ms INTEGER NOT NULL, message_id TEXT NOT NULL, expires_ms INTEGER NOT NULL);
       CREATE INDEX IF NOT EXISTS guard_log_mailbox ON guard_log (org_id, mailbox, at_ms);
       CREATE TABLE IF NOT EXISTS cooldowns (mailbox TEXT PRIMARY KEY, until_ms INTEGER NOT NULL);
+      CREATE TABLE IF NOT EXISTS kept_acks (org_id TEXT NOT NULL, message_id TEXT NOT NULL, outcome INTEGER NOT NULL,
+        detail TEXT NOT NULL, expires_ms INTEGER NOT NULL, PRIMARY KEY (org_id, message_id));
       CREATE TABLE IF NOT EXISTS idempotency (org_id TEXT NOT NULL, key TEXT NOT NULL, body_hash TEXT NOT NULL, message_id TEXT NOT NULL,
         expires_ms INTEGER NOT NULL, PRIMARY KEY (org_id, key));
     `);
-    // A hot.db made before messages kept their tags.
-    if (
-      !(db.query("SELECT name FROM pragma_table_info('messages')").all() as { name: string }[]).some(
-        (c) => c.name === "tags",
-      )
-    )
+    // Columns added after the first release of this file: the message's tags, and whether the
+    // records have its payload.
+    const columns = db.query("SELECT name FROM pragma_table_info('messages')").all() as { name: string }[];
+    if (!columns.some((c) => c.name === "tags"))
       db.exec("ALTER TABLE messages ADD COLUMN tags TEXT NOT NULL DEFAULT ''");
+    if (!columns.some((c) => c.name === "payload_written"))
+      db.exec("ALTER TABLE messages ADD COLUMN payload_written INTEGER NOT NULL DEFAULT 0");
     const bounds = db.query("SELECT COALESCE(MIN(seq), 0) AS lo, COALESCE(MAX(seq), 0) AS hi FROM messages").get() as {
       lo: number;
       hi: number;
@@ -232,6 +241,13 @@ export class EmbeddedLanes {
         .query("SELECT status, lease_id, attempts, mailbox FROM messages WHERE id = ? AND org_id = ?")
         .get(input.messageId, input.orgId) as MessageRow | null;
       if (!row || row.status !== MessageStatus.SENDING || row.lease_id !== input.leaseId) {
+        // Kept all the same: its message was delivered (or bounced, or deferred), which the
+        // reconciliation must know if the message is lost or found stale.
+        this.db
+          .query(
+            "INSERT OR REPLACE INTO kept_acks (org_id, message_id, outcome, detail, expires_ms) VALUES (?, ?, ?, ?, ?)",
+          )
+          .run(input.orgId, input.messageId, input.outcome, input.detail, nowMs + KEPT_ACK_MS);
         return { current: false, status: (row?.status ?? MessageStatus.UNSPECIFIED) as MessageStatus };
       }
       let status: MessageStatus;
@@ -308,15 +324,118 @@ export class EmbeddedLanes {
   }
 
   async changedMessages(max: number): Promise<MessageHistory[]> {
-    return this.histories(
-      this.db.query("SELECT * FROM messages WHERE dirty = 1 ORDER BY updated_ms LIMIT ?").all(max) as MessageRow[],
-    );
+    const rows = this.db
+      .query("SELECT * FROM messages WHERE dirty = 1 ORDER BY updated_ms LIMIT ?")
+      .all(max) as MessageRow[];
+    // The records keep the payload of a message until it is final; it goes once, and a batch's
+    // payloads stop at the budget (past its first message).
+    const out: MessageHistory[] = [];
+    let bytes = 0;
+    for (const [i, m] of this.histories(rows).entries()) {
+      const row = rows[i]!;
+      if (FINAL_STATUSES.has(m.status) || row.payload_written === 1) {
+        out.push(m);
+        continue;
+      }
+      if (out.length > 0 && bytes + row.payload.length > OUTBOX_PAYLOAD_BYTES) break;
+      bytes += row.payload.length;
+      out.push({ ...m, payload: row.payload });
+    }
+    return out;
+  }
+
+  async presence(messages: MessageRef[]): Promise<Presence[]> {
+    const here = this.db.query("SELECT 1 FROM messages WHERE id = ? AND org_id = ?");
+    const acked = this.db.query("SELECT 1 FROM kept_acks WHERE message_id = ? AND org_id = ?");
+    return messages.map(({ orgId, id }) => (here.get(id, orgId) ? "here" : acked.get(id, orgId) ? "acked" : "missing"));
+  }
+
+  async unfinishedHere(): Promise<Written[]> {
+    return (
+      this.db.query("SELECT org_id, id, v FROM messages WHERE state != 'done'").all() as {
+        org_id: string;
+        id: string;
+        v: number;
+      }[]
+    ).map((r) => ({ orgId: r.org_id, id: r.id, version: r.v }));
+  }
+
+  async drop(stale: Written[]): Promise<number> {
+    return this.db.transaction(() => {
+      let dropped = 0;
+      for (const w of stale) {
+        const { changes } = this.db
+          .query("DELETE FROM messages WHERE id = ? AND org_id = ? AND v = ?")
+          .run(w.id, w.orgId, w.version);
+        if (changes === 0) continue;
+        this.db.query("DELETE FROM message_events WHERE message_id = ?").run(w.id);
+        dropped++;
+      }
+      return dropped;
+    })();
+  }
+
+  async restore(messages: MessageHistory[], nowMs: number): Promise<RestoreResult> {
+    return this.db.transaction(() => {
+      const result = { requeued: 0, finished: 0 };
+      for (const m of messages) {
+        if (this.db.query("SELECT 1 FROM messages WHERE id = ? AND org_id = ?").get(m.id, m.orgId)) continue;
+        const ack = this.db
+          .query("DELETE FROM kept_acks WHERE org_id = ? AND message_id = ? RETURNING outcome, detail")
+          .get(m.orgId, m.id) as { outcome: DeliveryOutcome; detail: string } | null;
+        let status = MessageStatus.QUEUED;
+        let detail = "restored from the records; back in its lane";
+        // Back at the head of its organization's queue, or at the tail for the retry of a deferred ack.
+        let seq = --this.headSeq;
+        if (ack) {
+          detail = ack.detail;
+          if (ack.outcome === DeliveryOutcome.DELIVERED) status = MessageStatus.DELIVERED;
+          else if (ack.outcome === DeliveryOutcome.BOUNCED) status = MessageStatus.BOUNCED;
+          else seq = ++this.seq;
+        }
+        const state: State = status === MessageStatus.QUEUED ? "waiting" : "done";
+        this.db
+          .query(
+            `INSERT INTO messages (id, org_id, lane, payload, mailbox, from_header, to_header, subject, tags, status, attempts, created_ms, updated_ms, state, seq, v)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          )
+          .run(
+            m.id,
+            m.orgId,
+            m.lane,
+            m.payload ?? "",
+            m.toMailbox,
+            m.from,
+            m.to,
+            m.subject,
+            joinTags(m.tags),
+            status,
+            m.attempts,
+            m.createdMs,
+            nowMs,
+            state,
+            seq,
+            m.events.length,
+          );
+        this.db.query("DELETE FROM message_events WHERE message_id = ?").run(m.id);
+        for (const [i, e] of m.events.entries())
+          this.db
+            .query("INSERT INTO message_events (message_id, seq, at_ms, status, detail) VALUES (?, ?, ?, ?, ?)")
+            .run(m.id, i, e.atMs, e.status, e.detail);
+        this.event(m.id, nowMs, status, detail);
+        if (state === "waiting") result.requeued++;
+        else result.finished++;
+      }
+      return result;
+    })();
   }
 
   async settle(written: Written[]): Promise<number> {
     return this.db.transaction(() => {
       let gone = 0;
       for (const w of written) {
+        // The records have its payload now (written with the first batch that had the message).
+        this.db.query("UPDATE messages SET payload_written = 1 WHERE id = ? AND org_id = ?").run(w.id, w.orgId);
         const { changes } = this.db
           .query("UPDATE messages SET dirty = 0 WHERE id = ? AND org_id = ? AND v = ?")
           .run(w.id, w.orgId, w.version);
@@ -366,6 +485,7 @@ export class EmbeddedLanes {
       this.db.query("DELETE FROM guard_log WHERE expires_ms <= ?").run(nowMs);
       this.db.query("DELETE FROM idempotency WHERE expires_ms <= ?").run(nowMs);
       this.db.query("DELETE FROM cooldowns WHERE until_ms <= ?").run(nowMs);
+      this.db.query("DELETE FROM kept_acks WHERE expires_ms <= ?").run(nowMs);
     })();
   }
 

@@ -15,8 +15,17 @@ export interface WaitPolicy {
 /** A change of a message that the primary made but that its replicas did not confirm in time. */
 export class NotConfirmed extends Error {}
 
-/** The scripts that change a message's state, and the outbox the records writer copies. */
-export type WriteScript = "enqueue" | "release" | "lease" | "ack" | "recover" | "collect" | "settle";
+/** The scripts that change a message's state (the reconciliation's too), and the outbox the records writer copies. */
+export type WriteScript =
+  | "enqueue"
+  | "release"
+  | "lease"
+  | "ack"
+  | "recover"
+  | "collect"
+  | "settle"
+  | "putback"
+  | "drop";
 
 type Outcome = { value: unknown } | { error: unknown };
 

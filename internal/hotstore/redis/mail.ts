@@ -9,6 +9,7 @@ import {
   type EnqueueInput,
   type EnqueueResult,
   type GuardReason,
+  KEPT_ACK_MS,
   type LaneCounts,
   type LeasedRecord,
   type MailStore,
@@ -36,12 +37,28 @@ export type MessageReply = [
   number,
   [number, number, string][],
   string,
+  string?,
 ];
 
 /** readMessage's reply as the records keep a message. */
 export function toHistory(m: MessageReply): MessageHistory {
-  const [id, orgId, lane, from, to, toMailbox, subject, status, attempts, createdMs, updatedMs, version, events, tags] =
-    m;
+  const [
+    id,
+    orgId,
+    lane,
+    from,
+    to,
+    toMailbox,
+    subject,
+    status,
+    attempts,
+    createdMs,
+    updatedMs,
+    version,
+    events,
+    tags,
+    payload,
+  ] = m;
   return {
     id,
     orgId,
@@ -57,6 +74,7 @@ export function toHistory(m: MessageReply): MessageHistory {
     updatedMs,
     version,
     events: events.map(([s, atMs, detail]) => ({ status: s as MessageStatus, atMs, detail })),
+    ...(payload === undefined ? {} : { payload }),
   };
 }
 
@@ -156,8 +174,15 @@ export class RedisMail implements MailStore {
 
   async ack(input: AckInput, policy: DeliveryPolicy, nowMs: number): Promise<AckResult> {
     const { orgId, messageId } = input;
+    // An ack that does not count is kept all the same: its message was delivered (or bounced, or
+    // deferred), which the reconciliation must know if the message is lost or found stale.
+    const keep = () =>
+      this.redis.set(keys.keptAck(orgId, messageId), `${input.outcome}|${input.detail}`, "PX", KEPT_ACK_MS);
     const lane = Number(await this.redis.hget(keys.message(orgId, messageId), "lane")) as Lane;
-    if (!LANES.includes(lane as (typeof LANES)[number])) return { current: false, status: 0 as MessageStatus };
+    if (!LANES.includes(lane as (typeof LANES)[number])) {
+      await keep();
+      return { current: false, status: 0 as MessageStatus };
+    }
     const [current, status] = (await this.writes.run("ack", [
       keys.message(orgId, messageId),
       keys.inFlight(lane),
@@ -172,6 +197,7 @@ export class RedisMail implements MailStore {
       orgId,
       messageId,
     ])) as [number, number];
+    if (current !== 1) await keep();
     return { current: current === 1, status: status as MessageStatus };
   }
 

@@ -1,5 +1,5 @@
 import type { MessageHistory } from "../../model/history";
-import type { OutboxStore, Written } from "../hotstore";
+import { OUTBOX_PAYLOAD_BYTES, type OutboxStore, type Written } from "../hotstore";
 import type { ConfirmedWrites } from "./confirm";
 import { keys } from "./layout";
 import { type MessageReply, toHistory } from "./mail";
@@ -12,7 +12,9 @@ export class RedisOutbox implements OutboxStore {
   constructor(private readonly writes: ConfirmedWrites) {}
 
   async changedMessages(max: number): Promise<MessageHistory[]> {
-    return ((await this.writes.run("collect", [keys.outbox(), max])) as MessageReply[]).map(toHistory);
+    return ((await this.writes.run("collect", [keys.outbox(), max, OUTBOX_PAYLOAD_BYTES])) as MessageReply[]).map(
+      toHistory,
+    );
   }
 
   async settle(written: Written[]): Promise<number> {

@@ -26,6 +26,7 @@ K.depth = 'mc:{mail}:depth:%s'            -- how many messages wait in the lane
 K.inFlight = 'mc:{mail}:inflight:%s'      -- zset: leased 'org|id' -> lease expiry
 K.deferred = 'mc:{mail}:deferred:%s'      -- zset: 'org|id' -> retry time
 K.outbox = 'mc:{mail}:outbox'             -- zset: 'org|id' changed since last written to the records
+K.keptAck = 'mc:{mail}:acked:%s:%s'       -- (org, id): 'outcome|detail', a worker's ack of a message no longer here
 K.refusals = 'mc:org:{%s}:429:%s'         -- (org, minute number): refused requests: quota, ip, recipient
 K.released = 'mc:{mail}:rel:%s:%s'        -- (org, second number): messages released, a count per lane
 

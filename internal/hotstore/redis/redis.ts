@@ -2,12 +2,23 @@ import { Cluster, Redis } from "ioredis";
 import type { Plan } from "../../gen/mailcore/limiter/v1/limiter_pb";
 import type { Lane } from "../../gen/mailcore/limiter/v1/mail_pb";
 import type { OrgProjection } from "../../model/projection";
-import type { AckInput, AdmitInput, DeliveryPolicy, EnqueueInput, HotStore, RefusalCount, Written } from "../hotstore";
+import type { MessageHistory } from "../../model/history";
+import type {
+  AckInput,
+  AdmitInput,
+  DeliveryPolicy,
+  EnqueueInput,
+  HotStore,
+  MessageRef,
+  RefusalCount,
+  Written,
+} from "../hotstore";
 import { RedisAdmission } from "./admission";
 import { ConfirmedWrites, type WaitPolicy } from "./confirm";
 import { keys } from "./layout";
 import { RedisMail } from "./mail";
 import { RedisOutbox } from "./outbox";
+import { RedisReconcile } from "./reconcile";
 import { type RedisClient, type ScriptedRedis, withScripts } from "./scripts";
 import { RedisUsage } from "./usage";
 
@@ -105,6 +116,7 @@ export class RedisHot implements HotStore {
   private readonly mail: RedisMail;
   private readonly usage: RedisUsage;
   private readonly outbox: RedisOutbox;
+  private readonly reconcile: RedisReconcile;
 
   constructor(redis: RedisClient, waiting?: RedisWaiting) {
     this.redis = withScripts(redis);
@@ -117,6 +129,7 @@ export class RedisHot implements HotStore {
     this.mail = new RedisMail(this.redis, this.writes);
     this.usage = new RedisUsage(this.redis);
     this.outbox = new RedisOutbox(this.writes);
+    this.reconcile = new RedisReconcile(this.redis, this.writes);
   }
 
   /** Resolves once the store knows how many replicas a change waits for. */
@@ -179,6 +192,19 @@ export class RedisHot implements HotStore {
   }
   settle(written: Written[]) {
     return this.outbox.settle(written);
+  }
+
+  presence(messages: MessageRef[]) {
+    return this.reconcile.presence(messages);
+  }
+  restore(messages: MessageHistory[], nowMs: number) {
+    return this.reconcile.restore(messages, nowMs);
+  }
+  unfinishedHere() {
+    return this.reconcile.unfinishedHere();
+  }
+  drop(stale: Written[]) {
+    return this.reconcile.drop(stale);
   }
 
   async holdLease(name: string, owner: string, ttlMs: number): Promise<boolean> {

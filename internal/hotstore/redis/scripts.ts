@@ -20,6 +20,10 @@ const SCRIPTS = {
   message: 1,
   collect: 1,
   settle: 1,
+  presence: 1,
+  putback: 1,
+  listing: 1,
+  drop: 1,
   usage_org: 1,
   usage_lanes: 2,
 } as const;
