@@ -123,7 +123,26 @@ export type EnqueueResult =
 export interface Released {
   orgId: string;
   messageId: string;
+  /** The slot the message leaves at (wall ms): workers hold it until then. */
+  slotMs: number;
 }
+
+/**
+ * The slot a release asks for. The store keeps each lane's last slot and gives the next release
+ * the later of atMs and that slot plus spacingMs, so slots stay spaced whichever daemon releases,
+ * a failover included. A last slot more than SLOT_CLOCK_STEP_MS past atMs is taken for a wall
+ * clock that stepped back, and forgotten.
+ */
+export interface SlotRequest {
+  atMs: number;
+  spacingMs: number;
+}
+
+/** How far ahead of a requested slot a lane's last slot may be before it is taken for a clock step. */
+export const SLOT_CLOCK_STEP_MS = 5_000;
+
+/** What a lane signal says: a lane got a message waiting (accepted, or put back), or messages were released for workers. */
+export type LaneSignal = { kind: "waiting"; lane: Lane } | { kind: "ready" };
 
 export interface LeasedRecord {
   leaseId: string;
@@ -132,6 +151,8 @@ export interface LeasedRecord {
   lane: Lane;
   payload: string;
   attempt: number;
+  /** The slot the message was released for: deliver it no earlier (wall ms). */
+  notBeforeMs: number;
 }
 
 export interface AckInput {
@@ -207,8 +228,11 @@ export interface AdmissionStore {
 export interface MailStore {
   /** Idempotency, the verified-domain check, guards, record and enqueue in one atomic step. */
   enqueue(input: EnqueueInput, nowMs: number): Promise<EnqueueResult>;
-  /** Releases the next message of the lane, round-robin over organizations; null when empty. */
-  release(lane: Lane, nowMs: number): Promise<Released | null>;
+  /**
+   * Releases the next message of the lane, round-robin over organizations, for a slot (see
+   * SlotRequest; without one, the slot is nowMs); null when the lane is empty.
+   */
+  release(lane: Lane, nowMs: number, slot?: SlotRequest): Promise<Released | null>;
   /** Leases up to max released messages, transactional first. */
   lease(max: number, nowMs: number, visibilityMs: number): Promise<LeasedRecord[]>;
   ack(input: AckInput, policy: DeliveryPolicy, nowMs: number): Promise<AckResult>;
@@ -244,6 +268,12 @@ export interface SingletonLeases {
   holdLease(name: string, owner: string, ttlMs: number): Promise<boolean>;
 }
 
+/** Tells every daemon on the store that there is work: the lane schedulers and the lease streams wait on it, not on a poll. */
+export interface LaneSignals {
+  /** Calls on for every signal, from any daemon on the store; returns what stops the watching. */
+  watchLanes(on: (signal: LaneSignal) => void): () => void;
+}
+
 /** The connection to the backing service. */
 export interface StoreLifecycle {
   /** Rejects when the backing service cannot be reached. */
@@ -252,4 +282,11 @@ export interface StoreLifecycle {
 }
 
 /** Every seam: what an adapter offers and the daemon wires. */
-export interface HotStore extends AdmissionStore, MailStore, UsageStore, OutboxStore, SingletonLeases, StoreLifecycle {}
+export interface HotStore
+  extends AdmissionStore,
+    MailStore,
+    UsageStore,
+    OutboxStore,
+    SingletonLeases,
+    LaneSignals,
+    StoreLifecycle {}

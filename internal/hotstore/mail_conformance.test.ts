@@ -4,7 +4,7 @@ import { afterAll, beforeEach, describe, expect, test } from "bun:test";
 import { ManualClock } from "../clock/clock";
 import { DeliveryOutcome, Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import { hotStoreServers, hotStores, projectSuiteOrg, SUITE_POLICY as POLICY, suiteSends } from "../testkit/hotstores";
-import type { AdmissionStore, MailStore, StoreLifecycle } from "./hotstore";
+import { type AdmissionStore, type MailStore, SLOT_CLOCK_STEP_MS, type StoreLifecycle } from "./hotstore";
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -114,6 +114,20 @@ for (const [name, open] of hotStores(servers)) {
       expect(order.slice(3, 5).sort()).toEqual([org, others[1]].sort());
       expect(order.slice(5)).toEqual([org, org, org, org]);
       expect(await store.release(Lane.BULK, clock.nowMs())).toBeNull();
+    });
+
+    test("slots are spaced on the store: a release gets the later of its slot and the lane's last plus the spacing, and its lease carries it", async () => {
+      for (let i = 0; i < 4; i++) await send({ countGuards: false, mailbox: `s${i}@example.com` });
+      const now = clock.nowMs();
+      const slots = [];
+      for (const atMs of [now + 100, now, now + 1_000, now + 1_000 - SLOT_CLOCK_STEP_MS - 26]) {
+        slots.push((await store.release(Lane.TRANSACTIONAL, now, { atMs, spacingMs: 25 }))!.slotMs - now);
+      }
+      // The second asks for a slot taken already (another daemon, a failover): it gets the next
+      // one; the last asks for one further back than a clock step: the lane's last is forgotten.
+      expect(slots).toEqual([100, 125, 1_000, 1_000 - SLOT_CLOCK_STEP_MS - 26]);
+      const leased = await store.lease(4, now, 30_000);
+      expect(leased.map((l) => l.notBeforeMs - now)).toEqual(slots);
     });
 
     test("lease, ack, retry with backoff, failure after the last attempt", async () => {
@@ -228,6 +242,7 @@ for (const [name, open] of hotStores(servers)) {
       expect(await store.release(Lane.TRANSACTIONAL, clock.nowMs())).toEqual({
         orgId: org,
         messageId: first!.messageId,
+        slotMs: clock.nowMs(),
       });
       const [other, second] = await store.lease(2, clock.nowMs(), 5_000);
       expect(other!.messageId).not.toBe(first!.messageId); // released before the expiry, still first in line

@@ -2,13 +2,15 @@ import type { Clock } from "../clock/clock";
 import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
 import { LANES } from "../mail/policy";
-import type { DeliveryPolicy, MailStore, SingletonLeases } from "../hotstore/hotstore";
-import { LaneScheduler, type ReleaseRecord } from "./scheduler";
+import type { DeliveryPolicy, LaneSignals, MailStore, SingletonLeases } from "../hotstore/hotstore";
+import { LaneScheduler, type ReleaseRecord, realTime } from "./scheduler";
 
-const RECOVER_EVERY_MS = 250;
+// Expired leases and due retries are put back this often: a retry or an expired lease waits at
+// most this much more (their delays are seconds at least); it keeps an idle daemon quiet.
+const RECOVER_EVERY_MS = 1_000;
 
 export interface LanesOptions {
-  store: MailStore & SingletonLeases;
+  store: MailStore & SingletonLeases & LaneSignals;
   clock: Clock;
   ratePerSecond: number;
   owner: string;
@@ -19,7 +21,7 @@ export interface LanesOptions {
   log: Logger;
 }
 
-/** Runs both lanes' schedulers and the loop that recovers expired leases and due retries. */
+/** Runs both lanes' schedulers, woken by the store's lane signals, and the loop that recovers expired leases and due retries. */
 export function startLanes(o: LanesOptions): { stop(): Promise<void> } {
   const schedulers = LANES.map(
     (lane) =>
@@ -28,11 +30,14 @@ export function startLanes(o: LanesOptions): { stop(): Promise<void> } {
         lane,
         ratePerSecond: o.ratePerSecond,
         owner: o.owner,
-        clock: o.clock,
+        time: realTime,
         onRelease: o.onRelease,
         log: o.log,
       }),
   );
+  const unwatch = o.store.watchLanes((signal) => {
+    if (signal.kind === "waiting") schedulers[LANES.indexOf(signal.lane as (typeof LANES)[number])]?.wake();
+  });
   for (const s of schedulers) s.start();
   let recovering = false;
   const failing = new FailureEpisode(o.log, "recovery");
@@ -55,6 +60,7 @@ export function startLanes(o: LanesOptions): { stop(): Promise<void> } {
   return {
     async stop() {
       clearInterval(recovery);
+      unwatch();
       await Promise.all(schedulers.map((s) => s.stop()));
     },
   };

@@ -1,4 +1,3 @@
-import type { Clock } from "../clock/clock";
 import type { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
@@ -6,10 +5,33 @@ import type { MailStore, Released, SingletonLeases } from "../hotstore/hotstore"
 
 export interface ReleaseRecord extends Released {
   lane: Lane;
-  /** When the slot was due, and when the release happened. */
-  slotAtMs: number;
+  /** When the store released the message (wall ms): up to LEAD_MS before its slot (slotMs). */
   releasedAtMs: number;
 }
+
+/** The scheduler's time: a monotonic clock that paces, the wall clock that stamps, and a sleep. */
+export interface SchedulerTime {
+  monoMs(): number;
+  wallMs(): number;
+  /** Resolves after ms, or at once when signal aborts. */
+  sleep(ms: number, signal: AbortSignal): Promise<void>;
+}
+
+/** Real time: performance.now() paces, Date.now() stamps. */
+export const realTime: SchedulerTime = {
+  monoMs: () => performance.now(),
+  wallMs: () => Date.now(),
+  sleep: (ms, signal) =>
+    new Promise((done) => {
+      const finish = () => {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", finish);
+        done();
+      };
+      const timer = setTimeout(finish, Math.max(0, ms));
+      signal.addEventListener("abort", finish);
+    }),
+};
 
 export interface SchedulerOptions {
   store: Pick<MailStore, "release"> & SingletonLeases;
@@ -17,27 +39,36 @@ export interface SchedulerOptions {
   ratePerSecond: number;
   /** This daemon's name; with Redis, one daemon at a time runs a lane's scheduler. */
   owner: string;
-  clock: Clock;
+  time: SchedulerTime;
   onRelease(r: ReleaseRecord): void;
   log: Logger;
 }
 
+/** How far ahead of its slot a message is released: a stall of the daemon shorter than this moves no delivery. */
+export const LEAD_MS = 1_000;
+/** With nothing signalled, an idle lane is looked at this often all the same (a lost signal costs at most this). */
+export const IDLE_RECHECK_MS = 5_000;
 const HOLD_TTL_MS = 2_000;
 const HOLD_RENEW_MS = 500;
 
 /**
- * Paces one lane at `rate` releases per second: slot k is due at t0 + k * (1000 / rate),
- * on absolute deadlines, so timer delays never accumulate into drift. Each slot releases the
- * next message of the lane, round-robin over organizations (the store decides which).
+ * Paces one lane at `rate` messages per second by stamping each release with a slot: slot k+1
+ * is slot k plus the spacing (1000 / rate, rounded up to whole ms), and the worker delivers a
+ * message no earlier than its slot. Messages are released up to LEAD_MS ahead of their slots,
+ * so the daemon's event loop may stall (SQLite work, a slow store call) for up to LEAD_MS
+ * without moving a delivery or losing a slot. The store keeps the lane's last slot and spaces
+ * every release from it, so slots stay spaced whichever daemon releases.
  *
- * When the process stalls (a busy event loop, a slow store call), the slots it missed are
- * released late rather than lost, but never as a burst: a release comes at least half a slot
- * after the previous one, and never more than `rate` in any 1000 ms. A stall longer than a
- * second gives up the slots it missed. So a backlogged lane releases `rate` per second, and
- * no second ever holds more.
+ * An empty lane waits for a signal (an enqueue or a put-back, from any daemon on the store), or
+ * IDLE_RECHECK_MS: an idle lane costs no store calls. The first message after the quiet gets
+ * the slot "now" and leaves at once.
  */
 export class LaneScheduler {
-  private stopped = false;
+  private readonly stopping = new AbortController();
+  /** Aborted by wake() to end an idle wait; replaced for the next one. */
+  private waking = new AbortController();
+  /** A wake came since the last look at the store: look again before waiting. */
+  private woken = true;
   private done: Promise<void> | undefined;
 
   constructor(private readonly o: SchedulerOptions) {}
@@ -46,35 +77,38 @@ export class LaneScheduler {
     this.done = this.run();
   }
 
+  /** Something may be waiting in the lane: look now if idle. */
+  wake(): void {
+    this.woken = true;
+    this.waking.abort();
+  }
+
   async stop(): Promise<void> {
-    this.stopped = true;
+    this.stopping.abort();
+    this.waking.abort();
     await this.done;
   }
 
+  private async idle(ms: number): Promise<void> {
+    if (this.woken) return;
+    this.waking = new AbortController();
+    await this.o.time.sleep(ms, AbortSignal.any([this.waking.signal, this.stopping.signal]));
+  }
+
   private async run(): Promise<void> {
-    const { store, lane, clock, log, ratePerSecond: rate } = this.o;
-    // Deadlines run on the monotonic clock: a step of the wall clock (NTP, a VM resume)
-    // neither stalls a lane nor bursts it. The wall clock only stamps what is stored.
-    const mono = () => performance.now();
-    const slot = 1_000 / rate;
-    const t0 = mono();
-    const wall0 = clock.nowMs();
-    /** The last `rate` release times, oldest first: no release within 1000 ms of the rate-th before it. */
-    const recent: number[] = [];
-    let k = 0;
+    const { store, lane, time, log, ratePerSecond: rate } = this.o;
+    const spacing = Math.ceil(1_000 / rate);
+    const stopped = this.stopping.signal;
+    /** The earliest the next slot may be (monotonic ms): the last slot plus the spacing. */
+    let next = Number.NEGATIVE_INFINITY;
     let holding = false;
     let heldAt = Number.NEGATIVE_INFINITY;
-    const failing = new FailureEpisode(log, "lane release", { lane }, mono);
-    while (!this.stopped) {
-      const slotAt = t0 + k * slot;
-      const windowFree = recent.length === rate ? recent[0]! + 1_000 : Number.NEGATIVE_INFINITY;
-      const due = Math.max(slotAt, (recent.at(-1) ?? Number.NEGATIVE_INFINITY) + slot / 2, windowFree);
-      const wait = due - mono();
-      if (wait > 0) await Bun.sleep(wait);
-      if (this.stopped) break;
-      const now = mono();
-      if (now - slotAt > 1_000) {
-        k = Math.floor((now - t0) / slot); // more than a second behind: skip, never burst
+    const failing = new FailureEpisode(log, "lane release", { lane }, () => time.monoMs());
+    while (!stopped.aborted) {
+      const now = time.monoMs();
+      const slot = Math.max(next, now);
+      if (slot - now > LEAD_MS) {
+        await time.sleep(slot - LEAD_MS - now, stopped);
         continue;
       }
       try {
@@ -82,20 +116,32 @@ export class LaneScheduler {
           holding = await store.holdLease(`scheduler:${lane}`, this.o.owner, HOLD_TTL_MS);
           heldAt = now;
         }
-        if (holding) {
-          const released = await store.release(lane, clock.nowMs());
-          if (released) {
-            recent.push(mono()); // released once the store has answered
-            if (recent.length > rate) recent.shift();
-            this.o.onRelease({ ...released, lane, slotAtMs: wall0 + (slotAt - t0), releasedAtMs: clock.nowMs() });
-          }
+        if (!holding) {
+          // Another daemon runs this lane; take over if its lease lapses.
+          await time.sleep(HOLD_TTL_MS, stopped);
+          continue;
         }
+        this.woken = false;
+        // Slots are stamped on the wall clock (workers compare them with theirs), as an offset
+        // from now on the monotonic clock: a step of the wall clock moves no spacing.
+        const wallNow = time.wallMs();
+        const released = await store.release(lane, wallNow, {
+          atMs: Math.ceil(wallNow + (slot - now)),
+          spacingMs: spacing,
+        });
         failing.succeeded();
+        if (!released) {
+          await this.idle(IDLE_RECHECK_MS);
+          continue;
+        }
+        next = now + (released.slotMs - wallNow) + spacing;
+        this.o.onRelease({ ...released, lane, releasedAtMs: wallNow });
       } catch (err) {
         holding = false; // a store that fails loses the lease until it answers again
+        heldAt = Number.NEGATIVE_INFINITY;
         failing.failed(err as Error);
+        await time.sleep(HOLD_RENEW_MS, stopped);
       }
-      k++;
     }
   }
 }

@@ -106,7 +106,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
   const webhooks = webhookRoutes({ records: o.records, clock: o.clock, policy: o.webhookPolicy });
   const audience = audienceRoutes({ records: o.records, clock: o.clock });
   const automation = automationRoutes({ records: o.records, clock: o.clock });
-  const accept = acceptor({ hot: o.hot, projection, clock: o.clock }, runtime);
+  const accept = acceptor({ hot: o.hot, projection, clock: o.clock });
   const automationParts = {
     records: o.records,
     hot: o.hot,
@@ -119,6 +119,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
   const fanout = new CampaignFanout(automationParts);
   const runner = new WorkflowRunner(automationParts);
   let lanes: { stop(): Promise<void> } | undefined;
+  let unwatchReady: (() => void) | undefined;
   return {
     routes(router) {
       limiter.routes(router);
@@ -135,6 +136,10 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
       refusals.start();
       fanout.start();
       runner.start();
+      // A release on any daemon of the store may be for this daemon's lease streams.
+      unwatchReady = o.hot.watchLanes((signal) => {
+        if (signal.kind === "ready") runtime.work.notifyAll();
+      });
       lanes = startLanes({
         store: o.hot,
         clock: o.clock,
@@ -152,6 +157,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     async stopReleasing() {
       await Promise.all([fanout.stop(), runner.stop()]);
       await lanes?.stop();
+      unwatchReady?.();
       runtime.stopping.abort();
     },
     async stop() {

@@ -8,6 +8,8 @@ import type { Logger } from "../log/log";
 
 /** How long a holder keeps a lease without renewing it (a dead daemon's lease passes on after this). */
 const LEASE_TTL_MS = 5_000;
+/** A held lease is renewed this often, not every tick: an idle daemon stays quiet on the store. */
+const LEASE_RENEW_MS = 1_500;
 
 /** What every leased loop of a daemon is given. */
 export interface LoopParts {
@@ -28,6 +30,8 @@ export abstract class LeasedLoop {
   private timer: ReturnType<typeof setInterval> | undefined;
   private running: Promise<void> | undefined;
   private readonly failing: FailureEpisode;
+  /** When this daemon last took or renewed the lease (monotonic ms); -Infinity while it does not hold it. */
+  private heldAt = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly parts: LoopParts,
@@ -53,7 +57,10 @@ export abstract class LeasedLoop {
     this.running ??= this.leased()
       .then(
         () => this.failing.succeeded(),
-        (err: Error) => this.failing.failed(err),
+        (err: Error) => {
+          this.heldAt = Number.NEGATIVE_INFINITY;
+          this.failing.failed(err);
+        },
       )
       .finally(() => {
         this.running = undefined;
@@ -62,6 +69,12 @@ export abstract class LeasedLoop {
   }
 
   private async leased(): Promise<void> {
-    if (await this.parts.hot.holdLease(this.spec.lease, this.parts.owner, LEASE_TTL_MS)) await this.round();
+    const now = performance.now();
+    if (now - this.heldAt >= LEASE_RENEW_MS) {
+      const held = await this.parts.hot.holdLease(this.spec.lease, this.parts.owner, LEASE_TTL_MS);
+      this.heldAt = held ? now : Number.NEGATIVE_INFINITY;
+      if (!held) return;
+    }
+    await this.round();
   }
 }

@@ -26,7 +26,9 @@ import { guard } from "./service";
 
 const RELEASE_RING = 20_000;
 const MAX_IN_FLIGHT = 256;
-const IDLE_POLL_MS = 20;
+// A lease stream with nothing to lease waits for a release or an ack (signalled, on any daemon
+// of the store), or this long: a poll only in case a signal was lost.
+const IDLE_POLL_MS = 2_000;
 
 export interface MailDeps {
   hot: MailStore;
@@ -80,7 +82,7 @@ export interface SendInput {
  * transactional lane the bounce cooldown and the recipient guards), atomically with the
  * enqueue. An organization missing from the projection is rebuilt from the records once.
  */
-export function acceptor(deps: Pick<MailDeps, "hot" | "projection" | "clock">, runtime: MailRuntime) {
+export function acceptor(deps: Pick<MailDeps, "hot" | "projection" | "clock">) {
   const { hot, projection, clock } = deps;
   const enqueue = async (input: EnqueueInput): Promise<EnqueueResult> => {
     const first = await hot.enqueue(input, clock.nowMs());
@@ -110,7 +112,6 @@ export function acceptor(deps: Pick<MailDeps, "hot" | "projection" | "clock">, r
         ? { key: req.idempotencyKey, bodyHash: req.bodyHash ?? "", ttlMs: IDEMPOTENCY_TTL_MS }
         : undefined,
     });
-    if (result.kind === "accepted") runtime.work.notifyAll();
     return result;
   };
 }
@@ -118,7 +119,7 @@ export function acceptor(deps: Pick<MailDeps, "hot" | "projection" | "clock">, r
 /** The daemon's sending RPCs: accept, look up, lease/ack, lane reports. */
 export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
   const { hot, records, clock } = deps;
-  const accept = acceptor(deps, runtime);
+  const accept = acceptor(deps);
 
   return (router: ConnectRouter) => {
     router.service(MailService, {
@@ -198,6 +199,7 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
                 orgId: l.orgId,
                 lane: l.lane,
                 attempt: l.attempt,
+                notBeforeMs: BigInt(l.notBeforeMs),
                 email: fromJsonString(EmailSchema, l.payload),
               };
             }
@@ -255,7 +257,7 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
           releases: runtime.releasesSince(req.lane, Number(req.sinceMs)).map((r) => ({
             messageId: r.messageId,
             orgId: r.orgId,
-            slotAtMs: BigInt(Math.round(r.slotAtMs)),
+            slotAtMs: BigInt(r.slotMs),
             releasedAtMs: BigInt(r.releasedAtMs),
           })),
         };

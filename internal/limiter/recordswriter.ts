@@ -10,6 +10,8 @@ import { EMAIL_EVENT_OF_STATUS } from "../webhooks/events";
 
 /** How often the message history is written, and how many messages per batch. */
 const FLUSH_EVERY_MS = 200;
+/** After a flush that found nothing, the next waits twice as long, up to this: an idle daemon stays quiet on the store. */
+const FLUSH_IDLE_MAX_MS = 2_000;
 const FLUSH_BATCH = 500;
 /** How often expired history is deleted, and how many messages per delete. */
 const RETENTION_EVERY_MS = 60_000;
@@ -43,12 +45,17 @@ export class RecordsWriter {
   private readonly timers: ReturnType<typeof setInterval>[] = [];
   private flushing: Promise<void> | undefined;
   private failing: string | undefined;
+  /** How long flushes wait while they find nothing, and until when (monotonic ms). */
+  private idleMs = 0;
+  private quietUntil = 0;
 
   constructor(private readonly o: RecordsWriterOptions) {}
 
   start(): void {
     this.timers.push(
-      setInterval(() => void this.flush(), FLUSH_EVERY_MS),
+      setInterval(() => {
+        if (performance.now() >= this.quietUntil) void this.flush();
+      }, FLUSH_EVERY_MS),
       setInterval(() => void this.background("retention", () => this.expire()), RETENTION_EVERY_MS),
       setInterval(() => void this.background("token use", () => this.writeTokenUse()), TOKEN_USE_RESOLUTION_MS),
     );
@@ -63,9 +70,17 @@ export class RecordsWriter {
   flush(): Promise<void> {
     this.flushing ??= this.background("message history", async () => {
       if (!(await this.o.hot.holdLease("history", this.o.owner, WRITER_LEASE_TTL_MS))) return;
-      for (;;) {
+      for (let round = 0; ; round++) {
         const changed = await this.o.hot.changedMessages(FLUSH_BATCH);
-        if (changed.length === 0) return;
+        if (changed.length === 0) {
+          if (round === 0) {
+            this.idleMs = Math.min(FLUSH_IDLE_MAX_MS, Math.max(FLUSH_EVERY_MS, this.idleMs * 2));
+            this.quietUntil = performance.now() + this.idleMs;
+          }
+          return;
+        }
+        this.idleMs = 0;
+        this.quietUntil = 0;
         await this.o.records.history.write(changed, (sql, fresh) =>
           this.o.records.webhooks.enqueueIn(sql, emailWebhookEvents(fresh), this.o.clock.nowMs()),
         );

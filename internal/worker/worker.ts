@@ -100,7 +100,12 @@ export class Worker {
   private async handle(m: LeaseResponse): Promise<void> {
     let result: DeliveryResult;
     try {
-      result = simulateFixture(m) ?? (await Promise.race([this.transport.deliver(m), this.cutOff.promise]));
+      // Released ahead of its slot: held until then, so that what a relay sees is the lane's pacing.
+      const early = Number(m.notBeforeMs) - Date.now();
+      if (early > 0) await Promise.race([Bun.sleep(early), this.cutOff.promise]);
+      result = this.stopping
+        ? await this.cutOff.promise
+        : (simulateFixture(m) ?? (await Promise.race([this.transport.deliver(m), this.cutOff.promise])));
     } catch (err) {
       result = { outcome: DeliveryOutcome.DEFERRED, detail: `worker error: ${(err as Error).message}` };
     }

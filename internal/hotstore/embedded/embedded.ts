@@ -14,6 +14,7 @@ import {
   type EnqueueInput,
   type HotStore,
   INVALID_TOKEN_TTL_MS,
+  type LaneSignal,
   newAudienceStamp,
   type OrgRef,
   type OrgUsage,
@@ -21,6 +22,7 @@ import {
   type RefusalKind,
   REFUSAL_MINUTES,
   RELEASE_WINDOW_S,
+  type SlotRequest,
   type TokenLookup,
   type Written,
 } from "../hotstore";
@@ -66,6 +68,7 @@ export class EmbeddedHot implements HotStore {
   private readonly lanes: EmbeddedLanes;
   private readonly refusals = new SlotCounters<RefusalKind>(60_000, REFUSAL_MINUTES);
   private readonly released = new SlotCounters<Lane>(1_000, RELEASE_WINDOW_S + 1);
+  private readonly watchers = new Set<(signal: LaneSignal) => void>();
 
   /** file null keeps everything in memory (tests). */
   constructor(
@@ -190,12 +193,19 @@ export class EmbeddedHot implements HotStore {
     });
   }
 
-  enqueue(input: EnqueueInput, nowMs: number) {
-    return this.lanes.enqueue(input, nowMs, () => this.orgs.get(input.orgId)?.domains.has(input.fromDomain));
+  async enqueue(input: EnqueueInput, nowMs: number) {
+    const result = await this.lanes.enqueue(input, nowMs, () =>
+      this.orgs.get(input.orgId)?.domains.has(input.fromDomain),
+    );
+    if (result.kind === "accepted") this.signal({ kind: "waiting", lane: input.lane });
+    return result;
   }
-  async release(lane: Lane, nowMs: number) {
-    const released = await this.lanes.release(lane, nowMs);
-    if (released) this.released.add(released.orgId, lane, 1, nowMs);
+  async release(lane: Lane, nowMs: number, slot?: SlotRequest) {
+    const released = await this.lanes.release(lane, nowMs, slot);
+    if (released) {
+      this.released.add(released.orgId, lane, 1, nowMs);
+      this.signal({ kind: "ready" });
+    }
     return released;
   }
   lease(max: number, nowMs: number, visibilityMs: number) {
@@ -204,8 +214,10 @@ export class EmbeddedHot implements HotStore {
   ack(input: AckInput, policy: DeliveryPolicy, nowMs: number) {
     return this.lanes.ack(input, policy, nowMs);
   }
-  recover(nowMs: number, policy: DeliveryPolicy) {
-    return this.lanes.recover(nowMs, policy);
+  async recover(nowMs: number, policy: DeliveryPolicy) {
+    const result = await this.lanes.recover(nowMs, policy);
+    if (result.expired + result.retried > 0) for (const lane of LANES) this.signal({ kind: "waiting", lane });
+    return result;
   }
   getMessage(orgId: string, messageId: string) {
     return this.lanes.getMessage(orgId, messageId);
@@ -248,6 +260,16 @@ export class EmbeddedHot implements HotStore {
   }
   settle(written: Written[]) {
     return this.lanes.settle(written);
+  }
+
+  /** One daemon owns the embedded store: its signals are its own. */
+  watchLanes(on: (signal: LaneSignal) => void): () => void {
+    this.watchers.add(on);
+    return () => this.watchers.delete(on);
+  }
+
+  private signal(s: LaneSignal): void {
+    for (const w of this.watchers) w(s);
   }
 
   /** One daemon owns the embedded store, so it always runs the singletons. */

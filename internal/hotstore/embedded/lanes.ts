@@ -15,6 +15,8 @@ import {
   RECOVER_BATCH,
   type RecoverResult,
   type Released,
+  SLOT_CLOCK_STEP_MS,
+  type SlotRequest,
   type Written,
 } from "../hotstore";
 
@@ -39,6 +41,7 @@ interface MessageRow {
   v: number;
   state: State;
   lease_id: string | null;
+  slot_ms: number | null;
 }
 
 /**
@@ -51,6 +54,8 @@ export class EmbeddedLanes {
   private headSeq: number;
   /** The organization each lane served last; the next slot goes to the next one after it. */
   private readonly lastServed = new Map<Lane, string>();
+  /** Each lane's last slot (see SlotRequest), read back from the messages after a restart. */
+  private readonly lastSlot = new Map<Lane, number>();
 
   constructor(private readonly db: Database) {
     db.exec(`
@@ -72,6 +77,15 @@ export class EmbeddedLanes {
       CREATE TABLE IF NOT EXISTS idempotency (org_id TEXT NOT NULL, key TEXT NOT NULL, body_hash TEXT NOT NULL, message_id TEXT NOT NULL,
         expires_ms INTEGER NOT NULL, PRIMARY KEY (org_id, key));
     `);
+    // Files from before slots were stamped get the column.
+    const columns = db.query("PRAGMA table_info(messages)").all() as { name: string }[];
+    if (!columns.some((c) => c.name === "slot_ms")) db.exec("ALTER TABLE messages ADD COLUMN slot_ms INTEGER");
+    for (const lane of LANES) {
+      const { last } = db.query("SELECT MAX(slot_ms) AS last FROM messages WHERE lane = ?").get(lane) as {
+        last: number | null;
+      };
+      if (last !== null) this.lastSlot.set(lane, last);
+    }
     const bounds = db.query("SELECT COALESCE(MIN(seq), 0) AS lo, COALESCE(MAX(seq), 0) AS hi FROM messages").get() as {
       lo: number;
       hi: number;
@@ -167,7 +181,7 @@ export class EmbeddedLanes {
     return { kind: "accepted", messageId };
   }
 
-  async release(lane: Lane, nowMs: number): Promise<Released | null> {
+  async release(lane: Lane, nowMs: number, slot?: SlotRequest): Promise<Released | null> {
     return this.db.transaction(() => {
       const next =
         "SELECT org_id FROM messages WHERE lane = ? AND state = 'waiting' AND org_id > ? ORDER BY org_id LIMIT 1";
@@ -177,10 +191,16 @@ export class EmbeddedLanes {
       const msg = this.db
         .query("SELECT id FROM messages WHERE lane = ? AND state = 'waiting' AND org_id = ? ORDER BY seq LIMIT 1")
         .get(lane, org.org_id) as { id: string };
-      this.db.query("UPDATE messages SET state = 'ready', seq = ? WHERE id = ?").run(++this.seq, msg.id);
+      let slotMs = slot?.atMs ?? nowMs;
+      const after = (this.lastSlot.get(lane) ?? Number.NEGATIVE_INFINITY) + (slot?.spacingMs ?? 0);
+      if (after > slotMs && after - slotMs <= SLOT_CLOCK_STEP_MS) slotMs = after;
+      this.lastSlot.set(lane, slotMs);
+      this.db
+        .query("UPDATE messages SET state = 'ready', seq = ?, slot_ms = ? WHERE id = ?")
+        .run(++this.seq, slotMs, msg.id);
       this.event(msg.id, nowMs, MessageStatus.QUEUED, "released");
       this.lastServed.set(lane, org.org_id);
-      return { orgId: org.org_id, messageId: msg.id };
+      return { orgId: org.org_id, messageId: msg.id, slotMs };
     })();
   }
 
@@ -191,7 +211,7 @@ export class EmbeddedLanes {
       for (const lane of LANES) {
         const rows = this.db
           .query(
-            "SELECT id, org_id, lane, payload, attempts FROM messages WHERE state = 'ready' AND lane = ? ORDER BY seq LIMIT ?",
+            "SELECT id, org_id, lane, payload, attempts, slot_ms FROM messages WHERE state = 'ready' AND lane = ? ORDER BY seq LIMIT ?",
           )
           .all(lane, max - out.length) as MessageRow[];
         for (const row of rows) {
@@ -210,6 +230,7 @@ export class EmbeddedLanes {
             lane: row.lane as Lane,
             payload: row.payload,
             attempt,
+            notBeforeMs: row.slot_ms ?? 0,
           });
         }
       }

@@ -44,6 +44,8 @@ export const keys = {
   inFlight: (lane: number) => key("inFlight", lane),
   deferred: (lane: number) => key("deferred", lane),
   lease: (name: string) => key("lease", name),
+  lastSlot: (lane: number) => key("lastSlot", lane),
+  signals: () => key("signals"),
   outbox: () => key("outbox"),
   refusals: (orgId: string, minute: number) => key("refusals", orgId, minute),
 };

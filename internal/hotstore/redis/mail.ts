@@ -15,6 +15,8 @@ import {
   RECOVER_BATCH,
   type RecoverResult,
   type Released,
+  SLOT_CLOCK_STEP_MS,
+  type SlotRequest,
 } from "../hotstore";
 import { keys } from "./layout";
 import type { ScriptedRedis } from "./scripts";
@@ -109,11 +111,19 @@ export class RedisMail implements MailStore {
     }
   }
 
-  async release(lane: Lane, nowMs: number): Promise<Released | null> {
-    const reply = (await this.redis.release(keys.roster(lane), keys.ready(lane), keys.depth(lane), nowMs, lane)) as
-      | [string, string]
-      | null;
-    return reply ? { orgId: reply[0], messageId: reply[1] } : null;
+  async release(lane: Lane, nowMs: number, slot?: SlotRequest): Promise<Released | null> {
+    const reply = (await this.redis.release(
+      keys.roster(lane),
+      keys.ready(lane),
+      keys.depth(lane),
+      keys.lastSlot(lane),
+      nowMs,
+      lane,
+      slot?.atMs ?? nowMs,
+      slot?.spacingMs ?? 0,
+      SLOT_CLOCK_STEP_MS,
+    )) as [string, string, number] | null;
+    return reply ? { orgId: reply[0], messageId: reply[1], slotMs: Number(reply[2]) } : null;
   }
 
   async lease(max: number, nowMs: number, visibilityMs: number): Promise<LeasedRecord[]> {
@@ -128,14 +138,15 @@ export class RedisMail implements MailStore {
       max,
       visibilityMs,
       prefix,
-    )) as [string, string, string, string, string, number][];
-    return reply.map(([leaseId, messageId, orgId, lane, payload, attempt]) => ({
+    )) as [string, string, string, string, string, number, string][];
+    return reply.map(([leaseId, messageId, orgId, lane, payload, attempt, slot]) => ({
       leaseId,
       messageId,
       orgId,
       lane: Number(lane) as Lane,
       payload,
       attempt,
+      notBeforeMs: Number(slot),
     }));
   }
 

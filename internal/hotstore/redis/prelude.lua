@@ -28,6 +28,13 @@ K.deferred = 'mc:{mail}:deferred:%s'      -- zset: 'org|id' -> retry time
 K.outbox = 'mc:{mail}:outbox'             -- zset: 'org|id' changed since last written to the records
 K.refusals = 'mc:org:{%s}:429:%s'         -- (org, minute number): refused requests: quota, ip, recipient
 K.released = 'mc:{mail}:rel:%s:%s'        -- (org, second number): messages released, a count per lane
+K.lastSlot = 'mc:{mail}:slot:%s'          -- (lane): the slot (wall ms) of the lane's last release
+K.signals = 'mc:{mail}:signals'           -- pub/sub channel: 'w<lane>' a lane got a message waiting, 'r' released
+
+-- Tells the daemons' lane schedulers that a lane got a message waiting (its depth became 1).
+local function signalWaiting(lane)
+  redis.call('PUBLISH', K.signals, 'w' .. lane)
+end
 
 -- How long the per-second release counts are kept (ms): longer than the window usage_lanes.lua reads.
 local RELEASED_KEEP_MS = 20000

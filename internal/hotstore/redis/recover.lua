@@ -11,7 +11,7 @@ local function requeue(org, id, head)
   local queue = key('orgQueue', ARGV[2], org)
   local len = head and redis.call('LPUSH', queue, id) or redis.call('RPUSH', queue, id)
   if len == 1 then redis.call('RPUSH', KEYS[3], org) end
-  redis.call('INCR', KEYS[4])
+  if redis.call('INCR', KEYS[4]) == 1 then signalWaiting(ARGV[2]) end
 end
 
 local again, failed = 0, 0

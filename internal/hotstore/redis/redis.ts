@@ -2,7 +2,18 @@ import { Cluster, Redis } from "ioredis";
 import type { Plan } from "../../gen/mailcore/limiter/v1/limiter_pb";
 import type { Lane } from "../../gen/mailcore/limiter/v1/mail_pb";
 import type { OrgProjection } from "../../model/projection";
-import type { AckInput, AdmitInput, DeliveryPolicy, EnqueueInput, HotStore, RefusalCount, Written } from "../hotstore";
+import { LANES } from "../../mail/policy";
+import type {
+  AckInput,
+  AdmitInput,
+  DeliveryPolicy,
+  EnqueueInput,
+  HotStore,
+  LaneSignal,
+  RefusalCount,
+  SlotRequest,
+  Written,
+} from "../hotstore";
 import { RedisAdmission } from "./admission";
 import { keys } from "./layout";
 import { RedisMail } from "./mail";
@@ -57,10 +68,13 @@ export class RedisHot implements HotStore {
   private readonly mail: RedisMail;
   private readonly usage: RedisUsage;
   private readonly outbox: RedisOutbox;
+  /** The connection that listens to the lane signals (a subscribed connection runs no other command), once watched. */
+  private subscriber: RedisClient | undefined;
+  private readonly watchers = new Set<(signal: LaneSignal) => void>();
 
-  constructor(redis: RedisClient) {
-    this.redis = withScripts(redis);
-    this.admission = new RedisAdmission(this.redis, redis instanceof Cluster);
+  constructor(private readonly client: RedisClient) {
+    this.redis = withScripts(client);
+    this.admission = new RedisAdmission(this.redis, client instanceof Cluster);
     this.mail = new RedisMail(this.redis);
     this.usage = new RedisUsage(this.redis);
     this.outbox = new RedisOutbox(this.redis);
@@ -85,8 +99,8 @@ export class RedisHot implements HotStore {
   enqueue(input: EnqueueInput, nowMs: number) {
     return this.mail.enqueue(input, nowMs);
   }
-  release(lane: Lane, nowMs: number) {
-    return this.mail.release(lane, nowMs);
+  release(lane: Lane, nowMs: number, slot?: SlotRequest) {
+    return this.mail.release(lane, nowMs, slot);
   }
   lease(max: number, nowMs: number, visibilityMs: number) {
     return this.mail.lease(max, nowMs, visibilityMs);
@@ -122,11 +136,40 @@ export class RedisHot implements HotStore {
     return ((await this.redis.hold(keys.lease(name), owner, ttlMs)) as number) === 1;
   }
 
+  watchLanes(on: (signal: LaneSignal) => void): () => void {
+    this.watchers.add(on);
+    if (!this.subscriber) {
+      const sub: RedisClient = this.client instanceof Cluster ? this.client.duplicate() : this.client.duplicate();
+      this.subscriber = sub;
+      const emit = (signal: LaneSignal) => {
+        for (const w of this.watchers) w(signal);
+      };
+      sub.on("error", () => {});
+      sub.on("message", (_channel: string, message: string) => {
+        emit(message === "r" ? { kind: "ready" } : { kind: "waiting", lane: Number(message.slice(1)) as Lane });
+      });
+      // Whatever was signalled while the connection was down is lost: after every (re)connection,
+      // once subscribed, everything is taken as signalled, and each watcher looks once.
+      sub.on("ready", () => {
+        sub
+          .subscribe(keys.signals())
+          .then(() => {
+            for (const lane of LANES) emit({ kind: "waiting", lane });
+            emit({ kind: "ready" });
+          })
+          .catch(() => {});
+      });
+      sub.connect().catch(() => {}); // it reconnects by itself
+    }
+    return () => this.watchers.delete(on);
+  }
+
   async ping(): Promise<void> {
     await this.redis.ping();
   }
 
   async close(): Promise<void> {
+    this.subscriber?.disconnect();
     this.redis.disconnect();
   }
 }

@@ -2,9 +2,13 @@
 -- oldest message, and goes to the back of the roster if it has more (round-robin). An
 -- organization is on the roster exactly while its queue in the lane is not empty.
 --
--- KEYS[1] the lane's roster  KEYS[2] the lane's ready list  KEYS[3] lane depth
--- ARGV[1] now  ARGV[2] lane
--- Reply: {org, message id} or nil.
+-- The message leaves at a slot: the later of the one asked for and the lane's last slot plus
+-- the spacing (a last slot further ahead than the clock step is forgotten), kept in the
+-- message for the lease, and as the lane's last slot.
+--
+-- KEYS[1] the lane's roster  KEYS[2] the lane's ready list  KEYS[3] lane depth  KEYS[4] the lane's last slot
+-- ARGV[1] now  ARGV[2] lane  ARGV[3] slot asked for  ARGV[4] spacing  ARGV[5] clock step
+-- Reply: {org, message id, slot} or nil.
 -- The organization's queue and message keys are derived here from the prelude's layout.
 
 local org = redis.call('LPOP', KEYS[1])
@@ -14,13 +18,19 @@ while org do
   if id then
     if redis.call('LLEN', queue) > 0 then redis.call('RPUSH', KEYS[1], org) end
     redis.call('DECR', KEYS[3])
-    redis.call('RPUSH', KEYS[2], ref(org, id))
+    local slot = tonumber(ARGV[3])
+    local last = tonumber(redis.call('GET', KEYS[4]) or '-1')
+    local after = last + tonumber(ARGV[4])
+    if after > slot and after - slot <= tonumber(ARGV[5]) then slot = after end
+    redis.call('SET', KEYS[4], slot, 'PX', tonumber(ARGV[5]) * 2)
+    redis.call('HSET', key('message', org, id), 'slot', slot)
+    if redis.call('RPUSH', KEYS[2], ref(org, id)) == 1 then redis.call('PUBLISH', K.signals, 'r') end
     record(org, id, S.QUEUED, ARGV[1], 'released')
     -- The organization's release rate, for the console.
     local released = key('released', org, math.floor(tonumber(ARGV[1]) / 1000))
     redis.call('HINCRBY', released, ARGV[2], 1)
     redis.call('PEXPIRE', released, RELEASED_KEEP_MS)
-    return {org, id}
+    return {org, id, slot}
   end
   org = redis.call('LPOP', KEYS[1])
 end
