@@ -5,9 +5,11 @@ import { LANES } from "../mail/policy";
 import type { DeliveryPolicy, LaneSignals, MailStore, SingletonLeases } from "../hotstore/hotstore";
 import { LaneScheduler, type ReleaseRecord, realTime } from "./scheduler";
 
-// Expired leases and due retries are put back this often: a retry or an expired lease waits at
-// most this much more (their delays are seconds at least); it keeps an idle daemon quiet.
-const RECOVER_EVERY_MS = 1_000;
+// Expired leases and due retries are put back every RECOVER_EVERY_MS; a round that finds
+// nothing doubles the wait before the next, up to RECOVER_IDLE_MAX_MS, so an idle daemon stays
+// quiet (a retry or an expired lease waits at most that much more: their delays are seconds).
+const RECOVER_EVERY_MS = 500;
+const RECOVER_IDLE_MAX_MS = 3_000;
 
 export interface LanesOptions {
   store: MailStore & SingletonLeases & LaneSignals;
@@ -39,27 +41,31 @@ export function startLanes(o: LanesOptions): { stop(): Promise<void> } {
     if (signal.kind === "waiting") schedulers[LANES.indexOf(signal.lane as (typeof LANES)[number])]?.wake();
   });
   for (const s of schedulers) s.start();
-  let recovering = false;
   const failing = new FailureEpisode(o.log, "recovery");
-  const recovery = setInterval(async () => {
-    if (recovering) return;
-    recovering = true;
+  let waitMs = RECOVER_EVERY_MS;
+  let recovery: ReturnType<typeof setTimeout> | undefined;
+  let stopped = false;
+  const recover = async () => {
     try {
       const { expired, retried, failed } = await o.store.recover(o.clock.nowMs(), o.policy);
-      if (expired + retried + failed > 0) {
+      const found = expired + retried + failed > 0;
+      if (found) {
         o.log.info("recovered", { expired, retried, failed });
         o.onRecovered();
       }
+      waitMs = found ? RECOVER_EVERY_MS : Math.min(RECOVER_IDLE_MAX_MS, waitMs * 2);
       failing.succeeded();
     } catch (err) {
+      waitMs = RECOVER_EVERY_MS;
       failing.failed(err as Error);
-    } finally {
-      recovering = false;
     }
-  }, RECOVER_EVERY_MS);
+    if (!stopped) recovery = setTimeout(recover, waitMs);
+  };
+  recovery = setTimeout(recover, waitMs);
   return {
     async stop() {
-      clearInterval(recovery);
+      stopped = true;
+      clearTimeout(recovery);
       unwatch();
       await Promise.all(schedulers.map((s) => s.stop()));
     },

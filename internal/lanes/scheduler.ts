@@ -47,7 +47,7 @@ export interface SchedulerOptions {
 /** How far ahead of its slot a message is released: a stall of the daemon shorter than this moves no delivery. */
 export const LEAD_MS = 1_000;
 /** With nothing signalled, an idle lane is looked at this often all the same (a lost signal costs at most this). */
-export const IDLE_RECHECK_MS = 5_000;
+export const IDLE_RECHECK_MS = 10_000;
 const HOLD_TTL_MS = 2_000;
 const HOLD_RENEW_MS = 500;
 

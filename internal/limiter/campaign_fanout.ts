@@ -24,17 +24,18 @@ export class CampaignFanout extends LeasedLoop {
   }
 
   /** One round: starts what is due, then tops up every sending campaign by a page. */
-  protected async round(): Promise<void> {
+  protected async round(): Promise<boolean> {
     const { records, clock } = this.o;
     await records.campaigns.startDue(clock.nowMs());
     const sending = await records.campaigns.sending();
-    if (sending.length === 0) return;
+    if (sending.length === 0) return false;
     const bulk = (await this.o.hot.laneCounts(clock.nowMs())).find((l) => l.lane === Lane.BULK);
     // depth: messages queued and not yet released.
     const laneLow = (bulk?.depth ?? 0) < CAMPAIGN_PAGE;
     for (const c of sending) {
       if (laneLow || pending(c) <= CAMPAIGN_PAGE) await this.page(c);
     }
+    return true;
   }
 
   /**

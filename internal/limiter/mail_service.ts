@@ -28,7 +28,7 @@ const RELEASE_RING = 20_000;
 const MAX_IN_FLIGHT = 256;
 // A lease stream with nothing to lease waits for a release or an ack (signalled, on any daemon
 // of the store), or this long: a poll only in case a signal was lost.
-const IDLE_POLL_MS = 2_000;
+const IDLE_POLL_MS = 5_000;
 
 export interface MailDeps {
   hot: MailStore;

@@ -11,7 +11,7 @@ import { EMAIL_EVENT_OF_STATUS } from "../webhooks/events";
 /** How often the message history is written, and how many messages per batch. */
 const FLUSH_EVERY_MS = 200;
 /** After a flush that found nothing, the next waits twice as long, up to this: an idle daemon stays quiet on the store. */
-const FLUSH_IDLE_MAX_MS = 2_000;
+const FLUSH_IDLE_MAX_MS = 4_000;
 const FLUSH_BATCH = 500;
 /** How often expired history is deleted, and how many messages per delete. */
 const RETENTION_EVERY_MS = 60_000;

@@ -40,9 +40,10 @@ export class WorkflowRunner extends LeasedLoop {
   }
 
   /** One round: every due run (a batch), side by side. */
-  protected async round(): Promise<void> {
+  protected async round(): Promise<boolean> {
     const due = await this.o.records.workflows.dueRuns(this.o.clock.nowMs(), DUE_BATCH);
     await Promise.all(due.map((r) => this.advance(r)));
+    return due.length > 0;
   }
 
   /** Runs the run's steps from where it is until it waits, is retried later, or ends. */
