@@ -11,16 +11,21 @@ import { IDLE_RECHECK_MS, LaneScheduler, LEAD_MS, type ReleaseRecord, type Sched
 
 const WALL0 = Date.UTC(2026, 10, 1);
 
-/** Virtual time: mono starts at 0; the wall clock is WALL0 plus mono plus any step. */
+/**
+ * Virtual time: mono runs in fractions of a ms, as performance.now() does; the wall clock is
+ * WALL0 plus mono plus any step, truncated to the ms as Date.now() is.
+ */
 class VirtualTime implements SchedulerTime {
-  mono = 0;
+  mono = 0.6;
   wallStep = 0;
   private timers: { at: number; done: () => void }[] = [];
+  private slept = 0;
   monoMs = () => this.mono;
-  wallMs = () => WALL0 + this.mono + this.wallStep;
+  wallMs = () => Math.floor(WALL0 + this.mono + this.wallStep);
   sleep(ms: number, signal: AbortSignal): Promise<void> {
     return new Promise((done) => {
-      const timer = { at: this.mono + Math.max(0, ms), done };
+      // A timer fires a fraction of a ms late, by a different fraction each time.
+      const timer = { at: this.mono + Math.max(0, ms) + (this.slept++ % 7) * 0.13, done };
       if (signal.aborted) return done();
       signal.addEventListener("abort", () => {
         this.timers = this.timers.filter((t) => t !== timer);

@@ -48,6 +48,8 @@ export interface SchedulerOptions {
 export const LEAD_MS = 1_000;
 /** With nothing signalled, an idle lane is looked at this often all the same (a lost signal costs at most this). */
 export const IDLE_RECHECK_MS = 10_000;
+/** How far the wall clock may drift from the monotonic one between two slots before it counts as a step. */
+const WALL_TOLERANCE_MS = 50;
 const HOLD_TTL_MS = 2_000;
 const HOLD_RENEW_MS = 500;
 
@@ -101,6 +103,8 @@ export class LaneScheduler {
     const stopped = this.stopping.signal;
     /** The earliest the next slot may be (monotonic ms): the last slot plus the spacing. */
     let next = Number.NEGATIVE_INFINITY;
+    /** The same on the wall clock, as the store stamped it. */
+    let nextWall = Number.NEGATIVE_INFINITY;
     let holding = false;
     let heldAt = Number.NEGATIVE_INFINITY;
     const failing = new FailureEpisode(log, "lane release", { lane }, () => time.monoMs());
@@ -122,19 +126,22 @@ export class LaneScheduler {
           continue;
         }
         this.woken = false;
-        // Slots are stamped on the wall clock (workers compare them with theirs), as an offset
-        // from now on the monotonic clock: a step of the wall clock moves no spacing.
+        // Slots are stamped on the wall clock (workers compare them with theirs). On schedule,
+        // the slot asked for is the last one plus the spacing, to the ms (converting from the
+        // monotonic clock would add a ms now and then: 39 a second); behind, or when the wall
+        // clock stepped, it is now plus the wait on the monotonic clock.
         const wallNow = time.wallMs();
-        const released = await store.release(lane, wallNow, {
-          atMs: Math.ceil(wallNow + (slot - now)),
-          spacingMs: spacing,
-        });
+        const expected = wallNow + (slot - now);
+        const atMs =
+          slot === next && Math.abs(nextWall - expected) <= WALL_TOLERANCE_MS ? nextWall : Math.ceil(expected);
+        const released = await store.release(lane, wallNow, { atMs, spacingMs: spacing });
         failing.succeeded();
         if (!released) {
           await this.idle(IDLE_RECHECK_MS);
           continue;
         }
         next = now + (released.slotMs - wallNow) + spacing;
+        nextWall = released.slotMs + spacing;
         this.o.onRelease({ ...released, lane, releasedAtMs: wallNow });
       } catch (err) {
         holding = false; // a store that fails loses the lease until it answers again

@@ -189,7 +189,7 @@ describe("two daemons, three APIs, two SMTP fronts, two workers on Redis + Postg
         )
       )
         .flat()
-        .sort((a, b) => Number(a.releasedAtMs - b.releasedAtMs));
+        .sort((a, b) => Number(a.slotAtMs - b.slotAtMs));
     // Polled every half second: reading every release from both daemons at a fast pace would take
     // the very CPU their lane schedulers are being measured on.
     await waitFor(
@@ -199,13 +199,13 @@ describe("two daemons, three APIs, two SMTP fronts, two workers on Redis + Postg
       500,
     );
     for (const lane of [Lane.TRANSACTIONAL, Lane.BULK]) {
-      const rs = (await releases(lane)).filter((r) => Number(r.releasedAtMs) >= backlogged);
+      const rs = (await releases(lane)).filter((r) => Number(r.slotAtMs) >= backlogged);
       expect(new Set(rs.map((r) => r.messageId)).size).toBe(rs.length);
-      const first = Number(rs[0]!.releasedAtMs);
+      const first = Number(rs[0]!.slotAtMs);
       const perSecond: number[] = [];
       for (const r of rs)
-        perSecond[Math.floor((Number(r.releasedAtMs) - first) / 1_000)] =
-          (perSecond[Math.floor((Number(r.releasedAtMs) - first) / 1_000)] ?? 0) + 1;
+        perSecond[Math.floor((Number(r.slotAtMs) - first) / 1_000)] =
+          (perSecond[Math.floor((Number(r.slotAtMs) - first) / 1_000)] ?? 0) + 1;
       console.log(`lane ${Lane[lane]} over two daemons: per second ${JSON.stringify(perSecond)}`);
       for (const n of perSecond.slice(0, -1)) {
         expect(n).toBeGreaterThanOrEqual(39);

@@ -1,19 +1,20 @@
-// How a lane's releases were paced, read back from the daemon (LaneService.ListReleases).
+// How a lane's releases were paced, read back from the daemon (LaneService.ListReleases): by
+// their slots, the times the messages leave (workers hold each until its slot).
 import type { Release } from "../gen/mailcore/limiter/v1/mail_pb";
 
 export interface Pacing {
-  /** Releases per whole second from the first release (the last second is partial). */
+  /** Slots per whole second from the first (the last second is partial). */
   perSecond: number[];
-  /** The most releases in any sliding 1000 ms. */
+  /** The most slots in any sliding 1000 ms. */
   maxSliding: number;
-  /** From the first release to the last. */
+  /** From the first slot to the last. */
   spanMs: number;
-  /** How late releases came after their slots. */
-  jitter: { p50: number; p99: number; max: number };
+  /** How far ahead of their slots messages were released (the store call; at most the lead). */
+  lead: { p50: number; p99: number; max: number };
 }
 
 export function pacing(rs: Release[]): Pacing {
-  const times = rs.map((r) => Number(r.releasedAtMs)).sort((a, b) => a - b);
+  const times = rs.map((r) => Number(r.slotAtMs)).sort((a, b) => a - b);
   const first = times[0]!;
   const perSecond: number[] = [];
   for (const t of times)
@@ -23,12 +24,12 @@ export function pacing(rs: Release[]): Pacing {
     while (times[j]! < times[i]! - 999) j++;
     maxSliding = Math.max(maxSliding, i - j + 1);
   }
-  const jitter = rs.map((r) => Number(r.releasedAtMs - r.slotAtMs)).sort((a, b) => a - b);
-  const q = (p: number) => jitter[Math.min(jitter.length - 1, Math.floor(p * jitter.length))]!;
+  const lead = rs.map((r) => Number(r.slotAtMs - r.releasedAtMs)).sort((a, b) => a - b);
+  const q = (p: number) => lead[Math.min(lead.length - 1, Math.floor(p * lead.length))]!;
   return {
     perSecond: Array.from(perSecond, (n) => n ?? 0),
     maxSliding,
     spanMs: times.at(-1)! - first,
-    jitter: { p50: q(0.5), p99: q(0.99), max: jitter.at(-1)! },
+    lead: { p50: q(0.5), p99: q(0.99), max: lead.at(-1)! },
   };
 }

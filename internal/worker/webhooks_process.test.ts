@@ -227,7 +227,7 @@ describe("a receiver that hangs", () => {
           const r = (await lanes.listReleases({ lane: Lane.TRANSACTIONAL, sinceMs: BigInt(createdMs) })).releases.find(
             (x) => x.messageId === id,
           );
-          releasedMs = Number(r?.releasedAtMs ?? 0);
+          releasedMs = Number(r?.slotAtMs ?? 0);
           return r !== undefined;
         });
         out.push({ acceptMs, releaseMs: releasedMs - createdMs });

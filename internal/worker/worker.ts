@@ -14,6 +14,10 @@ const OUTCOMES: Record<number, string> = {
   [DeliveryOutcome.DEFERRED]: "deferred",
 };
 const ACK_TIMEOUT_MS = 2_000;
+// A lane's deliveries start in slot order, each at its slot and no sooner after the one before
+// than CATCH_UP of their slots' gap: after a stall of this worker they catch up at most 1.5%
+// faster than the lane, so a relay never sees more than 41 of a 40/s lane in any second.
+const CATCH_UP = 0.985;
 // Short: when the daemon is back, the ack must beat the recovery loop to a lease that expired meanwhile.
 const ACK_RETRY_MAX_MS = 1_000;
 
@@ -41,6 +45,8 @@ export class Worker {
   /** Resolved when stop() gives up on the deliveries still under way. */
   private readonly cutOff = Promise.withResolvers<DeliveryResult>();
   private readonly ackFailing: FailureEpisode;
+  /** Per lane, when the last delivery started and its slot (a chain: each waits for the one before). */
+  private readonly lastStart = new Map<number, Promise<{ slotMs: number; atMs: number }>>();
 
   constructor(
     private readonly clients: LimiterClients,
@@ -100,9 +106,7 @@ export class Worker {
   private async handle(m: LeaseResponse): Promise<void> {
     let result: DeliveryResult;
     try {
-      // Released ahead of its slot: held until then, so that what a relay sees is the lane's pacing.
-      const early = Number(m.notBeforeMs) - Date.now();
-      if (early > 0) await Promise.race([Bun.sleep(early), this.cutOff.promise]);
+      await this.startAtSlot(m);
       result = this.stopping
         ? await this.cutOff.promise
         : (simulateFixture(m) ?? (await Promise.race([this.transport.deliver(m), this.cutOff.promise])));
@@ -129,6 +133,26 @@ export class Worker {
     };
     this.o.acks.add(ack);
     await this.settle(ack);
+  }
+
+  /**
+   * Waits for the message's turn: released ahead of its slot, it is held until then, and until
+   * CATCH_UP of the slot gap after the lane's previous delivery started, so that what a relay
+   * sees is the lane's pacing.
+   */
+  private startAtSlot(m: LeaseResponse): Promise<unknown> {
+    const slotMs = Number(m.notBeforeMs);
+    const previous = this.lastStart.get(m.lane);
+    const start = (async () => {
+      const before = await previous;
+      let atMs = slotMs;
+      if (before && slotMs > before.slotMs) atMs = Math.max(atMs, before.atMs + (slotMs - before.slotMs) * CATCH_UP);
+      const wait = atMs - Date.now();
+      if (wait > 0) await Promise.race([Bun.sleep(wait), this.cutOff.promise]);
+      return { slotMs, atMs: Date.now() };
+    })();
+    this.lastStart.set(m.lane, start);
+    return start;
   }
 
   /** Sends an ack until the daemon accepts it (or refuses it for good), or the worker stops. */
