@@ -133,7 +133,9 @@ export class LaneScheduler {
         const wallNow = time.wallMs();
         const expected = wallNow + (slot - now);
         const atMs =
-          slot === next && Math.abs(nextWall - expected) <= WALL_TOLERANCE_MS ? nextWall : Math.ceil(expected);
+          slot === next && Math.abs(nextWall - expected) <= WALL_TOLERANCE_MS
+            ? Math.max(nextWall, wallNow) // never a slot already past
+            : Math.ceil(expected);
         const released = await store.release(lane, wallNow, { atMs, spacingMs: spacing });
         failing.succeeded();
         if (!released) {
