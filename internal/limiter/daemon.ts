@@ -119,7 +119,10 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
   const fanout = new CampaignFanout(automationParts);
   const runner = new WorkflowRunner(automationParts);
   let lanes: { stop(): Promise<void> } | undefined;
-  let unwatchReady: (() => void) | undefined;
+  // A release on any daemon of the store may be for this daemon's lease streams.
+  const unwatchReady = o.hot.watchLanes((signal) => {
+    if (signal.kind === "ready") runtime.work.notifyAll();
+  });
   return {
     routes(router) {
       limiter.routes(router);
@@ -136,10 +139,6 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
       refusals.start();
       fanout.start();
       runner.start();
-      // A release on any daemon of the store may be for this daemon's lease streams.
-      unwatchReady = o.hot.watchLanes((signal) => {
-        if (signal.kind === "ready") runtime.work.notifyAll();
-      });
       lanes = startLanes({
         store: o.hot,
         clock: o.clock,
@@ -157,7 +156,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     async stopReleasing() {
       await Promise.all([fanout.stop(), runner.stop()]);
       await lanes?.stop();
-      unwatchReady?.();
+      unwatchReady();
       runtime.stopping.abort();
     },
     async stop() {
