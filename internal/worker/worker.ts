@@ -146,7 +146,9 @@ export class Worker {
     const start = (async () => {
       const before = await previous;
       let atMs = slotMs;
-      if (before && slotMs > before.slotMs) atMs = Math.max(atMs, before.atMs + (slotMs - before.slotMs) * CATCH_UP);
+      // Only slots less than a second apart can share a second at the relay.
+      const gap = slotMs - (before?.slotMs ?? Number.NEGATIVE_INFINITY);
+      if (before && gap > 0 && gap < 1_000) atMs = Math.max(atMs, before.atMs + gap * CATCH_UP);
       const wait = atMs - Date.now();
       if (wait > 0) await Promise.race([Bun.sleep(wait), this.cutOff.promise]);
       return { slotMs, atMs: Date.now() };
