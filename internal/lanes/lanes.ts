@@ -3,7 +3,8 @@ import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
 import { LANES } from "../mail/policy";
 import type { DeliveryPolicy, LaneSignals, MailStore, SingletonLeases } from "../hotstore/hotstore";
-import { LaneScheduler, type ReleaseRecord, realTime } from "./scheduler";
+import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
+import { LaneScheduler, LEAD_MS, type ReleaseRecord, realTime, TRANSACTIONAL_LEAD_MS } from "./scheduler";
 
 // Expired leases and due retries are put back every RECOVER_EVERY_MS; a round that finds
 // nothing doubles the wait before the next, up to RECOVER_IDLE_MAX_MS, so an idle daemon stays
@@ -33,6 +34,7 @@ export function startLanes(o: LanesOptions): { stop(): Promise<void> } {
         ratePerSecond: o.ratePerSecond,
         owner: o.owner,
         time: realTime,
+        leadMs: lane === Lane.TRANSACTIONAL ? TRANSACTIONAL_LEAD_MS : LEAD_MS,
         onRelease: o.onRelease,
         log: o.log,
       }),

@@ -82,6 +82,7 @@ async function setup(opts: { backlog: number; onRelease?: (r: ReleaseRecord, tim
     ratePerSecond: 40,
     owner: "t",
     time,
+    leadMs: LEAD_MS,
     onRelease: (r) => {
       releases.push(r);
       opts.onRelease?.(r, time);

@@ -40,12 +40,19 @@ export interface SchedulerOptions {
   /** This daemon's name; with Redis, one daemon at a time runs a lane's scheduler. */
   owner: string;
   time: SchedulerTime;
+  /** How far ahead of its slot a message is released (LEAD_MS, TRANSACTIONAL_LEAD_MS). */
+  leadMs: number;
   onRelease(r: ReleaseRecord): void;
   log: Logger;
 }
 
-/** How far ahead of its slot a message is released: a stall of the daemon shorter than this moves no delivery. */
+/** How far ahead of its slot a bulk message is released: a stall of the daemon shorter than this moves no delivery. */
 export const LEAD_MS = 1_000;
+/**
+ * The transactional lane's lead: short, since a message of another organization waits behind
+ * the slots already stamped (round-robin works on what is not yet released).
+ */
+export const TRANSACTIONAL_LEAD_MS = 50;
 /** With nothing signalled, an idle lane is looked at this often all the same (a lost signal costs at most this). */
 export const IDLE_RECHECK_MS = 10_000;
 /** How far the wall clock may drift from the monotonic one between two slots before it counts as a step. */
@@ -56,8 +63,8 @@ const HOLD_RENEW_MS = 500;
 /**
  * Paces one lane at `rate` messages per second by stamping each release with a slot: slot k+1
  * is slot k plus the spacing (1000 / rate, rounded up to whole ms), and the worker delivers a
- * message no earlier than its slot. Messages are released up to LEAD_MS ahead of their slots,
- * so the daemon's event loop may stall (SQLite work, a slow store call) for up to LEAD_MS
+ * message no earlier than its slot. Messages are released up to the lead ahead of their slots,
+ * so the daemon's event loop may stall (SQLite work, a slow store call) for up to the lead
  * without moving a delivery or losing a slot. The store keeps the lane's last slot and spaces
  * every release from it, so slots stay spaced whichever daemon releases.
  *
@@ -111,8 +118,8 @@ export class LaneScheduler {
     while (!stopped.aborted) {
       const now = time.monoMs();
       const slot = Math.max(next, now);
-      if (slot - now > LEAD_MS) {
-        await time.sleep(slot - LEAD_MS - now, stopped);
+      if (slot - now > this.o.leadMs) {
+        await time.sleep(slot - this.o.leadMs - now, stopped);
         continue;
       }
       try {
