@@ -5,14 +5,13 @@
 // another build (the one before the counts) is measured by the same harness on the same
 // machine: a build without the subscriber endpoints gets the tags figure only. Each
 // organization gets 5 tags, written straight into the records, so both builds read the same.
-import { SQL, spawn } from "bun";
+import { SQL } from "bun";
 import { join, resolve } from "node:path";
-import { withAllocatorEnv } from "../internal/config/allocator";
 import { limiterClients } from "../internal/limiterclient/client";
 import { Plan } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
 import { startPostgres } from "../internal/testkit/postgres";
-import { freePort, pool, REPO_ROOT, startRedis, tempDir, waitFor } from "../internal/testkit/testkit";
-import { cleanupAll, cpuSeconds, installSignalHandlers, onExit } from "./procs";
+import { pool, REPO_ROOT, startRedis, tempDir } from "../internal/testkit/testkit";
+import { cleanupAll, cpuSeconds, installSignalHandlers, onExit, startLimiterAndApi } from "./procs";
 import { fmt, table } from "./report";
 import { ensureWrk, runWrk } from "./wrk";
 
@@ -31,18 +30,6 @@ const TAGS_PER_ORG = 5;
 const log = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
 
 const LOGS = tempDir("mailcore-audience-bench-logs-");
-
-/** `bun run <entry>` from ROOT; its log lines go to a file under LOGS. */
-function start(name: string, entry: string, env: Record<string, string>) {
-  const p = spawn([process.execPath, "run", entry], {
-    cwd: ROOT,
-    env: withAllocatorEnv({ ...process.env, ...env }),
-    stdout: "ignore",
-    stderr: Bun.file(join(LOGS, `${name}-${Date.now()}.log`)),
-  });
-  onExit(name, () => p.kill("SIGKILL"));
-  return p;
-}
 
 interface Backend {
   name: string;
@@ -82,23 +69,10 @@ async function redisPostgres(): Promise<Backend> {
 }
 
 async function measure(backend: Backend) {
-  const limiterPort = await freePort();
-  const apiPort = await freePort();
-  const limiterUrl = `http://127.0.0.1:${limiterPort}`;
-  const api = `http://127.0.0.1:${apiPort}`;
-  const limiterd = start("limiterd", "cmd/limiterd/index.ts", {
-    ...backend.env,
-    LIMITER_PORT: String(limiterPort),
-    LIMITER_URL: limiterUrl,
-  });
   // wrk's requests name their client IPs in X-Forwarded-For (4,096 of them), so the IP limit does not cap the run.
-  const apiProc = start("api", "cmd/api/index.ts", {
-    ...backend.env,
-    API_PORT: String(apiPort),
-    LIMITER_URL: limiterUrl,
+  const { limiterUrl, api, limiterd, apiProc } = await startLimiterAndApi(ROOT, LOGS, backend.env, {
     TRUST_PROXY: "127.0.0.1",
   });
-  await waitFor("the API", async () => (await fetch(`${api}/readyz`)).ok, 30_000);
   const clients = limiterClients(limiterUrl);
   const orgs = await pool(ORGS, 8, async (i) => {
     const slug = `bench-${i}`;

@@ -5,14 +5,13 @@
 // spread over 30 days, with realistic statuses, lanes, 10,000 mailboxes and two tags), and
 // times GET /api/v1/emails one request at a time per filter: the first page, and pages
 // further on by cursor (each walk reads 5 pages from a random point in the range).
-import { SQL, spawn } from "bun";
+import { SQL } from "bun";
 import { join } from "node:path";
-import { withAllocatorEnv } from "../internal/config/allocator";
 import { Plan } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
 import { limiterClients } from "../internal/limiterclient/client";
 import { startPostgres } from "../internal/testkit/postgres";
-import { freePort, REPO_ROOT, startRedis, tempDir, waitFor } from "../internal/testkit/testkit";
-import { cleanupAll, installSignalHandlers, onExit } from "./procs";
+import { REPO_ROOT, startRedis, tempDir } from "../internal/testkit/testkit";
+import { cleanupAll, installSignalHandlers, onExit, startLimiterAndApi } from "./procs";
 import { percentile, table } from "./report";
 
 const flags: Record<string, string> = Object.fromEntries(
@@ -24,17 +23,6 @@ const SPAN_MS = 30 * 86_400_000;
 const END_MS = Date.UTC(2026, 10, 25);
 const log = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
 const LOGS = tempDir("mailcore-emails-bench-logs-");
-
-function start(name: string, entry: string, env: Record<string, string>) {
-  const p = spawn([process.execPath, "run", entry], {
-    cwd: REPO_ROOT,
-    env: withAllocatorEnv({ ...process.env, ...env }),
-    stdout: "ignore",
-    stderr: Bun.file(join(LOGS, `${name}-${Date.now()}.log`)),
-  });
-  onExit(name, () => p.kill("SIGKILL"));
-  return p;
-}
 
 /**
  * The columns of message i, as SQL over the series column i (the same in both dialects but for
@@ -117,23 +105,10 @@ const FILTERS: [string, string][] = [
 ];
 
 async function measure(backend: Backend) {
-  const limiterPort = await freePort();
-  const apiPort = await freePort();
-  const limiterUrl = `http://127.0.0.1:${limiterPort}`;
-  const api = `http://127.0.0.1:${apiPort}`;
-  const limiterd = start("limiterd", "cmd/limiterd/index.ts", {
-    ...backend.env,
-    LIMITER_PORT: String(limiterPort),
-    LIMITER_URL: limiterUrl,
-  });
   // A loaded machine can hold an admission past the 1 s default; a 503 would end the run.
-  const apiProc = start("api", "cmd/api/index.ts", {
-    ...backend.env,
-    API_PORT: String(apiPort),
-    LIMITER_URL: limiterUrl,
+  const { limiterUrl, api, limiterd, apiProc } = await startLimiterAndApi(REPO_ROOT, LOGS, backend.env, {
     LIMITER_TIMEOUT_MS: "5000",
   });
-  await waitFor("the API", async () => (await fetch(`${api}/readyz`)).ok, 30_000);
   const clients = limiterClients(limiterUrl);
   const { organization } = await clients.directory.createOrganization({ slug: "bench", plan: Plan.ENTERPRISE });
   const token = (await clients.directory.createToken({ slug: "bench" })).token;

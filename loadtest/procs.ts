@@ -2,7 +2,9 @@
 // exit (normal, error or signal); CPU time of processes is read from /proc.
 import { spawn, spawnSync } from "bun";
 import { readdirSync, readFileSync, rmSync } from "node:fs";
-import type { Proc } from "../internal/testkit/testkit";
+import { join } from "node:path";
+import { withAllocatorEnv } from "../internal/config/allocator";
+import { freePort, type Proc, waitFor } from "../internal/testkit/testkit";
 
 type Cleanup = () => unknown;
 const cleanups: { what: string; run: Cleanup }[] = [];
@@ -264,4 +266,42 @@ export function memory(pids: Record<string, number>): Record<string, Memory> {
 export function round(x: number, digits = 0): number {
   const f = 10 ** digits;
   return Math.round(x * f) / f;
+}
+
+/** `bun run <entry>` from root, its log lines to a file under logs; killed on exit. */
+export function startLogged(root: string, logs: string, name: string, entry: string, env: Record<string, string>) {
+  const p = spawn([process.execPath, "run", entry], {
+    cwd: root,
+    env: withAllocatorEnv({ ...process.env, ...env }),
+    stdout: "ignore",
+    stderr: Bun.file(join(logs, `${name}-${Date.now()}.log`)),
+  });
+  onExit(name, () => p.kill("SIGKILL"));
+  return p;
+}
+
+/** limiterd and one API process on free ports, on the store that storeEnv names; returns once the API is ready. */
+export async function startLimiterAndApi(
+  root: string,
+  logs: string,
+  storeEnv: Record<string, string>,
+  apiEnv: Record<string, string>,
+) {
+  const limiterPort = await freePort();
+  const apiPort = await freePort();
+  const limiterUrl = `http://127.0.0.1:${limiterPort}`;
+  const api = `http://127.0.0.1:${apiPort}`;
+  const limiterd = startLogged(root, logs, "limiterd", "cmd/limiterd/index.ts", {
+    ...storeEnv,
+    LIMITER_PORT: String(limiterPort),
+    LIMITER_URL: limiterUrl,
+  });
+  const apiProc = startLogged(root, logs, "api", "cmd/api/index.ts", {
+    ...storeEnv,
+    ...apiEnv,
+    API_PORT: String(apiPort),
+    LIMITER_URL: limiterUrl,
+  });
+  await waitFor("the API", async () => (await fetch(`${api}/readyz`)).ok, 30_000);
+  return { limiterUrl, api, limiterd, apiProc };
 }
