@@ -9,9 +9,8 @@ import { SQL } from "bun";
 import { join, resolve } from "node:path";
 import { limiterClients } from "../internal/limiterclient/client";
 import { Plan } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
-import { startPostgres } from "../internal/testkit/postgres";
-import { pool, REPO_ROOT, startRedis, tempDir } from "../internal/testkit/testkit";
-import { cleanupAll, cpuSeconds, installSignalHandlers, onExit, startLimiterAndApi } from "./procs";
+import { pool, REPO_ROOT, tempDir } from "../internal/testkit/testkit";
+import { cleanupAll, cpuSeconds, installSignalHandlers, startLimiterAndApi, startRedisAndPostgres } from "./procs";
 import { fmt, table } from "./report";
 import { ensureWrk, runWrk } from "./wrk";
 
@@ -53,13 +52,10 @@ async function embedded(): Promise<Backend> {
 }
 
 async function redisPostgres(): Promise<Backend> {
-  const [redis, pg] = await Promise.all([startRedis(), startPostgres()]);
-  onExit("redis-server", () => redis.stop());
-  onExit("postgres", () => pg.stop());
-  const url = await pg.newDatabase();
+  const { url, env } = await startRedisAndPostgres("mailcore-audience-bench-");
   return {
     name: "redis+postgres",
-    env: { DATA_DIR: tempDir("mailcore-audience-bench-"), REDIS_URL: redis.url, DATABASE_URL: url },
+    env,
     async seedTags(rows) {
       const sql = new SQL({ url });
       await sql`INSERT INTO tags ${sql(rows)}`;

@@ -9,9 +9,8 @@ import { SQL } from "bun";
 import { join } from "node:path";
 import { Plan } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
 import { limiterClients } from "../internal/limiterclient/client";
-import { startPostgres } from "../internal/testkit/postgres";
-import { REPO_ROOT, startRedis, tempDir } from "../internal/testkit/testkit";
-import { cleanupAll, installSignalHandlers, onExit, startLimiterAndApi } from "./procs";
+import { REPO_ROOT, tempDir } from "../internal/testkit/testkit";
+import { cleanupAll, installSignalHandlers, startLimiterAndApi, startRedisAndPostgres } from "./procs";
 import { percentile, table } from "./report";
 
 const flags: Record<string, string> = Object.fromEntries(
@@ -71,13 +70,10 @@ async function embedded(): Promise<Backend> {
 }
 
 async function redisPostgres(): Promise<Backend> {
-  const [redis, pg] = await Promise.all([startRedis(), startPostgres()]);
-  onExit("redis-server", () => redis.stop());
-  onExit("postgres", () => pg.stop());
-  const url = await pg.newDatabase();
+  const { url, env } = await startRedisAndPostgres("mailcore-emails-bench-");
   return {
     name: "Redis + PostgreSQL",
-    env: { DATA_DIR: tempDir("mailcore-emails-bench-"), REDIS_URL: redis.url, DATABASE_URL: url },
+    env,
     async seed(org) {
       const sql = new SQL({ url });
       await sql.unsafe(

@@ -4,7 +4,8 @@ import { spawn, spawnSync } from "bun";
 import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { withAllocatorEnv } from "../internal/config/allocator";
-import { freePort, type Proc, waitFor } from "../internal/testkit/testkit";
+import { startPostgres } from "../internal/testkit/postgres";
+import { freePort, type Proc, startRedis, tempDir, waitFor } from "../internal/testkit/testkit";
 
 type Cleanup = () => unknown;
 const cleanups: { what: string; run: Cleanup }[] = [];
@@ -304,4 +305,13 @@ export async function startLimiterAndApi(
   });
   await waitFor("the API", async () => (await fetch(`${api}/readyz`)).ok, 30_000);
   return { limiterUrl, api, limiterd, apiProc };
+}
+
+/** A redis-server and a PostgreSQL database of their own (stopped on exit), and the environment that puts limiterd on them. */
+export async function startRedisAndPostgres(dataDirPrefix: string) {
+  const [redis, pg] = await Promise.all([startRedis(), startPostgres()]);
+  onExit("redis-server", () => redis.stop());
+  onExit("postgres", () => pg.stop());
+  const url = await pg.newDatabase();
+  return { url, env: { DATA_DIR: tempDir(dataDirPrefix), REDIS_URL: redis.url, DATABASE_URL: url } };
 }
