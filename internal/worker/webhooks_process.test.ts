@@ -2,7 +2,7 @@
 // Webhooks end to end over separate processes (limiterd, api, worker) and a receiver this test
 // starts: signatures checked by an independent Standard Webhooks verifier, retries, filters,
 // organizations kept apart, a receiver that hangs while transactional mail goes out, a worker
-// killed mid-attempt, and the Redis + PostgreSQL deployment.
+// killed mid-attempt, the excerpt each attempt keeps of the answer, and the Redis + PostgreSQL deployment.
 // WEBHOOK_SCHEDULE_DIVISOR=1000 turns the retry schedule's 5 s and 5 min into 5 ms and 300 ms.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac, timingSafeEqual } from "node:crypto";
@@ -425,6 +425,40 @@ describe("a receiver that answers its status and then hangs mid-body", () => {
       await receiver.stop();
     }
   }, 60_000);
+});
+
+describe("the daemon's side of a report", () => {
+  test("an excerpt a worker sends is cleaned and cut to 256 characters before it is recorded", async () => {
+    const stack = await startStack({ workers: 0 });
+    try {
+      const token = await stack.org("report", "premium");
+      const made = await createWebhook(stack, token, { url: "https://hooks.example/report", events: ["email.queued"] });
+      const webhookId = made.body.id as string;
+      const queued = await fetch(`${stack.apiUrls[0]}/api/v1/webhooks/${webhookId}/test`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${token}` },
+      });
+      expect(queued.status).toBe(202);
+      const delivery = limiterClients(stack.limiterUrl).webhookDelivery;
+      const { tasks } = await delivery.claimWebhookDeliveries({ workerId: "test", max: 10 });
+      expect(tasks).toHaveLength(1);
+      await delivery.reportWebhookAttempts({
+        reports: [
+          {
+            deliveryId: tasks[0]!.deliveryId,
+            leaseToken: tasks[0]!.leaseToken,
+            statusCode: 400,
+            durationMs: 3,
+            responseExcerpt: `bad\u0000\u001b request\r\n${"é".repeat(1_000)}`,
+          },
+        ],
+      });
+      const [d] = await deliveries(stack, token, webhookId);
+      expect(d!.attempts.map((a) => a.responseExcerpt)).toEqual([`bad request\n${"é".repeat(256 - 12)}`]);
+    } finally {
+      await stack.stop();
+    }
+  }, 30_000);
 });
 
 describe("a URL on a private network", () => {
