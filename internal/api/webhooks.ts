@@ -69,6 +69,7 @@ function deliveryJson(d: WebhookDelivery) {
       durationMs: a.durationMs,
       statusCode: a.statusCode || null,
       error: a.error || null,
+      responseExcerpt: a.responseExcerpt,
     })),
   };
 }

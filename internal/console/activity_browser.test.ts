@@ -1,7 +1,8 @@
 // The console's activity pages in headless Chromium (playwright-core) against limiterd, an API
 // process and a worker started with `bun run` on the embedded store, and a webhook receiver
 // this file starts: the activity log's filters and pages, a message's events, the webhooks'
-// health with the test and replay buttons, the delivery figures of the usage page, at 1280 px
+// health with the test and replay buttons, each attempt's answer excerpt, an endpoint's
+// deliveries paged with the API's cursor, the delivery figures of the usage page, at 1280 px
 // and at 390 px. Screenshots go to .test-results/screenshots/.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
@@ -18,10 +19,14 @@ let receiver: Receiver;
 let base: string;
 let token: string;
 const sent: string[] = [];
+/** The endpoint whose deliveries are paged (set by the paging test, visited again at 390 px). */
+let pagedId = "";
+/** What /down answers: markup that must show as text, on two lines. */
+const DOWN_ANSWER = '<b>down</b> for maintenance\n<script>document.title="owned"</script>';
 
 beforeAll(async () => {
   receiver = startReceiver();
-  receiver.answer("/down", () => 503);
+  receiver.answer("/down", () => new Response(DOWN_ANSWER, { status: 503 }));
   stack = await startStack({ workers: 1, env: { WEBHOOK_ALLOW_PRIVATE_URLS: "1", WEBHOOK_SCHEDULE_DIVISOR: "1000" } });
   base = stack.apiUrls[0]!;
   token = await stack.org("acme", "premium");
@@ -162,6 +167,71 @@ describe("the console's activity pages in Chromium", () => {
     expect(receiver.at("/up").filter((r) => r.body.includes("webhook.test")).length).toBe(tests);
   }, 60_000);
 
+  test("Webhooks: each attempt shows the start of the answer, as text; an endpoint's deliveries are paged with the cursor", async () => {
+    await page.goto(`${base}/console/webhooks`);
+    const down = page.getByRole("region", { name: `${receiver.url}/down` });
+    const excerpts = down.locator("pre.excerpt");
+    expect(await excerpts.count()).toBeGreaterThanOrEqual(2);
+    expect(await excerpts.first().innerText()).toBe(DOWN_ANSWER);
+    expect(await down.locator("pre.excerpt b, pre.excerpt script").count()).toBe(0);
+    expect(await page.title()).not.toBe("owned");
+    // /up answered 200 without a body: no excerpt.
+    expect(
+      await page
+        .getByRole("region", { name: `${receiver.url}/up` })
+        .locator("pre.excerpt")
+        .count(),
+    ).toBe(0);
+
+    // 12 deliveries to one endpoint, each answered with its number: 10 on the first page, 2 older.
+    receiver.answer("/paged", (_r, nth) => new Response(`ok ${nth}`, { status: 200 }));
+    const made = await fetch(`${base}/api/v1/webhooks`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ url: `${receiver.url}/paged`, events: ["email.bounced"] }),
+    });
+    pagedId = ((await made.json()) as { id: string }).id;
+    for (let i = 0; i < 12; i++) {
+      // One at a time: the nth request answers "ok n", and the newest delivery is the 12th.
+      const res = await fetch(`${base}/api/v1/webhooks/${pagedId}/test`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${token}` },
+      });
+      expect(res.status).toBe(202);
+      await waitFor("the test event", async () => receiver.at("/paged").length === i + 1);
+    }
+    await waitFor("the 12 deliveries to be recorded", async () => {
+      const res = await fetch(`${base}/api/v1/webhooks/${pagedId}/deliveries?limit=100`, {
+        headers: { Authorization: `Bearer ${token}` },
+      });
+      const data = ((await res.json()) as { data: { state: string }[] }).data;
+      return data.length === 12 && data.every((d) => d.state === "delivered");
+    });
+    await page.reload();
+    const paged = page.getByRole("region", { name: `${receiver.url}/paged` });
+    const first = paged.locator("tbody tr");
+    expect(await first.count()).toBe(10);
+    expect(await paged.locator("pre.excerpt").allInnerTexts()).toEqual(
+      Array.from({ length: 10 }, (_, i) => `ok ${12 - i}`),
+    );
+    await paged.getByRole("link", { name: "Older deliveries" }).click();
+    await page.waitForURL(new RegExp(`/console/webhooks/${pagedId}/deliveries\\?cursor=`));
+    expect(await page.locator("pre.excerpt").allInnerTexts()).toEqual(["ok 2", "ok 1"]);
+    expect(await page.getByRole("link", { name: "Older deliveries" }).count()).toBe(0);
+    await screenshot(page, "activity-03-webhook-deliveries");
+
+    const first10 = await page.goto(`${base}/console/webhooks/${pagedId}/deliveries`);
+    expect(first10!.status()).toBe(200);
+    expect(await page.locator("tbody tr").count()).toBe(10);
+    const missing = await page.goto(`${base}/console/webhooks/wh_000000000000000000000000/deliveries`);
+    expect(missing!.status()).toBe(404);
+    // The API reads a cursor it did not make as the end of the list.
+    const foreign = await page.goto(`${base}/console/webhooks/${pagedId}/deliveries?cursor=not-a-cursor`);
+    expect(foreign!.status()).toBe(200);
+    expect(await page.locator("tbody tr").count()).toBe(0);
+    expect(await page.locator("main").innerText()).toContain("No older deliveries.");
+  }, 60_000);
+
   test("Plan and usage: sent, delivered and bounced over 24 hours and 30 days, and this month's volume", async () => {
     await page.goto(`${base}/console/usage`);
     expect(await page.locator("#month-volume").innerText()).toBe(String(sent.length));
@@ -185,6 +255,7 @@ describe("the console's activity pages in Chromium", () => {
       ["/console/emails", "activity-05-phone-emails"],
       [`/console/emails/${sent[26]}`, "activity-05-phone-email"],
       ["/console/webhooks", "activity-05-phone-webhooks"],
+      [`/console/webhooks/${pagedId}/deliveries`, "activity-05-phone-webhook-deliveries"],
       ["/console/usage", "activity-05-phone-usage"],
     ] as const) {
       await p.goto(`${base}${path}`);

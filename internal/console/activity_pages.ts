@@ -107,35 +107,67 @@ export function emailPage(o: { session: GetSessionResponse; message: MessageInfo
   );
 }
 
+const DELIVERY_STATES = ["", "pending", "delivered", "failed"];
+
+/** Where an endpoint's deliveries are paged, older than the cursor's (the first page without one). */
+const deliveriesPath = (webhookId: string, cursor = "") =>
+  `${PATHS.webhooks}/${encodeURIComponent(webhookId)}/deliveries${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ""}`;
+
+/** One line per attempt, each with the start of the receiver's answer (escaped, wrapped on a narrow screen). */
+const attemptsCell = (d: WebhookDelivery) =>
+  d.attempts.map(
+    (a) =>
+      html`<div>#${a.attempt} ${time(Number(a.atMs))}: ${a.statusCode || "no answer"}, ${a.durationMs} ms${a.error ? html` (${a.error})` : html``}</div>${a.responseExcerpt ? html`<pre class="excerpt" aria-label="Answer of attempt ${a.attempt}">${a.responseExcerpt}</pre>` : html``}`,
+  );
+
+/** An endpoint's deliveries, newest first, with a replay button for each finished one. */
+function deliveriesTable(
+  s: GetSessionResponse,
+  webhookId: string,
+  caption: string,
+  deliveries: WebhookDelivery[],
+  empty = "No deliveries yet.",
+): Html {
+  if (deliveries.length === 0) return html`<p>${empty}</p>`;
+  const rows = deliveries.map((d) => {
+    const state = DELIVERY_STATES[d.state] ?? "";
+    return html`<tr>
+<th scope="row">${d.eventType}</th>
+<td data-label="State">${statusBadge(state)}</td>
+<td data-label="Attempts">${attemptsCell(d)}</td>
+<td data-label="Created">${time(Number(d.createdAtMs))}</td>
+<td>${
+      state === "pending"
+        ? html`<span class="hint">next attempt ${when(d.nextAttemptAtMs)}</span>`
+        : html`<form class="inline" method="post" action="${PATHS.webhooks}/${encodeURIComponent(webhookId)}/deliveries/${encodeURIComponent(d.id)}/retry">${csrfField(s)}<button type="submit" class="secondary" aria-label="Replay ${d.eventType} delivery ${d.id}">Replay</button></form>`
+    }</td>
+</tr>`;
+  });
+  return html`<div class="table-wrap"><table class="stack">
+<caption class="visually-hidden">${caption}</caption>
+<thead><tr><th scope="col">Event</th><th scope="col">State</th><th scope="col">Attempts</th><th scope="col">Created</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
+<tbody>${rows}</tbody></table></div>`;
+}
+
+const olderLink = (webhookId: string, cursor: string) =>
+  cursor
+    ? html`<p><a class="next" href="${deliveriesPath(webhookId, cursor)}" rel="next">Older deliveries</a></p>`
+    : html``;
+
 export function webhooksPage(o: {
   session: GetSessionResponse;
-  endpoints: { endpoint: WebhookEndpoint; deliveries: WebhookDelivery[] }[];
+  endpoints: { endpoint: WebhookEndpoint; deliveries: WebhookDelivery[]; nextCursor: string }[];
   nextCursor: string;
   notice?: Notice;
 }): string {
   const { session: s } = o;
-  const STATES = ["", "pending", "delivered", "failed"];
-  const section = ({ endpoint: e, deliveries }: (typeof o.endpoints)[number]) => {
+  const section = ({ endpoint: e, deliveries, nextCursor }: (typeof o.endpoints)[number]) => {
     const health =
       e.disabledAtMs !== 0n
         ? html`<span class="badge bad">disabled</span> ${e.disabledReason} (${time(Number(e.disabledAtMs))})`
         : e.consecutiveFailures > 0
           ? html`<span class="badge bad">failing</span> ${e.consecutiveFailures} failed in a row`
           : html`<span class="badge ok">healthy</span>`;
-    const rows = deliveries.map((d) => {
-      const state = STATES[d.state] ?? "";
-      return html`<tr>
-<th scope="row">${d.eventType}</th>
-<td data-label="State">${statusBadge(state)}</td>
-<td data-label="Attempts">${d.attempts.map((a) => html`<div>#${a.attempt} ${time(Number(a.atMs))}: ${a.statusCode || "no answer"}, ${a.durationMs} ms${a.error ? html` (${a.error})` : html``}</div>`)}</td>
-<td data-label="Created">${time(Number(d.createdAtMs))}</td>
-<td>${
-        state === "pending"
-          ? html`<span class="hint">next attempt ${when(d.nextAttemptAtMs)}</span>`
-          : html`<form class="inline" method="post" action="${PATHS.webhooks}/${encodeURIComponent(e.id)}/deliveries/${encodeURIComponent(d.id)}/retry">${csrfField(s)}<button type="submit" class="secondary" aria-label="Replay ${d.eventType} delivery ${d.id}">Replay</button></form>`
-      }</td>
-</tr>`;
-    });
     return html`<section class="webhook" aria-labelledby="wh-${e.id}">
 <h2 id="wh-${e.id}" class="mono">${e.url}</h2>
 <p>${health}</p>
@@ -147,14 +179,8 @@ export function webhooksPage(o: {
 </dl>
 <form class="inline" method="post" action="${PATHS.webhooks}/${encodeURIComponent(e.id)}/test">${csrfField(s)}<button type="submit" class="secondary" aria-label="Send a test event to ${e.url}">Send a test event</button></form>
 <h3>Recent deliveries</h3>
-${
-  deliveries.length === 0
-    ? html`<p>No deliveries yet.</p>`
-    : html`<div class="table-wrap"><table class="stack">
-<caption class="visually-hidden">Recent deliveries to ${e.url}</caption>
-<thead><tr><th scope="col">Event</th><th scope="col">State</th><th scope="col">Attempts</th><th scope="col">Created</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
-<tbody>${rows}</tbody></table></div>`
-}
+${deliveriesTable(s, e.id, `Recent deliveries to ${e.url}`, deliveries)}
+${olderLink(e.id, nextCursor)}
 </section>`;
   };
   return layout(
@@ -165,6 +191,27 @@ ${
 ${notice(o.notice)}
 ${o.endpoints.length === 0 ? html`<p>No webhooks yet.</p>` : o.endpoints.map(section)}
 ${o.nextCursor ? html`<p><a class="next" href="${PATHS.webhooks}?cursor=${encodeURIComponent(o.nextCursor)}" rel="next">More webhooks</a></p>` : html``}`,
+  );
+}
+
+/** One page of an endpoint's deliveries, older than the page before (the API's cursor). */
+export function webhookDeliveriesPage(o: {
+  session: GetSessionResponse;
+  webhookId: string;
+  /** The page's own cursor (empty: the newest). */
+  cursor: string;
+  deliveries: WebhookDelivery[];
+  nextCursor: string;
+}): string {
+  const { session: s } = o;
+  return layout(
+    s,
+    "webhooks",
+    `Deliveries of ${o.webhookId}`,
+    html`<p class="lead">The deliveries of webhook <span class="mono">${o.webhookId}</span>, newest first, each with its attempts and the start of the receiver's answers.</p>
+<p><a href="${PATHS.webhooks}">All webhooks</a></p>
+${deliveriesTable(s, o.webhookId, `Deliveries of ${o.webhookId}`, o.deliveries, o.cursor ? "No older deliveries." : undefined)}
+${olderLink(o.webhookId, o.nextCursor)}`,
   );
 }
 

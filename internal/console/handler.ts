@@ -11,7 +11,14 @@ import { Lane, type MailService, MessageStatus } from "../gen/mailcore/limiter/v
 import type { WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
 import { STATUS_OF_NAME } from "../api/activity";
 import { normalizeMailbox } from "../mail/policy";
-import { deliveryFigures, type EmailFilterForm, emailPage, emailsPage, webhooksPage } from "./activity_pages";
+import {
+  deliveryFigures,
+  type EmailFilterForm,
+  emailPage,
+  emailsPage,
+  webhookDeliveriesPage,
+  webhooksPage,
+} from "./activity_pages";
 import type { Logger } from "../log/log";
 import { sameSecret } from "../token/token";
 import { pageHeaders } from "../web/headers";
@@ -276,15 +283,13 @@ export function consoleHandler(
     const cursor = ctx.url.searchParams.get("cursor") ?? "";
     const list = await o.webhooks.listWebhooks({ orgId: s.orgId, limit: WEBHOOKS_PER_PAGE, cursor }, call);
     const endpoints = await Promise.all(
-      list.endpoints.map(async (endpoint) => ({
-        endpoint,
-        deliveries: (
-          await o.webhooks.listWebhookDeliveries(
-            { orgId: s.orgId, webhookId: endpoint.id, limit: DELIVERIES_PER_WEBHOOK },
-            call,
-          )
-        ).deliveries,
-      })),
+      list.endpoints.map(async (endpoint) => {
+        const got = await o.webhooks.listWebhookDeliveries(
+          { orgId: s.orgId, webhookId: endpoint.id, limit: DELIVERIES_PER_WEBHOOK },
+          call,
+        );
+        return { endpoint, deliveries: got.deliveries, nextCursor: got.nextCursor };
+      }),
     );
     return page(
       status,
@@ -514,6 +519,21 @@ export function consoleHandler(
       },
     ],
     [/^\/console\/webhooks$/, { GET: (ctx) => signedIn(ctx, (s) => webhooksView(s, ctx, 200)) }],
+    [
+      /^\/console\/webhooks\/([^/]+)\/deliveries$/,
+      {
+        GET: (ctx, [id]) =>
+          signedIn(ctx, async (s) => {
+            const webhookId = pathParam(id!);
+            const cursor = ctx.url.searchParams.get("cursor") ?? "";
+            const got = await o.webhooks.listWebhookDeliveries(
+              { orgId: s.orgId, webhookId, limit: DELIVERIES_PER_WEBHOOK, cursor },
+              call,
+            );
+            return page(200, webhookDeliveriesPage({ session: s, webhookId, cursor, ...got }));
+          }),
+      },
+    ],
     [
       /^\/console\/webhooks\/([^/]+)\/test$/,
       {

@@ -18,6 +18,7 @@ import {
   type WebhookEndpoint,
 } from "../records/webhooks";
 import { checkEndpoint } from "../webhooks/endpoint";
+import { excerptOf } from "../webhooks/excerpt";
 import { newWebhookSecret, signWebhook } from "../webhooks/signature";
 import { guard } from "./service";
 
@@ -72,6 +73,7 @@ function deliveryMessage(d: WebhookDelivery) {
       durationMs: a.durationMs,
       statusCode: a.statusCode ?? 0,
       error: a.error,
+      responseExcerpt: a.responseExcerpt,
     })),
     nextAttemptAtMs: BigInt(d.nextAttemptMs ?? 0),
     createdAtMs: BigInt(d.createdMs),
@@ -172,6 +174,8 @@ export function webhookRoutes(deps: WebhookDeps) {
           durationMs: r.durationMs,
           statusCode: r.statusCode === 0 ? null : r.statusCode,
           error: r.error,
+          // Cleaned again: the records keep 256 characters at most whatever a worker sends.
+          responseExcerpt: excerptOf(r.responseExcerpt),
         }));
         const results = await guard(() => records.webhooks.report(reports, deps.policy));
         return { results: results.map((r) => RESULTS[r]) };

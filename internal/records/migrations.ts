@@ -261,6 +261,11 @@ export const MIGRATIONS: readonly Migration[] = [
       "ALTER TABLE webhook_endpoints ADD COLUMN consecutive_failures INTEGER NOT NULL DEFAULT 0",
     ],
   },
+  {
+    version: 11,
+    name: "webhook attempts: the start of the receiver's answer",
+    up: ["ALTER TABLE webhook_attempts ADD COLUMN response_excerpt TEXT NOT NULL DEFAULT ''"],
+  },
 ];
 
 /** The lock that serializes migrations between processes (PostgreSQL advisory lock key). */

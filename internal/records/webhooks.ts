@@ -43,6 +43,8 @@ export interface WebhookAttempt {
   /** The receiver's HTTP status; null when there was no answer. */
   statusCode: number | null;
   error: string;
+  /** The start of the receiver's answer body; empty when it did not answer. */
+  responseExcerpt: string;
 }
 
 export interface WebhookDelivery {
@@ -73,6 +75,8 @@ export interface AttemptReport {
   durationMs: number;
   statusCode: number | null;
   error: string;
+  /** The start of the receiver's answer body; unset: it did not answer. */
+  responseExcerpt?: string;
 }
 
 export interface ClaimLimits {
@@ -126,6 +130,7 @@ function deliveryOf(r: Record<string, unknown>, attempts: Record<string, unknown
       durationMs: num(a.duration_ms),
       statusCode: numOrNull(a.status_code),
       error: a.error as string,
+      responseExcerpt: a.response_excerpt as string,
     })),
     nextAttemptMs: state === DeliveryState.PENDING ? num(r.due_ms) : null,
     createdMs: num(r.created_ms),
@@ -411,6 +416,7 @@ export class WebhookRecords {
       duration_ms: r.durationMs,
       status_code: r.statusCode,
       error: r.error,
+      response_excerpt: r.responseExcerpt ?? "",
     })}`;
     const runId = d.run_id as string | null;
     const h = health.get(d.endpoint_id as string) ?? {

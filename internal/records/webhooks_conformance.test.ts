@@ -357,6 +357,7 @@ for (const [name, fresh] of databases) {
           durationMs: 3,
           statusCode: 500,
           error: "",
+          responseExcerpt: `down\n\tfür Wartung ✉️ ${attempt}`,
         });
         results.push(result);
         if (result !== "retrying") break;
@@ -370,8 +371,8 @@ for (const [name, fresh] of databases) {
       const [listed] = (await r.webhooks.deliveries(orgA, ep.id, 10))!.data;
       expect(listed!.state).toBe(DeliveryState.FAILED);
       expect(listed!.nextAttemptMs).toBeNull();
-      expect(listed!.attempts.map((a) => [a.attempt, a.statusCode])).toEqual(
-        Array.from({ length: 8 }, (_, i) => [i + 1, 500]),
+      expect(listed!.attempts.map((a) => [a.attempt, a.statusCode, a.responseExcerpt])).toEqual(
+        Array.from({ length: 8 }, (_, i) => [i + 1, 500, `down\n\tfür Wartung ✉️ ${i + 1}`]),
       );
       // 32.6 hours of failure: not yet the 5 days that disable an endpoint.
       expect((await r.webhooks.list(orgA, 100)).data.find((e) => e.id === ep.id)!.disabledMs).toBeNull();

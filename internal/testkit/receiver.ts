@@ -8,8 +8,11 @@ export interface Received {
   atMs: number;
 }
 
-/** The answer for a request: a status, or a promise of one (never resolved: a receiver that hangs). */
-export type Answer = (r: Received, nth: number) => number | Promise<number>;
+/**
+ * The answer for a request: a status (no body) or a whole response, or a promise of either (never
+ * resolved: a receiver that hangs).
+ */
+export type Answer = (r: Received, nth: number) => number | Response | Promise<number | Response>;
 
 export interface Receiver {
   /** http://127.0.0.1:<port> */
@@ -36,8 +39,8 @@ export function startReceiver(): Receiver {
       received.push(r);
       const nth = (counts.get(path) ?? 0) + 1;
       counts.set(path, nth);
-      const status = await (answers.get(path) ?? (() => 200))(r, nth);
-      return new Response(null, { status });
+      const answer = await (answers.get(path) ?? (() => 200))(r, nth);
+      return typeof answer === "number" ? new Response(null, { status: answer }) : answer;
     },
   });
   return {

@@ -10,6 +10,7 @@ import type { Logger } from "../log/log";
 import { isPermanent } from "./retry_policy";
 import type { WorkerMetrics } from "../metrics/metrics";
 import { ATTEMPT_TIMEOUT_MS } from "../webhooks/schedule";
+import { readExcerpt } from "../webhooks/excerpt";
 import { refusedTarget } from "../webhooks/target";
 
 /** How long an idle deliverer waits before asking for due deliveries again. */
@@ -32,16 +33,18 @@ export interface WebhookDelivererOptions {
   metrics?: WorkerMetrics;
 }
 
-/** What one attempt came to: the receiver's status, or why there was none. */
+/** What one attempt came to: the receiver's status and the start of its answer, or why there was none. */
 export interface AttemptOutcome {
   statusCode: number;
   error: string;
   durationMs: number;
+  /** Never logged: a receiver's answer may carry anything. */
+  responseExcerpt: string;
 }
 
 /**
  * POSTs one signed webhook. Redirects are not followed (a 3xx is a failure, like any non-2xx);
- * the answer's body is not read. A host on a private network is refused unless allowed (the
+ * of the answer's body only an excerpt is read. The duration is until the answer's status. A host on a private network is refused unless allowed (the
  * name is resolved again by fetch: a name that changes its answer in between is not caught).
  */
 export async function attemptWebhook(task: WebhookTask, allowPrivateUrls: boolean): Promise<AttemptOutcome> {
@@ -49,7 +52,7 @@ export async function attemptWebhook(task: WebhookTask, allowPrivateUrls: boolea
   const took = () => Math.round(performance.now() - started);
   try {
     const refused = allowPrivateUrls ? undefined : await refusedTarget(task.url);
-    if (refused) return { statusCode: 0, error: refused, durationMs: took() };
+    if (refused) return { statusCode: 0, error: refused, durationMs: took(), responseExcerpt: "" };
     const res = await fetch(task.url, {
       method: "POST",
       redirect: "manual",
@@ -63,12 +66,12 @@ export async function attemptWebhook(task: WebhookTask, allowPrivateUrls: boolea
       body: task.body,
       signal: AbortSignal.timeout(ATTEMPT_TIMEOUT_MS),
     });
-    await res.body?.cancel().catch(() => {});
-    return { statusCode: res.status, error: "", durationMs: took() };
+    const durationMs = took();
+    return { statusCode: res.status, error: "", durationMs, responseExcerpt: await readExcerpt(res) };
   } catch (err) {
     const e = err as Error;
     const error = e.name === "TimeoutError" ? `no answer within ${ATTEMPT_TIMEOUT_MS / 1_000} s` : e.message;
-    return { statusCode: 0, error, durationMs: took() };
+    return { statusCode: 0, error, durationMs: took(), responseExcerpt: "" };
   }
 }
 
@@ -180,6 +183,7 @@ export class WebhookDeliverer {
           statusCode: o.statusCode,
           error: o.error,
           durationMs: o.durationMs,
+          responseExcerpt: o.responseExcerpt,
         });
         this.reportFailing.succeeded();
         return result;

@@ -2,7 +2,7 @@
 // Webhooks end to end over separate processes (limiterd, api, worker) and a receiver this test
 // starts: signatures checked by an independent Standard Webhooks verifier, retries, filters,
 // organizations kept apart, a receiver that hangs while transactional mail goes out, a worker
-// killed mid-attempt, and the Redis + PostgreSQL deployment.
+// killed mid-attempt, the excerpt each attempt keeps of the answer, and the Redis + PostgreSQL deployment.
 // WEBHOOK_SCHEDULE_DIVISOR=1000 turns the retry schedule's 5 s and 5 min into 5 ms and 300 ms.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac, timingSafeEqual } from "node:crypto";
@@ -33,8 +33,25 @@ interface Delivery {
   type: string;
   state: string;
   nextAttemptAt: string | null;
-  attempts: { attempt: number; statusCode: number | null; error: string | null; at: string }[];
+  attempts: {
+    attempt: number;
+    statusCode: number | null;
+    error: string | null;
+    at: string;
+    durationMs: number;
+    responseExcerpt: string;
+  }[];
 }
+
+const enc = new TextEncoder();
+
+/** A body that never ends: 64 KB of "x" each time the reader asks for more. */
+const endless = () =>
+  new ReadableStream<Uint8Array>({
+    pull(c) {
+      c.enqueue(enc.encode("x".repeat(65_536)));
+    },
+  });
 
 /** The receiver is on loopback, which a worker refuses by default. */
 const LOOPBACK = { WEBHOOK_ALLOW_PRIVATE_URLS: "1" };
@@ -134,6 +151,38 @@ describe("webhooks over real processes", () => {
     // The next retry would have been due 1.8 s (30 min / 1000) after the second; nothing comes.
     await Bun.sleep(2_500);
     expect(receiver.at("/flaky")).toHaveLength(3);
+  }, 20_000);
+
+  test("each attempt keeps an excerpt of the answer: cleaned UTF-8, 256 characters of an endless body, nothing without a body", async () => {
+    const token = await stack.org("excerpt", "premium");
+    // 503 with a body holding an invalid byte and control characters, then an endless 200.
+    const maintenance = Buffer.concat([
+      Buffer.from('{"error":"maintenance"}\r\n\tback at 15:00 \u0007\u001b[0m'),
+      Buffer.from([0xff]),
+      Buffer.from(" ✉"),
+    ]);
+    receiver.answer("/answers", (_r, nth) =>
+      nth === 1
+        ? new Response(maintenance, { status: 503 })
+        : nth === 2
+          ? 500
+          : new Response(endless(), { status: 200, headers: { "Content-Type": "text/plain" } }),
+    );
+    const made = await createWebhook(stack, token, { url: `${receiver.url}/answers`, events: ["email.delivered"] });
+    const webhookId = made.body.id as string;
+    await sendEmail(stack.apiUrls[0]!, token, mail("excerpt", "delivered@fixtures.test"));
+    await waitFor(
+      "the delivery to succeed",
+      async () => (await deliveries(stack, token, webhookId))[0]?.state === "delivered",
+    );
+    const [d] = await deliveries(stack, token, webhookId);
+    expect(d!.attempts.map((a) => [a.attempt, a.statusCode, a.responseExcerpt])).toEqual([
+      [1, 503, '{"error":"maintenance"}\n\tback at 15:00 [0m\uFFFD ✉'],
+      [2, 500, ""],
+      [3, 200, "x".repeat(256)],
+    ]);
+    // The endless body was not read to its end: the attempt ended with the excerpt.
+    expect(d!.attempts[2]!.durationMs).toBeLessThan(5_000);
   }, 20_000);
 
   test("an endpoint receives only the events it subscribed to", async () => {
@@ -338,6 +387,80 @@ describe("on Redis and PostgreSQL", () => {
   }, 60_000);
 });
 
+describe("a receiver that answers its status and then hangs mid-body", () => {
+  test("the attempt counts by its status and keeps the body that came, ended by the attempt's 15 s limit", async () => {
+    const receiver = startReceiver();
+    receiver.answer(
+      "/stall",
+      () =>
+        new Response(
+          new ReadableStream<Uint8Array>({
+            start(c) {
+              c.enqueue(enc.encode("accepted, still thinking"));
+            },
+          }),
+          { status: 202 },
+        ),
+    );
+    const stack = await startStack({ workers: 1, env: LOOPBACK });
+    try {
+      const token = await stack.org("stall", "premium");
+      const made = await createWebhook(stack, token, { url: `${receiver.url}/stall`, events: ["email.queued"] });
+      await sendEmail(stack.apiUrls[0]!, token, mail("stall", "delivered@fixtures.test"));
+      await waitFor(
+        "the attempt to be reported",
+        async () => {
+          return ((await deliveries(stack, token, made.body.id as string))[0]?.attempts.length ?? 0) >= 1;
+        },
+        40_000,
+      );
+      const [d] = await deliveries(stack, token, made.body.id as string);
+      expect(d!.state).toBe("delivered");
+      expect(d!.attempts).toEqual([
+        expect.objectContaining({ statusCode: 202, error: null, responseExcerpt: "accepted, still thinking" }),
+      ]);
+      expect(receiver.at("/stall")).toHaveLength(1);
+    } finally {
+      await stack.stop();
+      await receiver.stop();
+    }
+  }, 60_000);
+});
+
+describe("the daemon's side of a report", () => {
+  test("an excerpt a worker sends is cleaned and cut to 256 characters before it is recorded", async () => {
+    const stack = await startStack({ workers: 0 });
+    try {
+      const token = await stack.org("report", "premium");
+      const made = await createWebhook(stack, token, { url: "https://hooks.example/report", events: ["email.queued"] });
+      const webhookId = made.body.id as string;
+      const queued = await fetch(`${stack.apiUrls[0]}/api/v1/webhooks/${webhookId}/test`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${token}` },
+      });
+      expect(queued.status).toBe(202);
+      const delivery = limiterClients(stack.limiterUrl).webhookDelivery;
+      const { tasks } = await delivery.claimWebhookDeliveries({ workerId: "test", max: 10 });
+      expect(tasks).toHaveLength(1);
+      await delivery.reportWebhookAttempts({
+        reports: [
+          {
+            deliveryId: tasks[0]!.deliveryId,
+            leaseToken: tasks[0]!.leaseToken,
+            statusCode: 400,
+            durationMs: 3,
+            responseExcerpt: `bad\u0000\u001b request\r\n${"é".repeat(1_000)}`,
+          },
+        ],
+      });
+      const [d] = await deliveries(stack, token, webhookId);
+      expect(d!.attempts.map((a) => a.responseExcerpt)).toEqual([`bad request\n${"é".repeat(256 - 12)}`]);
+    } finally {
+      await stack.stop();
+    }
+  }, 30_000);
+});
+
 describe("a URL on a private network", () => {
   test("is refused by default: nothing is sent, the attempts say why", async () => {
     const receiver = startReceiver();
@@ -354,6 +477,7 @@ describe("a URL on a private network", () => {
       expect(d!.attempts[0]).toMatchObject({
         statusCode: null,
         error: "refused: 127.0.0.1 is a private address (127.0.0.1)",
+        responseExcerpt: "",
       });
       expect(receiver.received).toEqual([]);
     } finally {

@@ -221,7 +221,7 @@ export const webhooksArea: ApiArea = {
     WebhookAttempt: {
       type: "object",
       description: "One try of a delivery.",
-      required: ["attempt", "at", "durationMs", "statusCode", "error"],
+      required: ["attempt", "at", "durationMs", "statusCode", "error", "responseExcerpt"],
       properties: {
         attempt: { type: "integer", minimum: 1 },
         at: { type: "string", format: "date-time" },
@@ -233,6 +233,12 @@ export const webhooksArea: ApiArea = {
         error: {
           type: ["string", "null"],
           description: "Why there was no answer (timeout, connection refused).",
+        },
+        responseExcerpt: {
+          type: "string",
+          maxLength: 256,
+          description:
+            "The start of the receiver's answer body: its first 256 characters, decoded as UTF-8 (invalid bytes replaced), control characters other than newline and tab removed. Empty when it did not answer or answered no body.",
         },
       },
     },

@@ -581,6 +581,8 @@ export interface components {
       statusCode: number | null;
       /** @description Why there was no answer (timeout, connection refused). */
       error: string | null;
+      /** @description The start of the receiver's answer body: its first 256 characters, decoded as UTF-8 (invalid bytes replaced), control characters other than newline and tab removed. Empty when it did not answer or answered no body. */
+      responseExcerpt: string;
     };
     Audience: OneOf<[{
       tags: string[];
