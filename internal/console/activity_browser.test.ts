@@ -6,7 +6,7 @@
 // and at 390 px. Screenshots go to .test-results/screenshots/.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { launchChromium, screenshot } from "../testkit/browser";
+import { launchChromium, phoneContext, screenshot } from "../testkit/browser";
 import { type Receiver, startReceiver } from "../testkit/receiver";
 import { runToEnd, sendEmail, type Stack, startStack, waitFor } from "../testkit/testkit";
 
@@ -243,13 +243,7 @@ describe("the console's activity pages in Chromium", () => {
   }, 60_000);
 
   test("readable on a phone: no sideways scrolling", async () => {
-    const phone = await browser.newContext({
-      viewport: { width: 390, height: 844 },
-      deviceScaleFactor: 2,
-      isMobile: true,
-      hasTouch: true,
-    });
-    await phone.addCookies((await context.cookies()).filter((c) => c.name === "mc_session"));
+    const phone = await phoneContext(browser, context);
     const p = await phone.newPage();
     for (const [path, name] of [
       ["/console/emails", "activity-05-phone-emails"],
