@@ -45,6 +45,14 @@ async function countKeys(redis: Redis, pattern: string): Promise<number> {
   return n;
 }
 
+/** What the daemon and the workers logged of one message, and their warnings: why a message went out twice. */
+function whatTheProcessesSaid(stack: Stack, id: string): string {
+  return [stack.limiterd, ...stack.workers]
+    .flatMap((p) => `${p.stdout()}\n${p.stderr()}`.split("\n"))
+    .filter((line) => line.includes(id) || line.includes('"level":"warn"') || line.includes('"level":"error"'))
+    .join("\n");
+}
+
 describe("Redis + PostgreSQL: 20,000 messages", () => {
   let redisServer: RedisServer;
   let redis: Redis;
@@ -137,6 +145,7 @@ describe("Redis + PostgreSQL: 20,000 messages", () => {
       const { org, id } = sent[k]!;
       const res = await getJson(`${stack.apiUrls[0]}/api/v1/emails/${id}`, tokens[org]!, true);
       expect(res.status).toBe(200);
+      if (res.body.attempts !== 1) console.log(`${id} was leased more than once:\n${whatTheProcessesSaid(stack, id)}`);
       expect(res.body).toMatchObject({ id, status: "delivered", attempts: 1 });
       expect((res.body.events as { status: string }[]).map((e) => e.status)).toEqual([
         "queued",

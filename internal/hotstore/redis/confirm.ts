@@ -13,7 +13,15 @@ export interface WaitPolicy {
 }
 
 /** A change of a message that the primary made but that its replicas did not confirm in time. */
-export class NotConfirmed extends Error {}
+export class NotConfirmed extends Error {
+  /** What the script answered on the primary. */
+  constructor(
+    message: string,
+    readonly reply?: unknown,
+  ) {
+    super(message);
+  }
+}
 
 /** The scripts that change a message's state (the reconciliation's too), and the outbox the records writer copies. */
 export type WriteScript =
@@ -35,10 +43,14 @@ const MAX_BATCH = 256;
 /** How often the primary's replicas are looked at again under "detect". */
 const DETECT_EVERY_MS = 1_000;
 
-/** What INFO replication says of the primary that holds the messages. */
-function replication(info: string): { replid: string; connected: number } {
-  const field = (name: string) => info.match(new RegExp(`^${name}:(.*)$`, "m"))?.[1]?.trim() ?? "";
-  return { replid: field("master_replid"), connected: Number(field("connected_slaves") || 0) };
+/**
+ * What INFO replication says of the primary that holds the messages: its replication id, and its
+ * replicas that are online (one still in its first full sync cannot confirm a write yet).
+ */
+export function replication(info: string): { replid: string; online: number } {
+  const replid = info.match(/^master_replid:(.*)$/m)?.[1]?.trim() ?? "";
+  const online = info.match(/^slave\d+:.*\bstate=online\b/gm)?.length ?? 0;
+  return { replid, online };
 }
 
 /**
@@ -51,10 +63,11 @@ function replication(info: string): { replid: string; connected: number } {
  * replicas have every write of the connection so far. Short of that, every script of the batch
  * fails with NotConfirmed: it ran, and may or may not outlive a failover.
  *
- * Under "detect" the count follows the primary: 1 once it has been seen with a replica, 0 while it
- * never has. A replica that drops off (a partition) does not lower it, or the writes made while
- * it is away would be the ones a failover loses; a new primary (a failover, a restart: a new
- * replication id) is counted afresh.
+ * Under "detect" the count follows the primary: 1 once it has been seen with a replica online, 0
+ * while it never has. A replica that drops off (a partition) does not lower it, or the writes made
+ * while it is away would be the ones a failover loses; a new primary (a failover, a restart: a new
+ * replication id) is counted afresh, so the old primary resyncing as its replica (seconds of a full
+ * sync, in which it confirms nothing) is counted once it is online.
  */
 export class ConfirmedWrites {
   private readonly batcher: MicroBatcher<[WriteScript, (string | number)[]], Outcome>;
@@ -104,19 +117,19 @@ export class ConfirmedWrites {
     if (replicas > 0) pipeline.wait!(replicas, this.policy.timeoutMs);
     const replies = (await pipeline.exec()) ?? [];
     this.followRedirects(replies);
-    let confirmed: Error | undefined;
+    let confirmed: Error | undefined; // why the batch's changes are not confirmed
     if (replicas > 0) {
       const [err, acked] = replies[items.length] ?? [new Error("no answer to WAIT"), 0];
-      if (err) confirmed = new NotConfirmed(`WAIT failed: ${err.message}`);
+      if (err) confirmed = new Error(`WAIT failed: ${err.message}`);
       else if ((acked as number) < replicas)
-        confirmed = new NotConfirmed(
+        confirmed = new Error(
           `${acked} of ${replicas} replicas confirmed the change within ${this.policy.timeoutMs} ms`,
         );
     }
     return items.map((_, i) => {
       const [err, value] = replies[i] ?? [new Error("no answer"), null];
       if (err) return { error: err };
-      return confirmed ? { error: confirmed } : { value };
+      return confirmed ? { error: new NotConfirmed(confirmed.message, value) } : { value };
     });
   }
 
@@ -139,8 +152,8 @@ export class ConfirmedWrites {
       const [routed] = replies[0] ?? [new Error("no answer")];
       const [err, info] = replies[1] ?? [new Error("no answer"), ""];
       if (routed || err) return; // not the primary of the slot (a redirect): look again next time
-      const { replid, connected } = replication(info as string);
-      const seen = connected > 0 ? 1 : 0;
+      const { replid, online } = replication(info as string);
+      const seen = online > 0 ? 1 : 0;
       this.replicas = replid === this.replid ? Math.max(this.replicas, seen) : seen;
       this.replid = replid;
     } catch {

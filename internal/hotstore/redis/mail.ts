@@ -17,7 +17,7 @@ import {
   type RecoverResult,
   type Released,
 } from "../hotstore";
-import type { ConfirmedWrites } from "./confirm";
+import { type ConfirmedWrites, NotConfirmed } from "./confirm";
 import { keys } from "./layout";
 import type { ScriptedRedis } from "./scripts";
 
@@ -152,16 +152,24 @@ export class RedisMail implements MailStore {
   async lease(max: number, nowMs: number, visibilityMs: number): Promise<LeasedRecord[]> {
     const [t, b] = LANES;
     const prefix = `ls_${randomBytes(8).toString("hex")}`;
-    const reply = (await this.writes.run("lease", [
-      keys.ready(t),
-      keys.ready(b),
-      keys.inFlight(t),
-      keys.inFlight(b),
-      nowMs,
-      max,
-      visibilityMs,
-      prefix,
-    ])) as [string, string, string, string, string, number][];
+    // A lease the replicas did not confirm is handed out all the same: held back, its messages
+    // would wait out the visibility timeout; lost in a failover, they are released again and
+    // delivered twice, which at-least-once allows.
+    const reply = (await this.writes
+      .run("lease", [
+        keys.ready(t),
+        keys.ready(b),
+        keys.inFlight(t),
+        keys.inFlight(b),
+        nowMs,
+        max,
+        visibilityMs,
+        prefix,
+      ])
+      .catch((err) => {
+        if (err instanceof NotConfirmed && Array.isArray(err.reply)) return err.reply;
+        throw err;
+      })) as [string, string, string, string, string, number][];
     return reply.map(([leaseId, messageId, orgId, lane, payload, attempt]) => ({
       leaseId,
       messageId,

@@ -61,6 +61,9 @@ export async function connectRedis(
           name: target.name,
           password: target.password,
           sentinelRetryStrategy: options.retryStrategy,
+          // Follow a failover when the sentinels announce it (+switch-master), not when the old
+          // primary, still taking writes it can no longer replicate, is finally demoted.
+          failoverDetector: true,
           // A primary demoted by a failover refuses writes: ask the sentinels again.
           reconnectOnError: (err) => err.message.startsWith("READONLY"),
         });

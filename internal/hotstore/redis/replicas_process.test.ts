@@ -149,4 +149,17 @@ describe("detecting the replicas", () => {
     await expect(accept(hot)).rejects.toThrow("0 of 1 replicas confirmed");
     await hot.close();
   });
+
+  test("a lease the replicas did not confirm still hands out its messages (else they wait out the visibility timeout)", async () => {
+    const direct = await connectRedis(lone.url);
+    await direct.flushall(); // only this test's message in the lanes
+    direct.disconnect();
+    const hot = await open(lone.url, 1);
+    // The enqueue and the release ran on the primary; neither was confirmed.
+    await expect(accept(hot)).rejects.toThrow("0 of 1 replicas confirmed");
+    await expect(hot.release(Lane.BULK, Date.now())).rejects.toThrow("0 of 1 replicas confirmed");
+    const leased = await hot.lease(10, Date.now(), 60_000);
+    expect(leased.map((l) => [l.messageId, l.lane, l.attempt])).toEqual([[`m${sent}`, Lane.BULK, 1]]);
+    await hot.close();
+  });
 });

@@ -40,8 +40,10 @@ test("the primary the sentinel names, its replica waited for, and a failover fol
   expect(before.status).toBe(202);
   await waitFor("the first message in the sink", async () => sunk(before.body.id as string), 15_000);
 
-  await sentinel.cli("sentinel", "failover", "mailcore");
+  const failoverAt = performance.now();
+  expect(await sentinel.cli("sentinel", "failover", "mailcore")).toBe("OK");
   await waitFor("the replica named primary", async () => (await sentinel.primaryPort()) === pair.replica.port, 20_000);
+  const promotedMs = performance.now() - failoverAt;
   // Sends answer 503 until the daemon reaches the new primary; the same key settles them.
   let after = await sendEmail(stack.apiUrls[0]!, token, mail("after@dest.example"), { "Idempotency-Key": "after" });
   await waitFor(
@@ -53,6 +55,9 @@ test("the primary the sentinel names, its replica waited for, and a failover fol
     },
     20_000,
     200,
+  );
+  console.log(
+    `sentinel failover: replica promoted ${Math.round(promotedMs)} ms after the command, a send accepted by the new primary after ${Math.round(performance.now() - failoverAt)} ms`,
   );
   await waitFor("the second message in the sink", async () => sunk(after.body.id as string), 15_000);
   const first = await getJson(`${stack.apiUrls[0]}/api/v1/emails/${before.body.id}`, token);
