@@ -172,6 +172,8 @@ export interface RecoverResult {
   retried: number;
   /** Leases that expired on a message's last attempt: the message failed. */
   failed: number;
+  /** When the earliest lease left runs out or the earliest retry left comes due (wall ms); null when there is none. */
+  nextDueMs: number | null;
 }
 
 /** A message written to the records at a version. */
@@ -307,6 +309,19 @@ export interface SingletonLeases {
   holdLease(name: string, owner: string, ttlMs: number): Promise<boolean>;
 }
 
+/** What a lane signal says: a lane that was empty got a message waiting, or a message was released for the workers. */
+export type LaneSignal = { kind: "waiting"; lane: Lane } | { kind: "ready" };
+
+/**
+ * Tells every daemon on the store that there is work, so that an idle lane scheduler or lease
+ * stream waits for it instead of polling. A signal may be lost (Redis pub/sub is at most once,
+ * and a reconnect misses what came meanwhile): waiters still look again now and then.
+ */
+export interface LaneSignals {
+  /** Calls `on` for every signal, from any daemon on the store; returns what stops the watching. */
+  watchLanes(on: (signal: LaneSignal) => void): () => void;
+}
+
 /** The connection to the backing service. */
 export interface StoreLifecycle {
   /** Rejects when the backing service cannot be reached. */
@@ -322,4 +337,5 @@ export interface HotStore
     OutboxStore,
     ReconcileStore,
     SingletonLeases,
+    LaneSignals,
     StoreLifecycle {}

@@ -150,11 +150,23 @@ for (const [name, open] of hotStores(servers)) {
         [1, 1_000],
         [2, 2_000],
       ] as const) {
+        const deferredAt = clock.nowMs();
         expect(await ack(lease, DeliveryOutcome.DEFERRED)).toEqual({ current: true, status: MessageStatus.DEFERRED });
         clock.advance(wait - 1);
-        expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: 0, retried: 0, failed: 0 });
+        // Nothing due yet; the recovery is told when the retry is.
+        expect(await store.recover(clock.nowMs(), POLICY)).toEqual({
+          expired: 0,
+          retried: 0,
+          failed: 0,
+          nextDueMs: deferredAt + wait,
+        });
         clock.advance(1);
-        expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: 0, retried: 1, failed: 0 });
+        expect(await store.recover(clock.nowMs(), POLICY)).toEqual({
+          expired: 0,
+          retried: 1,
+          failed: 0,
+          nextDueMs: null,
+        });
         expect((await store.laneCounts(clock.nowMs())).find((c) => c.lane === Lane.BULK)).toMatchObject({
           depth: 1,
           deferred: 0,
@@ -220,9 +232,16 @@ for (const [name, open] of hotStores(servers)) {
       await send();
       await send({ mailbox: "second@example.com" });
       await drain(Lane.TRANSACTIONAL);
+      const leasedAt = clock.nowMs();
       const [first] = await store.lease(1, clock.nowMs(), 5_000);
+      expect((await store.recover(clock.nowMs(), POLICY)).nextDueMs).toBe(leasedAt + 5_000);
       clock.advance(5_000);
-      expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: 1, retried: 0, failed: 0 });
+      expect(await store.recover(clock.nowMs(), POLICY)).toEqual({
+        expired: 1,
+        retried: 0,
+        failed: 0,
+        nextDueMs: null,
+      });
       // Not ready for a worker until the lane releases it again.
       expect((await store.laneCounts(clock.nowMs()))[0]).toMatchObject({ depth: 1, ready: 1, inFlight: 0 });
       expect(await store.release(Lane.TRANSACTIONAL, clock.nowMs())).toEqual({
@@ -259,6 +278,7 @@ for (const [name, open] of hotStores(servers)) {
           expired: last ? 0 : 1,
           retried: 0,
           failed: last ? 1 : 0,
+          nextDueMs: null,
         });
         if (last)
           expect(await store.getMessage(org, l!.messageId)).toMatchObject({

@@ -12,6 +12,7 @@ test("a store outage is logged once per loop when it starts and once when it end
     if (down) throw new Error("Connection is closed.");
   };
   const store = {
+    watchLanes: () => () => {},
     holdLease: async () => {
       await fail();
       return true;

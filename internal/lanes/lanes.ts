@@ -2,13 +2,15 @@ import type { Clock } from "../clock/clock";
 import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
 import { LANES } from "../mail/policy";
-import type { DeliveryPolicy, MailStore, SingletonLeases } from "../hotstore/hotstore";
+import type { DeliveryPolicy, LaneSignals, MailStore, SingletonLeases } from "../hotstore/hotstore";
 import { LaneScheduler, type ReleaseRecord } from "./scheduler";
 
+/** The recovery's shortest gap between two rounds, and its longest while nothing is due. */
 const RECOVER_EVERY_MS = 250;
+const RECOVER_IDLE_MS = 10_000;
 
 export interface LanesOptions {
-  store: MailStore & SingletonLeases;
+  store: MailStore & SingletonLeases & LaneSignals;
   clock: Clock;
   ratePerSecond: number;
   owner: string;
@@ -19,8 +21,19 @@ export interface LanesOptions {
   log: Logger;
 }
 
-/** Runs both lanes' schedulers and the loop that recovers expired leases and due retries. */
-export function startLanes(o: LanesOptions): { stop(): Promise<void> } {
+export interface Lanes {
+  /** Tells the recovery that a lease runs out or a retry comes due at ms (wall): it looks then at the latest. */
+  dueBy(ms: number): void;
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs both lanes' schedulers and the loop that recovers expired leases and due retries. The
+ * recovery looks when the earliest lease or retry the store holds comes due (told sooner by this
+ * daemon's leases and deferred acks), at most every 250 ms and at least every 10 s (another
+ * daemon's leases, a daemon that died).
+ */
+export function startLanes(o: LanesOptions): Lanes {
   const schedulers = LANES.map(
     (lane) =>
       new LaneScheduler({
@@ -34,27 +47,64 @@ export function startLanes(o: LanesOptions): { stop(): Promise<void> } {
       }),
   );
   for (const s of schedulers) s.start();
-  let recovering = false;
   const failing = new FailureEpisode(o.log, "recovery");
-  const recovery = setInterval(async () => {
-    if (recovering) return;
-    recovering = true;
+  let stopped = false;
+  /** When the next round runs (wall ms), the earliest it may, and what was told during a round. */
+  let nextAt = 0;
+  let earliestAt = 0;
+  let toldDue = Number.POSITIVE_INFINITY;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let wake: (() => void) | undefined;
+  const arm = () => {
+    clearTimeout(timer);
+    if (wake) timer = setTimeout(() => wake?.(), Math.max(0, nextAt - o.clock.nowMs()));
+  };
+
+  const round = async () => {
+    toldDue = Number.POSITIVE_INFINITY;
+    const startedAt = o.clock.nowMs();
+    earliestAt = startedAt + RECOVER_EVERY_MS;
     try {
-      const { expired, retried, failed } = await o.store.recover(o.clock.nowMs(), o.policy);
+      const { expired, retried, failed, nextDueMs } = await o.store.recover(startedAt, o.policy);
       if (expired + retried + failed > 0) {
         o.log.info("recovered", { expired, retried, failed });
         o.onRecovered();
       }
       failing.succeeded();
+      const due = Math.min(nextDueMs ?? Number.POSITIVE_INFINITY, toldDue);
+      nextAt = Math.min(Math.max(due, earliestAt), o.clock.nowMs() + RECOVER_IDLE_MS);
     } catch (err) {
       failing.failed(err as Error);
-    } finally {
-      recovering = false;
+      nextAt = earliestAt;
     }
-  }, RECOVER_EVERY_MS);
+  };
+  const done = (async () => {
+    while (!stopped) {
+      await round();
+      if (stopped) break;
+      await new Promise<void>((resolve) => {
+        wake = () => {
+          wake = undefined;
+          clearTimeout(timer);
+          resolve();
+        };
+        arm();
+      });
+    }
+  })();
+
   return {
+    dueBy(ms) {
+      toldDue = Math.min(toldDue, ms);
+      if (ms < nextAt) {
+        nextAt = Math.max(ms, earliestAt);
+        arm();
+      }
+    },
     async stop() {
-      clearInterval(recovery);
+      stopped = true;
+      wake?.();
+      await done;
       await Promise.all(schedulers.map((s) => s.stop()));
     },
   };

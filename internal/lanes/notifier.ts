@@ -1,8 +1,15 @@
-/** Wakes everything waiting for "something changed" (a release, an ack), or times out. */
+/**
+ * Wakes everything waiting for "something changed" (a release, an ack), or times out. A waiter
+ * passes the version it last looked at, so a change that came between its look and its wait is
+ * not missed.
+ */
 export class Notifier {
   private waiters = new Set<() => void>();
+  /** How many changes there have been. */
+  version = 0;
 
-  wait(timeoutMs: number, signal: AbortSignal): Promise<void> {
+  wait(timeoutMs: number, signal: AbortSignal, seen = this.version): Promise<void> {
+    if (seen !== this.version || signal.aborted) return Promise.resolve();
     return new Promise((done) => {
       const finish = () => {
         clearTimeout(timer);
@@ -17,6 +24,7 @@ export class Notifier {
   }
 
   notifyAll(): void {
+    this.version++;
     for (const w of [...this.waiters]) w();
   }
 }

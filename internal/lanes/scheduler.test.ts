@@ -11,6 +11,7 @@ test("a 120 ms stall is made up at no more than twice the rate, and never more t
   let calls = 0;
   const store = {
     holdLease: async () => true,
+    watchLanes: () => () => {},
     async release() {
       calls++;
       if (calls === 20) {
@@ -54,6 +55,7 @@ test("a step of the wall clock neither stalls nor bursts a lane: pacing runs on 
   const wall = new ManualClock(Date.now());
   const store = {
     holdLease: async () => true,
+    watchLanes: () => () => {},
     release: async () => ({ orgId: "o", messageId: "m" }),
   } as unknown as HotStore;
   const at: number[] = [];

@@ -22,6 +22,8 @@ import { guard, pageCursor } from "./service";
 export interface AudienceDeps {
   records: Records;
   clock: Clock;
+  /** A subscriber changed: workflow runs may have started. */
+  onChange?: () => void;
 }
 
 const STATUS_OF: Record<number, Status | undefined> = {
@@ -95,13 +97,14 @@ function notFound(ref: string): ConnectError {
   return new ConnectError(`no subscriber ${ref}`, Code.NotFound);
 }
 
-export function audienceRoutes({ records, clock }: AudienceDeps) {
+export function audienceRoutes({ records, clock, onChange = () => {} }: AudienceDeps) {
   const { audience } = records;
   return (router: ConnectRouter) =>
     router.service(AudienceService, {
       async upsertSubscribers(req) {
         const inputs = req.subscribers.map((m) => ({ ...toChange(m), email: m.email }));
         const results = await guard(() => audience.upsertMany(req.orgId, inputs, clock.nowMs()));
+        onChange();
         return { results: results.map((r) => (req.brief ? briefResultMsg(r) : toResultMsg(r))) };
       },
       async updateSubscriber(req) {
@@ -109,6 +112,7 @@ export function audienceRoutes({ records, clock }: AudienceDeps) {
           audience.update(req.orgId, req.ref, toChange(req.change, req.removeTags), clock.nowMs()),
         );
         if (!result) throw notFound(req.ref);
+        onChange();
         return { result: toResultMsg(result) };
       },
       async getSubscriber(req) {

@@ -24,6 +24,8 @@ import { guard, pageCursor } from "./service";
 export interface AutomationDeps {
   records: Records;
   clock: Clock;
+  /** A campaign was sent or scheduled: the fan-out has work. */
+  onCampaignSent?: () => void;
 }
 
 const STATUS_MSG: Record<Status, CampaignStatus> = {
@@ -112,7 +114,7 @@ const notFound = (id: string) => new ConnectError(`no campaign ${id} in this org
 const workflowNotFound = (id: string) => new ConnectError(`no workflow ${id} in this organization`, Code.NotFound);
 
 export function automationRoutes(deps: AutomationDeps) {
-  const { records, clock } = deps;
+  const { records, clock, onCampaignSent = () => {} } = deps;
   return (router: ConnectRouter) => {
     router.service(AutomationService, {
       async createCampaign(req) {
@@ -146,6 +148,7 @@ export function automationRoutes(deps: AutomationDeps) {
             `campaign ${req.id} is not a draft: it was sent or cancelled before`,
             Code.FailedPrecondition,
           );
+        onCampaignSent();
         return { campaign: toCampaignMsg(c) };
       },
 

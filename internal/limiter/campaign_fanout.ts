@@ -15,26 +15,29 @@ import { LeasedLoop } from "./leasedloop";
 /** Subscribers read (and messages queued) per page. */
 export const CAMPAIGN_PAGE = 100;
 const TICK_MS = 200;
+/** The longest wait between two rounds while no campaign is sending or due. */
+const IDLE_MAX_MS = 5_000;
 /** Messages queued between turns of the event loop. */
 const YIELD_EVERY = 5;
 
 export class CampaignFanout extends LeasedLoop {
   constructor(private readonly o: AudienceSendParts) {
-    super(o, { lease: "campaigns", tickMs: TICK_MS, what: "campaign fan-out" });
+    super(o, { lease: "campaigns", tickMs: TICK_MS, idleMaxMs: IDLE_MAX_MS, what: "campaign fan-out" });
   }
 
   /** One round: starts what is due, then tops up every sending campaign by a page. */
-  protected async round(): Promise<void> {
+  protected async round(): Promise<boolean> {
     const { records, clock } = this.o;
     await records.campaigns.startDue(clock.nowMs());
     const sending = await records.campaigns.sending();
-    if (sending.length === 0) return;
+    if (sending.length === 0) return false;
     const bulk = (await this.o.hot.laneCounts(clock.nowMs())).find((l) => l.lane === Lane.BULK);
     // depth: messages queued and not yet released.
     const laneLow = (bulk?.depth ?? 0) < CAMPAIGN_PAGE;
     for (const c of sending) {
       if (laneLow || pending(c) <= CAMPAIGN_PAGE) await this.page(c);
     }
+    return true;
   }
 
   /**

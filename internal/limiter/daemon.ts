@@ -1,7 +1,7 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { Clock } from "../clock/clock";
 import type { DeliveryPolicy, HotStore } from "../hotstore/hotstore";
-import { startLanes } from "../lanes/lanes";
+import { type Lanes, startLanes } from "../lanes/lanes";
 import type { Logger } from "../log/log";
 import { laneName } from "../mail/policy";
 import type { LimiterMetrics } from "../metrics/metrics";
@@ -71,7 +71,10 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     log: o.log,
     metrics: o.metrics,
   });
-  const runtime = new MailRuntime();
+  const runtime = new MailRuntime(() => {
+    writer.changed();
+    reconciler.wake();
+  });
   const refusals = new RefusalCounter(o.hot, o.records.stats, o.clock, o.log);
   const limiter = limiterService({
     hot: o.hot,
@@ -107,8 +110,10 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     newToken,
   });
   const webhooks = webhookRoutes({ records: o.records, clock: o.clock, policy: o.webhookPolicy });
-  const audience = audienceRoutes({ records: o.records, clock: o.clock });
-  const automation = automationRoutes({ records: o.records, clock: o.clock });
+  // Changes that give the leased loops work wake them (on this daemon; another one's loops come
+  // round within their idle wait).
+  const audience = audienceRoutes({ records: o.records, clock: o.clock, onChange: () => runner.wake() });
+  const automation = automationRoutes({ records: o.records, clock: o.clock, onCampaignSent: () => fanout.wake() });
   const accept = acceptor({ hot: o.hot, projection, clock: o.clock }, runtime);
   const automationParts = {
     records: o.records,
@@ -131,7 +136,15 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     holdMs: o.visibilityMs,
     metrics: o.metrics,
   });
-  let lanes: { stop(): Promise<void> } | undefined;
+  // Releases by any daemon on the store wake this daemon's idle lease streams (from its
+  // construction: a daemon's RPCs serve before its lanes start); any lane signal wakes the
+  // records writer and the reconciliation, which may be this daemon's.
+  const unwatch = o.hot.watchLanes((s) => {
+    if (s.kind === "ready") runtime.work.notifyAll();
+    writer.changed();
+    reconciler.wake();
+  });
+  let lanes: Lanes | undefined;
   return {
     routes(router) {
       limiter.routes(router);
@@ -159,13 +172,18 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
           runtime.recordRelease(r);
           o.metrics?.released.inc({ lane: laneName(r.lane) });
         },
-        onRecovered: () => runtime.work.notifyAll(),
+        onRecovered: () => {
+          runtime.work.notifyAll();
+          runtime.onChange();
+        },
         log: o.log,
       });
+      runtime.recovery = lanes;
     },
     async stopReleasing() {
       await Promise.all([fanout.stop(), runner.stop(), reconciler.stop()]);
       await lanes?.stop();
+      unwatch();
       runtime.stopping.abort();
     },
     async stop() {

@@ -48,7 +48,7 @@ test("a stream whose ack never came is not stalled: the expired lease stops coun
   // No ack. The lease expires, the daemon's recovery puts the message back in its lane, and
   // the lane releases it again (this test plays the scheduler).
   clock.advance(5_000);
-  expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: 1, retried: 0, failed: 0 });
+  expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: 1, retried: 0, failed: 0, nextDueMs: null });
   await store.release(Lane.TRANSACTIONAL, clock.nowMs());
   const second = (await stream.next()).value!;
   expect(second).toMatchObject({ messageId: sent.messageId, attempt: 2 });

@@ -15,6 +15,7 @@ import {
   MessageStatus,
   SendOutcome,
 } from "../gen/mailcore/limiter/v1/mail_pb";
+import type { Lanes } from "../lanes/lanes";
 import type { ReleaseRecord } from "../lanes/scheduler";
 import { Notifier } from "../lanes/notifier";
 import { domainOf, fixtureKind, GUARD_LIMITS, IDEMPOTENCY_TTL_MS, LANES, normalizeMailbox } from "../mail/policy";
@@ -29,7 +30,8 @@ import { guard, pageCursor } from "./service";
 
 const RELEASE_RING = 20_000;
 const MAX_IN_FLIGHT = 256;
-const IDLE_POLL_MS = 20;
+/** How long an idle lease stream waits for a release before it looks again anyway (a signal can be lost). */
+const IDLE_LOOK_MS = 30_000;
 const MAX_PAGE = 100;
 const DEFAULT_PAGE = 20;
 /** The longest range of hourly counts one call reads: a little more than a year. */
@@ -54,12 +56,22 @@ export class MailRuntime {
   private readonly releases = new Map<Lane, ReleaseRecord[]>(LANES.map((lane) => [lane, []]));
   /** Lease id to the stream that holds it (lease id -> expiry), so an ack frees room on that stream. */
   readonly leaseOwners = new Map<string, Map<string, number>>();
+  /** The recovery of the lanes, once they run: told when a lease runs out or a retry is due. */
+  recovery: Pick<Lanes, "dueBy"> | undefined;
+
+  /** onChange: a message changed here (accepted, released, acked): the records writer has work. */
+  constructor(readonly onChange: () => void = () => {}) {}
+
+  dueBy(ms: number): void {
+    this.recovery?.dueBy(ms);
+  }
 
   recordRelease(r: ReleaseRecord): void {
     const ring = this.releases.get(r.lane)!;
     ring.push(r);
     if (ring.length > RELEASE_RING) ring.splice(0, ring.length - RELEASE_RING);
     this.work.notifyAll();
+    this.onChange();
   }
 
   releasesSince(lane: Lane, sinceMs: number): ReleaseRecord[] {
@@ -118,7 +130,7 @@ export function acceptor(deps: Pick<MailDeps, "hot" | "projection" | "clock">, r
         ? { key: req.idempotencyKey, bodyHash: req.bodyHash ?? "", ttlMs: IDEMPOTENCY_TTL_MS }
         : undefined,
     });
-    if (result.kind === "accepted") runtime.work.notifyAll();
+    if (result.kind === "accepted") runtime.onChange();
     return result;
   };
 }
@@ -240,7 +252,9 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
               }
             }
             const room = max - held.size;
+            const seen = runtime.work.version;
             const leased = room > 0 ? await guard(() => hot.lease(room, now, deps.visibilityMs)) : [];
+            if (leased.length > 0) runtime.dueBy(now + deps.visibilityMs);
             for (const l of leased) {
               held.set(l.leaseId, now + deps.visibilityMs);
               runtime.leaseOwners.set(l.leaseId, held);
@@ -253,7 +267,9 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
                 email: fromJsonString(EmailSchema, l.payload),
               };
             }
-            if (leased.length === 0) await runtime.work.wait(IDLE_POLL_MS, ended);
+            // Woken by a release (any daemon's), an ack that frees room, or an expiry of the held.
+            const nextExpiry = Math.min(...held.values()) - now;
+            if (leased.length === 0) await runtime.work.wait(Math.min(IDLE_LOOK_MS, nextExpiry), ended, seen);
           }
         } finally {
           for (const id of held.keys()) runtime.leaseOwners.delete(id);
@@ -280,6 +296,8 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
         owner?.delete(req.leaseId);
         runtime.leaseOwners.delete(req.leaseId);
         runtime.work.notifyAll();
+        runtime.onChange();
+        if (result.status === MessageStatus.DEFERRED) runtime.dueBy(clock.nowMs()); // its retry: the recovery looks when it is due
         return result;
       },
     });

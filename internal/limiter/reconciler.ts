@@ -18,6 +18,8 @@ import { LeasedLoop, type LoopParts } from "./leasedloop";
 
 /** Messages read from the records and asked of the hot store at a time. */
 const PAGE = 500;
+/** The longest rest while neither side has a message not yet final (a change ends it: wake()). */
+const IDLE_MAX_MS = 30_000;
 
 export interface ReconcilerParts extends LoopParts {
   hot: ReconcileStore & SingletonLeases;
@@ -35,16 +37,23 @@ export class Reconciler extends LeasedLoop {
   private missingSince = new Map<string, number>();
 
   constructor(private readonly o: ReconcilerParts) {
-    super(o, { lease: "reconcile", tickMs: o.everyMs, what: "reconciliation" });
+    super(o, {
+      lease: "reconcile",
+      tickMs: o.everyMs,
+      idleMaxMs: Math.max(o.everyMs, IDLE_MAX_MS),
+      what: "reconciliation",
+    });
   }
 
-  protected async round(): Promise<void> {
-    await this.dropStale();
-    await this.putBack();
+  /** Busy while either side has a message not yet final: with none, nothing can be lost, and the loop rests until a change. */
+  protected async round(): Promise<boolean> {
+    const here = await this.dropStale();
+    const unfinished = await this.putBack();
+    return here + unfinished > 0;
   }
 
   /** Drops the hot store's copies older than the records: they are put back from the records, or were final there. */
-  private async dropStale(): Promise<void> {
+  private async dropStale(): Promise<number> {
     const { hot, records } = this.o;
     const here = await hot.unfinishedHere();
     const stale: Written[] = [];
@@ -61,16 +70,19 @@ export class Reconciler extends LeasedLoop {
     this.o.metrics?.reconciled.inc({ action: "dropped" }, dropped);
     if (dropped > 0)
       this.o.log.warn("dropped messages the hot store had at an older state than the records", { dropped });
+    return here.length;
   }
 
-  /** One walk over the messages the records hold as not final; puts back those that are due. */
-  private async putBack(): Promise<void> {
+  /** One walk over the messages the records hold as not final; puts back those that are due. Returns how many it walked. */
+  private async putBack(): Promise<number> {
     const { hot, records, clock } = this.o;
     const now = clock.nowMs();
     const missing = new Map<string, number>();
     const due: string[] = [];
+    let walked = 0;
     for (let after = ""; ; ) {
       const page = await records.history.unfinishedAfter(after, PAGE);
+      walked += page.length;
       if (page.length === 0) break;
       const presence = await hot.presence(page);
       for (const [i, m] of page.entries()) {
@@ -92,5 +104,6 @@ export class Reconciler extends LeasedLoop {
       this.o.metrics?.reconciled.inc({ action: "finished" }, put.finished);
       this.o.log.warn("put back messages the hot store had lost, from the records", { ...put });
     }
+    return walked;
   }
 }

@@ -8,8 +8,13 @@ import type { Records } from "../records/records";
 import type { WebhookEventInput } from "../records/webhooks";
 import { EMAIL_EVENT_OF_STATUS } from "../webhooks/events";
 
-/** How often the message history is written, and how many messages per batch. */
+/**
+ * How often the message history is written while messages change, how long the writer waits at
+ * most while nothing changes (each empty look doubles the wait; a change in this daemon, or a
+ * lane signal from any, ends it), and how many messages per batch.
+ */
 const FLUSH_EVERY_MS = 200;
+const FLUSH_IDLE_MAX_MS = 2_000;
 const FLUSH_BATCH = 500;
 /** How often expired history is deleted, and how many messages per delete. */
 const RETENTION_EVERY_MS = 60_000;
@@ -17,6 +22,8 @@ const RETENTION_BATCH = 1_000;
 /** A token's last use is kept to this resolution (and written at most this often). */
 export const TOKEN_USE_RESOLUTION_MS = 60_000;
 const WRITER_LEASE_TTL_MS = 5_000;
+/** The writer's lease is renewed once this much of it has gone by, not on every flush. */
+const WRITER_LEASE_RENEW_MS = WRITER_LEASE_TTL_MS / 2;
 
 export interface RecordsWriterOptions {
   hot: OutboxStore & SingletonLeases;
@@ -41,17 +48,44 @@ export interface RecordsWriterOptions {
 export class RecordsWriter {
   private readonly usedTokens = new Set<string>();
   private readonly timers: ReturnType<typeof setInterval>[] = [];
-  private flushing: Promise<void> | undefined;
+  private flushing: Promise<boolean> | undefined;
   private failing: string | undefined;
+  private stopped = true;
+  /** The next flush: its timer, when it is due (monotonic ms), when the last one began, and the wait after an empty one. */
+  private flushTimer: ReturnType<typeof setTimeout> | undefined;
+  private flushAt = Number.POSITIVE_INFINITY;
+  private lastFlushAt = Number.NEGATIVE_INFINITY;
+  private idleWaitMs = FLUSH_EVERY_MS;
+  private heldAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly o: RecordsWriterOptions) {}
 
   start(): void {
+    this.stopped = false;
+    this.flushIn(FLUSH_EVERY_MS);
     this.timers.push(
-      setInterval(() => void this.flush(), FLUSH_EVERY_MS),
       setInterval(() => void this.background("retention", () => this.expire()), RETENTION_EVERY_MS),
       setInterval(() => void this.background("token use", () => this.writeTokenUse()), TOKEN_USE_RESOLUTION_MS),
     );
+  }
+
+  /** Something changed a message: the next flush comes at the usual pace, not after an idle wait. */
+  changed(): void {
+    this.idleWaitMs = FLUSH_EVERY_MS;
+    if (this.stopped) return;
+    const at = Math.max(performance.now(), this.lastFlushAt + FLUSH_EVERY_MS);
+    if (at < this.flushAt) this.flushIn(at - performance.now());
+  }
+
+  private flushIn(ms: number): void {
+    clearTimeout(this.flushTimer);
+    this.flushAt = performance.now() + ms;
+    this.flushTimer = setTimeout(async () => {
+      this.flushAt = Number.POSITIVE_INFINITY;
+      const wrote = await this.flush();
+      this.idleWaitMs = wrote ? FLUSH_EVERY_MS : Math.min(this.idleWaitMs * 2, FLUSH_IDLE_MAX_MS);
+      if (!this.stopped && this.flushAt === Number.POSITIVE_INFINITY) this.flushIn(this.idleWaitMs);
+    }, ms);
   }
 
   /** Notes that a token was used (written to the records later, coarsely). */
@@ -59,13 +93,20 @@ export class RecordsWriter {
     this.usedTokens.add(hash);
   }
 
-  /** Writes what changed to the records, until nothing is left; one flush at a time. */
-  flush(): Promise<void> {
+  /** Writes what changed to the records, until nothing is left; one flush at a time. Says whether it wrote anything. */
+  flush(): Promise<boolean> {
+    this.lastFlushAt = performance.now();
+    let wrote = false;
     this.flushing ??= this.background("message history", async () => {
-      if (!(await this.o.hot.holdLease("history", this.o.owner, WRITER_LEASE_TTL_MS))) return;
+      if (performance.now() - this.heldAt >= WRITER_LEASE_RENEW_MS) {
+        this.heldAt = Number.NEGATIVE_INFINITY;
+        if (!(await this.o.hot.holdLease("history", this.o.owner, WRITER_LEASE_TTL_MS))) return;
+        this.heldAt = this.lastFlushAt;
+      }
       for (;;) {
         const changed = await this.o.hot.changedMessages(FLUSH_BATCH);
         if (changed.length === 0) return;
+        wrote = true;
         await this.o.records.history.write(changed, (sql, fresh) =>
           this.o.records.webhooks.enqueueIn(sql, emailWebhookEvents(fresh), this.o.clock.nowMs()),
         );
@@ -74,13 +115,17 @@ export class RecordsWriter {
         await this.o.hot.settle(changed.map((m) => ({ orgId: m.orgId, id: m.id, version: m.version })));
         if (changed.length < FLUSH_BATCH) return;
       }
-    }).finally(() => {
-      this.flushing = undefined;
-    });
+    })
+      .then(() => wrote)
+      .finally(() => {
+        this.flushing = undefined;
+      });
     return this.flushing;
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.flushTimer);
     for (const t of this.timers) clearInterval(t);
     await this.flush();
     await this.background("token use", () => this.writeTokenUse());

@@ -12,6 +12,8 @@ import { LeasedLoop } from "./leasedloop";
 // time (a lease); the runs and their due times are in the records, so a restart resumes them.
 
 const TICK_MS = 250;
+/** The longest wait between two rounds while no run is due (a wait step may end this much late). */
+const IDLE_MAX_MS = 5_000;
 const DUE_BATCH = 50;
 
 /** What running a step came to. */
@@ -36,13 +38,14 @@ function workflowStepPayload(subscriber: Subscriber, workflowId: string, runId: 
 
 export class WorkflowRunner extends LeasedLoop {
   constructor(private readonly o: AudienceSendParts) {
-    super(o, { lease: "workflows", tickMs: TICK_MS, what: "workflow runs" });
+    super(o, { lease: "workflows", tickMs: TICK_MS, idleMaxMs: IDLE_MAX_MS, what: "workflow runs" });
   }
 
   /** One round: every due run (a batch), side by side. */
-  protected async round(): Promise<void> {
+  protected async round(): Promise<boolean> {
     const due = await this.o.records.workflows.dueRuns(this.o.clock.nowMs(), DUE_BATCH);
     await Promise.all(due.map((r) => this.advance(r)));
+    return due.length > 0;
   }
 
   /** Runs the run's steps from where it is until it waits, is retried later, or ends. */

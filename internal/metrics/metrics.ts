@@ -7,10 +7,14 @@ import type { Logger } from "../log/log";
 
 export type Registry = client.Registry;
 
+const EVENT_LOOP_SAMPLE_MS = 1_000;
+
 export function newRegistry(processName: string): Registry {
   const registry = new client.Registry();
   registry.setDefaultLabels({ process: processName });
-  client.collectDefaultMetrics({ register: registry });
+  // The event-loop delay is sampled once a second, not every 10 ms (prom-client's default): on
+  // Bun the sampling is a timer, and at 10 ms it was most of an idle daemon's wake-ups.
+  client.collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
   return registry;
 }
 

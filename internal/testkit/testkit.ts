@@ -161,13 +161,19 @@ export async function startSentinel(primary: RedisServer, name: string): Promise
   };
 }
 
-/** Starts a redis-server and a replica of it; resolves once the replica has synced. */
+/** Starts a redis-server and a replica of it; resolves once the replica has synced and its primary counts it online. */
 export async function startRedisWithReplica(opts: { aof?: boolean } = {}) {
   const primary = await startRedis(opts);
   const replica = await startRedis({ ...opts, replicaOf: primary });
+  const replication = async (port: number) => {
+    const res = spawn(["redis-cli", "-p", String(port), "info", "replication"], { stdout: "pipe" });
+    return await new Response(res.stdout).text();
+  };
   await waitFor("the replica's sync", async () => {
-    const res = spawn(["redis-cli", "-p", String(replica.port), "info", "replication"], { stdout: "pipe" });
-    return (await new Response(res.stdout).text()).includes("master_link_status:up");
+    return (
+      (await replication(replica.port)).includes("master_link_status:up") &&
+      /^slave0:.*state=online/m.test(await replication(primary.port))
+    );
   });
   return { primary, replica, stop: () => Promise.all([replica.stop(), primary.stop()]).then(() => {}) };
 }

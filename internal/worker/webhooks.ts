@@ -13,8 +13,9 @@ import { ATTEMPT_TIMEOUT_MS } from "../webhooks/schedule";
 import { readExcerpt } from "../webhooks/excerpt";
 import { refusedTarget } from "../webhooks/target";
 
-/** How long an idle deliverer waits before asking for due deliveries again. */
+/** The wait after a claim that found nothing: doubled on each such claim up to the second figure, so an idle worker stays quiet. */
 const IDLE_POLL_MS = 250;
+const IDLE_POLL_MAX_MS = 2_000;
 const CALL_TIMEOUT_MS = 2_000;
 /** A report is retried this long at most; then the lease runs out and the delivery is tried again. */
 const REPORT_GIVE_UP_MS = 10_000;
@@ -109,6 +110,7 @@ export class WebhookDeliverer {
 
   async run(): Promise<void> {
     const signal = this.abort.signal;
+    let idleMs = IDLE_POLL_MS;
     while (!signal.aborted) {
       if (this.inFlight.size >= this.o.concurrency) {
         await Promise.race(this.inFlight);
@@ -132,7 +134,11 @@ export class WebhookDeliverer {
         this.claimFailing.failed(err as Error);
       }
       for (const task of tasks) this.track(this.deliver(task));
-      if (tasks.length === 0) await Bun.sleep(IDLE_POLL_MS);
+      if (tasks.length > 0) idleMs = IDLE_POLL_MS;
+      else {
+        await Bun.sleep(idleMs);
+        idleMs = Math.min(idleMs * 2, IDLE_POLL_MAX_MS);
+      }
     }
   }
 

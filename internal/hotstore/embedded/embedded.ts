@@ -16,6 +16,7 @@ import {
   type HotStore,
   type MessageRef,
   INVALID_TOKEN_TTL_MS,
+  type LaneSignal,
   newAudienceStamp,
   type OrgRef,
   type OrgUsage,
@@ -68,6 +69,7 @@ export class EmbeddedHot implements HotStore {
   private readonly lanes: EmbeddedLanes;
   private readonly refusals = new SlotCounters<RefusalKind>(60_000, REFUSAL_MINUTES);
   private readonly released = new SlotCounters<Lane>(1_000, RELEASE_WINDOW_S + 1);
+  private readonly watchers = new Set<(signal: LaneSignal) => void>();
 
   /** file null keeps everything in memory (tests). */
   constructor(
@@ -192,12 +194,19 @@ export class EmbeddedHot implements HotStore {
     });
   }
 
-  enqueue(input: EnqueueInput, nowMs: number) {
-    return this.lanes.enqueue(input, nowMs, () => this.orgs.get(input.orgId)?.domains.has(input.fromDomain));
+  async enqueue(input: EnqueueInput, nowMs: number) {
+    const result = await this.lanes.enqueue(input, nowMs, () =>
+      this.orgs.get(input.orgId)?.domains.has(input.fromDomain),
+    );
+    if (result.kind === "accepted") this.signal({ kind: "waiting", lane: input.lane });
+    return result;
   }
   async release(lane: Lane, nowMs: number) {
     const released = await this.lanes.release(lane, nowMs);
-    if (released) this.released.add(released.orgId, lane, 1, nowMs);
+    if (released) {
+      this.released.add(released.orgId, lane, 1, nowMs);
+      this.signal({ kind: "ready" });
+    }
     return released;
   }
   lease(max: number, nowMs: number, visibilityMs: number) {
@@ -206,8 +215,10 @@ export class EmbeddedHot implements HotStore {
   ack(input: AckInput, policy: DeliveryPolicy, nowMs: number) {
     return this.lanes.ack(input, policy, nowMs);
   }
-  recover(nowMs: number, policy: DeliveryPolicy) {
-    return this.lanes.recover(nowMs, policy);
+  async recover(nowMs: number, policy: DeliveryPolicy) {
+    const result = await this.lanes.recover(nowMs, policy);
+    if (result.expired + result.retried > 0) for (const lane of LANES) this.signal({ kind: "waiting", lane });
+    return result;
   }
   getMessage(orgId: string, messageId: string) {
     return this.lanes.getMessage(orgId, messageId);
@@ -255,14 +266,26 @@ export class EmbeddedHot implements HotStore {
   presence(messages: MessageRef[]) {
     return this.lanes.presence(messages);
   }
-  restore(messages: MessageHistory[], nowMs: number) {
-    return this.lanes.restore(messages, nowMs);
+  async restore(messages: MessageHistory[], nowMs: number) {
+    const result = await this.lanes.restore(messages, nowMs);
+    if (result.requeued > 0) for (const lane of LANES) this.signal({ kind: "waiting", lane });
+    return result;
   }
   unfinishedHere() {
     return this.lanes.unfinishedHere();
   }
   drop(stale: Written[]) {
     return this.lanes.drop(stale);
+  }
+
+  /** One daemon owns the embedded store: its signals are its own. */
+  watchLanes(on: (signal: LaneSignal) => void): () => void {
+    this.watchers.add(on);
+    return () => this.watchers.delete(on);
+  }
+
+  private signal(s: LaneSignal): void {
+    for (const w of this.watchers) w(s);
   }
 
   /** One daemon owns the embedded store, so it always runs the singletons. */

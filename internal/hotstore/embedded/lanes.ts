@@ -312,7 +312,12 @@ export class EmbeddedLanes {
           .run(MessageStatus.QUEUED, ++this.seq, nowMs, id);
         this.event(id, nowMs, MessageStatus.QUEUED, "retry");
       }
-      return { expired: expired.length - failed, retried: due.length, failed };
+      const { next } = this.db
+        .query(
+          "SELECT MIN(d) AS next FROM (SELECT MIN(due_ms) AS d FROM messages WHERE state = 'inflight' UNION ALL SELECT MIN(due_ms) FROM messages WHERE state = 'deferred')",
+        )
+        .get() as { next: number | null };
+      return { expired: expired.length - failed, retried: due.length, failed, nextDueMs: next };
     })();
   }
 

@@ -40,17 +40,16 @@ type Outcome = { value: unknown } | { error: unknown };
 /** Batches queued while one is under way, at most this many scripts each. */
 const MAX_BATCH = 256;
 
-/** How often the primary's replicas are looked at again under "detect". */
+/**
+ * How often the primary's replicas are looked at again under "detect" (and at once whenever the
+ * waiting connection connects again: a failover, a restart).
+ */
 const DETECT_EVERY_MS = 1_000;
 
-/**
- * What INFO replication says of the primary that holds the messages: its replication id, and its
- * replicas that are online (one still in its first full sync cannot confirm a write yet).
- */
-export function replication(info: string): { replid: string; online: number } {
-  const replid = info.match(/^master_replid:(.*)$/m)?.[1]?.trim() ?? "";
-  const online = info.match(/^slave\d+:.*\bstate=online\b/gm)?.length ?? 0;
-  return { replid, online };
+/** What INFO replication says of the primary that holds the messages. */
+function replication(info: string): { replid: string; connected: number } {
+  const field = (name: string) => info.match(new RegExp(`^${name}:(.*)$`, "m"))?.[1]?.trim() ?? "";
+  return { replid: field("master_replid"), connected: Number(field("connected_slaves") || 0) };
 }
 
 /**
@@ -63,11 +62,12 @@ export function replication(info: string): { replid: string; online: number } {
  * replicas have every write of the connection so far. Short of that, every script of the batch
  * fails with NotConfirmed: it ran, and may or may not outlive a failover.
  *
- * Under "detect" the count follows the primary: 1 once it has been seen with a replica online, 0
- * while it never has. A replica that drops off (a partition) does not lower it, or the writes made
- * while it is away would be the ones a failover loses; a new primary (a failover, a restart: a new
- * replication id) is counted afresh, so the old primary resyncing as its replica (seconds of a full
- * sync, in which it confirms nothing) is counted once it is online.
+ * Under "detect" the count follows the primary: 1 once it has been seen with a replica, 0 while it
+ * never has. A replica that drops off (a partition) does not lower it, or the writes made while
+ * it is away would be the ones a failover loses; a new primary (a failover, a restart: a new
+ * replication id) is counted afresh. A replica still in its first full sync counts: it confirms
+ * nothing until it has synced (changes answer "not confirmed" meanwhile), but a failover could
+ * promote it, and a change it never had would be lost.
  */
 export class ConfirmedWrites {
   private readonly batcher: MicroBatcher<[WriteScript, (string | number)[]], Outcome>;
@@ -88,6 +88,7 @@ export class ConfirmedWrites {
       this.ready = this.detect();
       this.detecting = setInterval(() => void this.detect(), DETECT_EVERY_MS);
       this.detecting.unref();
+      writer.on("ready", () => void this.detect());
     } else this.ready = Promise.resolve();
   }
 
@@ -152,8 +153,8 @@ export class ConfirmedWrites {
       const [routed] = replies[0] ?? [new Error("no answer")];
       const [err, info] = replies[1] ?? [new Error("no answer"), ""];
       if (routed || err) return; // not the primary of the slot (a redirect): look again next time
-      const { replid, online } = replication(info as string);
-      const seen = online > 0 ? 1 : 0;
+      const { replid, connected } = replication(info as string);
+      const seen = connected > 0 ? 1 : 0;
       this.replicas = replid === this.replid ? Math.max(this.replicas, seen) : seen;
       this.replid = replid;
     } catch {

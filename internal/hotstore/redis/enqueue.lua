@@ -71,7 +71,7 @@ redis.call('HSET', KEYS[4], 'lane', ARGV[4], 'payload', ARGV[5], 'mailbox', ARGV
   'subject', ARGV[18], 'tags', ARGV[19], 'status', S.QUEUED, 'attempts', 0, 'created', now, 'updated', now, 'lease', '', 'v', 0)
 record(ARGV[3], ARGV[2], S.QUEUED, now, 'accepted')
 if redis.call('RPUSH', KEYS[6], ARGV[2]) == 1 then redis.call('RPUSH', KEYS[7], ARGV[3]) end
-redis.call('INCR', KEYS[8])
+if redis.call('INCR', KEYS[8]) == 1 then signalWaiting(ARGV[4]) end
 if ARGV[9] ~= '' then
   redis.call('HSET', KEYS[1], 'h', ARGV[9], 'id', ARGV[2], 'e', now + tonumber(ARGV[10]))
   redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[10]))

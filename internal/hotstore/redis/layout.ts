@@ -45,6 +45,7 @@ export const keys = {
   deferred: (lane: number) => key("deferred", lane),
   lease: (name: string) => key("lease", name),
   outbox: () => key("outbox"),
+  signals: () => key("signals"),
   keptAck: (orgId: string, id: string) => key("keptAck", orgId, id),
   refusals: (orgId: string, minute: number) => key("refusals", orgId, minute),
 };

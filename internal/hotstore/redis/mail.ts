@@ -210,9 +210,9 @@ export class RedisMail implements MailStore {
   }
 
   async recover(nowMs: number, policy: DeliveryPolicy): Promise<RecoverResult> {
-    const total = { expired: 0, retried: 0, failed: 0 };
+    const total: RecoverResult = { expired: 0, retried: 0, failed: 0, nextDueMs: null };
     for (const lane of LANES) {
-      const [expired, retried, failed] = (await this.writes.run("recover", [
+      const [expired, retried, failed, next] = (await this.writes.run("recover", [
         keys.inFlight(lane),
         keys.deferred(lane),
         keys.roster(lane),
@@ -221,7 +221,8 @@ export class RedisMail implements MailStore {
         lane,
         RECOVER_BATCH,
         policy.maxAttempts,
-      ])) as [number, number, number];
+      ])) as [number, number, number, number];
+      if (next >= 0) total.nextDueMs = Math.min(total.nextDueMs ?? next, next);
       total.expired += expired;
       total.retried += retried;
       total.failed += failed;

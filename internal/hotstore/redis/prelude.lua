@@ -29,6 +29,12 @@ K.outbox = 'mc:{mail}:outbox'             -- zset: 'org|id' changed since last w
 K.keptAck = 'mc:{mail}:acked:%s:%s'       -- (org, id): 'outcome|detail', a worker's ack of a message no longer here
 K.refusals = 'mc:org:{%s}:429:%s'         -- (org, minute number): refused requests: quota, ip, recipient
 K.released = 'mc:{mail}:rel:%s:%s'        -- (org, second number): messages released, a count per lane
+K.signals = 'mc:{mail}:signals'           -- pub/sub channel: 'w<lane>' a lane got a message waiting, 'r' one was released
+
+-- Wakes the daemons' idle lane schedulers: a lane that was empty has a message waiting.
+local function signalWaiting(lane)
+  redis.call('PUBLISH', K.signals, 'w' .. lane)
+end
 
 -- How long the per-second release counts are kept (ms): longer than the window usage_lanes.lua reads.
 local RELEASED_KEEP_MS = 20000

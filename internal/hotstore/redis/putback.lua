@@ -36,7 +36,7 @@ for i = 2, #ARGV do
       local queue = key('orgQueue', m.lane, org)
       local len = head and redis.call('LPUSH', queue, id) or redis.call('RPUSH', queue, id)
       if len == 1 then redis.call('RPUSH', key('roster', m.lane), org) end
-      redis.call('INCR', key('depth', m.lane))
+      if redis.call('INCR', key('depth', m.lane)) == 1 then signalWaiting(m.lane) end
       requeued = requeued + 1
     else
       finished = finished + 1

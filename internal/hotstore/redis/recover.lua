@@ -5,13 +5,13 @@
 --
 -- KEYS[1] in flight  KEYS[2] deferred  KEYS[3] roster  KEYS[4] depth (one lane)
 -- ARGV[1] now  ARGV[2] lane  ARGV[3] at most this many of each  ARGV[4] max attempts
--- Reply: {released again, retried, failed}
+-- Reply: {released again, retried, failed, the earliest lease expiry or retry left (ms), or -1}
 
 local function requeue(org, id, head)
   local queue = key('orgQueue', ARGV[2], org)
   local len = head and redis.call('LPUSH', queue, id) or redis.call('RPUSH', queue, id)
   if len == 1 then redis.call('RPUSH', KEYS[3], org) end
-  redis.call('INCR', KEYS[4])
+  if redis.call('INCR', KEYS[4]) == 1 then signalWaiting(ARGV[2]) end
 end
 
 local again, failed = 0, 0
@@ -43,4 +43,9 @@ for _, entry in ipairs(due) do
   record(org, id, S.QUEUED, ARGV[1], 'retry')
   requeue(org, id, false)
 end
-return {again, #due, failed}
+local next = -1
+for _, k in ipairs({KEYS[1], KEYS[2]}) do
+  local first = redis.call('ZRANGE', k, 0, 0, 'WITHSCORES')
+  if first[2] and (next < 0 or tonumber(first[2]) < next) then next = tonumber(first[2]) end
+end
+return {again, #due, failed, next}

@@ -9,6 +9,7 @@ import type {
   DeliveryPolicy,
   EnqueueInput,
   HotStore,
+  LaneSignal,
   MessageRef,
   RefusalCount,
   Written,
@@ -19,6 +20,7 @@ import { keys } from "./layout";
 import { RedisMail } from "./mail";
 import { RedisOutbox } from "./outbox";
 import { RedisReconcile } from "./reconcile";
+import { RedisLaneSignals } from "./signals";
 import { type RedisClient, type ScriptedRedis, withScripts } from "./scripts";
 import { RedisUsage } from "./usage";
 
@@ -120,8 +122,10 @@ export class RedisHot implements HotStore {
   private readonly usage: RedisUsage;
   private readonly outbox: RedisOutbox;
   private readonly reconcile: RedisReconcile;
+  private readonly signals: RedisLaneSignals;
 
   constructor(redis: RedisClient, waiting?: RedisWaiting) {
+    this.signals = new RedisLaneSignals(redis);
     this.redis = withScripts(redis);
     this.writes = new ConfirmedWrites(
       this.redis,
@@ -214,11 +218,16 @@ export class RedisHot implements HotStore {
     return ((await this.redis.hold(keys.lease(name), owner, ttlMs)) as number) === 1;
   }
 
+  watchLanes(on: (signal: LaneSignal) => void): () => void {
+    return this.signals.watchLanes(on);
+  }
+
   async ping(): Promise<void> {
     await this.redis.ping();
   }
 
   async close(): Promise<void> {
+    this.signals.close();
     this.writes.close();
     this.redis.disconnect();
   }

@@ -14,7 +14,8 @@ while org do
   if id then
     if redis.call('LLEN', queue) > 0 then redis.call('RPUSH', KEYS[1], org) end
     redis.call('DECR', KEYS[3])
-    redis.call('RPUSH', KEYS[2], ref(org, id))
+    -- The ready list was empty: wake the daemons' idle lease streams.
+    if redis.call('RPUSH', KEYS[2], ref(org, id)) == 1 then redis.call('PUBLISH', K.signals, 'r') end
     record(org, id, S.QUEUED, ARGV[1], 'released')
     -- The organization's release rate, for the console.
     local released = key('released', org, math.floor(tonumber(ARGV[1]) / 1000))
