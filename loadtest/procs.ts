@@ -5,6 +5,7 @@ import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { withAllocatorEnv } from "../internal/config/allocator";
 import { startPostgres } from "../internal/testkit/postgres";
+import { machineTicks } from "../internal/testkit/machine";
 import { freePort, type Proc, startRedis, tempDir, waitFor } from "../internal/testkit/testkit";
 
 type Cleanup = () => unknown;
@@ -160,15 +161,6 @@ function jitSeconds(pid: number): number {
     // the process ended
   }
   return sum;
-}
-
-/** Busy and total jiffies of the whole machine (all cores). */
-function machineTicks(): { busy: number; total: number } {
-  const line = readFileSync("/proc/stat", "utf8").split("\n")[0]!;
-  const n = line.trim().split(/\s+/).slice(1).map(Number);
-  const total = n.reduce((a, b) => a + b, 0);
-  const idle = (n[3] ?? 0) + (n[4] ?? 0);
-  return { busy: total - idle, total };
 }
 
 export interface CpuShare {

@@ -32,6 +32,15 @@ beforeAll(async () => {
   token = await stack.org("acme", "premium");
   const r = await runToEnd("cmd/admin/index.ts", ["user", "create", "acme", EMAIL], stack.env, `${PASSWORD}\n`);
   if (r.code !== 0) throw new Error(`user create: ${r.stderr}`);
+  // The endpoints first: a bounce written to the records before they exist would announce to none.
+  for (const path of ["/up", "/down"]) {
+    const res = await fetch(`${base}/api/v1/webhooks`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ url: `${receiver.url}${path}`, events: ["email.bounced"] }),
+    });
+    expect(res.status).toBe(201);
+  }
   for (const [i, to] of ["delivered@fixtures.test", "bounced@fixtures.test", "Kim <kim@example.org>"].entries()) {
     for (let n = 0; n < (i === 0 ? 26 : 1); n++) {
       const res = await sendEmail(base, token, {
@@ -45,14 +54,6 @@ beforeAll(async () => {
       expect(res.status).toBe(202);
       sent.push(res.body.id as string);
     }
-  }
-  for (const path of ["/up", "/down"]) {
-    const res = await fetch(`${base}/api/v1/webhooks`, {
-      method: "POST",
-      headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
-      body: JSON.stringify({ url: `${receiver.url}${path}`, events: ["email.bounced"] }),
-    });
-    expect(res.status).toBe(201);
   }
   await waitFor(
     "the messages to be recorded, finished",
