@@ -6,7 +6,7 @@ import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { logger } from "../log/log";
 import type { HotStore } from "../hotstore/hotstore";
-import { hotStoreServers, hotStores } from "../testkit/hotstores";
+import { hotStoreServers, hotStores, releaseNext } from "../testkit/hotstores";
 import { type InProcess, startInProcess } from "../testkit/inprocess";
 import { tempDir } from "../testkit/testkit";
 import { AckJournal } from "../worker/acks";
@@ -99,7 +99,7 @@ for (const [name, open] of hotStores(servers)) {
       const first = await send("bounced+signup@fixtures.test");
       expect(first.status).toBe(202);
       // Stand in for the lane scheduler, then let a real worker lease, simulate and ack it.
-      while (await store.release(Lane.TRANSACTIONAL, clock.nowMs()));
+      while (await releaseNext(store, Lane.TRANSACTIONAL, clock.nowMs()));
       const worker = new Worker(svc.clients, new FileSink(tempDir()), {
         workerId: "test",
         maxInFlight: 4,

@@ -122,10 +122,58 @@ export type EnqueueResult =
   | { kind: "miss" }
   | { kind: "limited"; reason: GuardReason; retryAfterMs: number };
 
+/** A message a lane released, and its slot: the time (wall ms) it may leave, never before. */
 export interface Released {
   orgId: string;
   messageId: string;
+  slotMs: number;
 }
+
+/**
+ * How far one release call stamps a lane's slots. A lane's slots come in runs: a run starts at
+ * the moment a message finds the lane idle (or behind), and its k-th slot is the run's start plus
+ * floor(k * 1000 / rate) ms, so every 1000 ms of a run holds exactly `rate` slots.
+ */
+export interface SlotPlan {
+  ratePerSecond: number;
+  /** The latest slot this call may give (wall ms): now plus the lane's lead. */
+  untilMs: number;
+  /** The most messages this call releases. */
+  max: number;
+}
+
+export interface ReleaseBatch {
+  /** In slot order. */
+  released: Released[];
+  /** The slot the lane's next message will get, while one waits; null when the lane is empty. */
+  nextSlotMs: number | null;
+}
+
+/**
+ * The run's next slot, as both adapters compute it: a run starts again now when its next slot
+ * has passed (the lane was idle, or its scheduler stalled past the lead) or lies further ahead
+ * than a call's reach (the wall clock stepped back). A rate that changed continues from the
+ * last slot. Returns the run as it stands for the next slot.
+ */
+export function nextSlot(run: SlotRun | null, nowMs: number, plan: SlotPlan): SlotRun {
+  const rate = plan.ratePerSecond;
+  if (run !== null && run.rate !== rate) run = { start: slotOf(run, run.k), k: 0, rate };
+  if (run !== null) {
+    const next = { ...run, k: run.k + 1 };
+    const at = slotOf(next, next.k);
+    if (at >= nowMs && at <= plan.untilMs + 1_000 + Math.ceil(1_000 / rate)) return next;
+  }
+  return { start: nowMs, k: 0, rate };
+}
+
+/** A run of a lane's slots: its start (wall ms), the index of a slot in it, and its rate. */
+export interface SlotRun {
+  start: number;
+  k: number;
+  rate: number;
+}
+
+export const slotOf = (run: SlotRun, k: number): number => run.start + Math.floor((k * 1_000) / run.rate);
 
 export interface LeasedRecord {
   leaseId: string;
@@ -134,6 +182,8 @@ export interface LeasedRecord {
   lane: Lane;
   payload: string;
   attempt: number;
+  /** The slot its lane released it for (wall ms; 0 when it has none): deliver it no earlier. */
+  slotMs: number;
 }
 
 export interface AckInput {
@@ -211,8 +261,11 @@ export interface AdmissionStore {
 export interface MailStore {
   /** Idempotency, the verified-domain check, guards, record and enqueue in one atomic step. */
   enqueue(input: EnqueueInput, nowMs: number): Promise<EnqueueResult>;
-  /** Releases the next message of the lane, round-robin over organizations; null when empty. */
-  release(lane: Lane, nowMs: number): Promise<Released | null>;
+  /**
+   * Releases the lane's next messages, round-robin over organizations, each stamped with its
+   * slot: as many as have a slot by plan.untilMs, at most plan.max.
+   */
+  release(lane: Lane, nowMs: number, plan: SlotPlan): Promise<ReleaseBatch>;
   /** Leases up to max released messages, transactional first. */
   lease(max: number, nowMs: number, visibilityMs: number): Promise<LeasedRecord[]>;
   /**

@@ -3,7 +3,14 @@
 import { afterAll, beforeEach, describe, expect, test } from "bun:test";
 import { ManualClock } from "../clock/clock";
 import { DeliveryOutcome, Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
-import { hotStoreServers, hotStores, projectSuiteOrg, SUITE_POLICY as POLICY, suiteSends } from "../testkit/hotstores";
+import {
+  hotStoreServers,
+  hotStores,
+  projectSuiteOrg,
+  releaseNext,
+  SUITE_POLICY as POLICY,
+  suiteSends,
+} from "../testkit/hotstores";
 import type { AdmissionStore, MailStore, StoreLifecycle } from "./hotstore";
 
 const MIN = 60_000;
@@ -113,7 +120,74 @@ for (const [name, open] of hotStores(servers)) {
       expect(order.slice(0, 3).sort()).toEqual([org, ...others].sort());
       expect(order.slice(3, 5).sort()).toEqual([org, others[1]].sort());
       expect(order.slice(5)).toEqual([org, org, org, org]);
-      expect(await store.release(Lane.BULK, clock.nowMs())).toBeNull();
+      expect(await releaseNext(store, Lane.BULK, clock.nowMs())).toBeNull();
+    });
+
+    /** Releases what a scheduler would at now, with the bulk lane's second of lead. */
+    const releaseAhead = (lane: Lane, max = 100, leadMs = 1_000) =>
+      store.release(lane, clock.nowMs(), { ratePerSecond: 40, untilMs: clock.nowMs() + leadMs, max });
+    const slots = (batch: { released: { slotMs: number }[] }) => batch.released.map((r) => r.slotMs);
+
+    test("slots: a run starts at the first message, then exactly 40 in every 1000 ms, stamped up to the lead", async () => {
+      for (let i = 0; i < 60; i++) await send({ lane: Lane.BULK, checkCooldown: false, countGuards: false });
+      const t0 = clock.nowMs();
+      const first = await releaseAhead(Lane.BULK);
+      // Slots t0, t0 + 25, ..., t0 + 1000: 41 of them within the lead.
+      expect(slots(first)).toEqual(Array.from({ length: 41 }, (_, k) => t0 + 25 * k));
+      expect(first.nextSlotMs).toBe(t0 + 1_025);
+      // Nothing more until the lead reaches the next slot; then the run goes on where it was.
+      clock.advance(20);
+      expect(await releaseAhead(Lane.BULK)).toEqual({ released: [], nextSlotMs: t0 + 1_025 });
+      clock.advance(230);
+      const next = await releaseAhead(Lane.BULK);
+      expect(slots(next)).toEqual(Array.from({ length: 10 }, (_, k) => t0 + 1_025 + 25 * k));
+      // max bounds a call; the rest comes at the next.
+      clock.advance(300);
+      expect(slots(await releaseAhead(Lane.BULK, 5))).toEqual([1275, 1300, 1325, 1350, 1375].map((d) => t0 + d));
+      const last = await releaseAhead(Lane.BULK);
+      expect(slots(last)).toEqual([1400, 1425, 1450, 1475].map((d) => t0 + d));
+      expect(last.nextSlotMs).toBeNull(); // the lane is empty
+      const leased = await store.lease(100, clock.nowMs(), 30_000);
+      expect(leased.map((l) => l.slotMs)).toEqual([
+        ...slots(first),
+        ...slots(next),
+        ...Array.from({ length: 9 }, (_, k) => t0 + 1_275 + 25 * k),
+      ]);
+    });
+
+    test("slots: a rate that does not divide 1000 still gives exactly that many in every 1000 ms of a run", async () => {
+      for (let i = 0; i < 90; i++) await send({ lane: Lane.BULK, checkCooldown: false, countGuards: false });
+      const t0 = clock.nowMs();
+      const run = await store.release(Lane.BULK, t0, { ratePerSecond: 30, untilMs: t0 + 3_000, max: 100 });
+      const at = slots(run);
+      expect(at).toHaveLength(90);
+      for (let i = 30; i < at.length; i++) expect(at[i]! - at[i - 30]!).toBe(1_000);
+      for (let i = 1; i < at.length; i++) expect(at[i]! - at[i - 1]!).toBeOneOf([33, 34]);
+    });
+
+    test("slots: a lane that fell behind or went idle starts a new run at now; slots never lie in the past", async () => {
+      for (let i = 0; i < 6; i++) await send({ lane: Lane.BULK, checkCooldown: false, countGuards: false });
+      const t0 = clock.nowMs();
+      expect(slots(await releaseAhead(Lane.BULK, 2, 50))).toEqual([t0, t0 + 25]);
+      // The scheduler stalled: the run's next slot (t0 + 50) has passed.
+      clock.advance(51);
+      expect(slots(await releaseAhead(Lane.BULK, 2, 50))).toEqual([t0 + 51, t0 + 76]);
+      // Idle a minute, the next message starts a run at once.
+      clock.advance(60_000);
+      expect(slots(await releaseAhead(Lane.BULK, 1, 50))).toEqual([clock.nowMs()]);
+      // A wall clock stepped back an hour: the run's next slot lies an hour ahead, a run starts again now.
+      clock.advance(-3_600_000);
+      expect(slots(await releaseAhead(Lane.BULK, 1, 50))).toEqual([clock.nowMs()]);
+    });
+
+    test("slots: the lanes run apart; a rate that changed continues from the last slot", async () => {
+      for (let i = 0; i < 3; i++) await send({ lane: Lane.BULK, checkCooldown: false, countGuards: false });
+      for (let i = 0; i < 3; i++) await send({ countGuards: false, mailbox: `t${i}@example.com` });
+      const t0 = clock.nowMs();
+      expect(slots(await releaseAhead(Lane.BULK, 2))).toEqual([t0, t0 + 25]);
+      expect(slots(await releaseAhead(Lane.TRANSACTIONAL, 3, 50))).toEqual([t0, t0 + 25, t0 + 50]);
+      const slower = await store.release(Lane.BULK, t0, { ratePerSecond: 10, untilMs: t0 + 1_000, max: 1 });
+      expect(slots(slower)).toEqual([t0 + 125]);
     });
 
     test("lease, ack, retry with backoff, failure after the last attempt", async () => {
@@ -244,7 +318,7 @@ for (const [name, open] of hotStores(servers)) {
       });
       // Not ready for a worker until the lane releases it again.
       expect((await store.laneCounts(clock.nowMs()))[0]).toMatchObject({ depth: 1, ready: 1, inFlight: 0 });
-      expect(await store.release(Lane.TRANSACTIONAL, clock.nowMs())).toEqual({
+      expect(await releaseNext(store, Lane.TRANSACTIONAL, clock.nowMs())).toMatchObject({
         orgId: org,
         messageId: first!.messageId,
       });
@@ -298,7 +372,7 @@ for (const [name, open] of hotStores(servers)) {
       await send({ countGuards: false });
       await send({ lane: Lane.BULK, countGuards: false, checkCooldown: false });
       clock.advance(500);
-      await store.release(Lane.TRANSACTIONAL, clock.nowMs());
+      await releaseNext(store, Lane.TRANSACTIONAL, clock.nowMs());
       const counts = await store.laneCounts(clock.nowMs());
       expect(counts).toEqual([
         { lane: Lane.TRANSACTIONAL, depth: 1, ready: 1, inFlight: 0, deferred: 0, oldestAgeMs: 500 },

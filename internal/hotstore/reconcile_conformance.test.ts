@@ -5,7 +5,14 @@ import { afterAll, beforeEach, describe, expect, test } from "bun:test";
 import { ManualClock } from "../clock/clock";
 import { DeliveryOutcome, Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { MessageHistory } from "../model/history";
-import { hotStoreServers, hotStores, projectSuiteOrg, SUITE_POLICY as POLICY, suiteSends } from "../testkit/hotstores";
+import {
+  hotStoreServers,
+  hotStores,
+  projectSuiteOrg,
+  releaseNext,
+  SUITE_POLICY as POLICY,
+  suiteSends,
+} from "../testkit/hotstores";
 import { type HotStore, OUTBOX_PAYLOAD_BYTES } from "./hotstore";
 
 const HOUR = 3_600_000;
@@ -130,8 +137,8 @@ for (const [name, open] of hotStores(servers)) {
 
     test("the messages not yet final are listed at their version; stale copies are dropped from wherever they are", async () => {
       const [a, b, c, d] = await ids(4);
-      await store.release(Lane.TRANSACTIONAL, clock.nowMs());
-      await store.release(Lane.TRANSACTIONAL, clock.nowMs());
+      await releaseNext(store, Lane.TRANSACTIONAL, clock.nowMs());
+      await releaseNext(store, Lane.TRANSACTIONAL, clock.nowMs());
       const [leased] = await store.lease(1, clock.nowMs(), 30_000);
       expect(leased!.messageId).toBe(a!);
       const order = [a!, b!, c!, d!];

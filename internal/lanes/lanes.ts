@@ -3,7 +3,7 @@ import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
 import { LANES } from "../mail/policy";
 import type { DeliveryPolicy, LaneSignals, MailStore, SingletonLeases } from "../hotstore/hotstore";
-import { LaneScheduler, type ReleaseRecord } from "./scheduler";
+import { LaneScheduler, type ReleaseRecord, realTime } from "./scheduler";
 
 /** The recovery's shortest gap between two rounds, and its longest while nothing is due. */
 const RECOVER_EVERY_MS = 250;
@@ -41,7 +41,7 @@ export function startLanes(o: LanesOptions): Lanes {
         lane,
         ratePerSecond: o.ratePerSecond,
         owner: o.owner,
-        clock: o.clock,
+        time: { nowMs: () => o.clock.nowMs(), sleep: realTime.sleep },
         onRelease: o.onRelease,
         log: o.log,
       }),

@@ -1,81 +1,207 @@
-// test-runner: alone
-// The scheduler's pacing against a store that stalls: missed slots come late, never as a burst.
-import { expect, test } from "bun:test";
-import { ManualClock, systemClock } from "../clock/clock";
+// The lane scheduler on the embedded store, in virtual time: slots exactly 40 in every 1000 ms
+// of a run, a stall shorter than the lead less its refill costs no slot, a longer one restarts
+// the run without a burst, an idle lane makes no store calls, a step of the wall clock neither
+// stalls nor bursts a lane.
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
+import { EmbeddedHot } from "../hotstore/embedded/embedded";
+import type { HotStore, SlotPlan } from "../hotstore/hotstore";
 import { logger } from "../log/log";
-import type { HotStore } from "../hotstore/hotstore";
-import { LaneScheduler, type ReleaseRecord } from "./scheduler";
+import { projectSuiteOrg, suiteSends } from "../testkit/hotstores";
+import { VirtualTime } from "../testkit/virtualtime";
+import { LANE_LEAD, LaneScheduler, type ReleaseRecord } from "./scheduler";
 
-test("a 120 ms stall is made up at no more than twice the rate, and never more than 40 in a second", async () => {
-  let calls = 0;
-  const store = {
-    holdLease: async () => true,
-    watchLanes: () => () => {},
-    async release() {
-      calls++;
-      if (calls === 20) {
-        const until = Date.now() + 120;
-        while (Date.now() < until); // block the event loop, as a busy daemon would
-      }
-      return { orgId: "o", messageId: `m${calls}` };
-    },
-  } as unknown as HotStore;
-  const releases: ReleaseRecord[] = [];
-  const times: number[] = []; // monotonic, as the scheduler paces
-  const onRelease = (r: ReleaseRecord) => {
-    releases.push(r);
-    times.push(performance.now());
-  };
-  const s = new LaneScheduler({
-    store,
-    lane: Lane.TRANSACTIONAL,
-    ratePerSecond: 40,
-    owner: "t",
-    clock: systemClock,
-    onRelease,
-    log: logger("test"),
-  });
-  s.start();
-  await Bun.sleep(2_050);
-  await s.stop();
+const RATE = 40;
 
-  // 2 seconds at 40 per second, the stalled slots included.
-  expect(releases.length).toBeGreaterThanOrEqual(80);
-  expect(releases.length).toBeLessThanOrEqual(83);
-  for (let i = 1; i < times.length; i++) expect(times[i]! - times[i - 1]!).toBeGreaterThanOrEqual(12);
-  // (1 ms of slack: the test stamps a release a moment after the scheduler does.)
-  for (let i = 40; i < times.length; i++) expect(times[i]! - times[i - 40]!).toBeGreaterThanOrEqual(999);
-  // Every release belongs to its own slot, at or after it.
-  for (const r of releases) expect(r.releasedAtMs).toBeGreaterThanOrEqual(Math.floor(r.slotAtMs) - 1);
-  expect(new Set(releases.map((r) => r.slotAtMs)).size).toBe(releases.length);
+let time: VirtualTime;
+let store: EmbeddedHot;
+/** Release calls, and the virtual time a call should take (a stall of the daemon). */
+let calls: number[];
+let stallOnCall: Map<number, number>;
+let releases: ReleaseRecord[];
+
+beforeEach(async () => {
+  time = new VirtualTime();
+  store = new EmbeddedHot(null, time.nowMs);
+  await projectSuiteOrg(store, "org_a");
+  await projectSuiteOrg(store, "org_b");
+  calls = [];
+  stallOnCall = new Map();
+  releases = [];
+});
+afterEach(async () => {
+  await store.close();
 });
 
-test("a step of the wall clock neither stalls nor bursts a lane: pacing runs on the monotonic clock", async () => {
-  const wall = new ManualClock(Date.now());
-  const store = {
-    holdLease: async () => true,
-    watchLanes: () => () => {},
-    release: async () => ({ orgId: "o", messageId: "m" }),
-  } as unknown as HotStore;
-  const at: number[] = [];
+const sends = suiteSends(() => ({ store, clock: time, org: "org_a", idPrefix: "msg" }));
+const queue = async (lane: Lane, n: number, orgId = "org_a") => {
+  for (let i = 0; i < n; i++)
+    await sends.send({ lane, orgId, mailbox: `r${sends.ids}@example.com`, countGuards: false, checkCooldown: false });
+};
+
+function scheduler(lane: Lane): LaneScheduler {
+  const stalling = {
+    holdLease: () => store.holdLease(),
+    watchLanes: (on: Parameters<HotStore["watchLanes"]>[0]) => store.watchLanes(on),
+    async release(l: Lane, nowMs: number, plan: SlotPlan) {
+      calls.push(nowMs);
+      const batch = await store.release(l, nowMs, plan);
+      time.stall(stallOnCall.get(calls.length) ?? 0);
+      return batch;
+    },
+  };
   const s = new LaneScheduler({
-    store,
-    lane: Lane.BULK,
-    ratePerSecond: 40,
-    owner: "t",
-    clock: wall,
-    onRelease: () => at.push(performance.now()),
+    store: stalling,
+    lane,
+    ratePerSecond: RATE,
+    owner: "test",
+    time,
+    onRelease: (r) => releases.push(r),
     log: logger("test"),
   });
   s.start();
-  await Bun.sleep(500);
-  wall.advance(-10_000); // NTP steps the wall clock back 10 s
-  await Bun.sleep(520);
-  wall.advance(60_000); // and forward a minute
-  await Bun.sleep(500);
-  await s.stop();
-  expect(at.length).toBeGreaterThanOrEqual(59);
-  expect(at.length).toBeLessThanOrEqual(62);
-  for (let i = 1; i < at.length; i++) expect(at[i]! - at[i - 1]!).toBeGreaterThanOrEqual(12);
+  return s;
+}
+
+const slotsOf = (rs: ReleaseRecord[]) => rs.map((r) => r.slotMs);
+
+/** The most slots in any window [t, t + 1000). */
+function maxIn1000(slots: number[]): number {
+  let most = 0;
+  for (let i = 0, j = 0; i < slots.length; i++) {
+    while (slots[j]! <= slots[i]! - 1_000) j++;
+    most = Math.max(most, i - j + 1);
+  }
+  return most;
+}
+
+describe("a backlogged bulk lane", () => {
+  test("releases exactly 40 slots in every 1000 ms, each at most the lead ahead of its slot, in about 4 calls a second", async () => {
+    await queue(Lane.BULK, 1_000);
+    const t0 = time.nowMs();
+    const s = scheduler(Lane.BULK);
+    await time.runUntil(t0 + 20_000);
+    await s.stop();
+    const slots = slotsOf(releases);
+    // Released up to the lead ahead: the slots run a second past the 20 s.
+    expect(slots).toEqual(Array.from({ length: slots.length }, (_, k) => t0 + 25 * k));
+    expect(slots.length).toBeGreaterThanOrEqual(20 * RATE + 30);
+    expect(slots.length).toBeLessThanOrEqual(21 * RATE + 1);
+    for (const r of releases) {
+      expect(r.releasedAtMs).toBeLessThanOrEqual(r.slotMs);
+      expect(r.slotMs - r.releasedAtMs).toBeLessThanOrEqual(LANE_LEAD[Lane.BULK].leadMs);
+    }
+    // A call every quarter second and a slot: 10 or 11 slots each.
+    expect(calls.length).toBeGreaterThanOrEqual(70);
+    expect(calls.length).toBeLessThanOrEqual(81);
+  });
+
+  test("a stall of 700 ms costs no slot; one of 1,500 ms starts a new run after it, with no burst", async () => {
+    await queue(Lane.BULK, 1_000);
+    const t0 = time.nowMs();
+    stallOnCall.set(10, 700);
+    stallOnCall.set(30, 1_500);
+    const s = scheduler(Lane.BULK);
+    await time.runUntil(t0 + 15_000);
+    await s.stop();
+    const slots = slotsOf(releases);
+    const gaps = slots.slice(1).map((at, i) => at - slots[i]!);
+    // One gap only, from the 1,500 ms stall; every other slot follows the one before by 25 ms.
+    expect(gaps.filter((g) => g !== 25)).toHaveLength(1);
+    const lost = gaps.find((g) => g !== 25)!;
+    expect(lost).toBeGreaterThan(25);
+    expect(lost).toBeLessThanOrEqual(1_500);
+    expect(maxIn1000(slots)).toBe(RATE);
+    for (const r of releases) expect(r.releasedAtMs).toBeLessThanOrEqual(r.slotMs);
+  });
+
+  test("round-robin holds across batches: two organizations alternate", async () => {
+    await queue(Lane.BULK, 50, "org_a");
+    await queue(Lane.BULK, 50, "org_b");
+    const s = scheduler(Lane.BULK);
+    await time.runUntil(time.now + 3_000);
+    await s.stop();
+    expect(releases).toHaveLength(100);
+    for (let i = 1; i < releases.length; i++) expect(releases[i]!.orgId).not.toBe(releases[i - 1]!.orgId);
+  });
+});
+
+describe("the transactional lane", () => {
+  test("stamps slots at most 50 ms ahead: another organization's message waits behind two slots at most", async () => {
+    await queue(Lane.TRANSACTIONAL, 400, "org_a");
+    const s = scheduler(Lane.TRANSACTIONAL);
+    await time.runUntil(time.now + 2_000);
+    const acceptedAt = time.nowMs();
+    await queue(Lane.TRANSACTIONAL, 1, "org_b");
+    await time.runUntil(time.now + 1_000);
+    await s.stop();
+    for (const r of releases) expect(r.slotMs - r.releasedAtMs).toBeLessThanOrEqual(50);
+    const b = releases.find((r) => r.orgId === "org_b")!;
+    expect(b.slotMs - acceptedAt).toBeLessThanOrEqual(50 + 25);
+    const slots = slotsOf(releases);
+    expect(slots).toEqual(Array.from({ length: slots.length }, (_, k) => slots[0]! + 25 * k));
+  });
+});
+
+describe("an idle lane", () => {
+  test("makes no store calls while empty; a message is released on its signal with the slot now", async () => {
+    const s = scheduler(Lane.TRANSACTIONAL);
+    await time.runUntil(time.now + 10_000);
+    expect(calls).toHaveLength(1); // the first look; then it waits for a signal
+    await queue(Lane.TRANSACTIONAL, 1);
+    const acceptedAt = time.nowMs();
+    await time.runUntil(time.now + 1_000);
+    await s.stop();
+    expect(calls).toHaveLength(2);
+    expect(releases.map((r) => [r.slotMs, r.releasedAtMs])).toEqual([[acceptedAt, acceptedAt]]);
+  });
+
+  test("looks again after 30 s without a signal (a signal can be lost)", async () => {
+    const s = scheduler(Lane.TRANSACTIONAL);
+    await time.runUntil(time.now + 1_000);
+    // Queued behind the scheduler's back: no signal.
+    await store.enqueue(
+      {
+        orgId: "org_a",
+        messageId: "quiet",
+        lane: Lane.BULK,
+        payload: "{}",
+        from: "s@d.example",
+        to: "q@example.com",
+        subject: "s",
+        tags: [],
+        fromDomain: "d.example",
+        mailbox: "q@example.com",
+        checkCooldown: false,
+        countGuards: false,
+        guards: { shortMax: 5, shortWindowMs: 1, longMax: 5, longWindowMs: 1 },
+      },
+      time.nowMs(),
+    );
+    await time.runUntil(time.now + 31_000);
+    await s.stop();
+    expect(calls.length).toBeGreaterThanOrEqual(2);
+  });
+});
+
+describe("the wall clock", () => {
+  test("a step back of a minute restarts the run at once; a step forward does too: no stall, no burst", async () => {
+    await queue(Lane.BULK, 1_000);
+    const s = scheduler(Lane.BULK);
+    await time.runUntil(time.now + 2_000);
+    const before = releases.length;
+    time.stepWall(-60_000);
+    await time.runUntil(time.now + 2_000);
+    const afterBack = releases.length;
+    time.stepWall(120_000);
+    await time.runUntil(time.now + 2_000);
+    await s.stop();
+    // Two seconds of slots after each step, give or take the lead.
+    expect(afterBack - before).toBeGreaterThanOrEqual(2 * RATE);
+    expect(releases.length - afterBack).toBeGreaterThanOrEqual(2 * RATE);
+    const slots = slotsOf(releases);
+    for (let i = 1; i < slots.length; i++)
+      if (slots[i]! > slots[i - 1]!) expect(slots[i]! - slots[i - 1]!).toBeGreaterThanOrEqual(25);
+    expect(maxIn1000(slots.slice(afterBack))).toBe(RATE);
+  });
 });

@@ -1,15 +1,62 @@
-import type { Clock } from "../clock/clock";
-import type { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
+import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
 import type { LaneSignals, MailStore, Released, SingletonLeases } from "../hotstore/hotstore";
 
 export interface ReleaseRecord extends Released {
   lane: Lane;
-  /** When the slot was due, and when the release happened. */
-  slotAtMs: number;
+  /** When the store released the message (wall ms): at most the lane's lead before its slot. */
   releasedAtMs: number;
 }
+
+/** The scheduler's time: the wall clock the store stamps slots on, and a sleep that stop() ends. */
+export interface SchedulerTime {
+  nowMs(): number;
+  /** Resolves after ms, or at once when signal aborts. */
+  sleep(ms: number, signal: AbortSignal): Promise<void>;
+}
+
+export const realTime: SchedulerTime = {
+  nowMs: () => Date.now(),
+  sleep: (ms, signal) =>
+    new Promise((done) => {
+      if (signal.aborted) return done();
+      const finish = () => {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", finish);
+        done();
+      };
+      const timer = setTimeout(finish, Math.max(0, ms));
+      signal.addEventListener("abort", finish);
+    }),
+};
+
+/**
+ * How each lane stamps its slots ahead. leadMs: how far ahead of its slot a message is
+ * released; refillMs: how much of the lead passes before the lane releases again (its batch of
+ * slots). A stall of the daemon shorter than the lead less the refill moves no slot. Round-robin
+ * works on what is not yet released, so another organization's message waits behind at most the
+ * lead's slots: a short lead for the transactional lane (its one-time codes), a second of slots,
+ * topped up four times a second, for the bulk lane.
+ */
+export const LANE_LEAD: Record<Lane, { leadMs: number; refillMs: number }> = {
+  [Lane.UNSPECIFIED]: { leadMs: 0, refillMs: 0 },
+  [Lane.TRANSACTIONAL]: { leadMs: 50, refillMs: 0 },
+  [Lane.BULK]: { leadMs: 1_000, refillMs: 250 },
+};
+
+/** The most messages one release call stamps (the bulk lane's quarter second at 40 a second is 10). */
+const RELEASE_BATCH = 100;
+
+/** The messages a lane may have released ahead of their slots at one time, at most: what a worker's lease room must allow for. */
+export const aheadOf = (lane: Lane, rate: number) => Math.ceil((rate * LANE_LEAD[lane].leadMs) / 1_000) + 1;
+
+const HOLD_TTL_MS = 2_000;
+const HOLD_RENEW_MS = 500;
+/** How long an empty lane waits for a signal before it looks again anyway (a signal can be lost). */
+const IDLE_LOOK_MS = 30_000;
+/** After a store call failed, the next try. */
+const RETRY_MS = 100;
 
 export interface SchedulerOptions {
   store: Pick<MailStore, "release"> & SingletonLeases & LaneSignals;
@@ -17,38 +64,31 @@ export interface SchedulerOptions {
   ratePerSecond: number;
   /** This daemon's name; with Redis, one daemon at a time runs a lane's scheduler. */
   owner: string;
-  clock: Clock;
+  time: SchedulerTime;
   onRelease(r: ReleaseRecord): void;
   log: Logger;
 }
 
-const HOLD_TTL_MS = 2_000;
-const HOLD_RENEW_MS = 500;
-/** How long an empty lane waits for a signal before it looks again anyway (a signal can be lost). */
-const IDLE_LOOK_MS = 30_000;
-
 /**
- * Paces one lane at `rate` releases per second: slot k is due at t0 + k * (1000 / rate),
- * on absolute deadlines, so timer delays never accumulate into drift. Each slot releases the
- * next message of the lane, round-robin over organizations (the store decides which).
- *
- * When the process stalls (a busy event loop, a slow store call), the slots it missed are
- * released late rather than lost, but never as a burst: a release comes at least half a slot
- * after the previous one, and never more than `rate` in any 1000 ms. A stall longer than a
- * second gives up the slots it missed. So a backlogged lane releases `rate` per second, and
- * no second ever holds more.
+ * Paces one lane at `rate` messages a second by releasing each with a slot that the store
+ * stamps: every 1000 ms of a run of slots holds exactly `rate` of them (the store's SlotPlan),
+ * and workers deliver a message no earlier than its slot. The scheduler keeps the lane's slots
+ * stamped up to its lead ahead (LANE_LEAD), topped up each time its refill has passed, so the
+ * pacing does not depend on when this event loop runs: a stall shorter than the lead less the
+ * refill (SQLite work, a slow store call, a garbage collection) moves no slot. A longer
+ * stall lets the lane's next slot pass; the run then starts again at the moment the scheduler
+ * is back, and the slots it missed are lost, never made up in a burst.
  *
  * An empty lane does not poll: it waits for the store's signal that the lane has a message
- * waiting (from any daemon), and the pacing starts again at that moment, a slot after the last
- * release at the earliest. Another daemon's lane is looked at again when its lease may have
+ * waiting (from any daemon). Another daemon's lane is looked at again when its lease may have
  * lapsed, or on a signal.
  */
 export class LaneScheduler {
-  private stopped = false;
+  private readonly stopping = new AbortController();
   private done: Promise<void> | undefined;
   /** Signals heard for this lane, and what ends the idle wait under way. */
   private heard = 0;
-  private wake: (() => void) | undefined;
+  private waking = new AbortController();
   private unwatch: (() => void) | undefined;
 
   constructor(private readonly o: SchedulerOptions) {}
@@ -57,85 +97,62 @@ export class LaneScheduler {
     this.unwatch = this.o.store.watchLanes((s) => {
       if (s.kind !== "waiting" || s.lane !== this.o.lane) return;
       this.heard++;
-      this.wake?.();
+      this.waking.abort();
     });
     this.done = this.run();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
+    this.stopping.abort();
     this.unwatch?.();
-    this.wake?.();
     await this.done;
   }
 
   /** Waits up to ms for a signal heard after `seen` signals (at once if one already was). */
   private async idle(ms: number, seen: number): Promise<void> {
-    if (this.heard !== seen || this.stopped) return;
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(() => this.wake?.(), ms);
-      this.wake = () => {
-        clearTimeout(timer);
-        this.wake = undefined;
-        resolve();
-      };
-    });
+    if (this.heard !== seen) return;
+    this.waking = new AbortController();
+    await this.o.time.sleep(ms, AbortSignal.any([this.waking.signal, this.stopping.signal]));
   }
 
   private async run(): Promise<void> {
-    const { store, lane, clock, log, ratePerSecond: rate } = this.o;
-    // Deadlines run on the monotonic clock: a step of the wall clock (NTP, a VM resume)
-    // neither stalls a lane nor bursts it. The wall clock only stamps what is stored.
-    const mono = () => performance.now();
-    const slot = 1_000 / rate;
-    let t0 = mono();
-    let wall0 = clock.nowMs();
-    /** The last `rate` release times, oldest first: no release within 1000 ms of the rate-th before it. */
-    const recent: number[] = [];
-    let k = 0;
+    const { store, lane, time, log, ratePerSecond } = this.o;
+    const stopped = this.stopping.signal;
+    const { leadMs: lead, refillMs: refill } = LANE_LEAD[lane];
+    const failing = new FailureEpisode(log, "lane release", { lane }, () => time.nowMs());
     let holding = false;
     let heldAt = Number.NEGATIVE_INFINITY;
-    const failing = new FailureEpisode(log, "lane release", { lane }, mono);
-    while (!this.stopped) {
-      const slotAt = t0 + k * slot;
-      const windowFree = recent.length === rate ? recent[0]! + 1_000 : Number.NEGATIVE_INFINITY;
-      const due = Math.max(slotAt, (recent.at(-1) ?? Number.NEGATIVE_INFINITY) + slot / 2, windowFree);
-      const wait = due - mono();
-      if (wait > 0) await Bun.sleep(wait);
-      if (this.stopped) break;
-      const now = mono();
-      if (now - slotAt > 1_000) {
-        k = Math.floor((now - t0) / slot); // more than a second behind: skip, never burst
-        continue;
-      }
+    while (!stopped.aborted) {
       const seen = this.heard;
       try {
-        if (now - heldAt >= HOLD_RENEW_MS) {
+        const now = time.nowMs();
+        if (now - heldAt >= HOLD_RENEW_MS || now < heldAt) {
           holding = await store.holdLease(`scheduler:${lane}`, this.o.owner, HOLD_TTL_MS);
           heldAt = now;
         }
-        const released = holding ? await store.release(lane, clock.nowMs()) : null;
-        failing.succeeded();
-        if (released) {
-          recent.push(mono()); // released once the store has answered
-          if (recent.length > rate) recent.shift();
-          this.o.onRelease({ ...released, lane, slotAtMs: wall0 + (slotAt - t0), releasedAtMs: clock.nowMs() });
-        } else {
-          // Empty, or run by another daemon: wait for work (or for its lease to lapse), then pace
-          // afresh from then, a slot after the last release at the earliest.
-          await this.idle(holding ? IDLE_LOOK_MS : HOLD_TTL_MS, seen);
-          heldAt = Number.NEGATIVE_INFINITY; // the lease lapsed meanwhile: take it again
-          t0 = Math.max(mono(), (recent.at(-1) ?? Number.NEGATIVE_INFINITY) + slot);
-          wall0 = clock.nowMs() + (t0 - mono());
-          k = 0;
+        if (!holding) {
+          // Another daemon runs this lane: look again when its lease may have lapsed, or on a signal.
+          await this.idle(HOLD_TTL_MS, seen);
+          heldAt = Number.NEGATIVE_INFINITY;
           continue;
         }
+        const batch = await store.release(lane, now, { ratePerSecond, untilMs: now + lead, max: RELEASE_BATCH });
+        failing.succeeded();
+        for (const r of batch.released) this.o.onRelease({ ...r, lane, releasedAtMs: now });
+        if (batch.nextSlotMs === null) {
+          await this.idle(IDLE_LOOK_MS, seen);
+          heldAt = Number.NEGATIVE_INFINITY; // the lease lapsed meanwhile: take it again
+          continue;
+        }
+        // Until the next slot is a refill inside the lead (renewing the lease in time).
+        const wait = batch.nextSlotMs - lead + refill - time.nowMs();
+        if (wait > 0) await time.sleep(Math.min(wait, HOLD_RENEW_MS), stopped);
       } catch (err) {
         holding = false; // a store that fails loses the lease until it answers again
-        heldAt = Number.NEGATIVE_INFINITY; // and is asked for it again at the next slot
+        heldAt = Number.NEGATIVE_INFINITY;
         failing.failed(err as Error);
+        await time.sleep(RETRY_MS, stopped);
       }
-      k++;
     }
   }
 }

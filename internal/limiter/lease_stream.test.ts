@@ -4,6 +4,7 @@ import { ManualClock } from "../clock/clock";
 import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryOutcome, Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { EmbeddedHot } from "../hotstore/embedded/embedded";
+import { releaseNext } from "../testkit/hotstores";
 import { type InProcess, startInProcess } from "../testkit/inprocess";
 
 const HOUR = 3_600_000;
@@ -37,7 +38,7 @@ test("a stream whose ack never came is not stalled: the expired lease stops coun
       text: "t",
     },
   });
-  await store.release(Lane.TRANSACTIONAL, clock.nowMs());
+  await releaseNext(store, Lane.TRANSACTIONAL, clock.nowMs());
 
   const abort = new AbortController();
   const stream = svc.clients.delivery
@@ -49,7 +50,7 @@ test("a stream whose ack never came is not stalled: the expired lease stops coun
   // the lane releases it again (this test plays the scheduler).
   clock.advance(5_000);
   expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: 1, retried: 0, failed: 0, nextDueMs: null });
-  await store.release(Lane.TRANSACTIONAL, clock.nowMs());
+  await releaseNext(store, Lane.TRANSACTIONAL, clock.nowMs());
   const second = (await stream.next()).value!;
   expect(second).toMatchObject({ messageId: sent.messageId, attempt: 2 });
   expect(second.leaseId).not.toBe(first.leaseId);

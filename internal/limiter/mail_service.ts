@@ -16,7 +16,7 @@ import {
   SendOutcome,
 } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { Lanes } from "../lanes/lanes";
-import type { ReleaseRecord } from "../lanes/scheduler";
+import { aheadOf, type ReleaseRecord } from "../lanes/scheduler";
 import { Notifier } from "../lanes/notifier";
 import { domainOf, fixtureKind, GUARD_LIMITS, IDEMPOTENCY_TTL_MS, LANES, normalizeMailbox } from "../mail/policy";
 import type { DeliveryPolicy, EnqueueInput, EnqueueResult, MailStore } from "../hotstore/hotstore";
@@ -74,8 +74,9 @@ export class MailRuntime {
     this.onChange();
   }
 
-  releasesSince(lane: Lane, sinceMs: number): ReleaseRecord[] {
-    return (this.releases.get(lane) ?? []).filter((r) => r.releasedAtMs >= sinceMs);
+  /** The releases whose slots are at or after sinceMs (and at or before untilMs). */
+  releasesSince(lane: Lane, sinceMs: number, untilMs = Number.POSITIVE_INFINITY): ReleaseRecord[] {
+    return (this.releases.get(lane) ?? []).filter((r) => r.slotMs >= sinceMs && r.slotMs <= untilMs);
   }
 }
 
@@ -234,9 +235,12 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
       },
     });
 
+    const ahead = LANES.reduce((n, lane) => n + aheadOf(lane, deps.laneRate), 0);
     router.service(DeliveryService, {
       async *lease(req, ctx) {
-        const max = Math.min(MAX_IN_FLIGHT, Math.max(1, req.maxInFlight || 16));
+        // The worker's deliveries in flight, and room for the messages the lanes release ahead
+        // of their slots, which the worker holds until then.
+        const max = Math.min(MAX_IN_FLIGHT, Math.max(1, req.maxInFlight || 16)) + ahead;
         // Leases this stream holds, to their expiry. A lease whose ack never came stops
         // counting once it expires (the message was released again), so a worker whose acks
         // got lost does not stall.
@@ -265,6 +269,8 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
                 lane: l.lane,
                 attempt: l.attempt,
                 email: fromJsonString(EmailSchema, l.payload),
+                notBeforeMs: BigInt(l.slotMs),
+                laneRate: deps.laneRate,
               };
             }
             // Woken by a release (any daemon's), an ack that frees room, or an expiry of the held.
@@ -315,7 +321,7 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
             deferred: BigInt(c.deferred),
             oldestAgeMs: BigInt(c.oldestAgeMs),
             rate: deps.laneRate,
-            releasedPerSecond: runtime.releasesSince(c.lane, now - 10_000).length / 10,
+            releasedPerSecond: runtime.releasesSince(c.lane, now - 10_000, now).length / 10,
           })),
         };
       },
@@ -325,7 +331,7 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
           releases: runtime.releasesSince(req.lane, Number(req.sinceMs)).map((r) => ({
             messageId: r.messageId,
             orgId: r.orgId,
-            slotAtMs: BigInt(Math.round(r.slotAtMs)),
+            slotAtMs: BigInt(r.slotMs),
             releasedAtMs: BigInt(r.releasedAtMs),
           })),
         };

@@ -1,34 +1,43 @@
-// How a lane's releases were paced, read back from the daemon (LaneService.ListReleases).
+// How a lane's releases were paced, read back from the daemon (LaneService.ListReleases), and
+// how times seen elsewhere (the file sink's) were spaced.
 import type { Release } from "../gen/mailcore/limiter/v1/mail_pb";
 
-export interface Pacing {
-  /** Releases per whole second from the first release (the last second is partial). */
+export interface Spacing {
+  /** Per whole second from the first time (the last second is partial). */
   perSecond: number[];
-  /** The most releases in any sliding 1000 ms. */
+  /** The most in any sliding 1000 ms. */
   maxSliding: number;
-  /** From the first release to the last. */
+  /** From the first to the last. */
   spanMs: number;
-  /** How late releases came after their slots. */
-  jitter: { p50: number; p99: number; max: number };
 }
 
-export function pacing(rs: Release[]): Pacing {
-  const times = rs.map((r) => Number(r.releasedAtMs)).sort((a, b) => a - b);
-  const first = times[0]!;
+export interface Pacing extends Spacing {
+  /** How long before its slot each message was released: never negative, at most the lane's lead. */
+  lead: { min: number; max: number };
+}
+
+/** Counts per whole second from the first, the most in any window [t, t + 1000), and the span. */
+export function spacing(times: number[]): Spacing {
+  const sorted = [...times].sort((a, b) => a - b);
+  const first = sorted[0]!;
   const perSecond: number[] = [];
-  for (const t of times)
-    perSecond[Math.floor((t - first) / 1_000)] = (perSecond[Math.floor((t - first) / 1_000)] ?? 0) + 1;
+  for (const t of sorted) {
+    const s = Math.floor((t - first) / 1_000);
+    perSecond[s] = (perSecond[s] ?? 0) + 1;
+  }
   let maxSliding = 0;
-  for (let i = 0, j = 0; i < times.length; i++) {
-    while (times[j]! < times[i]! - 999) j++;
+  for (let i = 0, j = 0; i < sorted.length; i++) {
+    while (sorted[j]! <= sorted[i]! - 1_000) j++;
     maxSliding = Math.max(maxSliding, i - j + 1);
   }
-  const jitter = rs.map((r) => Number(r.releasedAtMs - r.slotAtMs)).sort((a, b) => a - b);
-  const q = (p: number) => jitter[Math.min(jitter.length - 1, Math.floor(p * jitter.length))]!;
+  return { perSecond: Array.from(perSecond, (n) => n ?? 0), maxSliding, spanMs: sorted.at(-1)! - first };
+}
+
+/** The lane's pacing is its slots'. */
+export function pacing(rs: Release[]): Pacing {
+  const lead = rs.map((r) => Number(r.slotAtMs - r.releasedAtMs));
   return {
-    perSecond: Array.from(perSecond, (n) => n ?? 0),
-    maxSliding,
-    spanMs: times.at(-1)! - first,
-    jitter: { p50: q(0.5), p99: q(0.99), max: jitter.at(-1)! },
+    ...spacing(rs.map((r) => Number(r.slotAtMs))),
+    lead: { min: Math.min(...lead), max: Math.max(...lead) },
   };
 }

@@ -9,10 +9,20 @@ export interface DeliveryResult {
   detail: string;
 }
 
-/** Where a worker delivers a leased message. */
+/** A message composed (MIME) ahead of its turn. */
+export interface Prepared {
+  m: LeaseResponse;
+  raw: Buffer;
+}
+
+/**
+ * Where a worker delivers a leased message: composed ahead (prepare), sent at its lane's turn
+ * (send), so what the relay sees keeps to the lane's pacing, not to the composing's.
+ */
 export interface Transport {
   readonly name: string;
-  deliver(m: LeaseResponse): Promise<DeliveryResult>;
+  prepare(m: LeaseResponse): Promise<Prepared>;
+  send(p: Prepared): Promise<DeliveryResult>;
   close(): void;
 }
 
@@ -21,35 +31,42 @@ export function messageIdHeader(m: LeaseResponse): string {
   return `<${m.messageId}@${domainOf(m.email!.fromAddress)}>`;
 }
 
-/** nodemailer's message fields for a leased message; the envelope is the one recipient. */
-function mailOptions(m: LeaseResponse) {
-  const e = m.email!;
-  return {
-    messageId: messageIdHeader(m),
-    from: e.from,
-    to: e.to,
-    replyTo: e.replyTo || undefined,
-    subject: e.subject,
-    html: e.html || undefined,
-    text: e.text || undefined,
-    headers: { ...e.headers, ...(e.tags.length > 0 ? { "X-Mailcore-Tags": e.tags.join(", ") } : {}) },
-    envelope: { from: e.fromAddress, to: [e.toAddress] },
+/** The envelope is the message's one recipient. */
+const envelopeOf = (m: LeaseResponse) => ({ from: m.email!.fromAddress, to: [m.email!.toAddress] });
+
+/** Composes a leased message with nodemailer, with the given line ends. */
+function composer(newline: "unix" | "windows") {
+  const compose = createTransport({ streamTransport: true, buffer: true, newline });
+  return async (m: LeaseResponse): Promise<Prepared> => {
+    const e = m.email!;
+    const info = await compose.sendMail({
+      messageId: messageIdHeader(m),
+      from: e.from,
+      to: e.to,
+      replyTo: e.replyTo || undefined,
+      subject: e.subject,
+      html: e.html || undefined,
+      text: e.text || undefined,
+      headers: { ...e.headers, ...(e.tags.length > 0 ? { "X-Mailcore-Tags": e.tags.join(", ") } : {}) },
+      envelope: envelopeOf(m),
+    });
+    return { m, raw: info.message as Buffer };
   };
 }
 
 /** Writes each message as DATA_DIR/sink/<message id>.eml (a redelivery overwrites the same file). */
 export class FileSink implements Transport {
   readonly name = "file sink";
-  private readonly composer = createTransport({ streamTransport: true, buffer: true, newline: "unix" });
+  readonly prepare = composer("unix");
 
   constructor(private readonly dir: string) {
     mkdirSync(dir, { recursive: true });
   }
 
-  async deliver(m: LeaseResponse): Promise<DeliveryResult> {
-    const info = await this.composer.sendMail(mailOptions(m));
+  /** At once, in the turn it is called in: the file's time is the turn's. */
+  async send({ m, raw }: Prepared): Promise<DeliveryResult> {
     const path = join(this.dir, `${m.messageId}.eml`);
-    writeFileSync(`${path}.tmp`, info.message as Buffer);
+    writeFileSync(`${path}.tmp`, raw);
     renameSync(`${path}.tmp`, path);
     return { outcome: DeliveryOutcome.DELIVERED, detail: `written to ${path}` };
   }
@@ -80,6 +97,7 @@ export function classifyRelayError(e: {
 /** Sends through an SMTP relay; refusals are classified by classifyRelayError. */
 export class SmtpRelay implements Transport {
   readonly name: string;
+  readonly prepare = composer("windows");
   private readonly transporter;
 
   constructor(url: string) {
@@ -98,9 +116,9 @@ export class SmtpRelay implements Transport {
     });
   }
 
-  async deliver(m: LeaseResponse): Promise<DeliveryResult> {
+  async send({ m, raw }: Prepared): Promise<DeliveryResult> {
     try {
-      const info = await this.transporter.sendMail(mailOptions(m));
+      const info = await this.transporter.sendMail({ envelope: envelopeOf(m), raw });
       return { outcome: DeliveryOutcome.DELIVERED, detail: info.response };
     } catch (err) {
       return classifyRelayError(err as Error);

@@ -1,4 +1,4 @@
-import { DeliveryOutcome, type LeaseResponse } from "../gen/mailcore/limiter/v1/mail_pb";
+import { DeliveryOutcome, type Lane, type LeaseResponse } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { LimiterClients } from "../limiterclient/client";
 import { REQUEST_ID_HEADER } from "../wire/metadata";
 import { FailureEpisode } from "../log/episodes";
@@ -6,6 +6,7 @@ import type { Logger } from "../log/log";
 import { isPermanent } from "./retry_policy";
 import type { WorkerMetrics } from "../metrics/metrics";
 import type { AckJournal, PendingAck } from "./acks";
+import { LanePacer } from "./pacer";
 import { type DeliveryResult, simulateFixture, type Transport } from "./transport";
 
 const OUTCOMES: Record<number, string> = {
@@ -19,6 +20,7 @@ const ACK_RETRY_MAX_MS = 1_000;
 
 export interface WorkerOptions {
   workerId: string;
+  /** Deliveries in flight; the daemon leases more, the messages its lanes released ahead of their slots. */
   maxInFlight: number;
   log: Logger;
   acks: AckJournal;
@@ -26,7 +28,8 @@ export interface WorkerOptions {
 }
 
 /**
- * Leases released messages over the daemon's server stream, delivers each, and acks it. The
+ * Leases released messages over the daemon's server stream, composes each, delivers it at its
+ * lane's turn (its slot, within the lane's rate: LanePacer), and acks it. The
  * ack is written to the journal before it is sent and retried until the daemon accepts it, so
  * an outage of the daemon or its store (or a restart of this worker) does not turn into a
  * second delivery. A worker that dies holding leases it has not delivered loses nothing: the
@@ -41,6 +44,8 @@ export class Worker {
   /** Resolved when stop() gives up on the deliveries still under way. */
   private readonly cutOff = Promise.withResolvers<DeliveryResult>();
   private readonly ackFailing: FailureEpisode;
+  /** Each lane's deliveries start at their slots, within the lane's rate. */
+  private readonly pacers = new Map<Lane, LanePacer>();
 
   constructor(
     private readonly clients: LimiterClients,
@@ -84,12 +89,22 @@ export class Worker {
     const all = () => Promise.all(this.inFlight);
     await Promise.race([all(), Bun.sleep(graceMs)]);
     this.stopping = true;
+    for (const pacer of this.pacers.values()) pacer.release();
     this.cutOff.resolve({
       outcome: DeliveryOutcome.DEFERRED,
       detail: "the worker stopped before the delivery finished; it will be retried",
     });
     this.transport.close();
     await Promise.race([all(), Bun.sleep(ACK_TIMEOUT_MS + 500)]);
+  }
+
+  private pacerOf(lane: Lane): LanePacer {
+    let pacer = this.pacers.get(lane);
+    if (!pacer) {
+      pacer = new LanePacer();
+      this.pacers.set(lane, pacer);
+    }
+    return pacer;
   }
 
   private track(job: Promise<void>): void {
@@ -100,7 +115,11 @@ export class Worker {
   private async handle(m: LeaseResponse): Promise<void> {
     let result: DeliveryResult;
     try {
-      result = simulateFixture(m) ?? (await Promise.race([this.transport.deliver(m), this.cutOff.promise]));
+      const simulated = simulateFixture(m);
+      const prepared = simulated ? undefined : await this.transport.prepare(m);
+      await this.pacerOf(m.lane).turn(Number(m.notBeforeMs), m.laneRate);
+      if (this.stopping) result = await this.cutOff.promise;
+      else result = simulated ?? (await Promise.race([this.transport.send(prepared!), this.cutOff.promise]));
     } catch (err) {
       result = { outcome: DeliveryOutcome.DEFERRED, detail: `worker error: ${(err as Error).message}` };
     }

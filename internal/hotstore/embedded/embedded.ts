@@ -24,6 +24,7 @@ import {
   type RefusalKind,
   REFUSAL_MINUTES,
   RELEASE_WINDOW_S,
+  type SlotPlan,
   type TokenLookup,
   type Written,
 } from "../hotstore";
@@ -201,13 +202,12 @@ export class EmbeddedHot implements HotStore {
     if (result.kind === "accepted") this.signal({ kind: "waiting", lane: input.lane });
     return result;
   }
-  async release(lane: Lane, nowMs: number) {
-    const released = await this.lanes.release(lane, nowMs);
-    if (released) {
-      this.released.add(released.orgId, lane, 1, nowMs);
-      this.signal({ kind: "ready" });
-    }
-    return released;
+  async release(lane: Lane, nowMs: number, plan: SlotPlan) {
+    const batch = await this.lanes.release(lane, nowMs, plan);
+    // An organization's release rate counts each message in the second of its slot.
+    for (const r of batch.released) this.released.add(r.orgId, lane, 1, r.slotMs);
+    if (batch.released.length > 0) this.signal({ kind: "ready" });
+    return batch;
   }
   lease(max: number, nowMs: number, visibilityMs: number) {
     return this.lanes.lease(max, nowMs, visibilityMs);

@@ -18,8 +18,13 @@ import {
   type Presence,
   RECOVER_BATCH,
   type RecoverResult,
+  nextSlot,
   type Released,
+  type ReleaseBatch,
   type RestoreResult,
+  type SlotPlan,
+  type SlotRun,
+  slotOf,
   type Written,
 } from "../hotstore";
 import { FINAL_STATUSES } from "../../mail/policy";
@@ -47,6 +52,7 @@ interface MessageRow {
   state: State;
   lease_id: string | null;
   payload_written: number;
+  slot_ms: number | null;
 }
 
 /**
@@ -81,14 +87,16 @@ export class EmbeddedLanes {
         detail TEXT NOT NULL, expires_ms INTEGER NOT NULL, PRIMARY KEY (org_id, message_id));
       CREATE TABLE IF NOT EXISTS idempotency (org_id TEXT NOT NULL, key TEXT NOT NULL, body_hash TEXT NOT NULL, message_id TEXT NOT NULL,
         expires_ms INTEGER NOT NULL, PRIMARY KEY (org_id, key));
+      CREATE TABLE IF NOT EXISTS lane_slots (lane INTEGER PRIMARY KEY, start INTEGER NOT NULL, k INTEGER NOT NULL, rate INTEGER NOT NULL);
     `);
-    // Columns added after the first release of this file: the message's tags, and whether the
-    // records have its payload.
+    // Columns added after the first release of this file: the message's tags, whether the
+    // records have its payload, and the slot its lane released it for.
     const columns = db.query("SELECT name FROM pragma_table_info('messages')").all() as { name: string }[];
     if (!columns.some((c) => c.name === "tags"))
       db.exec("ALTER TABLE messages ADD COLUMN tags TEXT NOT NULL DEFAULT ''");
     if (!columns.some((c) => c.name === "payload_written"))
       db.exec("ALTER TABLE messages ADD COLUMN payload_written INTEGER NOT NULL DEFAULT 0");
+    if (!columns.some((c) => c.name === "slot_ms")) db.exec("ALTER TABLE messages ADD COLUMN slot_ms INTEGER");
     const bounds = db.query("SELECT COALESCE(MIN(seq), 0) AS lo, COALESCE(MAX(seq), 0) AS hi FROM messages").get() as {
       lo: number;
       hi: number;
@@ -185,20 +193,33 @@ export class EmbeddedLanes {
     return { kind: "accepted", messageId };
   }
 
-  async release(lane: Lane, nowMs: number): Promise<Released | null> {
-    return this.db.transaction(() => {
-      const next =
+  async release(lane: Lane, nowMs: number, plan: SlotPlan): Promise<ReleaseBatch> {
+    return this.db.transaction((): ReleaseBatch => {
+      const nextOrg =
         "SELECT org_id FROM messages WHERE lane = ? AND state = 'waiting' AND org_id > ? ORDER BY org_id LIMIT 1";
-      const org = (this.db.query(next).get(lane, this.lastServed.get(lane) ?? "") ??
-        this.db.query(next).get(lane, "")) as { org_id: string } | null;
-      if (!org) return null;
-      const msg = this.db
-        .query("SELECT id FROM messages WHERE lane = ? AND state = 'waiting' AND org_id = ? ORDER BY seq LIMIT 1")
-        .get(lane, org.org_id) as { id: string };
-      this.db.query("UPDATE messages SET state = 'ready', seq = ? WHERE id = ?").run(++this.seq, msg.id);
-      this.event(msg.id, nowMs, MessageStatus.QUEUED, "released");
-      this.lastServed.set(lane, org.org_id);
-      return { orgId: org.org_id, messageId: msg.id };
+      const saved = this.db.query("SELECT start, k, rate FROM lane_slots WHERE lane = ?").get(lane) as SlotRun | null;
+      let run = nextSlot(saved, nowMs, plan);
+      const released: Released[] = [];
+      for (;;) {
+        const org = (this.db.query(nextOrg).get(lane, this.lastServed.get(lane) ?? "") ??
+          this.db.query(nextOrg).get(lane, "")) as { org_id: string } | null;
+        if (!org) return { released, nextSlotMs: null };
+        const slotMs = slotOf(run, run.k);
+        if (released.length >= plan.max || slotMs > plan.untilMs) return { released, nextSlotMs: slotMs };
+        const msg = this.db
+          .query("SELECT id FROM messages WHERE lane = ? AND state = 'waiting' AND org_id = ? ORDER BY seq LIMIT 1")
+          .get(lane, org.org_id) as { id: string };
+        this.db
+          .query("UPDATE messages SET state = 'ready', seq = ?, slot_ms = ? WHERE id = ?")
+          .run(++this.seq, slotMs, msg.id);
+        this.db
+          .query("INSERT OR REPLACE INTO lane_slots (lane, start, k, rate) VALUES (?, ?, ?, ?)")
+          .run(lane, run.start, run.k, run.rate);
+        this.event(msg.id, nowMs, MessageStatus.QUEUED, "released");
+        this.lastServed.set(lane, org.org_id);
+        released.push({ orgId: org.org_id, messageId: msg.id, slotMs });
+        run = nextSlot(run, nowMs, plan);
+      }
     })();
   }
 
@@ -209,7 +230,7 @@ export class EmbeddedLanes {
       for (const lane of LANES) {
         const rows = this.db
           .query(
-            "SELECT id, org_id, lane, payload, attempts FROM messages WHERE state = 'ready' AND lane = ? ORDER BY seq LIMIT ?",
+            "SELECT id, org_id, lane, payload, attempts, slot_ms FROM messages WHERE state = 'ready' AND lane = ? ORDER BY seq LIMIT ?",
           )
           .all(lane, max - out.length) as MessageRow[];
         for (const row of rows) {
@@ -228,6 +249,7 @@ export class EmbeddedLanes {
             lane: row.lane as Lane,
             payload: row.payload,
             attempt,
+            slotMs: row.slot_ms ?? 0,
           });
         }
       }

@@ -41,6 +41,7 @@ export const keys = {
   roster: (lane: number) => key("roster", lane),
   ready: (lane: number) => key("ready", lane),
   depth: (lane: number) => key("depth", lane),
+  slots: (lane: number) => key("slots", lane),
   inFlight: (lane: number) => key("inFlight", lane),
   deferred: (lane: number) => key("deferred", lane),
   lease: (name: string) => key("lease", name),

@@ -5,7 +5,7 @@
 -- KEYS[1] ready (transactional)  KEYS[2] ready (bulk)
 -- KEYS[3] in flight (transactional)  KEYS[4] in flight (bulk)
 -- ARGV[1] now  ARGV[2] max  ARGV[3] visibility ms  ARGV[4] lease id prefix
--- Reply: {{lease id, message id, org, lane, payload, attempt}, ...}
+-- Reply: {{lease id, message id, org, lane, payload, attempt, slot or nil}, ...}
 
 local now, max, vis = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local out = {}
@@ -21,8 +21,8 @@ for i = 1, 2 do
       redis.call('HSET', m, 'status', S.SENDING, 'lease', lease, 'updated', ARGV[1])
       record(org, id, S.SENDING, ARGV[1], 'attempt ' .. attempt)
       redis.call('ZADD', KEYS[2 + i], now + vis, entry)
-      local fields = redis.call('HMGET', m, 'lane', 'payload')
-      out[#out + 1] = {lease, id, org, fields[1], fields[2], attempt}
+      local fields = redis.call('HMGET', m, 'lane', 'payload', 'slot')
+      out[#out + 1] = {lease, id, org, fields[1], fields[2], attempt, fields[3]}
     end
   end
 end

@@ -15,7 +15,8 @@ import {
   type MailStore,
   RECOVER_BATCH,
   type RecoverResult,
-  type Released,
+  type ReleaseBatch,
+  type SlotPlan,
 } from "../hotstore";
 import { type ConfirmedWrites, NotConfirmed } from "./confirm";
 import { keys } from "./layout";
@@ -138,15 +139,22 @@ export class RedisMail implements MailStore {
     }
   }
 
-  async release(lane: Lane, nowMs: number): Promise<Released | null> {
-    const reply = (await this.writes.run("release", [
+  async release(lane: Lane, nowMs: number, plan: SlotPlan): Promise<ReleaseBatch> {
+    const [released, next] = (await this.writes.run("release", [
       keys.roster(lane),
       keys.ready(lane),
       keys.depth(lane),
+      keys.slots(lane),
       nowMs,
       lane,
-    ])) as [string, string] | null;
-    return reply ? { orgId: reply[0], messageId: reply[1] } : null;
+      plan.ratePerSecond,
+      plan.untilMs,
+      plan.max,
+    ])) as [[string, string, number][], number];
+    return {
+      released: released.map(([orgId, messageId, slotMs]) => ({ orgId, messageId, slotMs })),
+      nextSlotMs: next < 0 ? null : next,
+    };
   }
 
   async lease(max: number, nowMs: number, visibilityMs: number): Promise<LeasedRecord[]> {
@@ -169,14 +177,15 @@ export class RedisMail implements MailStore {
       .catch((err) => {
         if (err instanceof NotConfirmed && Array.isArray(err.reply)) return err.reply;
         throw err;
-      })) as [string, string, string, string, string, number][];
-    return reply.map(([leaseId, messageId, orgId, lane, payload, attempt]) => ({
+      })) as [string, string, string, string, string, number, string | null][];
+    return reply.map(([leaseId, messageId, orgId, lane, payload, attempt, slot]) => ({
       leaseId,
       messageId,
       orgId,
       lane: Number(lane) as Lane,
       payload,
       attempt,
+      slotMs: Number(slot ?? 0),
     }));
   }
 

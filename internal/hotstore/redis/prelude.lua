@@ -23,6 +23,7 @@ K.orgQueue = 'mc:{mail}:q:%s:%s'          -- (lane, org): the organization's wai
 K.roster = 'mc:{mail}:roster:%s'          -- organizations with waiting messages, in serving order
 K.ready = 'mc:{mail}:ready:%s'            -- released messages ('org|id'), waiting for a worker
 K.depth = 'mc:{mail}:depth:%s'            -- how many messages wait in the lane
+K.slots = 'mc:{mail}:slots:%s'            -- (lane): the run of the lane's last slot: start (wall ms), k, rate
 K.inFlight = 'mc:{mail}:inflight:%s'      -- zset: leased 'org|id' -> lease expiry
 K.deferred = 'mc:{mail}:deferred:%s'      -- zset: 'org|id' -> retry time
 K.outbox = 'mc:{mail}:outbox'             -- zset: 'org|id' changed since last written to the records

@@ -12,6 +12,7 @@ import type {
   LaneSignal,
   MessageRef,
   RefusalCount,
+  SlotPlan,
   Written,
 } from "../hotstore";
 import { RedisAdmission } from "./admission";
@@ -168,8 +169,8 @@ export class RedisHot implements HotStore {
   enqueue(input: EnqueueInput, nowMs: number) {
     return this.mail.enqueue(input, nowMs);
   }
-  release(lane: Lane, nowMs: number) {
-    return this.mail.release(lane, nowMs);
+  release(lane: Lane, nowMs: number, plan: SlotPlan) {
+    return this.mail.release(lane, nowMs, plan);
   }
   lease(max: number, nowMs: number, visibilityMs: number) {
     return this.mail.lease(max, nowMs, visibilityMs);

@@ -14,7 +14,7 @@ import {
   startStack,
   waitFor,
 } from "../../testkit/testkit";
-import { projectSuiteOrg } from "../../testkit/hotstores";
+import { projectSuiteOrg, releaseNext } from "../../testkit/hotstores";
 import { GUARD_LIMITS } from "../../mail/policy";
 import { Lane } from "../../gen/mailcore/limiter/v1/mail_pb";
 import type { HotStore } from "../hotstore";
@@ -157,7 +157,7 @@ describe("detecting the replicas", () => {
     const hot = await open(lone.url, 1);
     // The enqueue and the release ran on the primary; neither was confirmed.
     await expect(accept(hot)).rejects.toThrow("0 of 1 replicas confirmed");
-    await expect(hot.release(Lane.BULK, Date.now())).rejects.toThrow("0 of 1 replicas confirmed");
+    await expect(releaseNext(hot, Lane.BULK, Date.now())).rejects.toThrow("0 of 1 replicas confirmed");
     const leased = await hot.lease(10, Date.now(), 60_000);
     expect(leased.map((l) => [l.messageId, l.lane, l.attempt])).toEqual([[`m${sent}`, Lane.BULK, 1]]);
     await hot.close();

@@ -11,7 +11,7 @@ const SCRIPTS = {
   admit_org: 2,
   refund_ip: 1,
   enqueue: 8,
-  release: 3,
+  release: 4,
   lease: 4,
   ack: 3,
   recover: 4,
