@@ -144,6 +144,23 @@ describe("detecting the replicas", () => {
     await hot.close();
   });
 
+  test("a replica that connects later: the count follows, and the watcher is told", async () => {
+    const primary = await startRedis();
+    let replica: RedisServer | undefined;
+    try {
+      const hot = await open(primary.url, "detect");
+      expect(hot.waitingFor()).toBe(0);
+      const told: number[] = [];
+      hot.watchWaiting((replicas) => told.push(replicas));
+      replica = await startRedis({ replicaOf: primary });
+      await waitFor("the count to follow", async () => hot.waitingFor() === 1);
+      expect(told).toEqual([1]);
+      await hot.close();
+    } finally {
+      await Promise.all([replica?.stop(), primary.stop()]);
+    }
+  });
+
   test("a count given: waited for even where no replica is (every change refused)", async () => {
     const hot = await open(lone.url, 1);
     await expect(accept(hot)).rejects.toThrow("0 of 1 replicas confirmed");
