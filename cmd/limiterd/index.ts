@@ -64,6 +64,9 @@ try {
       setting: cfg.redisWait.replicas,
       timeoutMs: cfg.redisWait.timeoutMs,
     });
+    // A failover's new primary is counted afresh (0 until a replica connects); a first look
+    // that failed is corrected by the next.
+    redis.watchWaiting((replicas) => log.info("waiting for replicas", { replicas, setting: cfg.redisWait.replicas }));
     hot = redis;
   } else hot = new EmbeddedHot(embeddedHotFile(cfg.dataDir));
 } catch (err) {

@@ -53,7 +53,8 @@ export function daemonDeps(
         (await unlessNotFound(webhooks.deleteWebhook({ orgId, webhookId }, recordsCall))) !== undefined,
       deliveries: (orgId, webhookId, limit, cursor) =>
         unlessNotFound(webhooks.listWebhookDeliveries({ orgId, webhookId, limit, cursor }, recordsCall)),
-      test: (orgId, webhookId) => unlessNotFound(webhooks.testWebhook({ orgId, webhookId }, recordsCall)),
+      test: (orgId, webhookId, idempotencyKey) =>
+        unlessNotFound(webhooks.testWebhook({ orgId, webhookId }, createCall(o.audienceTimeoutMs, idempotencyKey))),
       retry: async (orgId, webhookId, deliveryId) => {
         try {
           return await unlessNotFound(webhooks.retryWebhookDelivery({ orgId, webhookId, deliveryId }, recordsCall));

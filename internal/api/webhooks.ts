@@ -27,8 +27,8 @@ export interface WebhookCalls {
     limit: number,
     cursor: string,
   ): Promise<ListWebhookDeliveriesResponse | undefined>;
-  /** undefined when the organization has no such webhook. */
-  test(orgId: string, id: string): Promise<TestWebhookResponse | undefined>;
+  /** undefined when the organization has no such webhook; idempotencyKey as for create. */
+  test(orgId: string, id: string, idempotencyKey: string | null): Promise<TestWebhookResponse | undefined>;
   /** undefined when the organization has no such webhook or delivery; "pending" when it is not finished. */
   retry(orgId: string, id: string, deliveryId: string): Promise<RetryWebhookDeliveryResponse | "pending" | undefined>;
 }
@@ -126,8 +126,8 @@ export function webhookRoutes(calls: WebhookCalls): [string, Route][] {
     [
       "/api/v1/webhooks/{id}/test",
       {
-        POST: async ({ admission, headers, params: [id] }) => {
-          const res = await calls.test(admission.orgId, id!);
+        POST: async ({ req, admission, headers, params: [id] }) => {
+          const res = await calls.test(admission.orgId, id!, req.headers.get("idempotency-key"));
           if (!res) return noWebhook(id!, headers);
           return json(202, deliveryJson(res.delivery!), headers);
         },

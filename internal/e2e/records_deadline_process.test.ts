@@ -34,6 +34,12 @@ beforeAll(async () => {
   databaseUrl = await pg.newDatabase();
   stack = await startStack({ redisUrl: redis.url, env: { DATABASE_URL: databaseUrl } });
   token = await stack.org("locked", "enterprise");
+  const [tested, other] = await Promise.all(
+    ["tested", "other-tested"].map((name) =>
+      call("POST", "/api/v1/webhooks", { url: `https://hooks.locked.example/${name}`, events: ["email.delivered"] }),
+    ),
+  );
+  creates.push(testEvent(tested!.body.id as string, other!.body.id as string));
 }, 60_000);
 afterAll(async () => {
   await stack?.stop();
@@ -62,53 +68,86 @@ async function call(method: string, path: string, body?: unknown, key?: string):
 }
 
 const message = { from: "News <news@locked.example>", subject: "Hello", text: "Hi" };
-/** Each record-bound create: its path, a body, and how to find what it made in its list. */
-const creates: { name: string; path: string; body: Json; other: Json; list: string; made: (item: Json) => boolean }[] =
-  [
-    {
-      name: "subscriber upsert",
-      path: "/api/v1/subscribers",
-      body: { email: "held@locked.example", tags: ["held"] },
-      other: { email: "other@locked.example" },
-      list: "/api/v1/subscribers?limit=100",
-      made: (s) => s.email === "held@locked.example",
-    },
-    {
-      name: "tag",
-      path: "/api/v1/tags",
-      body: { name: "held-tag" },
-      other: { name: "other-tag" },
-      list: "/api/v1/tags",
-      made: (t) => t.name === "held-tag",
-    },
-    {
-      name: "campaign",
-      path: "/api/v1/campaigns",
-      body: { name: "Held campaign", ...message, audience: { all: true } },
-      other: { name: "Other campaign", ...message, audience: { all: true } },
-      list: "/api/v1/campaigns?limit=100",
-      made: (c) => c.name === "Held campaign",
-    },
-    {
-      name: "workflow",
-      path: "/api/v1/workflows",
-      body: { name: "Held workflow", trigger: { type: "subscriber.created" }, steps: [{ type: "wait", seconds: 60 }] },
-      other: { name: "Other workflow", trigger: { type: "subscriber.created" }, steps: [] },
-      list: "/api/v1/workflows?limit=100",
-      made: (w) => w.name === "Held workflow",
-    },
-    {
-      name: "webhook",
-      path: "/api/v1/webhooks",
-      body: { url: "https://hooks.locked.example/held", events: ["email.delivered"] },
-      other: { url: "https://hooks.locked.example/other", events: ["email.delivered"] },
-      list: "/api/v1/webhooks?limit=100",
-      made: (w) => w.url === "https://hooks.locked.example/held",
-    },
-  ];
 
-const found = async (c: (typeof creates)[number]) =>
-  ((await call("GET", c.list)).body.data as Json[]).filter(c.made).length;
+/**
+ * A record-bound create: its request (a path and a body, or none), another request to send under
+ * the same key, its status, and how to find what it made in its list.
+ */
+interface Create {
+  name: string;
+  path: string;
+  body?: Json;
+  other: { path: string; body?: Json };
+  created: number;
+  list: string;
+  made: (item: Json) => boolean;
+}
+
+const creates: Create[] = [
+  {
+    name: "subscriber upsert",
+    path: "/api/v1/subscribers",
+    body: { email: "held@locked.example", tags: ["held"] },
+    other: { path: "/api/v1/subscribers", body: { email: "other@locked.example" } },
+    created: 201,
+    list: "/api/v1/subscribers?limit=100",
+    made: (s) => s.email === "held@locked.example",
+  },
+  {
+    name: "tag",
+    path: "/api/v1/tags",
+    body: { name: "held-tag" },
+    other: { path: "/api/v1/tags", body: { name: "other-tag" } },
+    created: 201,
+    list: "/api/v1/tags",
+    made: (t) => t.name === "held-tag",
+  },
+  {
+    name: "campaign",
+    path: "/api/v1/campaigns",
+    body: { name: "Held campaign", ...message, audience: { all: true } },
+    other: { path: "/api/v1/campaigns", body: { name: "Other campaign", ...message, audience: { all: true } } },
+    created: 201,
+    list: "/api/v1/campaigns?limit=100",
+    made: (c) => c.name === "Held campaign",
+  },
+  {
+    name: "workflow",
+    path: "/api/v1/workflows",
+    body: { name: "Held workflow", trigger: { type: "subscriber.created" }, steps: [{ type: "wait", seconds: 60 }] },
+    other: {
+      path: "/api/v1/workflows",
+      body: { name: "Other workflow", trigger: { type: "subscriber.created" }, steps: [] },
+    },
+    created: 201,
+    list: "/api/v1/workflows?limit=100",
+    made: (w) => w.name === "Held workflow",
+  },
+  {
+    name: "webhook",
+    path: "/api/v1/webhooks",
+    body: { url: "https://hooks.locked.example/held", events: ["email.delivered"] },
+    other: {
+      path: "/api/v1/webhooks",
+      body: { url: "https://hooks.locked.example/other", events: ["email.delivered"] },
+    },
+    created: 201,
+    list: "/api/v1/webhooks?limit=100",
+    made: (w) => w.url === "https://hooks.locked.example/held",
+  },
+];
+
+/** A webhook's test event (a delivery, no body), to a webhook made before the lock; other: another webhook's. */
+const testEvent = (id: string, otherId: string): Create => ({
+  name: "webhook test event",
+  path: `/api/v1/webhooks/${id}/test`,
+  other: { path: `/api/v1/webhooks/${otherId}/test` },
+  created: 202,
+  list: `/api/v1/webhooks/${id}/deliveries?limit=100`,
+  made: (d) => d.type === "webhook.test",
+});
+
+const found = async (c: Create) => ((await call("GET", c.list)).body.data as Json[]).filter(c.made).length;
 
 describe("the records' tables locked for 12 s", () => {
   const during: Answer[] = [];
@@ -171,12 +210,12 @@ describe("the records' tables locked for 12 s", () => {
   test("the retry with the same Idempotency-Key creates each once; again, the same answer; another body, 409", async () => {
     for (const [i, c] of creates.entries()) {
       const first = await call("POST", c.path, c.body, `held-${i}`);
-      expect({ create: c.name, status: first.status }).toEqual({ create: c.name, status: 201 });
+      expect({ create: c.name, status: first.status }).toEqual({ create: c.name, status: c.created });
       const again = await call("POST", c.path, c.body, `held-${i}`);
-      expect({ create: c.name, status: again.status }).toEqual({ create: c.name, status: 201 });
+      expect({ create: c.name, status: again.status }).toEqual({ create: c.name, status: c.created });
       expect(again.body).toEqual(first.body);
       expect({ create: c.name, found: await found(c) }).toEqual({ create: c.name, found: 1 });
-      const other = await call("POST", c.path, c.other, `held-${i}`);
+      const other = await call("POST", c.other.path, c.other.body, `held-${i}`);
       expect({ create: c.name, status: other.status, code: other.body.code }).toEqual({
         create: c.name,
         status: 409,

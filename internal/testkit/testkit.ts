@@ -120,7 +120,12 @@ export interface RedisSentinelServer {
   stop(): Promise<void>;
 }
 
-/** Starts one sentinel (quorum 1: it alone decides a failover) watching the primary as `name`. */
+/**
+ * Starts one sentinel (quorum 1: it alone decides a failover) watching the primary as `name`.
+ * The tests ask for their failovers (SENTINEL FAILOVER); down only after 10 s without an answer,
+ * a node that a loaded machine starves for a second is neither failed over by itself nor, as a
+ * replica, passed over for promotion.
+ */
 export async function startSentinel(primary: RedisServer, name: string): Promise<RedisSentinelServer> {
   const port = await freePort();
   const dir = tempDir("mailcore-sentinel-");
@@ -132,7 +137,7 @@ export async function startSentinel(primary: RedisServer, name: string): Promise
       "bind 127.0.0.1",
       `dir ${dir}`,
       `sentinel monitor ${name} 127.0.0.1 ${primary.port} 1`,
-      `sentinel down-after-milliseconds ${name} 1000`,
+      `sentinel down-after-milliseconds ${name} 10000`,
       `sentinel failover-timeout ${name} 10000`,
     ].join("\n"),
   );

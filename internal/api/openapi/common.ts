@@ -66,9 +66,9 @@ export function apiOperation(op: Operation & { responses: Record<string, unknown
 }
 
 /**
- * A create the records make (a campaign, a workflow, a webhook, a tag, a subscriber upsert): the
- * Idempotency-Key it takes, the 400 and 409 of the key, and the 503 of records that did not
- * answer in time, added to its operation's own.
+ * A create the records make (a campaign, a workflow, a webhook, a webhook's test event, a tag, a
+ * subscriber upsert): the Idempotency-Key it takes, the 400 and 409 of the key, and the 503 of
+ * records that did not answer in time, added to its operation's own.
  */
 export function idempotentCreate<T extends Operation & { responses: Record<string, unknown> }>(op: T): T {
   const parameter = {
@@ -84,10 +84,12 @@ export function idempotentCreate<T extends Operation & { responses: Record<strin
     parameters: [...((op.parameters as unknown[]) ?? []), parameter],
     responses: {
       ...op.responses,
-      "400": errorAnswer("The body is not JSON, or the Idempotency-Key is malformed.", [
-        "INVALID_JSON",
-        "INVALID_IDEMPOTENCY_KEY",
-      ]),
+      "400": op.requestBody
+        ? errorAnswer("The body is not JSON, or the Idempotency-Key is malformed.", [
+            "INVALID_JSON",
+            "INVALID_IDEMPOTENCY_KEY",
+          ])
+        : errorAnswer("The Idempotency-Key is malformed.", ["INVALID_IDEMPOTENCY_KEY"]),
       "409": errorAnswer("The Idempotency-Key was used with a different request.", ["IDEMPOTENCY_KEY_REUSED"]),
       "503": ref("responses/RecordsUnavailable"),
     },

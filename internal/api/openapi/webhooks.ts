@@ -127,18 +127,20 @@ export const webhooksArea: ApiArea = {
       }),
     },
     "/api/v1/webhooks/{id}/test": {
-      post: apiOperation({
-        operationId: "testWebhook",
-        summary: "Send a test event",
-        description: `Queues a \`${TEST_EVENT}\` event (\`data\`: \`{"webhookId"}\`) to the webhook now, whatever event types it subscribed to, and even when it is disabled, so that a fixed receiver can be checked. It is signed, attempted and retried as every delivery; its attempts show in the webhook's deliveries and its health. No body.`,
-        tags: ["Webhooks"],
-        parameters: [idParam],
-        responses: {
-          "202": jsonAnswer("Queued: the delivery, due now.", schemaRef("WebhookDelivery")),
-          "404": notFound,
-          "422": idInvalid,
-        },
-      }),
+      post: apiOperation(
+        idempotentCreate({
+          operationId: "testWebhook",
+          summary: "Send a test event",
+          description: `Queues a \`${TEST_EVENT}\` event (\`data\`: \`{"webhookId"}\`) to the webhook now, whatever event types it subscribed to, and even when it is disabled, so that a fixed receiver can be checked. It is signed, attempted and retried as every delivery; its attempts show in the webhook's deliveries and its health. No body.`,
+          tags: ["Webhooks"],
+          parameters: [idParam],
+          responses: {
+            "202": jsonAnswer("Queued: the delivery, due now.", schemaRef("WebhookDelivery")),
+            "404": notFound,
+            "422": idInvalid,
+          },
+        }),
+      ),
     },
     "/api/v1/webhooks/{id}/deliveries/{deliveryId}/retry": {
       post: apiOperation({

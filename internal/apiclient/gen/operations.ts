@@ -20,7 +20,7 @@ export const OPERATIONS = {
   createWebhook: { method: "POST", path: "/api/v1/webhooks", idempotencyKey: true },
   deleteWebhook: { method: "DELETE", path: "/api/v1/webhooks/{id}", idempotencyKey: false },
   listWebhookDeliveries: { method: "GET", path: "/api/v1/webhooks/{id}/deliveries", idempotencyKey: false },
-  testWebhook: { method: "POST", path: "/api/v1/webhooks/{id}/test", idempotencyKey: false },
+  testWebhook: { method: "POST", path: "/api/v1/webhooks/{id}/test", idempotencyKey: true },
   retryWebhookDelivery: { method: "POST", path: "/api/v1/webhooks/{id}/deliveries/{deliveryId}/retry", idempotencyKey: false },
   listCampaigns: { method: "GET", path: "/api/v1/campaigns", idempotencyKey: false },
   createCampaign: { method: "POST", path: "/api/v1/campaigns", idempotencyKey: true },

@@ -2881,6 +2881,10 @@ export interface operations {
    */
   testWebhook: {
     parameters: {
+      header?: {
+        /** @description Kept 24 hours per organization, committed with the create: the same key with the same request answers what the first answered and creates nothing; with another request, 409. */
+        "Idempotency-Key"?: string;
+      };
       path: {
         /**
          * @description The webhook's id.
@@ -2906,6 +2910,25 @@ export interface operations {
           "application/json": components["schemas"]["WebhookDelivery"];
         };
       };
+      /** @description The Idempotency-Key is malformed. */
+      400: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            /** @enum {unknown} */
+            code?: "INVALID_IDEMPOTENCY_KEY";
+          } & components["schemas"]["Error"];
+        };
+      };
       401: components["responses"]["Unauthorized"];
       /** @description No such webhook in this organization. */
       404: {
@@ -2926,6 +2949,25 @@ export interface operations {
           } & components["schemas"]["Error"];
         };
       };
+      /** @description The Idempotency-Key was used with a different request. */
+      409: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            /** @enum {unknown} */
+            code?: "IDEMPOTENCY_KEY_REUSED";
+          } & components["schemas"]["Error"];
+        };
+      };
       /** @description The id is not a webhook's id; `field` names it. */
       422: {
         headers: {
@@ -2943,7 +2985,7 @@ export interface operations {
         };
       };
       429: components["responses"]["TooManyRequests"];
-      503: components["responses"]["LimiterUnavailable"];
+      503: components["responses"]["RecordsUnavailable"];
     };
   };
   /**

@@ -73,6 +73,8 @@ export class ConfirmedWrites {
   private readonly batcher: MicroBatcher<[WriteScript, (string | number)[]], Outcome>;
   private replicas: number;
   private replid = "";
+  /** Told every change of the count that the looks make. */
+  private changed: ((replicas: number) => void) | undefined;
   private readonly detecting: ReturnType<typeof setInterval> | undefined;
   /** Settles once the first look at the primary's replicas is done (at once when the count is given). */
   readonly ready: Promise<void>;
@@ -102,6 +104,11 @@ export class ConfirmedWrites {
     const outcome = await this.batcher.submit([script, args]);
     if ("error" in outcome) throw outcome.error;
     return outcome.value;
+  }
+
+  /** Calls on(replicas) whenever a look changes the count (a failover, a first look that failed). */
+  watch(on: (replicas: number) => void): void {
+    this.changed = on;
   }
 
   close(): void {
@@ -155,8 +162,10 @@ export class ConfirmedWrites {
       if (routed || err) return; // not the primary of the slot (a redirect): look again next time
       const { replid, connected } = replication(info as string);
       const seen = connected > 0 ? 1 : 0;
+      const was = this.replicas;
       this.replicas = replid === this.replid ? Math.max(this.replicas, seen) : seen;
       this.replid = replid;
+      if (this.replicas !== was) this.changed?.(this.replicas);
     } catch {
       // Unreachable for now: keep the count; the next look or the next batch will tell.
     }

@@ -150,6 +150,11 @@ export class RedisHot implements HotStore {
     return this.writes.waitingFor();
   }
 
+  /** Calls on(replicas) whenever the count waited for changes (under "detect"). */
+  watchWaiting(on: (replicas: number) => void): void {
+    this.writes.watch(on);
+  }
+
   admit(inputs: AdmitInput[], nowMs: number) {
     return this.admission.admit(inputs, nowMs);
   }
