@@ -231,6 +231,21 @@ describe("cmd/admin", () => {
     });
   });
 
+  test("a configuration error is one line and exit 2, as JSON with --json", async () => {
+    const badEnv = { LIMITER_URL: "https://127.0.0.1:7070" };
+    const text = await runToEnd("cmd/admin/index.ts", ["org", "show", "acme"], badEnv);
+    expect([text.code, text.stdout, text.stderr]).toEqual([
+      2,
+      "",
+      expect.stringMatching(/^admin: configuration error: LIMITER_URL=https:\/\/ needs LIMITER_TLS_CLIENT_CERT.*\n$/),
+    ]);
+    const json = await runToEnd("cmd/admin/index.ts", ["org", "show", "acme", "--json"], badEnv);
+    expect([json.code, json.stdout]).toEqual([2, ""]);
+    expect(JSON.parse(json.stderr)).toEqual({
+      error: { code: "configuration", message: expect.stringContaining("needs LIMITER_TLS_CLIENT_CERT") },
+    });
+  });
+
   test("import creates organizations, domains, tokens and console users once, however often it runs", async () => {
     const dir = tempDir();
     const file = join(dir, "orgs.jsonl");
