@@ -1,15 +1,30 @@
 // admin: the operator's command line, talking to limiterd (and, for migrate, to the records).
 // Each command loads only the modules it uses: a call costs little CPU, and scripts make many.
 import { explain, runAdmin } from "../../internal/admin/cli";
-import { databaseUrl, dirVar, limiterTls, limiterUrl, loadOrExit } from "../../internal/config/config";
+import { databaseUrl, dirVar, limiterTls, limiterUrl } from "../../internal/config/config";
 import type { UnarySession } from "../../internal/limiterclient/unary";
 
-const cfg = loadOrExit("admin", () => ({
-  limiterUrl: limiterUrl(process.env),
-  limiterTls: limiterTls(process.env, limiterUrl(process.env)),
-  databaseUrl: databaseUrl(process.env),
-  dataDir: dirVar(process.env, "DATA_DIR", "data"),
-}));
+/** Prints a failure as every failure of the CLI is printed (JSON with --json) and exits with its code. */
+function exit(err: unknown, limiterUrl: string): never {
+  const { line, code } = explain(err, limiterUrl, process.argv.includes("--json"));
+  console.error(line);
+  process.exit(code);
+}
+
+function loadConfig() {
+  try {
+    return {
+      limiterUrl: limiterUrl(process.env),
+      limiterTls: limiterTls(process.env, limiterUrl(process.env)),
+      databaseUrl: databaseUrl(process.env),
+      dataDir: dirVar(process.env, "DATA_DIR", "data"),
+    };
+  } catch (err) {
+    // A configuration error (exit 2) names the variables, not the daemon: no URL to give.
+    exit(err, "");
+  }
+}
+const cfg = loadConfig();
 let session: Promise<UnarySession> | undefined;
 const deps = {
   rpc: () =>
@@ -36,7 +51,5 @@ try {
   await runAdmin(process.argv.slice(2), deps, { out: (line) => console.log(line) });
   process.exit(0);
 } catch (err) {
-  const { line, code } = explain(err, cfg.limiterUrl, process.argv.includes("--json"));
-  console.error(line);
-  process.exit(code);
+  exit(err, cfg.limiterUrl);
 }

@@ -1,6 +1,7 @@
 import type { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import type { DirectoryService, OrganizationJson } from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { LaneService } from "../gen/mailcore/limiter/v1/mail_pb";
+import { ConfigError, configErrorLine } from "../config/config";
 import { RpcError } from "../limiterclient/rpcerror";
 import type { UnarySession } from "../limiterclient/unary";
 import { parsePlanJson } from "../plans/json";
@@ -222,9 +223,9 @@ export async function runAdmin(argv: string[], deps: AdminDeps, io: Output): Pro
 }
 
 /**
- * The failed command's message for stderr, and its exit code (2 usage, 1 otherwise). With
- * json, the message is {"error":{"code","message"}}: code is "usage", or the gRPC status in
- * snake case ("already_exists", "not_found", "unavailable", ...).
+ * The failed command's message for stderr, and its exit code (2 usage or configuration, 1
+ * otherwise). With json, the message is {"error":{"code","message"}}: code is "usage",
+ * "configuration", or the gRPC status in snake case ("already_exists", "not_found", ...).
  */
 export function explain(err: unknown, limiterUrl: string, json = false): { line: string; code: number } {
   const [code, kind, message, text] = describeError(err, limiterUrl);
@@ -233,6 +234,7 @@ export function explain(err: unknown, limiterUrl: string, json = false): { line:
 
 function describeError(err: unknown, limiterUrl: string): [exit: number, kind: string, message: string, text: string] {
   if (err instanceof UsageError) return [2, "usage", err.message, `${err.message}\n${USAGE}`];
+  if (err instanceof ConfigError) return [2, "configuration", err.message, configErrorLine("admin", err)];
   if (err instanceof RpcError) {
     if (err.code === "unavailable" || err.code === "deadline_exceeded") {
       const message = `limiterd at ${limiterUrl} is unavailable: ${err.message}`;

@@ -231,6 +231,21 @@ describe("cmd/admin", () => {
     });
   });
 
+  test("a configuration error is one line and exit 2, as JSON with --json", async () => {
+    const badEnv = { LIMITER_URL: "https://127.0.0.1:7070" };
+    const text = await runToEnd("cmd/admin/index.ts", ["org", "show", "acme"], badEnv);
+    expect([text.code, text.stdout, text.stderr]).toEqual([
+      2,
+      "",
+      expect.stringMatching(/^admin: configuration error: LIMITER_URL=https:\/\/ needs LIMITER_TLS_CLIENT_CERT.*\n$/),
+    ]);
+    const json = await runToEnd("cmd/admin/index.ts", ["org", "show", "acme", "--json"], badEnv);
+    expect([json.code, json.stdout]).toEqual([2, ""]);
+    expect(JSON.parse(json.stderr)).toEqual({
+      error: { code: "configuration", message: expect.stringContaining("needs LIMITER_TLS_CLIENT_CERT") },
+    });
+  });
+
   test("import creates organizations, domains, tokens and console users once, however often it runs", async () => {
     const dir = tempDir();
     const file = join(dir, "orgs.jsonl");
@@ -315,12 +330,33 @@ describe("cmd/admin", () => {
     ['{"slug":"bad-2","plan":"gold"}', "line 1: plan must be free, premium or enterprise", 2],
     ['{"slug":"bad-3","plan":"free","password":"x"}', 'line 1: unknown field "password"', 2],
     ['{"slug":"bad-4","plan":"free"}\nnot json', "line 2: not JSON", 2],
-    ['{"slug":"Bad_5","plan":"free"}', "lines 1-1: organization 1 of the batch: slug must be", 1],
+    [
+      '{"slug":"bad-5","plan":"free"}\n{"slug":"Bad_5","plan":"free"}',
+      "lines 1-2: organization 2 of the batch: slug must be",
+      1,
+    ],
   ])("import of %p fails as JSON before writing anything", async (input, message, code) => {
     const r = await runToEnd("cmd/admin/index.ts", ["import", "-", "--json"], env, input);
     expect([r.code, r.stdout]).toEqual([code, ""]);
     expect(JSON.parse(r.stderr).error.message).toContain(message);
-    expect((await admin("org", "show", "bad-4")).code).toBe(1);
+    // No organization of the input was written, the valid ones before the fault included.
+    const slugs = input.split("\n").flatMap((line) => {
+      try {
+        return [JSON.parse(line).slug as string];
+      } catch {
+        return [];
+      }
+    });
+    expect(slugs.length).toBeGreaterThan(0);
+    for (const slug of slugs) {
+      const shown = await admin("org", "show", slug, "--json");
+      // A slug that is not one (Bad_5) is refused as such: it cannot have been written either.
+      expect([slug, shown.code, JSON.parse(shown.stderr).error.code]).toEqual([
+        slug,
+        1,
+        expect.stringMatching(/^(not_found|invalid_argument)$/),
+      ]);
+    }
   });
 
   test("a command that calls the daemon loads neither packages nor generated code (loading them made a call cost over 0.1 s of CPU)", async () => {

@@ -87,13 +87,18 @@ export function logFormatVar(env: Env): "json" | "pretty" {
   return v;
 }
 
+/** The one line a process prints for a bad configuration value. */
+export function configErrorLine(process_: string, err: ConfigError): string {
+  return `${process_}: configuration error: ${err.message}`;
+}
+
 /** Runs a config loader; on a bad value prints one line and exits with code 2. */
 export function loadOrExit<T>(process_: string, load: () => T): T {
   try {
     return load();
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
-    process.stderr.write(`${process_}: configuration error: ${err.message}\n`);
+    process.stderr.write(`${configErrorLine(process_, err)}\n`);
     process.exit(2);
   }
 }

@@ -352,9 +352,13 @@ test("every operation, with generated requests valid and invalid, answers as its
     valid: 0,
     invalid: 0,
   });
-  const succeeded = [...counts.values()].filter((c) => [...c.statuses].some((st) => st < 300)).length;
+  // Valid requests reach a 2xx on most operations. Not on all: an operation may be asked only for
+  // ids no answer gave (404) or with cursors the API never gave (422), more so at seeds other
+  // than CI's.
+  const without2xx = [...counts].filter(([, c]) => ![...c.statuses].some((st) => st < 300)).map(([name]) => name);
+  expect(without2xx.length, `no 2xx: ${without2xx.join(", ")}`).toBeLessThanOrEqual(operations.length / 3);
   reportFuzz(
-    `conformance of ${operations.length} operations (${total.valid} valid, ${total.invalid} invalid requests; ${succeeded} operations answered a 2xx)`,
+    `conformance of ${operations.length} operations (${total.valid} valid, ${total.invalid} invalid requests; ${operations.length - without2xx.length} operations answered a 2xx)`,
     params,
   );
 });

@@ -8,7 +8,7 @@ import { limiterMetrics, newRegistry } from "../metrics/metrics";
 import type { Records } from "../records/records";
 import { RecordsWriter } from "./recordswriter";
 
-test("every round the records refuse counts as a failure of its job", async () => {
+test("every round the records refuse counts as a failure of its task", async () => {
   const registry = newRegistry("limiterd");
   const metrics = limiterMetrics(registry, { lanes: async () => [], ready: async () => true });
   const changed = [{ orgId: "org_1", id: "msg_1", version: 1 } as MessageHistory];
@@ -24,6 +24,6 @@ test("every round the records refuse counts as a failure of its job", async () =
   await writer.flush();
   await writer.flush();
   expect(await registry.metrics()).toContain(
-    'mailcore_records_writer_failures_total{job="message history",process="limiterd"} 2',
+    'mailcore_records_writer_failures_total{task="message history",process="limiterd"} 2',
   );
 });

@@ -152,7 +152,7 @@ export class RecordsWriter {
         this.failing = undefined;
       }
     } catch (err) {
-      this.o.metrics?.recordsWriterFailures.inc({ job });
+      this.o.metrics?.recordsWriterFailures.inc({ task: job });
       if (this.failing === undefined)
         this.o.log.warn("records writer failing; the hot store keeps everything until it recovers", {
           job,

@@ -75,7 +75,7 @@ export function apiMetrics(registry: Registry): ApiMetrics {
 export interface LimiterMetrics {
   admissions: client.Counter<"verdict">;
   released: client.Counter<"lane">;
-  recordsWriterFailures: client.Counter<"job">;
+  recordsWriterFailures: client.Counter<"task">;
   reconciled: client.Counter<"action">;
 }
 
@@ -141,8 +141,9 @@ export function limiterMetrics(registry: Registry, gauges: LimiterGauges): Limit
     }),
     recordsWriterFailures: new client.Counter({
       name: "mailcore_records_writer_failures_total",
-      help: "Rounds of the records writer that failed (the hot store keeps what it could not write), by job",
-      labelNames: ["job"],
+      help: "Rounds of the records writer that failed (the hot store keeps what it could not write), by task",
+      // Not "job": Prometheus sets job on every series it scrapes and would rename this one exported_job.
+      labelNames: ["task"],
       registers: [registry],
     }),
     reconciled: new client.Counter({

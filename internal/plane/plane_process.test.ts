@@ -260,6 +260,18 @@ describe("refused", () => {
   }, 30_000);
 });
 
+test("a certificate naming several roles is served the RPCs of each, and no others", async () => {
+  const ca = pem("ca.pem");
+  const both = await issueCert(
+    { cert: ca.toString(), key: pem("ca.key").toString() },
+    { name: "mailcore front and worker", roles: ["front", "worker"] },
+  );
+  const clients = limiterClients(stack.limiterUrl, { ca, cert: Buffer.from(both.cert), key: Buffer.from(both.key) });
+  expect(await codeOf(clients.health.check({}))).toBe("answered");
+  expect(await codeOf(clients.webhookDelivery.reportWebhookAttempts({ reports: [] }))).toBe("answered");
+  expect(await codeOf(clients.directory.createToken({ slug: "acme" }))).toMatch(/^PermissionDenied: /);
+}, 30_000);
+
 describe("starting limiterd", () => {
   const start = (env: Record<string, string>) =>
     runBun("cmd/limiterd/index.ts", [], { DATA_DIR: tempDir(), LIMITER_HOST: "0.0.0.0", ...env });

@@ -1,7 +1,9 @@
 // Every RPC of every service in proto/ has a role, read from the generated descriptors, so an
-// RPC added later without one fails here (and is refused to everyone by the daemon).
+// RPC added later without one fails here (and is refused to everyone by the daemon); the
+// operators' role table in docs/operations-tls.md is checked against the same map.
 import { expect, test } from "bun:test";
 import type { DescFile } from "@bufbuild/protobuf";
+import { readFileSync } from "node:fs";
 import type { PeerCertificate } from "node:tls";
 import { join } from "node:path";
 import { REPO_ROOT } from "../testkit/testkit";
@@ -37,6 +39,35 @@ test("the roles of a handful of RPCs, as the operators' guide lists them", () =>
   expect(RPC_ROLES.get("/mailcore.limiter.v1.DeliveryService/Lease")).toBe("worker");
   expect(RPC_ROLES.get("/mailcore.limiter.v1.WebhookDeliveryService/ReportWebhookAttempts")).toBe("worker");
   expect(RPC_ROLES.get("/mailcore.limiter.v1.LaneService/GetLanes")).toBe("admin");
+});
+
+/** The role table of docs/operations-tls.md ("| Service | Role | RPCs |") as RPC path -> role; a service without a package is mailcore.limiter.v1's. */
+function documentedRoles(): Map<string, string> {
+  const lines = readFileSync(join(REPO_ROOT, "docs/operations-tls.md"), "utf8").split("\n");
+  const header = lines.indexOf("| Service | Role | RPCs |");
+  expect(header).toBeGreaterThan(-1);
+  const roles = new Map<string, string>();
+  for (const line of lines.slice(header + 2)) {
+    if (!line.startsWith("|")) break;
+    const [service, role, rpcs] = line
+      .split("|")
+      .slice(1, 4)
+      .map((cell) => cell.trim());
+    const typeName = service!.includes(".") ? service! : `mailcore.limiter.v1.${service}`;
+    // A cell may end with a note in parentheses: "Check, Watch (the API's `/readyz` asks it)".
+    for (const rpc of rpcs!.replace(/\(.*\)/, "").split(",")) {
+      const path = `/${typeName}/${rpc.trim()}`;
+      expect(roles.has(path)).toBe(false);
+      roles.set(path, role!);
+    }
+  }
+  return roles;
+}
+
+test("the role table in docs/operations-tls.md is RPC_ROLES, both ways", () => {
+  const documented = documentedRoles();
+  const sorted = (m: ReadonlyMap<string, string>) => [...m].map(([path, role]) => `${path} ${role}`).sort();
+  expect(sorted(documented)).toEqual(sorted(RPC_ROLES));
 });
 
 test("a certificate's roles are its role URI SANs; other names are not roles", () => {
