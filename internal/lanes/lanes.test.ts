@@ -19,7 +19,7 @@ test("a store outage is logged once per loop when it starts and once when it end
     },
     release: async () => {
       await fail();
-      return null;
+      return { released: [], nextSlotMs: null };
     },
     recover: async () => {
       await fail();
@@ -35,6 +35,7 @@ test("a store outage is logged once per loop when it starts and once when it end
     owner: "t",
     policy,
     onRelease: () => {},
+    onMissed: () => {},
     onRecovered: () => {},
     log,
   });

@@ -1,4 +1,5 @@
 import type { Clock } from "../clock/clock";
+import type { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
 import { LANES } from "../mail/policy";
@@ -16,6 +17,8 @@ export interface LanesOptions {
   owner: string;
   policy: DeliveryPolicy;
   onRelease(r: ReleaseRecord): void;
+  /** A lane lost slots: its scheduler came back after the next slot of its backlog (SchedulerOptions.onMissed). */
+  onMissed(lane: Lane, slots: number): void;
   /** Called when expired leases or due retries were put back. */
   onRecovered(): void;
   log: Logger;
@@ -43,6 +46,7 @@ export function startLanes(o: LanesOptions): Lanes {
         owner: o.owner,
         time: { nowMs: () => o.clock.nowMs(), sleep: realTime.sleep },
         onRelease: o.onRelease,
+        onMissed: o.onMissed,
         log: o.log,
       }),
   );

@@ -19,6 +19,8 @@ let store: EmbeddedHot;
 let calls: number[];
 let stallOnCall: Map<number, number>;
 let releases: ReleaseRecord[];
+/** Slots the scheduler said were lost. */
+let missed: number;
 
 beforeEach(async () => {
   time = new VirtualTime();
@@ -28,6 +30,7 @@ beforeEach(async () => {
   calls = [];
   stallOnCall = new Map();
   releases = [];
+  missed = 0;
 });
 afterEach(async () => {
   await store.close();
@@ -57,6 +60,9 @@ function scheduler(lane: Lane): LaneScheduler {
     owner: "test",
     time,
     onRelease: (r) => releases.push(r),
+    onMissed: (_, n) => {
+      missed += n;
+    },
     log: logger("test"),
   });
   s.start();
@@ -94,6 +100,7 @@ describe("a backlogged bulk lane", () => {
     // A call every quarter second and a slot: 10 or 11 slots each.
     expect(calls.length).toBeGreaterThanOrEqual(70);
     expect(calls.length).toBeLessThanOrEqual(81);
+    expect(missed).toBe(0);
   });
 
   test("a stall of 700 ms costs no slot; one of 1,500 ms starts a new run after it, with no burst", async () => {
@@ -113,6 +120,8 @@ describe("a backlogged bulk lane", () => {
     expect(lost).toBeLessThanOrEqual(1_500);
     expect(maxIn1000(slots)).toBe(RATE);
     for (const r of releases) expect(r.releasedAtMs).toBeLessThanOrEqual(r.slotMs);
+    // Reported: the slots the gap would have held.
+    expect(missed).toBe(Math.floor(lost / 25) - 1);
   });
 
   test("round-robin holds across batches: two organizations alternate", async () => {

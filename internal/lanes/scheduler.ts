@@ -66,6 +66,8 @@ export interface SchedulerOptions {
   owner: string;
   time: SchedulerTime;
   onRelease(r: ReleaseRecord): void;
+  /** A backlogged lane's run started again: the scheduler came back after the run's next slot, and this many slots were lost. */
+  onMissed(lane: Lane, slots: number): void;
   log: Logger;
 }
 
@@ -122,6 +124,8 @@ export class LaneScheduler {
     const failing = new FailureEpisode(log, "lane release", { lane }, () => time.nowMs());
     let holding = false;
     let heldAt = Number.NEGATIVE_INFINITY;
+    /** The slot the lane's next message was to get, while it had a backlog. */
+    let expected: number | null = null;
     while (!stopped.aborted) {
       const seen = this.heard;
       try {
@@ -132,12 +136,17 @@ export class LaneScheduler {
         }
         if (!holding) {
           // Another daemon runs this lane: look again when its lease may have lapsed, or on a signal.
+          expected = null;
           await this.idle(HOLD_TTL_MS, seen);
           heldAt = Number.NEGATIVE_INFINITY;
           continue;
         }
         const batch = await store.release(lane, now, { ratePerSecond, untilMs: now + lead, max: RELEASE_BATCH });
         failing.succeeded();
+        const first = batch.released[0];
+        if (first && expected !== null && first.slotMs > expected)
+          this.o.onMissed(lane, Math.floor(((first.slotMs - expected) * ratePerSecond) / 1_000));
+        expected = batch.nextSlotMs;
         for (const r of batch.released) this.o.onRelease({ ...r, lane, releasedAtMs: now });
         if (batch.nextSlotMs === null) {
           await this.idle(IDLE_LOOK_MS, seen);
@@ -148,6 +157,7 @@ export class LaneScheduler {
         const wait = batch.nextSlotMs - lead + refill - time.nowMs();
         if (wait > 0) await time.sleep(Math.min(wait, HOLD_RENEW_MS), stopped);
       } catch (err) {
+        expected = null;
         holding = false; // a store that fails loses the lease until it answers again
         heldAt = Number.NEGATIVE_INFINITY;
         failing.failed(err as Error);

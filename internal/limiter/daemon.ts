@@ -172,6 +172,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
           runtime.recordRelease(r);
           o.metrics?.released.inc({ lane: laneName(r.lane) });
         },
+        onMissed: (lane, slots) => o.metrics?.slotsMissed.inc({ lane: laneName(lane) }, slots),
         onRecovered: () => {
           runtime.work.notifyAll();
           runtime.onChange();

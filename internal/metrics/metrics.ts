@@ -75,6 +75,7 @@ export function apiMetrics(registry: Registry): ApiMetrics {
 export interface LimiterMetrics {
   admissions: client.Counter<"verdict">;
   released: client.Counter<"lane">;
+  slotsMissed: client.Counter<"lane">;
   recordsWriterFailures: client.Counter<"task">;
   reconciled: client.Counter<"action">;
 }
@@ -136,6 +137,12 @@ export function limiterMetrics(registry: Registry, gauges: LimiterGauges): Limit
     released: new client.Counter({
       name: "mailcore_lane_released_total",
       help: "Messages released by the lane schedulers, by lane",
+      labelNames: ["lane"],
+      registers: [registry],
+    }),
+    slotsMissed: new client.Counter({
+      name: "mailcore_lane_slots_missed_total",
+      help: "Slots a backlogged lane lost because its scheduler was late past the lane's lead (the daemon stalled), by lane",
       labelNames: ["lane"],
       registers: [registry],
     }),

@@ -1,8 +1,8 @@
 // The lanes under load: a backlog of N_TX transactional and N_BULK bulk fixture messages,
-// then transactional messages sent while the bulk lane is still full. The releases are read
-// back from limiterd over gRPC (LaneService.ListReleases): every whole second of each lane's
-// backlog holds 40 +/- 1 releases (no sliding second above 41), and a transactional message
-// is released within 50 ms of its acceptance.
+// then transactional messages sent while the bulk lane is still full. The releases' slots are
+// read back from limiterd over gRPC (LaneService.ListReleases): every whole second of each
+// lane's backlog holds 40 +/- 1 slots (no sliding second above 41), and a transactional
+// message's slot comes within 50 ms of its acceptance.
 import http from "k6/http";
 import grpc from "k6/net/grpc";
 import { check, sleep } from "k6";
@@ -74,7 +74,7 @@ export function setup() {
 
 function releases(lane, since) {
   const res = lanes.invoke("mailcore.limiter.v1.LaneService/ListReleases", { lane, sinceMs: String(since) });
-  return (res.message.releases || []).map((r) => ({ id: r.messageId, at: Number(r.releasedAtMs) }));
+  return (res.message.releases || []).map((r) => ({ id: r.messageId, at: Number(r.slotAtMs) }));
 }
 
 export function behindBulk() {
