@@ -17,7 +17,7 @@ beforeEach(() => {
 });
 
 const queue = (slot: number, rate = RATE) =>
-  pacer.turn(slot, rate).then(() => {
+  pacer.turn(slot, rate, () => {
     started.push({ slot, at: time.now });
   });
 
@@ -82,6 +82,23 @@ test("without a slot or a rate, a delivery starts at once", async () => {
   void queue(0, 0);
   await time.runUntil(time.now);
   expect(started).toHaveLength(2);
+});
+
+test("a start's time is taken when it returns: a start that took 30 ms pushes the next ones", async () => {
+  const t0 = time.now + 1_000;
+  let first = true;
+  const slow = (slot: number) =>
+    pacer.turn(slot, RATE, () => {
+      if (first) time.stall(30); // the start itself took 30 ms (or the process waited for a core)
+      first = false;
+      started.push({ slot, at: time.now });
+    });
+  void slow(t0);
+  void slow(t0 + 25);
+  void slow(t0 + 50);
+  await time.runUntil(t0 + 1_000);
+  // The second comes half a slot after the end of the first, the third half a slot after that.
+  expect(started.map((s) => s.at - t0)).toEqual([30, 42.5, 55]);
 });
 
 test("release gives every waiting message its turn at once", async () => {

@@ -39,8 +39,11 @@ const WINDOW_MARGIN_MS = 10;
  * relay sees exactly the lane's pacing. Late (a stall of this worker, a late lease), the
  * deliveries go as soon as that allows: never a burst, never more than `rate + 1` in any
  * 1000 ms, catching up at about 0.6 messages a second (the lane's slots keep coming at its rate,
- * so a lag can only shrink by what the relay may take above it). The start times are taken when
- * a turn is given, and the delivery starts in the same turn of the event loop.
+ * so a lag can only shrink by what the relay may take above it).
+ *
+ * A start runs inside the turn, and its time is taken when it returns: a delivery that begins
+ * synchronously (the file sink's write, the relay's first command) is then counted no earlier
+ * than a relay sees it, however long the start took or the process waited for a core.
  */
 export class LanePacer {
   private readonly waiting: Waiting[] = [];
@@ -51,10 +54,20 @@ export class LanePacer {
 
   constructor(private readonly time: PacerTime = realPacerTime) {}
 
-  /** Resolves at the message's turn. slotMs 0: no slot (start as soon as the pacing allows); rate 0: no rate. */
-  turn(slotMs: number, rate: number): Promise<void> {
+  /**
+   * Runs start at the message's turn and resolves with what it returned. slotMs 0: no slot
+   * (start as soon as the pacing allows); rate 0: no rate.
+   */
+  turn<T>(slotMs: number, rate: number, start: () => T): Promise<T> {
     const notBefore = Math.min(slotMs, this.time.nowMs() + MAX_HOLD_MS);
-    return new Promise((go) => {
+    return new Promise((resolve, reject) => {
+      const go = () => {
+        try {
+          resolve(start());
+        } catch (err) {
+          reject(err);
+        }
+      };
       // In slot order; a message that arrives late takes its place among those waiting.
       let i = this.waiting.length;
       while (i > 0 && this.waiting[i - 1]!.notBefore > notBefore) i--;
@@ -97,12 +110,11 @@ export class LanePacer {
     this.cancel = undefined;
     const head = this.waiting[0];
     if (head === undefined) return;
-    const now = this.time.nowMs();
-    if (this.turnOf(head) <= now) {
+    if (this.turnOf(head) <= this.time.nowMs()) {
       this.waiting.shift();
-      this.starts.push(now);
-      if (this.starts.length > head.rate + 1) this.starts.shift();
       head.go();
+      this.starts.push(this.time.nowMs());
+      if (this.starts.length > head.rate + 1) this.starts.shift();
     }
     this.arm();
   }

@@ -117,9 +117,14 @@ export class Worker {
     try {
       const simulated = simulateFixture(m);
       const prepared = simulated ? undefined : await this.transport.prepare(m);
-      await this.pacerOf(m.lane).turn(Number(m.notBeforeMs), m.laneRate);
-      if (this.stopping) result = await this.cutOff.promise;
-      else result = simulated ?? (await Promise.race([this.transport.send(prepared!), this.cutOff.promise]));
+      // The delivery starts inside its turn (the file sink writes there and then).
+      result = await this.pacerOf(m.lane).turn(Number(m.notBeforeMs), m.laneRate, () =>
+        this.stopping
+          ? this.cutOff.promise
+          : simulated
+            ? Promise.resolve(simulated)
+            : Promise.race([this.transport.send(prepared!), this.cutOff.promise]),
+      );
     } catch (err) {
       result = { outcome: DeliveryOutcome.DEFERRED, detail: `worker error: ${(err as Error).message}` };
     }
