@@ -41,8 +41,9 @@ type Outcome = { value: unknown } | { error: unknown };
 const MAX_BATCH = 256;
 
 /**
- * How often the primary's replicas are looked at again under "detect" (and at once whenever the
- * waiting connection connects again: a failover, a restart).
+ * How old a look at the primary's replicas may be when a change is made under "detect": an older
+ * one is made again first (and a look is made at once whenever the waiting connection connects
+ * again: a failover, a restart). No look while nothing changes: an idle daemon asks nothing.
  */
 const DETECT_EVERY_MS = 1_000;
 
@@ -75,7 +76,9 @@ export class ConfirmedWrites {
   private replid = "";
   /** Told every change of the count that the looks make. */
   private changed: ((replicas: number) => void) | undefined;
-  private readonly detecting: ReturnType<typeof setInterval> | undefined;
+  /** Under "detect": when the last look began (monotonic ms), and the look under way. */
+  private lookedAt = Number.NEGATIVE_INFINITY;
+  private looking: Promise<void> | undefined;
   /** Settles once the first look at the primary's replicas is done (at once when the count is given). */
   readonly ready: Promise<void>;
 
@@ -87,10 +90,8 @@ export class ConfirmedWrites {
     this.replicas = policy.replicas === "detect" ? 0 : policy.replicas;
     this.batcher = new MicroBatcher((items) => this.runBatch(items), MAX_BATCH);
     if (policy.replicas === "detect" && writer) {
-      this.ready = this.detect();
-      this.detecting = setInterval(() => void this.detect(), DETECT_EVERY_MS);
-      this.detecting.unref();
-      writer.on("ready", () => void this.detect());
+      this.ready = this.look();
+      writer.on("ready", () => void this.look());
     } else this.ready = Promise.resolve();
   }
 
@@ -100,6 +101,8 @@ export class ConfirmedWrites {
   }
 
   async run(script: WriteScript, args: (string | number)[]): Promise<unknown> {
+    if (this.policy.replicas === "detect" && this.writer && performance.now() - this.lookedAt >= DETECT_EVERY_MS)
+      await this.look();
     if (this.waitingFor() === 0) return this.direct[script](...args);
     const outcome = await this.batcher.submit([script, args]);
     if ("error" in outcome) throw outcome.error;
@@ -112,7 +115,6 @@ export class ConfirmedWrites {
   }
 
   close(): void {
-    clearInterval(this.detecting);
     this.writer?.disconnect();
   }
 
@@ -149,6 +151,15 @@ export class ConfirmedWrites {
   private followRedirects(replies: [Error | null, unknown][]): void {
     if (this.writer instanceof Cluster && replies.some(([err]) => err && /^(MOVED|ASK) /.test(err.message)))
       this.writer.refreshSlotsCache();
+  }
+
+  /** One look at a time: the changes made meanwhile wait for the one under way. */
+  private look(): Promise<void> {
+    this.lookedAt = performance.now();
+    this.looking ??= this.detect().finally(() => {
+      this.looking = undefined;
+    });
+    return this.looking;
   }
 
   /** Looks at the replicas of the primary holding the messages (the pipeline's key routes INFO there). */
