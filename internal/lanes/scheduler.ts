@@ -36,16 +36,16 @@ export const realTime: SchedulerTime = {
  * released; refillMs: how much of the lead passes before the lane releases again (its batch of
  * slots). A stall of the daemon shorter than the lead less the refill moves no slot. Round-robin
  * works on what is not yet released, so another organization's message waits behind at most the
- * lead's slots: a short lead for the transactional lane (its one-time codes), a second of slots,
- * topped up four times a second, for the bulk lane.
+ * lead's slots: a short lead for the transactional lane (its one-time codes), two seconds of
+ * slots, topped up twice a second, for the bulk lane.
  */
 export const LANE_LEAD: Record<Lane, { leadMs: number; refillMs: number }> = {
   [Lane.UNSPECIFIED]: { leadMs: 0, refillMs: 0 },
   [Lane.TRANSACTIONAL]: { leadMs: 50, refillMs: 0 },
-  [Lane.BULK]: { leadMs: 1_000, refillMs: 250 },
+  [Lane.BULK]: { leadMs: 2_000, refillMs: 500 },
 };
 
-/** The most messages one release call stamps (the bulk lane's quarter second at 40 a second is 10). */
+/** The most messages one release call stamps (the bulk lane's half second at 40 a second is 20). */
 const RELEASE_BATCH = 100;
 
 /** The messages a lane may have released ahead of their slots at one time, at most: what a worker's lease room must allow for. */

@@ -14,10 +14,10 @@ export const realPacerTime: PacerTime = {
 };
 
 /**
- * How long past its arrival a message is held at most: its lane's lead is a second at most, and
- * a worker whose clock runs behind the daemon's must not hold messages for the difference.
+ * How long past its arrival a message is held at most: its lane's lead is two seconds at most,
+ * and a worker whose clock runs behind the daemon's must not hold messages for the difference.
  */
-export const MAX_HOLD_MS = 2_000;
+export const MAX_HOLD_MS = 3_000;
 
 interface Waiting {
   notBefore: number;
