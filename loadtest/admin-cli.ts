@@ -7,7 +7,8 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { initCerts } from "../internal/plane/certs";
 import { clientTlsEnv, daemonTlsEnv, freePort, REPO_ROOT, runBun, tempDir, waitFor } from "../internal/testkit/testkit";
-import { cleanupAll, cpuSeconds, installSignalHandlers, round, trackDir, trackProc } from "./procs";
+import { cpuSeconds } from "../internal/testkit/machine";
+import { cleanupAll, installSignalHandlers, round, trackDir, trackProc } from "./procs";
 import { table } from "./report";
 
 const CALLS = Number(process.env.CALLS ?? 20);

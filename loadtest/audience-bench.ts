@@ -10,7 +10,8 @@ import { join, resolve } from "node:path";
 import { limiterClients } from "../internal/limiterclient/client";
 import { Plan } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
 import { pool, REPO_ROOT, tempDir } from "../internal/testkit/testkit";
-import { cleanupAll, cpuSeconds, installSignalHandlers, startLimiterAndApi, startRedisAndPostgres } from "./procs";
+import { cpuSeconds } from "../internal/testkit/machine";
+import { cleanupAll, installSignalHandlers, startLimiterAndApi, startRedisAndPostgres } from "./procs";
 import { fmt, table } from "./report";
 import { ensureWrk, runWrk } from "./wrk";
 

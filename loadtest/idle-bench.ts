@@ -10,7 +10,8 @@ import { join } from "node:path";
 import { Lane } from "../internal/gen/mailcore/limiter/v1/mail_pb";
 import { limiterClients } from "../internal/limiterclient/client";
 import { type RedisServer, sendEmail, type Stack, startRedis, startStack, waitFor } from "../internal/testkit/testkit";
-import { cleanupAll, cpuSeconds, installSignalHandlers, onExit, round } from "./procs";
+import { cpuSeconds } from "../internal/testkit/machine";
+import { cleanupAll, installSignalHandlers, onExit, round } from "./procs";
 
 const arg = (name: string, fallback: string) =>
   process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1]! : fallback;

@@ -5,7 +5,7 @@ import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { withAllocatorEnv } from "../internal/config/allocator";
 import { startPostgres } from "../internal/testkit/postgres";
-import { machineTicks } from "../internal/testkit/machine";
+import { cpuSeconds, machineTicks, statSeconds } from "../internal/testkit/machine";
 import { freePort, type Proc, startRedis, tempDir, waitFor } from "../internal/testkit/testkit";
 
 type Cleanup = () => unknown;
@@ -123,24 +123,6 @@ export function has(cmd: string): boolean {
 }
 
 // ---- CPU accounting ---------------------------------------------------------------
-
-const CLK_TCK = Number(spawnSync(["getconf", "CLK_TCK"]).stdout.toString().trim()) || 100;
-
-/** utime+stime from a /proc stat file (a process's, all its threads, or one thread's), in seconds; undefined once it is gone. */
-function statSeconds(path: string): number | undefined {
-  try {
-    const stat = readFileSync(path, "utf8");
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return (Number(f[11]) + Number(f[12])) / CLK_TCK;
-  } catch {
-    return undefined;
-  }
-}
-
-/** utime+stime of a process (all its threads), in seconds; undefined once it is gone. */
-export function cpuSeconds(pid: number): number | undefined {
-  return statSeconds(`/proc/${pid}/stat`);
-}
 
 /**
  * utime+stime of a Bun process's JIT compiler threads (JavaScriptCore's "JITWorker"), in

@@ -3,7 +3,8 @@
 import { spawn, spawnSync } from "bun";
 import { IP_PERIOD_MS, IP_QUOTA, MINIMUM_PLAN, ORG_PERIOD_MS, PLANS, planQuota } from "../internal/plans/plans";
 import { keys, script } from "../internal/hotstore/redis/layout";
-import { cpuSeconds, exitedCpuSeconds, onExit, sh } from "./procs";
+import { cpuSeconds } from "../internal/testkit/machine";
+import { exitedCpuSeconds, onExit, sh } from "./procs";
 
 export async function redisCli(port: number, ...args: string[]): Promise<string> {
   const r = await sh(["redis-cli", "-h", "127.0.0.1", "-p", String(port), ...args], 15_000);

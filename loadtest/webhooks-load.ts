@@ -7,7 +7,7 @@
 //   bun run loadtest/webhooks-load.ts            embedded store (SQLite records)
 //   bun run loadtest/webhooks-load.ts --redis-pg Redis hot store, PostgreSQL records
 import { startReceiver } from "../internal/testkit/receiver";
-import { cpuSeconds } from "./procs";
+import { cpuSeconds } from "../internal/testkit/machine";
 import { percentile } from "./report";
 import { startPostgres } from "../internal/testkit/postgres";
 import { getJson, pool, sendEmail, startRedis, startStack, waitFor } from "../internal/testkit/testkit";

@@ -20,6 +20,7 @@ import { join } from "node:path";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { CAMPAIGN_PAGE } from "../limiter/campaign_fanout";
 import { limiterClients } from "../limiterclient/client";
+import { cpuSeconds } from "../testkit/machine";
 import { pacing, spacing } from "../testkit/pacing";
 import { type PostgresServer, startPostgres } from "../testkit/postgres";
 import { type Receiver, startReceiver } from "../testkit/receiver";
@@ -144,6 +145,8 @@ for (const deployment of ["embedded store, SQLite records", "Redis, PostgreSQL r
         }
       })();
 
+      const processes = { limiterd: stack.limiterd, api: stack.apis[0]!, worker: stack.workers[0]! };
+      const cpu0 = Object.fromEntries(Object.entries(processes).map(([n, p]) => [n, cpuSeconds(p.proc.pid) ?? 0]));
       const started = Date.now();
       let maxDepth = 0;
       let last: Json = {};
@@ -160,6 +163,11 @@ for (const deployment of ["embedded store, SQLite records", "Redis, PostgreSQL r
         await Promise.all([transactional, upserting]);
       }
       const txIds = await Promise.all(tx.map((t) => t.id));
+      const seconds = (Date.now() - started) / 1_000;
+      // Each process's share of a core over the campaign.
+      const cpu = Object.entries(processes)
+        .map(([n, p]) => `${n} ${((100 * ((cpuSeconds(p.proc.pid) ?? 0) - cpu0[n]!)) / seconds).toFixed(0)}%`)
+        .join(", ");
 
       const bulk = (await daemon.lanes.listReleases({ lane: Lane.BULK, sinceMs: BigInt(started) })).releases;
       const slots = pacing(bulk);
@@ -196,7 +204,8 @@ for (const deployment of ["embedded store, SQLite records", "Redis, PostgreSQL r
           `relay: per second ${JSON.stringify(relay.perSecond)}, most in a sliding second ${relay.maxSliding}, written before the slot ${writtenEarly}; ` +
           `transactional: ${txIds.filter(Boolean).length} of ${tx.length} accepted, to the sink p50 ${quantile(txDelays, 0.5).toFixed(0)} ms p99 ${quantile(txDelays, 0.99).toFixed(0)} ms max ${txDelays.at(-1)!.toFixed(0)} ms; ` +
           `bulk lane at most ${maxDepth} waiting; ` +
-          `upserts of 1,000 by status ${JSON.stringify(statuses)}; ${receiver.at("/delivered").length} webhook deliveries; load ${loadavg()
+          `upserts of 1,000 by status ${JSON.stringify(statuses)}; ${receiver.at("/delivered").length} webhook deliveries; ` +
+          `CPU of a core over ${seconds.toFixed(0)} s: ${cpu}; load ${loadavg()
             .map((l) => l.toFixed(1))
             .join(" ")}`,
       );
