@@ -196,7 +196,8 @@ for (const deployment of ["embedded store, SQLite records", "Redis, PostgreSQL r
         60_000,
         500,
       ).catch((err: Error) => err);
-      const statuses = upserts.reduce<Record<number, number>>((m, s) => ({ ...m, [s]: (m[s] ?? 0) + 1 }), {});
+      const statuses: Record<number, number> = {};
+      for (const s of upserts) statuses[s] = (statuses[s] ?? 0) + 1;
       console.log(
         `lanes under load (${deployment}): ${bulk.length} bulk slots, per second ${JSON.stringify(slots.perSecond)}, ` +
           `most in a sliding second ${slots.maxSliding}, span ${slots.spanMs} ms (${SPAN_MS} ms for 3,999 gaps), ` +
