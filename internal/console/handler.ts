@@ -279,7 +279,7 @@ export function consoleHandler(
       return run(s);
     });
 
-  const webhooksView = async (s: GetSessionResponse, ctx: Ctx, status: number, n?: Notice) => {
+  const webhooksView = async (s: GetSessionResponse, ctx: Ctx, n?: Notice) => {
     const cursor = ctx.url.searchParams.get("cursor") ?? "";
     const list = await o.webhooks.listWebhooks({ orgId: s.orgId, limit: WEBHOOKS_PER_PAGE, cursor }, call);
     const endpoints = await Promise.all(
@@ -291,10 +291,7 @@ export function consoleHandler(
         return { endpoint, deliveries: got.deliveries, nextCursor: got.nextCursor };
       }),
     );
-    return page(
-      status,
-      webhooksPage({ session: s, endpoints, nextCursor: list.nextCursor, notice: n ?? noticeOf(ctx.url) }),
-    );
+    return webhooksPage({ session: s, endpoints, nextCursor: list.nextCursor, notice: n ?? noticeOf(ctx.url) });
   };
 
   type Handler = (ctx: Ctx, params: string[]) => Promise<Response>;
@@ -518,19 +515,19 @@ export function consoleHandler(
           }),
       },
     ],
-    [/^\/console\/webhooks$/, { GET: (ctx) => signedIn(ctx, (s) => webhooksView(s, ctx, 200)) }],
+    [/^\/console\/webhooks$/, { GET: (ctx) => reading(ctx, (s) => webhooksView(s, ctx)) }],
     [
       /^\/console\/webhooks\/([^/]+)\/deliveries$/,
       {
         GET: (ctx, [id]) =>
-          signedIn(ctx, async (s) => {
+          reading(ctx, async (s) => {
             const webhookId = pathParam(id!);
             const cursor = ctx.url.searchParams.get("cursor") ?? "";
             const got = await o.webhooks.listWebhookDeliveries(
               { orgId: s.orgId, webhookId, limit: DELIVERIES_PER_WEBHOOK, cursor },
               call,
             );
-            return page(200, webhookDeliveriesPage({ session: s, webhookId, cursor, ...got }));
+            return webhookDeliveriesPage({ session: s, webhookId, cursor, ...got });
           }),
       },
     ],
@@ -556,7 +553,7 @@ export function consoleHandler(
               );
             } catch (err) {
               if (err instanceof ConnectError && err.code === Code.FailedPrecondition)
-                return webhooksView(s, ctx, 409, { kind: "error", text: `${err.rawMessage}.` });
+                return page(409, await webhooksView(s, ctx, { kind: "error", text: `${err.rawMessage}.` }));
               throw err;
             }
             return redirect(`${PATHS.webhooks}?done=replayed`);

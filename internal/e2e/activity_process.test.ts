@@ -263,7 +263,7 @@ for (const [name, start] of DEPLOYMENTS) {
       expect((await get(`/api/v1/stats/emails?interval=day&since=${encodeURIComponent(earlier)}`)).status).toBe(200);
     }, 60_000);
 
-    test("webhooks: a signed test event, the replay of a delivery, and the endpoint's health", async () => {
+    test("webhooks: a signed test event, the replay of a delivery, the endpoint's health, a cursor refused", async () => {
       const startedMs = Date.now();
       const receiver: Receiver = startReceiver();
       try {
@@ -281,6 +281,22 @@ for (const [name, start] of DEPLOYMENTS) {
         };
         const up = (await post("/api/v1/webhooks", { url: `${receiver.url}/up`, events: ["email.failed"] })).body;
         const down = (await post("/api/v1/webhooks", { url: `${receiver.url}/down`, events: ["email.failed"] })).body;
+
+        // Both lists page by cursor, and refuse one they did not give (as every list does).
+        const first = await get("/api/v1/webhooks?limit=1");
+        const second = await get(`/api/v1/webhooks?limit=1&cursor=${first.body.nextCursor}`);
+        const ids = (page: typeof first) => (page.body.data as { id: string }[]).map((h) => h.id);
+        expect([...ids(first), ...ids(second)]).toEqual([down.id as string, up.id as string]);
+        expect(second.body.nextCursor).toBeNull();
+        for (const path of ["/api/v1/webhooks", `/api/v1/webhooks/${up.id}/deliveries`]) {
+          const res = await get(`${path}?cursor=notACursor`);
+          expect({ path, status: res.status, code: res.body.code, field: res.body.field }).toEqual({
+            path,
+            status: 422,
+            code: "VALIDATION_FAILED",
+            field: "cursor",
+          });
+        }
 
         const tested = await post(`/api/v1/webhooks/${up.id}/test`);
         expect(tested.status).toBe(202);
