@@ -6,7 +6,7 @@
 // and at 390 px. Screenshots go to .test-results/screenshots/.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { launchChromium, phoneContext, screenshot } from "../testkit/browser";
+import { launchChromium, phoneContext, screenshot, sidewaysScrolling } from "../testkit/browser";
 import { type Receiver, startReceiver } from "../testkit/receiver";
 import { runToEnd, sendEmail, type Stack, startStack, waitFor } from "../testkit/testkit";
 
@@ -308,10 +308,7 @@ describe("the console's activity pages in Chromium", () => {
       ["/console/usage", "activity-05-phone-usage"],
     ] as const) {
       await p.goto(`${base}${path}`);
-      expect({ path, fits: await p.evaluate("document.documentElement.scrollWidth <= window.innerWidth") }).toEqual({
-        path,
-        fits: true,
-      });
+      expect({ path, scrolling: await sidewaysScrolling(p) }).toEqual({ path, scrolling: [] });
       await screenshot(p, name);
     }
     await phone.close();
