@@ -2,7 +2,13 @@
 // prefixed logs; Ctrl-C stops them all. On the first start it creates a demo organization.
 import { connect } from "node:net";
 import { resolve } from "node:path";
-import { apiConfig, limiterdConfig, loadOrExit, smtpConfig } from "../../internal/config/config";
+import {
+  apiConfig,
+  limiterdConfig,
+  limiterUrl as clientLimiterUrl,
+  loadOrExit,
+  smtpConfig,
+} from "../../internal/config/config";
 import { bootstrapDemo, DEMO, DevStack, limiterServing, waitUntil } from "../../internal/devstack/devstack";
 import { limiterClients } from "../../internal/limiterclient/client";
 
@@ -106,8 +112,10 @@ try {
       `  swaks --server ${smtpHost}:${smtp.port} --tls --auth-user ${DEMO.slug} --auth-password ${token} --from hello@${DEMO.domain} --to delivered@fixtures.test`,
     );
   } else {
+    // The admin CLI finds the daemon at its default address; anywhere else the line says where.
+    const at = limiterUrl === clientLimiterUrl({}) ? "" : `LIMITER_URL=${limiterUrl} `;
     lines.push(
-      `Organization "${DEMO.slug}" exists. A new token: npx bun run cmd/admin/index.ts token create ${DEMO.slug}`,
+      `Organization "${DEMO.slug}" exists. A new token: ${at}npx bun run cmd/admin/index.ts token create ${DEMO.slug}`,
     );
   }
   console.log(`${lines.join("\n")}\n`);

@@ -65,19 +65,18 @@ export function emailJson(m: MessageInfo) {
 }
 
 /** A query time the contract admitted as RFC 3339; undefined when absent. */
-function timeParam(url: URL, name: string): number | undefined {
-  const v = url.searchParams.get(name);
+function timeParam(q: URLSearchParams, name: string): number | undefined {
+  const v = q.get(name);
   return v === null ? undefined : Date.parse(v);
 }
 
-/** The list's filters from the query string, as the contract admitted them. */
-export function emailFilters(url: URL) {
-  const q = url.searchParams;
+/** The list's filters from the query string, as the contract admitted them (the console's too). */
+export function emailFilters(q: URLSearchParams) {
   const status = q.get("status");
   const lane = q.get("lane");
   const to = q.get("to");
-  const afterMs = timeParam(url, "after");
-  const beforeMs = timeParam(url, "before");
+  const afterMs = timeParam(q, "after");
+  const beforeMs = timeParam(q, "before");
   if (afterMs !== undefined && beforeMs !== undefined && beforeMs <= afterMs)
     throw new InvalidField("before", "must be after `after`");
   return {
@@ -98,9 +97,9 @@ export function emailFilters(url: URL) {
 export function statsRange(url: URL, nowMs: number) {
   const interval = (url.searchParams.get("interval") ?? "hour") as keyof typeof INTERVALS;
   const { widthMs, defaultSpanMs, maxDays } = INTERVALS[interval];
-  const until = timeParam(url, "until") ?? nowMs;
+  const until = timeParam(url.searchParams, "until") ?? nowMs;
   const untilMs = Math.floor(until / widthMs) * widthMs + (until % widthMs === 0 ? 0 : widthMs);
-  const since = timeParam(url, "since") ?? untilMs - defaultSpanMs;
+  const since = timeParam(url.searchParams, "since") ?? untilMs - defaultSpanMs;
   if (until <= since) throw new InvalidField("until", "must be after `since`");
   const sinceMs = Math.floor(since / widthMs) * widthMs;
   if (sinceMs < 0) throw new InvalidField("since", "must not be before 1970");
@@ -146,7 +145,10 @@ export function activityRoutes(
     list: route(async ({ req, admission, headers }) => {
       const url = new URL(req.url);
       const page = paging(url);
-      const res = await calls.listMessages({ orgId: admission.orgId, ...page, ...emailFilters(url) }, { timeoutMs });
+      const res = await calls.listMessages(
+        { orgId: admission.orgId, ...page, ...emailFilters(url.searchParams) },
+        { timeoutMs },
+      );
       return json(200, { data: res.messages.map(emailListItem), nextCursor: res.nextCursor || null }, headers);
     }),
     stats: [

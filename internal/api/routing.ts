@@ -3,8 +3,9 @@ import { IDEMPOTENCY_KEY_HEADER } from "../wire/metadata";
 import { InvalidField } from "./emails";
 import { type Admitted, error, invalid, readJson } from "./respond";
 
-// What the resource endpoints (audience, campaigns, workflows) share around their one call to
-// the daemon: path segments, paging, the body, and the answers for what the daemon refuses.
+// What the resource endpoints (audience, campaigns, workflows, webhooks, the activity log)
+// share around their one call to the daemon: path segments, paging, the body, and the answers
+// for what the daemon refuses.
 
 export const DEFAULT_LIMIT = 20;
 

@@ -11,7 +11,7 @@ import {
 import { checkEndpoint, type EndpointInput } from "../webhooks/endpoint";
 import { InvalidField } from "./emails";
 import { error, type Headers_, invalid, json, readJson, type Route } from "./respond";
-import { paging } from "./routing";
+import { paging, route } from "./routing";
 
 // /api/v1/webhooks: an organization's endpoints and their deliveries, over the daemon.
 
@@ -96,11 +96,11 @@ export function webhookRoutes(calls: WebhookCalls): [string, Route][] {
           const made = await calls.create(admission.orgId, input, req.headers.get("idempotency-key"));
           return json(201, { ...endpointJson(made.endpoint!), secret: made.secret }, headers);
         },
-        GET: async ({ req, admission, headers }) => {
+        GET: route(async ({ req, admission, headers }) => {
           const page = paging(new URL(req.url));
           const res = await calls.list(admission.orgId, page.limit, page.cursor);
           return json(200, { data: res.endpoints.map(endpointJson), nextCursor: res.nextCursor || null }, headers);
-        },
+        }),
       },
     ],
     [
@@ -115,12 +115,12 @@ export function webhookRoutes(calls: WebhookCalls): [string, Route][] {
     [
       "/api/v1/webhooks/{id}/deliveries",
       {
-        GET: async ({ req, admission, headers, params: [id] }) => {
+        GET: route(async ({ req, admission, headers, params: [id] }) => {
           const page = paging(new URL(req.url));
           const res = await calls.deliveries(admission.orgId, id!, page.limit, page.cursor);
           if (!res) return noWebhook(id!, headers);
           return json(200, { data: res.deliveries.map(deliveryJson), nextCursor: res.nextCursor || null }, headers);
-        },
+        }),
       },
     ],
     [

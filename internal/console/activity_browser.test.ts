@@ -6,7 +6,7 @@
 // and at 390 px. Screenshots go to .test-results/screenshots/.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { launchChromium, phoneContext, screenshot } from "../testkit/browser";
+import { launchChromium, phoneContext, screenshot, sidewaysScrolling } from "../testkit/browser";
 import { type Receiver, startReceiver } from "../testkit/receiver";
 import { runToEnd, sendEmail, type Stack, startStack, waitFor } from "../testkit/testkit";
 
@@ -19,6 +19,8 @@ let receiver: Receiver;
 let base: string;
 let token: string;
 const sent: string[] = [];
+/** Before the first message was sent. */
+let sendsStartedMs = 0;
 /** The endpoint whose deliveries are paged (set by the paging test, visited again at 390 px). */
 let pagedId = "";
 /** What /down answers: markup that must show as text, on two lines. */
@@ -41,6 +43,7 @@ beforeAll(async () => {
     });
     expect(res.status).toBe(201);
   }
+  sendsStartedMs = Date.now();
   for (const [i, to] of ["delivered@fixtures.test", "bounced@fixtures.test", "Kim <kim@example.org>"].entries()) {
     for (let n = 0; n < (i === 0 ? 26 : 1); n++) {
       const res = await sendEmail(base, token, {
@@ -116,6 +119,55 @@ describe("the console's activity pages in Chromium", () => {
     const bad = await page.goto(`${base}/console/emails?tag=${encodeURIComponent("two words")}`);
     expect(bad!.status()).toBe(422);
     expect(await page.getByRole("alert").innerText()).toContain("tag");
+
+    // After and before: datetime inputs in UTC, passed on (and paged) in RFC 3339.
+    const minute = (ms: number) => new Date(ms).toISOString().slice(0, 16);
+    await page.goto(`${base}/console/emails`);
+    await page.getByLabel("After").fill(minute(Date.now() + 120_000));
+    await page.getByRole("button", { name: "Filter" }).click();
+    await page.waitForURL(/after=/);
+    expect(await rows.count()).toBe(0);
+    expect(await page.locator("main").innerText()).toContain("No messages match these filters.");
+    const since = minute(sendsStartedMs - 60_000);
+    await page.getByLabel("After").fill(since);
+    await page.getByRole("button", { name: "Filter" }).click();
+    await page.waitForURL(new RegExp(`after=${encodeURIComponent(since)}`));
+    expect(await rows.count()).toBe(25);
+    // The input shows the time as it was typed (a browser leaves out seconds that are 0).
+    expect(await page.getByLabel("After").inputValue()).toBe(since);
+    const older = page.getByRole("link", { name: "Older messages" });
+    expect(new URL((await older.getAttribute("href"))!, base).searchParams.get("after")).toBe(`${since}:00Z`);
+    await older.click();
+    expect(await rows.count()).toBe(sent.length - 25);
+    // An offset is read as the API reads it, and shown in UTC.
+    const inAnHour = new Date(Date.now() + 3_600_000);
+    const paris = `${minute(inAnHour.getTime() + 2 * 3_600_000)}:00+02:00`;
+    await page.goto(`${base}/console/emails?before=${encodeURIComponent(paris)}&status=bounced`);
+    expect(await rows.count()).toBe(1);
+    expect(await page.getByLabel("Before").inputValue()).toBe(minute(inAnHour.getTime()));
+    await page.goto(`${base}/console/emails?before=${encodeURIComponent(since)}`);
+    expect(await rows.count()).toBe(0);
+    // A bad time is refused in the API's words, the field named.
+    for (const [query, said] of [
+      ["after=yesterday", 'after: must match format "date-time".'],
+      [`after=${since}&before=${minute(sendsStartedMs - 120_000)}`, "before: must be after `after`."],
+    ] as const) {
+      const refused = await page.goto(`${base}/console/emails?${query}`);
+      expect({ query, status: refused!.status(), said: await page.getByRole("alert").innerText() }).toEqual({
+        query,
+        status: 422,
+        said,
+      });
+    }
+    await screenshot(page, "activity-01-emails-refused-time");
+    // A cursor the list never gave is a page that says so, with the way back to the first page.
+    const foreign = await page.goto(`${base}/console/emails?status=delivered&cursor=not-a-cursor`);
+    expect(foreign!.status()).toBe(422);
+    expect(await page.getByRole("heading", { level: 1 }).innerText()).toBe("No such page");
+    expect(await page.getByRole("alert").innerText()).toContain("cursor");
+    await page.getByRole("link", { name: "First page" }).click();
+    await page.waitForURL(`${base}/console/emails?status=delivered`);
+    expect(await rows.count()).toBe(25);
 
     await page.goto(`${base}/console/emails?status=bounced`);
     await rows.first().getByRole("link").click();
@@ -226,11 +278,13 @@ describe("the console's activity pages in Chromium", () => {
     expect(await page.locator("tbody tr").count()).toBe(10);
     const missing = await page.goto(`${base}/console/webhooks/wh_000000000000000000000000/deliveries`);
     expect(missing!.status()).toBe(404);
-    // The API reads a cursor it did not make as the end of the list.
-    const foreign = await page.goto(`${base}/console/webhooks/${pagedId}/deliveries?cursor=not-a-cursor`);
-    expect(foreign!.status()).toBe(200);
-    expect(await page.locator("tbody tr").count()).toBe(0);
-    expect(await page.locator("main").innerText()).toContain("No older deliveries.");
+    // A cursor the API did not make is refused, as every list refuses it.
+    for (const path of [`/console/webhooks/${pagedId}/deliveries`, "/console/webhooks"]) {
+      const foreign = await page.goto(`${base}${path}?cursor=not-a-cursor`);
+      expect(foreign!.status()).toBe(422);
+      expect(await page.getByRole("heading", { level: 1 }).innerText()).toBe("No such page");
+      expect(await page.getByRole("link", { name: "First page" }).getAttribute("href")).toBe(path);
+    }
   }, 60_000);
 
   test("Plan and usage: sent, delivered and bounced over 24 hours and 30 days, and this month's volume", async () => {
@@ -254,10 +308,7 @@ describe("the console's activity pages in Chromium", () => {
       ["/console/usage", "activity-05-phone-usage"],
     ] as const) {
       await p.goto(`${base}${path}`);
-      expect({ path, fits: await p.evaluate("document.documentElement.scrollWidth <= window.innerWidth") }).toEqual({
-        path,
-        fits: true,
-      });
+      expect({ path, scrolling: await sidewaysScrolling(p) }).toEqual({ path, scrolling: [] });
       await screenshot(p, name);
     }
     await phone.close();

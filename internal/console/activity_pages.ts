@@ -18,12 +18,20 @@ const when = (ms: bigint) => (ms === 0n ? html`never` : time(Number(ms)));
 const statusBadge = (status: string) =>
   html`<span class="badge ${status === "delivered" ? "ok" : status === "bounced" || status === "failed" ? "bad" : "pending"}">${status}</span>`;
 
-/** The activity log's filters as the form shows them (the API checks them). */
+/** The activity log's filters as GET /api/v1/emails takes them (which checks them); after and before in RFC 3339. */
 export interface EmailFilterForm {
   status: string;
   to: string;
   tag: string;
   lane: string;
+  after: string;
+  before: string;
+}
+
+/** An RFC 3339 time as a datetime input shows it: UTC, to the second; a value that is none as it is. */
+function datetimeInput(value: string): string {
+  const ms = Date.parse(value);
+  return value === "" || Number.isNaN(ms) ? value : new Date(ms).toISOString().slice(0, 19);
 }
 
 export function emailsPage(o: {
@@ -60,6 +68,8 @@ ${notice(o.notice)}
 <div class="field"><label for="lane">Lane</label><select id="lane" name="lane">${option("", "any", f.lane)}${option("transactional", "transactional", f.lane)}${option("bulk", "bulk", f.lane)}</select></div>
 <div class="field"><label for="to">To <span class="hint">(a mailbox)</span></label><input type="email" id="to" name="to" value="${f.to}" autocapitalize="none" spellcheck="false"></div>
 <div class="field"><label for="tag">Tag</label><input type="text" id="tag" name="tag" value="${f.tag}" pattern="[A-Za-z0-9_\\-]{1,64}" autocapitalize="none" spellcheck="false"></div>
+<div class="field"><label for="after">After <span class="hint">(UTC, accepted at or after)</span></label><input type="datetime-local" id="after" name="after" value="${datetimeInput(f.after)}" step="1"></div>
+<div class="field"><label for="before">Before <span class="hint">(UTC, accepted before)</span></label><input type="datetime-local" id="before" name="before" value="${datetimeInput(f.before)}" step="1"></div>
 <button type="submit">Filter</button>
 </div>
 </form>

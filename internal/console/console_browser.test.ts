@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { CONTENT_SECURITY_POLICY } from "../web/headers";
-import { launchChromium, phoneContext, screenshot } from "../testkit/browser";
+import { launchChromium, phoneContext, screenshot, sidewaysScrolling } from "../testkit/browser";
 import { type DnsServer, startDnsServer } from "../testkit/dns";
 import {
   getJson,
@@ -308,7 +308,7 @@ describe("the console in Chromium", () => {
       ["/console/usage", "08-phone-usage"],
     ] as const) {
       await p.goto(`${base}${path}`);
-      expect(await p.evaluate("document.documentElement.scrollWidth <= window.innerWidth")).toBe(true);
+      expect({ path, scrolling: await sidewaysScrolling(p) }).toEqual({ path, scrolling: [] });
       await screenshot(p, name);
     }
     await phone.close();

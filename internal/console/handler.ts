@@ -7,10 +7,10 @@ import { DEFAULT_LIMIT } from "../api/routing";
 import { MAX_EMAIL, tagName } from "../api/subscribers";
 import { clientIp, normalizeIp } from "../clientip/clientip";
 import { type ConsoleService, type GetSessionResponse, SignInOutcome } from "../gen/mailcore/limiter/v1/console_pb";
-import { Lane, type MailService, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
+import type { MailService } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
-import { STATUS_OF_NAME } from "../api/activity";
-import { normalizeMailbox } from "../mail/policy";
+import { emailFilters } from "../api/activity";
+import { apiContracts } from "../api/contract";
 import {
   deliveryFigures,
   type EmailFilterForm,
@@ -50,7 +50,6 @@ const SLOW_CALL_MS = 10_000;
 const EMAILS_PER_PAGE = 25;
 const WEBHOOKS_PER_PAGE = 10;
 const DELIVERIES_PER_WEBHOOK = 10;
-const LANE_OF_NAME: Record<string, Lane> = { transactional: Lane.TRANSACTIONAL, bulk: Lane.BULK };
 const HOUR_MS = 3_600_000;
 
 /** The hours the usage page's figures need: the last 30 days and this month, to the end of this hour. */
@@ -60,6 +59,15 @@ function figuresRange(nowMs: number) {
   const dayStart = Math.floor(nowMs / 86_400_000) * 86_400_000;
   const since = Math.min(monthStart, dayStart - 29 * 86_400_000);
   return { sinceMs: BigInt(since), untilMs: BigInt(Math.floor(nowMs / HOUR_MS) * HOUR_MS + HOUR_MS) };
+}
+
+/** What a datetime input sends: a UTC time (the page says so) without a zone, to the minute or the second. */
+const DATETIME_INPUT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?$/;
+
+/** A datetime input's value as RFC 3339 (UTC); any other value as it is, for the API's check to refuse or take. */
+function rfc3339(value: string): string {
+  if (!DATETIME_INPUT.test(value)) return value;
+  return `${value}${value.length === 16 ? ":00" : ""}Z`;
 }
 
 const FORM_TYPES = /^(application\/x-www-form-urlencoded|multipart\/form-data)\s*(;|$)/i;
@@ -161,9 +169,20 @@ export function consoleHandler(
       try {
         return page(200, await run(s));
       } catch (err) {
-        if (err instanceof ConnectError && err.code === Code.InvalidArgument)
+        if (!(err instanceof ConnectError) || err.code !== Code.InvalidArgument) throw err;
+        const q = ctx.url.searchParams;
+        if (!q.has("cursor") || !/cursor/.test(err.rawMessage))
           return page(422, messagePage("Not shown", `${err.rawMessage}.`, s));
-        throw err;
+        // Only a link that was changed or cut short carries such a cursor: the list itself is there.
+        const first = new URLSearchParams([...q].filter(([name]) => name !== "cursor"));
+        const text = `This link asks for a page the list never gave (${err.rawMessage}): it was changed or cut short. The list starts on its first page.`;
+        return page(
+          422,
+          messagePage("No such page", text, s, {
+            href: first.size ? `${ctx.url.pathname}?${first}` : ctx.url.pathname,
+            label: "First page",
+          }),
+        );
       }
     });
 
@@ -279,7 +298,7 @@ export function consoleHandler(
       return run(s);
     });
 
-  const webhooksView = async (s: GetSessionResponse, ctx: Ctx, status: number, n?: Notice) => {
+  const webhooksView = async (s: GetSessionResponse, ctx: Ctx, n?: Notice) => {
     const cursor = ctx.url.searchParams.get("cursor") ?? "";
     const list = await o.webhooks.listWebhooks({ orgId: s.orgId, limit: WEBHOOKS_PER_PAGE, cursor }, call);
     const endpoints = await Promise.all(
@@ -291,10 +310,7 @@ export function consoleHandler(
         return { endpoint, deliveries: got.deliveries, nextCursor: got.nextCursor };
       }),
     );
-    return page(
-      status,
-      webhooksPage({ session: s, endpoints, nextCursor: list.nextCursor, notice: n ?? noticeOf(ctx.url) }),
-    );
+    return webhooksPage({ session: s, endpoints, nextCursor: list.nextCursor, notice: n ?? noticeOf(ctx.url) });
   };
 
   type Handler = (ctx: Ctx, params: string[]) => Promise<Response>;
@@ -461,24 +477,28 @@ export function consoleHandler(
     [
       /^\/console\/emails$/,
       {
-        GET: (ctx) =>
-          signedIn(ctx, async (s) => {
-            const q = ctx.url.searchParams;
-            const form: EmailFilterForm = {
-              status: q.get("status") ?? "",
-              lane: q.get("lane") ?? "",
-              to: (q.get("to") ?? "").trim(),
-              tag: (q.get("tag") ?? "").trim(),
-            };
-            const status = STATUS_OF_NAME.get(form.status);
-            const bad =
-              (form.status !== "" && status === undefined && "status") ||
-              (form.lane !== "" && !(form.lane in LANE_OF_NAME) && "lane") ||
-              (form.to !== "" && !/^[^@\s]+@[^@\s]+$/.test(form.to) && "to") ||
-              (form.tag !== "" && !/^[A-Za-z0-9_-]{1,64}$/.test(form.tag) && "tag");
-            if (bad) {
-              const text = `The filter “${bad}” is not valid: ${bad === "to" ? "give one email address" : bad === "tag" ? "letters, digits, _ and -, up to 64" : "choose one of the list"}.`;
-              return page(
+        GET: (ctx) => {
+          const q = ctx.url.searchParams;
+          const value = (name: string) => (q.get(name) ?? "").trim();
+          const form: EmailFilterForm = {
+            status: value("status"),
+            lane: value("lane"),
+            to: value("to"),
+            tag: value("tag"),
+            after: rfc3339(value("after")),
+            before: rfc3339(value("before")),
+          };
+          let filters: ReturnType<typeof emailFilters>;
+          try {
+            // Checked as the API checks GET /api/v1/emails, so a refusal is said in the API's words.
+            const asked = new URLSearchParams(Object.entries(form).filter(([, v]) => v !== ""));
+            apiContracts().get("GET /api/v1/emails")!.parameters([], asked);
+            filters = emailFilters(asked);
+          } catch (err) {
+            if (!(err instanceof InvalidField)) throw err;
+            const text = `${err.message}.`;
+            return signedIn(ctx, async (s) =>
+              page(
                 422,
                 emailsPage({
                   session: s,
@@ -487,25 +507,17 @@ export function consoleHandler(
                   nextCursor: "",
                   notice: { kind: "error", text },
                 }),
-              );
-            }
+              ),
+            );
+          }
+          return reading(ctx, async (s) => {
             const res = await o.mail.listMessages(
-              {
-                orgId: s.orgId,
-                limit: EMAILS_PER_PAGE,
-                cursor: q.get("cursor") ?? "",
-                status: status ?? MessageStatus.UNSPECIFIED,
-                lane: LANE_OF_NAME[form.lane] ?? Lane.UNSPECIFIED,
-                toMailbox: form.to === "" ? "" : normalizeMailbox(form.to),
-                tag: form.tag,
-              },
+              { orgId: s.orgId, limit: EMAILS_PER_PAGE, cursor: q.get("cursor") ?? "", ...filters },
               call,
             );
-            return page(
-              200,
-              emailsPage({ session: s, filters: form, messages: res.messages, nextCursor: res.nextCursor }),
-            );
-          }),
+            return emailsPage({ session: s, filters: form, messages: res.messages, nextCursor: res.nextCursor });
+          });
+        },
       },
     ],
     [
@@ -518,19 +530,19 @@ export function consoleHandler(
           }),
       },
     ],
-    [/^\/console\/webhooks$/, { GET: (ctx) => signedIn(ctx, (s) => webhooksView(s, ctx, 200)) }],
+    [/^\/console\/webhooks$/, { GET: (ctx) => reading(ctx, (s) => webhooksView(s, ctx)) }],
     [
       /^\/console\/webhooks\/([^/]+)\/deliveries$/,
       {
         GET: (ctx, [id]) =>
-          signedIn(ctx, async (s) => {
+          reading(ctx, async (s) => {
             const webhookId = pathParam(id!);
             const cursor = ctx.url.searchParams.get("cursor") ?? "";
             const got = await o.webhooks.listWebhookDeliveries(
               { orgId: s.orgId, webhookId, limit: DELIVERIES_PER_WEBHOOK, cursor },
               call,
             );
-            return page(200, webhookDeliveriesPage({ session: s, webhookId, cursor, ...got }));
+            return webhookDeliveriesPage({ session: s, webhookId, cursor, ...got });
           }),
       },
     ],
@@ -556,7 +568,7 @@ export function consoleHandler(
               );
             } catch (err) {
               if (err instanceof ConnectError && err.code === Code.FailedPrecondition)
-                return webhooksView(s, ctx, 409, { kind: "error", text: `${err.rawMessage}.` });
+                return page(409, await webhooksView(s, ctx, { kind: "error", text: `${err.rawMessage}.` }));
               throw err;
             }
             return redirect(`${PATHS.webhooks}?done=replayed`);

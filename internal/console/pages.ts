@@ -268,9 +268,17 @@ ${o.figures ?? html``}
   );
 }
 
-/** A page that only says something (an error, a refusal); with a session, inside the console's layout. */
-export function messagePage(title: string, text: string, session?: GetSessionResponse): string {
-  const content = html`<div class="notice error" role="alert">${text}</div><p><a href="${PATHS.tokens}">Back to the console</a></p>`;
+/**
+ * A page that only says something (an error, a refusal), with a link on (back to the console
+ * unless `next` says where); with a session, inside the console's layout.
+ */
+export function messagePage(
+  title: string,
+  text: string,
+  session?: GetSessionResponse,
+  next: { href: string; label: string } = { href: PATHS.tokens, label: "Back to the console" },
+): string {
+  const content = html`<div class="notice error" role="alert">${text}</div><p><a href="${next.href}">${next.label}</a></p>`;
   if (session) return layout(session, undefined, title, content);
   return document_(title, html`<main class="signin" id="content"><h1>${title}</h1>${content}</main>`);
 }

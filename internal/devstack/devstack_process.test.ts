@@ -4,7 +4,10 @@ import { expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { connect } from "node:net";
 import { join } from "node:path";
-import { freePort, type Proc, runBun, tempDir, waitFor } from "../testkit/testkit";
+import { freePort, type Proc, REPO_ROOT, runBun, tempDir, waitFor } from "../testkit/testkit";
+
+/** How the README (and npm start, once the demo organization exists) says to make another token. */
+const README_TOKEN_LINE = "npx bun run cmd/admin/index.ts token create demo";
 
 const refuses = (port: number) =>
   new Promise<boolean>((done) => {
@@ -119,11 +122,19 @@ test("cmd/dev starts limiterd, the API and the SMTP front, creates the demo orga
     const again = runBun("cmd/dev/index.ts", [], env);
     stacks.push(again);
     await waitFor("the second banner", async () => again.stdout().includes("Ctrl-C stops it"), 20_000);
-    expect(again.stdout()).toContain(
-      'Organization "demo" exists. A new token: npx bun run cmd/admin/index.ts token create demo',
-    );
     const stillValid = await fetch(curl![1]!, { headers: { Authorization: `Bearer ${curl![2]}` } });
     expect(stillValid.status).toBe(200);
+    // The line it prints for a new token is the README's (with where the daemon is, off its
+    // default port), and works as a user would run it: in a shell, Bun through npx.
+    const tokenLine = /A new token: (.*)$/m.exec(again.stdout())?.[1];
+    expect(tokenLine).toBe(`LIMITER_URL=http://127.0.0.1:${limiterPort} ${README_TOKEN_LINE}`);
+    expect(readFileSync(join(REPO_ROOT, "README.md"), "utf8")).toContain(`\`${README_TOKEN_LINE}\``);
+    const made = spawn(["sh", "-c", tokenLine!], { cwd: REPO_ROOT, stdout: "pipe", stderr: "pipe" });
+    const [newToken, why] = [await new Response(made.stdout).text(), await new Response(made.stderr).text()];
+    expect(await made.exited, why).toBe(0);
+    expect(newToken).toMatch(/^mc_[\w-]{43}\n$/);
+    const byNewToken = await fetch(curl![1]!, { headers: { Authorization: `Bearer ${newToken.trim()}` } });
+    expect(byNewToken.status).toBe(200);
     again.proc.kill("SIGTERM");
     expect(await again.proc.exited).toBe(0);
   } finally {

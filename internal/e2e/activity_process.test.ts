@@ -1,6 +1,7 @@
 // What happened to an organization's mail, over separate processes (limiterd, api, worker) on
 // both deployments: the activity log's filters and pages, the hourly counters with the 429s by
-// kind, and the webhooks' test event, replay and health against a receiver this test starts.
+// kind, and the webhooks' test event, replay (of a delivered and of a failed delivery) and health
+// against a receiver this test starts.
 // The worker simulates the fixtures' outcomes; WEBHOOK_SCHEDULE_DIVISOR=1000 turns the retry
 // schedule's 5 s and 5 min into 5 ms and 300 ms.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -263,7 +264,7 @@ for (const [name, start] of DEPLOYMENTS) {
       expect((await get(`/api/v1/stats/emails?interval=day&since=${encodeURIComponent(earlier)}`)).status).toBe(200);
     }, 60_000);
 
-    test("webhooks: a signed test event, the replay of a delivery, and the endpoint's health", async () => {
+    test("webhooks: a signed test event, the replay of a delivery, the endpoint's health, a cursor refused", async () => {
       const startedMs = Date.now();
       const receiver: Receiver = startReceiver();
       try {
@@ -281,6 +282,22 @@ for (const [name, start] of DEPLOYMENTS) {
         };
         const up = (await post("/api/v1/webhooks", { url: `${receiver.url}/up`, events: ["email.failed"] })).body;
         const down = (await post("/api/v1/webhooks", { url: `${receiver.url}/down`, events: ["email.failed"] })).body;
+
+        // Both lists page by cursor, and refuse one they did not give (as every list does).
+        const first = await get("/api/v1/webhooks?limit=1");
+        const second = await get(`/api/v1/webhooks?limit=1&cursor=${first.body.nextCursor}`);
+        const ids = (page: typeof first) => (page.body.data as { id: string }[]).map((h) => h.id);
+        expect([...ids(first), ...ids(second)]).toEqual([down.id as string, up.id as string]);
+        expect(second.body.nextCursor).toBeNull();
+        for (const path of ["/api/v1/webhooks", `/api/v1/webhooks/${up.id}/deliveries`]) {
+          const res = await get(`${path}?cursor=notACursor`);
+          expect({ path, status: res.status, code: res.body.code, field: res.body.field }).toEqual({
+            path,
+            status: 422,
+            code: "VALIDATION_FAILED",
+            field: "cursor",
+          });
+        }
 
         const tested = await post(`/api/v1/webhooks/${up.id}/test`);
         expect(tested.status).toBe(202);
@@ -336,3 +353,55 @@ for (const [name, start] of DEPLOYMENTS) {
     }, 60_000);
   });
 }
+
+// A delivery that ends failed takes the whole retry schedule: divided by 100,000 it is about a
+// second (and the 5-day disable window 4.3 s, which fails a delivery too). Embedded store only:
+// the replay is the same statement on both databases, and the replay of a delivered one runs on both above.
+describe("a failed webhook delivery over real processes: embedded store, SQLite records", () => {
+  let stack: Stack;
+  let receiver: Receiver;
+  beforeAll(async () => {
+    receiver = startReceiver();
+    stack = await startStack({ workers: 1, env: { ...ENV, WEBHOOK_SCHEDULE_DIVISOR: "100000" } });
+  }, 60_000);
+  afterAll(async () => {
+    await stack?.stop();
+    await receiver?.stop();
+  });
+
+  test("is replayed: pending again with its attempts, the next one numbered after them, the same webhook-id", async () => {
+    const api = stack.apiUrls[0]!;
+    const token = await stack.org("acme", "enterprise");
+    const post = async (path: string, body?: unknown) => {
+      const res = await fetch(`${api}${path}`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${token}`, ...(body ? { "Content-Type": "application/json" } : {}) },
+        body: body ? JSON.stringify(body) : undefined,
+      });
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    };
+    receiver.answer("/flaky", () => 500);
+    const hook = (await post("/api/v1/webhooks", { url: `${receiver.url}/flaky`, events: ["email.failed"] })).body;
+    const tested = (await post(`/api/v1/webhooks/${hook.id}/test`)).body;
+    type Delivery = { id: string; state: string; nextAttemptAt: string | null; attempts: Record<string, unknown>[] };
+    const delivery = async () =>
+      ((await getJson(`${api}/api/v1/webhooks/${hook.id}/deliveries`, token)).body.data as Delivery[])[0]!;
+    await waitFor("the delivery to fail", async () => (await delivery()).state === "failed", 30_000);
+    const failed = await delivery();
+    expect(failed.nextAttemptAt).toBeNull();
+    const tried = failed.attempts.length;
+    expect(tried).toBeGreaterThanOrEqual(2);
+    expect(failed.attempts.every((a) => a.statusCode === 500)).toBe(true);
+
+    receiver.answer("/flaky", () => 200);
+    const replay = await post(`/api/v1/webhooks/${hook.id}/deliveries/${tested.id}/retry`);
+    expect(replay.status).toBe(202);
+    expect(replay.body).toMatchObject({ id: tested.id, state: "pending" });
+    expect((replay.body.attempts as unknown[]).length).toBe(tried);
+    await waitFor("the replay to be delivered", async () => (await delivery()).state === "delivered");
+    const delivered = await delivery();
+    expect(delivered.attempts.length).toBe(tried + 1);
+    expect(delivered.attempts.at(-1)).toMatchObject({ attempt: tried + 1, statusCode: 200 });
+    expect(receiver.at("/flaky").at(-1)!.headers["webhook-id"]).toBe(tested.id as string);
+  }, 60_000);
+});

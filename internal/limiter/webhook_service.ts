@@ -20,7 +20,7 @@ import {
 import { checkEndpoint } from "../webhooks/endpoint";
 import { excerptOf } from "../webhooks/excerpt";
 import { newWebhookSecret, signWebhook } from "../webhooks/signature";
-import { guard } from "./service";
+import { guard, pageCursor } from "./service";
 
 /** A claim lasts the attempt's timeout and a margin; a worker that dies leaves the delivery due again then. */
 const WEBHOOK_LEASE_MS = 30_000;
@@ -102,7 +102,7 @@ export function webhookRoutes(deps: WebhookDeps) {
       },
 
       async listWebhooks(req) {
-        const page = await guard(() => records.webhooks.list(req.orgId, pageSize(req.limit), req.cursor));
+        const page = await guard(() => records.webhooks.list(req.orgId, pageSize(req.limit), pageCursor(req.cursor)));
         return { endpoints: page.data.map(endpointMessage), nextCursor: page.nextCursor ?? "" };
       },
 
@@ -114,7 +114,7 @@ export function webhookRoutes(deps: WebhookDeps) {
 
       async listWebhookDeliveries(req) {
         const page = await guard(() =>
-          records.webhooks.deliveries(req.orgId, req.webhookId, pageSize(req.limit), req.cursor),
+          records.webhooks.deliveries(req.orgId, req.webhookId, pageSize(req.limit), pageCursor(req.cursor)),
         );
         if (!page) throw new ConnectError(`no webhook ${req.webhookId}`, Code.NotFound);
         return { deliveries: page.data.map(deliveryMessage), nextCursor: page.nextCursor ?? "" };
