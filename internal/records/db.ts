@@ -32,6 +32,12 @@ interface Bounded {
 }
 const bounded = new AsyncLocalStorage<Bounded>();
 
+/**
+ * The application_name of a transaction with a deadline (see Db.within) on PostgreSQL, so that
+ * pg_stat_activity tells the statements a caller waits for from the daemon's own work.
+ */
+export const BOUNDED_APPLICATION = "limiterd deadline-bound";
+
 /** A call's records work did not finish by its deadline; its transaction rolled back, so nothing was written. */
 export class DeadlinePassed extends Error {}
 
@@ -111,6 +117,7 @@ export class Db {
         return (await sql.begin(async (tx) => {
           // Waiting for a connection of the pool counts too.
           if (left() <= 0) throw passed();
+          if (this.dialect === "postgres") tx.unsafe(`SET LOCAL application_name = '${BOUNDED_APPLICATION}'`).execute();
           const scope: Bounded = { tx: timeLeftFirst(this.dialect, tx as unknown as Sql, left), open: true, committed };
           try {
             const result = await bounded.run(scope, op);
