@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb";
 import { DirectoryService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { SQL } from "bun";
+import { Redis } from "ioredis";
 import { connectRedis } from "../hotstore/redis/redis";
 import { limiterTls } from "../config/config";
 import { limiterClients } from "../limiterclient/client";
@@ -192,6 +193,53 @@ describe("the stores over TLS", () => {
       ),
     ).toBe("unable to verify the first certificate");
   }, 30_000);
+
+  test("a store whose certificate, from the right CA, names another host is refused", async () => {
+    const elsewhere = await issueCert(storesCa, { name: "elsewhere", hosts: ["db.elsewhere.example"] });
+    const [otherRedis, otherPostgres] = await Promise.all([
+      startRedis({ tls: { ...elsewhere, ca: storesCa.cert } }),
+      startPostgres({ tls: elsewhere }),
+    ]);
+    try {
+      const ca = join(certs, "stores-ca.pem");
+      const opened = Db.open({
+        url: `${otherPostgres.url}?sslmode=verify-full&sslrootcert=${ca}`,
+        sqliteFile: ":memory:",
+      });
+      expect(
+        await opened.then(
+          () => "opened",
+          (e) => e.message,
+        ),
+      ).toBe("Hostname/IP does not match certificate's altnames");
+      // The same server and CA without the check of the name: it is the name that was refused.
+      const unnamed = await Db.open({
+        url: `${otherPostgres.url}?sslmode=verify-ca&sslrootcert=${ca}`,
+        sqliteFile: ":memory:",
+      });
+      await unnamed.close();
+      // ioredis reports the failed handshake as a closed connection; told the name, it connects.
+      const tryRedis = async (servername?: string) => {
+        const r = new Redis(otherRedis.url, {
+          tls: { ca: storesCa.cert, ...(servername ? { servername } : {}) },
+          lazyConnect: true,
+          retryStrategy: () => null,
+        });
+        r.on("error", () => {});
+        return r.connect().then(
+          async () => {
+            await r.quit();
+            return "connected";
+          },
+          (e: Error) => e.message,
+        );
+      };
+      expect(await tryRedis()).toBe("Connection is closed.");
+      expect(await tryRedis("db.elsewhere.example")).toBe("connected");
+    } finally {
+      await Promise.all([otherRedis.stop(), otherPostgres.stop()]);
+    }
+  }, 60_000);
 });
 
 describe("refused", () => {

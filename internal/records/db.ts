@@ -32,6 +32,12 @@ interface Bounded {
 }
 const bounded = new AsyncLocalStorage<Bounded>();
 
+/**
+ * The application_name of a transaction with a deadline (see Db.within) on PostgreSQL, so that
+ * pg_stat_activity tells the statements a caller waits for from the daemon's own work.
+ */
+export const BOUNDED_APPLICATION = "limiterd deadline-bound";
+
 /** A call's records work did not finish by its deadline; its transaction rolled back, so nothing was written. */
 export class DeadlinePassed extends Error {}
 
@@ -96,10 +102,10 @@ export class Db {
 
   /**
    * Runs op in one transaction, which every records operation op makes joins, and commits it
-   * only before deadlineMs. A statement still waiting at the deadline is cut off (PostgreSQL's
-   * statement_timeout; SQLite's busy_timeout for a lock another process holds), and whatever
-   * fails or ends after the deadline rolls back and rejects with DeadlinePassed: a caller that
-   * stopped waiting at the deadline is told the truth when told that nothing was written.
+   * only before deadlineMs. Each statement may wait only for the time left (see timeLeftFirst),
+   * and whatever fails or ends after the deadline rolls back and rejects with DeadlinePassed: a
+   * caller that stopped waiting at the deadline is told the truth when told that nothing was
+   * written.
    */
   async within<T>(deadlineMs: number, op: () => Promise<T>): Promise<T> {
     const left = () => Math.ceil(deadlineMs - Date.now());
@@ -107,13 +113,12 @@ export class Db {
     const committed: Bounded["committed"] = [];
     const result = await this.run(async (sql) => {
       if (left() <= 0) throw passed();
-      if (this.dialect === "sqlite") await sql.unsafe(`PRAGMA busy_timeout = ${left()}`);
       try {
         return (await sql.begin(async (tx) => {
           // Waiting for a connection of the pool counts too.
           if (left() <= 0) throw passed();
-          if (this.dialect === "postgres") await tx.unsafe(`SET LOCAL statement_timeout = ${left()}`);
-          const scope: Bounded = { tx: tx as unknown as Sql, open: true, committed };
+          if (this.dialect === "postgres") tx.unsafe(`SET LOCAL application_name = '${BOUNDED_APPLICATION}'`).execute();
+          const scope: Bounded = { tx: timeLeftFirst(this.dialect, tx as unknown as Sql, left), open: true, committed };
           try {
             const result = await bounded.run(scope, op);
             if (left() <= 0) throw passed();
@@ -165,7 +170,29 @@ export class Db {
   }
 }
 
-/** Whether err is a unique-key violation, in either dialect. */
+/**
+ * tx, whose every statement is preceded by a bound of the time left on its waiting: PostgreSQL's
+ * statement_timeout (which the server enforces, cancelling the statement there), SQLite's
+ * busy_timeout (its only wait is for a lock another process holds). Either applies to each
+ * statement afresh, so a bound set once at BEGIN would let a transaction of several slow
+ * statements run several times past the deadline. The setting goes out on the transaction's
+ * connection ahead of the statement (pipelined on PostgreSQL, so no round trip of its own); past
+ * the deadline it is 1 ms, as 0 would mean no bound at all on PostgreSQL.
+ */
+function timeLeftFirst(dialect: Dialect, tx: Sql, left: () => number): Sql {
+  const bound =
+    dialect === "postgres"
+      ? (ms: number) => `SET LOCAL statement_timeout = ${ms}`
+      : (ms: number) => `PRAGMA busy_timeout = ${ms}`;
+  return new Proxy(tx, {
+    apply(target, self, args: unknown[]) {
+      // A template call is a statement; sql(values) only makes a fragment of one.
+      if (Array.isArray(args[0]) && "raw" in args[0]) target.unsafe(bound(Math.max(1, left()))).execute();
+      return Reflect.apply(target, self, args);
+    },
+  });
+}
+
 /** A record that is not there, or already is: the daemon answers NotFound or AlreadyExists. */
 export type RecordErrorKind = "not_found" | "already_exists";
 
@@ -178,6 +205,7 @@ export class RecordError extends Error {
   }
 }
 
+/** Whether err is a unique-key violation, in either dialect. */
 export function isUniqueViolation(err: unknown): boolean {
   const e = err as { code?: string; errno?: string | number };
   return (

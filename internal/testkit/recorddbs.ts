@@ -28,16 +28,16 @@ export function recordDatabases(name: string): [string, FreshDatabase][] {
 
 /**
  * The records on a fresh database with two organizations: `slug` (enterprise), the one a suite
- * works in, and `slug-other` (free), the one that must never see its data.
+ * works in, and `slug-other` (free), the one that must never see its data; where, its connection options.
  */
 export async function recordsWithTwoOrgs(
   fresh: FreshDatabase,
   slug: string,
   nowMs: number,
-): Promise<{ r: Records; org: string; other: string }> {
+): Promise<{ r: Records; org: string; other: string; where: Awaited<ReturnType<FreshDatabase>> }> {
   const where = await fresh();
   const r = await Records.open({ databaseUrl: where.url, sqliteFile: where.sqliteFile });
   const org = (await r.directory.createOrganization(slug, Plan.ENTERPRISE, nowMs)).id;
   const other = (await r.directory.createOrganization(`${slug}-other`, Plan.FREE, nowMs)).id;
-  return { r, org, other };
+  return { r, org, other, where };
 }

@@ -29,6 +29,7 @@ export type WriteScript =
   | "release"
   | "lease"
   | "ack"
+  | "keep"
   | "recover"
   | "collect"
   | "settle"

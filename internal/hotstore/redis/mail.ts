@@ -81,7 +81,8 @@ export function toHistory(m: MessageReply): MessageHistory {
 
 /**
  * The mail pipeline in Redis: the lanes, the messages, their leases and retries. Every script
- * that changes a message goes through the confirmed writes (WAIT for the replicas); reads do not.
+ * that changes a message, and the kept ack of one, goes through the confirmed writes (WAIT for
+ * the replicas); reads do not.
  */
 export class RedisMail implements MailStore {
   constructor(
@@ -192,9 +193,12 @@ export class RedisMail implements MailStore {
   async ack(input: AckInput, policy: DeliveryPolicy, nowMs: number): Promise<AckResult> {
     const { orgId, messageId } = input;
     // An ack that does not count is kept all the same: its message was delivered (or bounced, or
-    // deferred), which the reconciliation must know if the message is lost or found stale.
+    // deferred), which the reconciliation must know if the message is lost or found stale. Kept
+    // on the primary alone, a failover could lose it and the reconciliation deliver the message
+    // again: it waits for the replicas as the ack does, and fails as the ack does (the worker
+    // retries it).
     const keep = () =>
-      this.redis.set(keys.keptAck(orgId, messageId), `${input.outcome}|${input.detail}`, "PX", KEPT_ACK_MS);
+      this.writes.run("keep", [keys.keptAck(orgId, messageId), `${input.outcome}|${input.detail}`, KEPT_ACK_MS]);
     const lane = Number(await this.redis.hget(keys.message(orgId, messageId), "lane")) as Lane;
     if (!LANES.includes(lane as (typeof LANES)[number])) {
       await keep();

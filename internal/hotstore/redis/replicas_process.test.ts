@@ -14,10 +14,11 @@ import {
   startStack,
   waitFor,
 } from "../../testkit/testkit";
-import { projectSuiteOrg, releaseNext } from "../../testkit/hotstores";
+import { projectSuiteOrg, releaseNext, SUITE_POLICY } from "../../testkit/hotstores";
 import { GUARD_LIMITS } from "../../mail/policy";
-import { Lane } from "../../gen/mailcore/limiter/v1/mail_pb";
+import { DeliveryOutcome, Lane } from "../../gen/mailcore/limiter/v1/mail_pb";
 import type { HotStore } from "../hotstore";
+import { keys } from "./layout";
 import { connectRedis, RedisHot, waitingCommandTimeoutMs } from "./redis";
 
 const mail = (to: string) => ({ from: `Acme <no-reply@wait.example>`, to, subject: `To ${to}`, text: "hello" });
@@ -191,5 +192,33 @@ describe("detecting the replicas", () => {
     const leased = await hot.lease(10, Date.now(), 60_000);
     expect(leased.map((l) => [l.messageId, l.lane, l.attempt])).toEqual([[`m${sent}`, Lane.BULK, 1]]);
     await hot.close();
+  });
+
+  test("an ack that changes nothing is kept only once the replica has it, or fails as the ack does", async () => {
+    const hot = await open(pair.primary.url, "detect");
+    const replica = await connectRedis(pair.replica.url);
+    const ack = (messageId: string) =>
+      hot.ack(
+        { orgId: "o1", messageId, leaseId: "ls_lost", outcome: DeliveryOutcome.DELIVERED, detail: "250 ok" },
+        SUITE_POLICY,
+        Date.now(),
+      );
+    try {
+      // Its message gone (a failover, a FLUSHALL): the kept ack is all the reconciliation will know.
+      pair.replica.pause();
+      await expect(ack("gone")).rejects.toThrow("0 of 1 replicas confirmed the change within 200 ms");
+      pair.replica.resume();
+      expect(await ack("gone")).toEqual({ current: false, status: 0 });
+      // Its lease lost: the message went to another worker.
+      const accepted = await accept(hot);
+      expect(accepted.kind).toBe("accepted");
+      expect((await ack(`m${sent}`)).current).toBe(false);
+      for (const id of ["gone", `m${sent}`])
+        expect(await replica.get(keys.keptAck("o1", id))).toBe(`${DeliveryOutcome.DELIVERED}|250 ok`);
+    } finally {
+      pair.replica.resume();
+      replica.disconnect();
+      await hot.close();
+    }
   });
 });

@@ -14,6 +14,7 @@ const SCRIPTS = {
   release: 4,
   lease: 4,
   ack: 3,
+  keep: 1,
   recover: 4,
   hold: 1,
   project_org: 1,
