@@ -53,6 +53,9 @@ export abstract class LeasedLoop {
   /** One round, run while this daemon holds the lease; says whether it found anything to do. */
   protected abstract round(): Promise<boolean>;
 
+  /** The lease was taken, at first or after this daemon saw it held by another (or let it go on a failure): what it remembers of an earlier hold is stale. */
+  protected leaseTaken(): void {}
+
   start(): void {
     this.stopped = false;
     this.next();
@@ -106,11 +109,14 @@ export abstract class LeasedLoop {
   private async leased(): Promise<boolean> {
     const now = performance.now();
     if (now - this.heldAt >= LEASE_RENEW_MS) {
+      // Taken again after another daemon held it (or a failure let it go): not a renewal.
+      const taking = this.heldAt === Number.NEGATIVE_INFINITY;
       if (!(await this.parts.hot.holdLease(this.spec.lease, this.parts.owner, LEASE_TTL_MS))) {
         this.heldAt = Number.NEGATIVE_INFINITY;
         return false;
       }
       this.heldAt = now;
+      if (taking) this.leaseTaken();
     }
     return this.round();
   }

@@ -45,6 +45,15 @@ export class Reconciler extends LeasedLoop {
     });
   }
 
+  /**
+   * Another daemon may have held the lease meanwhile and put back what this one had found missing:
+   * times remembered from before would cut a new hold short (a message a worker still holds
+   * delivered again), so the holds start over.
+   */
+  protected override leaseTaken(): void {
+    this.missingSince.clear();
+  }
+
   /** Busy while either side has a message not yet final: with none, nothing can be lost, and the loop rests until a change. */
   protected async round(): Promise<boolean> {
     const here = await this.dropStale();
