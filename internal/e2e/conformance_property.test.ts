@@ -18,8 +18,8 @@ import { type Stack, startStack } from "../testkit/testkit";
 type Obj = Record<string, unknown>;
 
 const doc = openApiDocument();
-const schemas = new SchemaArbitraries(doc);
 const bodies = documentValidator(doc, false);
+const schemas = new SchemaArbitraries(doc, (schema) => bodies.compile(schema));
 // Query and path values travel as strings: the document's types read into them, as a server reads them.
 const strings = documentValidator(doc, true);
 

@@ -1,9 +1,10 @@
 // fast-check arbitraries from the JSON Schemas of an OpenAPI document: values a schema admits
-// (mostly: what it states in `not`, and limits a pattern cannot carry, are left to the validator
-// that classifies each value), and mutations that break them. The subset is what the API's
-// document uses: type (and type lists), const, enum, pattern, formats, lengths, ranges, items,
-// properties, required, additionalProperties, propertyNames, allOf, anyOf, oneOf, $ref, and
-// `example`/`examples`, which are offered beside the generated values.
+// (what a pattern's match must also be, and a `not`, are held by filters; a pattern fast-check
+// cannot generate from is left to the validator that classifies each value), and mutations that
+// break them. The subset is what the API's document uses: type (and type lists), const, enum,
+// pattern (lookarounds included), formats, lengths, ranges, items, properties, required,
+// additionalProperties, propertyNames, allOf, anyOf, oneOf, not, $ref, and `example`/`examples`,
+// which are offered beside the generated values.
 import fc from "fast-check";
 
 type Obj = Record<string, unknown>;
@@ -32,20 +33,62 @@ function merge(...schemas: Schema[]): Schema {
 
 const ISO_RANGE = { min: new Date("2000-01-01T00:00:00Z"), max: new Date("2099-12-31T23:59:59Z"), noInvalidDate: true };
 
-/** Strings: by pattern (the others of an allOf held too), by format, or any, within the lengths. */
-function stringOf(s: Schema): fc.Arbitrary<string> {
+/**
+ * A pattern without its lookarounds (`(?=...)`, `(?!...)`, `(?<=...)`, `(?<!...)`), which
+ * fast-check cannot generate from: what it matches is a superset, filtered by the whole pattern.
+ */
+export function withoutLookarounds(source: string): string {
+  let out = "";
+  let depth = 0; // inside a lookaround: the groups open in it, itself included
+  let inClass = false;
+  for (let i = 0; i < source.length; i++) {
+    const c = source[i]!;
+    let token = c;
+    if (c === "\\") {
+      token = source.slice(i, i + 2);
+      i++;
+    } else if (inClass) inClass = c !== "]";
+    else if (c === "[") inClass = true;
+    else if (c === "(" && (depth > 0 || /^\(\?<?[=!]/.test(source.slice(i)))) depth++;
+    else if (c === ")" && depth > 0 && --depth === 0) continue;
+    if (depth === 0) out += token;
+  }
+  return out;
+}
+
+/** The arbitraries of patterns, made once: one of Unicode classes takes fast-check a quarter of a second to make. */
+const matchers = new Map<string, fc.Arbitrary<string> | null>();
+
+/** Strings matching the pattern without its lookarounds; null if fast-check cannot generate from it. */
+function matchingArbitrary(pattern: string): fc.Arbitrary<string> | null {
+  let matching = matchers.get(pattern);
+  if (matching === undefined) {
+    try {
+      matching = fc.stringMatching(new RegExp(withoutLookarounds(pattern), "u"));
+    } catch {
+      matching = null;
+    }
+    matchers.set(pattern, matching);
+  }
+  return matching;
+}
+
+/**
+ * Strings: by pattern (every pattern of an allOf held, the lengths, and the format by `inFormat`),
+ * by format, or any, within the lengths.
+ */
+function stringOf(s: Schema, inFormat: (value: string) => boolean): fc.Arbitrary<string> {
   const patterns = [...((s.patterns as string[] | undefined) ?? []), ...(s.pattern ? [s.pattern as string] : [])];
   const minLength = (s.minLength as number | undefined) ?? 0;
   const maxLength = Math.min((s.maxLength as number | undefined) ?? 60, 60);
-  for (const [i, p] of patterns.entries()) {
-    let matching: fc.Arbitrary<string>;
-    try {
-      matching = fc.stringMatching(new RegExp(p, "u"));
-    } catch {
-      continue; // A construct fast-check cannot generate from (a lookahead): the next pattern, or as below.
-    }
-    const others = patterns.filter((_, j) => j !== i).map((q) => new RegExp(q, "u"));
-    return matching.filter((v) => others.every((r) => r.test(v)));
+  for (const p of patterns) {
+    const matching = matchingArbitrary(p);
+    if (!matching) continue; // A construct fast-check cannot generate from: the next pattern, or as below.
+    const all = patterns.map((q) => new RegExp(q, "u"));
+    const max = (s.maxLength as number | undefined) ?? Number.POSITIVE_INFINITY;
+    return matching.filter(
+      (v) => v.length >= minLength && v.length <= max && all.every((r) => r.test(v)) && inFormat(v),
+    );
   }
   // No pattern to generate from: any string of the format, or any at all (the validator classifies it).
   if (s.format === "email") return fc.emailAddress();
@@ -56,7 +99,23 @@ function stringOf(s: Schema): fc.Arbitrary<string> {
 
 /** Schema to arbitrary, resolving `#/...` references in `doc`. */
 export class SchemaArbitraries {
-  constructor(private readonly doc: Obj) {}
+  /**
+   * `compile` makes the check of a schema (a validator's, as the values are classified by one):
+   * what a schema states in `not` is filtered out with it.
+   */
+  constructor(
+    private readonly doc: Obj,
+    private readonly compile: (schema: Schema) => (value: unknown) => boolean,
+  ) {}
+
+  private readonly formats = new Map<string, (value: unknown) => boolean>();
+
+  /** The check of a format, compiled once. */
+  private format(name: string): (value: unknown) => boolean {
+    const check = this.formats.get(name) ?? this.compile({ type: "string", format: name });
+    this.formats.set(name, check);
+    return check;
+  }
 
   /** Follows a local $ref to what it names. */
   resolve(schema: unknown): Schema {
@@ -71,7 +130,7 @@ export class SchemaArbitraries {
     return s;
   }
 
-  /** Values the schema admits (give or take its `not` and unsupported patterns), its examples among them. */
+  /** Values the schema admits (give or take a pattern fast-check cannot generate from), its examples among them. */
   of(schema: unknown, depth = 0): fc.Arbitrary<unknown> {
     const s = this.resolve(schema);
     const examples = [...(Array.isArray(s.examples) ? s.examples : []), ...("example" in s ? [s.example] : [])];
@@ -86,6 +145,14 @@ export class SchemaArbitraries {
     if (Array.isArray(branches)) {
       return fc.oneof(...branches.map((b) => this.of(merge(rest, this.resolve(b)), depth)));
     }
+    const values = this.positive(s, depth);
+    if (!s.not) return values;
+    const excluded = this.compile(s.not as Schema);
+    return values.filter((v) => !excluded(v));
+  }
+
+  /** Values of a schema without its combinators, and without its `not`. */
+  private positive(s: Schema, depth: number): fc.Arbitrary<unknown> {
     if (s.const !== undefined) return fc.constant(s.const);
     if (Array.isArray(s.enum)) return fc.constantFrom(...s.enum);
     const types = Array.isArray(s.type) ? (s.type as string[]) : s.type ? [s.type as string] : [this.guessType(s)];
@@ -102,7 +169,7 @@ export class SchemaArbitraries {
   private ofType(type: string, s: Schema, depth: number): fc.Arbitrary<unknown> {
     switch (type) {
       case "string":
-        return stringOf(s);
+        return stringOf(s, s.format ? this.format(s.format as string) : () => true);
       case "integer":
         return fc.integer({
           min: (s.minimum as number | undefined) ?? -1_000_000,
