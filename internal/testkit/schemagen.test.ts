@@ -1,10 +1,10 @@
 // The generator the conformance check draws its requests from: what it makes valid is what the
-// document admits.
+// document admits, and what a mutation makes is what the document refuses.
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { documentRef, documentValidator } from "../api/contract";
 import { openApiDocument } from "../api/openapi/document";
-import { SchemaArbitraries, withoutLookarounds } from "./schemagen";
+import { MUTATIONS, mutate, SchemaArbitraries, withoutLookarounds } from "./schemagen";
 
 type Obj = Record<string, unknown>;
 
@@ -86,5 +86,33 @@ describe("what was made valid by chance", () => {
     ["(?<name>a)(?:b)", "(?<name>a)(?:b)"],
   ])("%s without lookarounds is %s", (pattern, without) => {
     expect(withoutLookarounds(pattern)).toBe(without);
+  });
+});
+
+describe("a mutation breaks what it mutates", () => {
+  // A batch's items are any value (each item is checked alone): a mutation that struck inside one
+  // left the body valid, and an operation could go through a run with no invalid request.
+  const batch = requestBodies.find((b) => b.name === "POST /api/v1/subscribers/batch")!;
+
+  test("one that struck where the schema takes any value gives way to one that breaks it", () => {
+    const body = { subscribers: [{ email: "a@x.example", tags: ["t"] }] };
+    const inItem = { at: 2, kind: "replace" as const, value: 0 }; // depth 2: the item itself
+    expect(batch.admits(mutate(body, inItem, () => false))).toBe(true);
+    expect(batch.admits(mutate(body, inItem, (v) => batch.admits(v) as boolean))).toBe(false);
+  });
+
+  test("every mutation of every body example is refused by the document", () => {
+    const admitted = requestBodies.flatMap(({ name, media, admits }) =>
+      fc
+        .sample(MUTATIONS, { numRuns: 100, seed: SEED })
+        .map((m) => mutate(media.example, m, (v) => admits(v) as boolean))
+        .filter((v) => admits(v))
+        .map((v) => `${name}: ${JSON.stringify(v)}`),
+    );
+    expect(admitted).toEqual([]);
+  });
+
+  test("with nothing that breaks the value, the mutation as drawn", () => {
+    expect(mutate({ a: [1] }, { at: 1, kind: "remove", value: null }, () => true)).toEqual({});
   });
 });

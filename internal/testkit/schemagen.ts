@@ -217,21 +217,25 @@ const WRONG_VALUES: fc.Arbitrary<unknown> = fc.oneof(
   fc.string({ unit: "binary", maxLength: 30 }),
 );
 
+const KINDS = ["replace", "remove", "add"] as const;
+
 /** Where a mutation strikes: an index into the value's paths, and what it puts there (or removes, or adds). */
 export interface Mutation {
   at: number;
-  kind: "replace" | "remove" | "add";
+  kind: (typeof KINDS)[number];
   value: unknown;
 }
 
 export const MUTATIONS: fc.Arbitrary<Mutation> = fc.record({
   at: fc.nat(),
-  kind: fc.constantFrom("replace", "remove", "add"),
+  kind: fc.constantFrom(...KINDS),
   value: WRONG_VALUES,
 });
 
+type Path = (string | number)[];
+
 /** Every path into a JSON value (the value itself is the empty path). */
-function pathsOf(value: unknown, at: (string | number)[] = []): (string | number)[][] {
+function pathsOf(value: unknown, at: Path = []): Path[] {
   const out = [at];
   if (value && typeof value === "object") {
     for (const [k, v] of Object.entries(value)) out.push(...pathsOf(v, [...at, Array.isArray(value) ? Number(k) : k]));
@@ -239,22 +243,44 @@ function pathsOf(value: unknown, at: (string | number)[] = []): (string | number
   return out;
 }
 
-/** A copy of `value` with the mutation made at one of its paths. */
-export function mutate(value: unknown, m: Mutation): unknown {
+/** The path a mutation's `at` picks: a depth first, then a path at that depth, so the top level is struck as often as the deepest. */
+function pathAt(byDepth: Path[][], at: number): Path {
+  const atDepth = byDepth[at % byDepth.length]!;
+  return atDepth[Math.floor(at / byDepth.length) % atDepth.length]!;
+}
+
+/** A copy of `value` with `kind` made at `path`. */
+function made(value: unknown, path: Path, kind: Mutation["kind"], wrong: unknown): unknown {
   const copy = structuredClone(value);
-  // A depth first, then a path at that depth: the top level is struck as often as the deepest.
-  const byDepth = Map.groupBy(pathsOf(copy), (p) => p.length);
-  const depths = [...byDepth.values()];
-  const atDepth = depths[m.at % depths.length]!;
-  const path = atDepth[Math.floor(m.at / depths.length) % atDepth.length]!;
   if (path.length === 0)
-    return m.kind === "add" && copy && typeof copy === "object" ? { ...copy, zzUnknown: m.value } : m.value;
+    return kind === "add" && copy && typeof copy === "object" ? { ...copy, zzUnknown: wrong } : wrong;
   const parent = path.slice(0, -1).reduce<unknown>((o, k) => (o as Obj)[k as string], copy) as Obj | unknown[];
   const key = path.at(-1)!;
-  if (m.kind === "remove") {
+  if (kind === "remove") {
     if (Array.isArray(parent)) parent.splice(key as number, 1);
     else delete parent[key as string];
-  } else if (m.kind === "add" && !Array.isArray(parent)) parent[`${String(key)}Unknown`] = m.value;
-  else (parent as Obj)[key as string] = m.value;
+  } else if (kind === "add" && !Array.isArray(parent)) parent[`${String(key)}Unknown`] = wrong;
+  else (parent as Obj)[key as string] = wrong;
   return copy;
+}
+
+/**
+ * A copy of `value` with the mutation made at one of its paths, broken by the schema whose check
+ * is `admits`: a mutation the schema still admits (an optional field removed, a wrong value where
+ * the schema takes any) gives way to the first from there on that it refuses, the other kinds at
+ * its path, then the next paths; when none is refused, the value is as the mutation made it.
+ */
+export function mutate(value: unknown, m: Mutation, admits: (value: unknown) => boolean): unknown {
+  const byDepth = [...Map.groupBy(pathsOf(value), (p) => p.length).values()];
+  const first = made(value, pathAt(byDepth, m.at), m.kind, m.value);
+  if (!admits(first)) return first;
+  // Every path is picked once in as many steps as depths times the most paths at one depth.
+  const steps = byDepth.length * Math.max(...byDepth.map((d) => d.length));
+  for (let i = 0; i < steps; i++) {
+    for (const kind of KINDS) {
+      const broken = made(value, pathAt(byDepth, m.at + i), kind, m.value);
+      if (!admits(broken)) return broken;
+    }
+  }
+  return first;
 }
