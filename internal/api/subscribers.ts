@@ -26,8 +26,13 @@ const MAX_FIELD_STRING = 4_096;
  */
 const ATEXT = "[\\p{L}\\p{N}\\p{M}!#$%&'*+/=?^_`{|}~-]+";
 const LABEL = "[\\p{L}\\p{N}](?:[\\p{L}\\p{N}\\p{M}-]*[\\p{L}\\p{N}\\p{M}])?";
+/**
+ * The address as kept (lower-cased), as a pattern (unanchored): without the local part's limit,
+ * which lower-casing can exceed ("İ" becomes two characters).
+ */
+export const KEPT_ADDRESS = `${ATEXT}(?:\\.${ATEXT})*@${LABEL}(?:\\.${LABEL})+`;
 /** The address as a pattern (unanchored), for the OpenAPI document to state. */
-export const SUBSCRIBER_ADDRESS = `(?=[^@]{1,64}@)${ATEXT}(?:\\.${ATEXT})*@${LABEL}(?:\\.${LABEL})+`;
+export const SUBSCRIBER_ADDRESS = `(?=[^@]{1,64}@)${KEPT_ADDRESS}`;
 const ADDRESS = new RegExp(`^${SUBSCRIBER_ADDRESS}$`, "u");
 
 const CHANGE_FIELDS = ["name", "fields", "tags", "status", "replaceTags", "resubscribe", "triggerWorkflows"];

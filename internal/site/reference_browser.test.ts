@@ -94,6 +94,51 @@ test("/docs/rate-limits on a phone: the site's style, no sideways scrolling, a l
   await page.context().close();
 });
 
+/**
+ * The header names of the page's parameter tables and answers' header tables, each as the lines
+ * it is drawn on (a new line where a character's top moves down).
+ */
+const HEADER_NAME_LINES = `[...document.querySelectorAll('tr[data-param-in="header"] .parameter__name, table.headers td.header-col:first-child')].map((cell) => {
+  const lines = [];
+  let top;
+  const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+  for (let text = walker.nextNode(); text; text = walker.nextNode())
+    for (let i = 0; i < text.data.length; i++) {
+      const range = document.createRange();
+      range.setStart(text, i);
+      range.setEnd(text, i + 1);
+      const rect = range.getClientRects()[0];
+      if (!rect || !text.data[i].trim()) continue;
+      if (top === undefined || rect.top > top + 4) lines.push("");
+      top = rect.top;
+      lines[lines.length - 1] += text.data[i];
+    }
+  return lines;
+})`;
+
+test.each([1280, 390])(
+  "/docs at %i px: header names whole where there is room, never broken in a word",
+  async (width) => {
+    const { page, errors } = await recordedPage(width);
+    await page.goto(`${base}/docs`);
+    const upsert = page.locator("#operations-Subscribers-upsertSubscriber");
+    await upsert.locator(".opblock-summary").click();
+    await upsert.locator('tr[data-param-in="header"]').first().waitFor();
+    await upsert.locator("table.headers").first().waitFor();
+    const names = (await page.evaluate(HEADER_NAME_LINES)) as string[][];
+    expect(names.map((lines) => lines.join(""))).toEqual(
+      expect.arrayContaining(["Idempotency-Key", "RateLimit-Policy", "X-RateLimit-Remaining"]),
+    );
+    const broken = names.filter((lines) => lines.length > 1);
+    // On a phone a name may break after one of its hyphens (X-RateLimit-|Remaining), never inside a word.
+    if (width < 640) expect(broken.filter((lines) => lines.slice(0, -1).some((l) => !l.endsWith("-")))).toEqual([]);
+    else expect(broken).toEqual([]);
+    await screenshot(page, `docs-header-names-${width}`);
+    expect(errors).toEqual([]);
+    await page.context().close();
+  },
+);
+
 type Obj = Record<string, any>;
 
 /** The example the document gives for an operation's request body or one of its answers. */

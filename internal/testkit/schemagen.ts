@@ -1,9 +1,10 @@
 // fast-check arbitraries from the JSON Schemas of an OpenAPI document: values a schema admits
-// (mostly: what it states in `not`, and limits a pattern cannot carry, are left to the validator
-// that classifies each value), and mutations that break them. The subset is what the API's
-// document uses: type (and type lists), const, enum, pattern, formats, lengths, ranges, items,
-// properties, required, additionalProperties, propertyNames, allOf, anyOf, oneOf, $ref, and
-// `example`/`examples`, which are offered beside the generated values.
+// (what a pattern's match must also be, and a `not`, are held by filters; a pattern fast-check
+// cannot generate from is left to the validator that classifies each value), and mutations that
+// break them. The subset is what the API's document uses: type (and type lists), const, enum,
+// pattern (lookarounds included), formats, lengths, ranges, items, properties, required,
+// additionalProperties, propertyNames, allOf, anyOf, oneOf, not, $ref, and `example`/`examples`,
+// which are offered beside the generated values.
 import fc from "fast-check";
 
 type Obj = Record<string, unknown>;
@@ -32,20 +33,62 @@ function merge(...schemas: Schema[]): Schema {
 
 const ISO_RANGE = { min: new Date("2000-01-01T00:00:00Z"), max: new Date("2099-12-31T23:59:59Z"), noInvalidDate: true };
 
-/** Strings: by pattern (the others of an allOf held too), by format, or any, within the lengths. */
-function stringOf(s: Schema): fc.Arbitrary<string> {
+/**
+ * A pattern without its lookarounds (`(?=...)`, `(?!...)`, `(?<=...)`, `(?<!...)`), which
+ * fast-check cannot generate from: what it matches is a superset, filtered by the whole pattern.
+ */
+export function withoutLookarounds(source: string): string {
+  let out = "";
+  let depth = 0; // inside a lookaround: the groups open in it, itself included
+  let inClass = false;
+  for (let i = 0; i < source.length; i++) {
+    const c = source[i]!;
+    let token = c;
+    if (c === "\\") {
+      token = source.slice(i, i + 2);
+      i++;
+    } else if (inClass) inClass = c !== "]";
+    else if (c === "[") inClass = true;
+    else if (c === "(" && (depth > 0 || /^\(\?<?[=!]/.test(source.slice(i)))) depth++;
+    else if (c === ")" && depth > 0 && --depth === 0) continue;
+    if (depth === 0) out += token;
+  }
+  return out;
+}
+
+/** The arbitraries of patterns, made once: one of Unicode classes takes fast-check a quarter of a second to make. */
+const matchers = new Map<string, fc.Arbitrary<string> | null>();
+
+/** Strings matching the pattern without its lookarounds; null if fast-check cannot generate from it. */
+function matchingArbitrary(pattern: string): fc.Arbitrary<string> | null {
+  let matching = matchers.get(pattern);
+  if (matching === undefined) {
+    try {
+      matching = fc.stringMatching(new RegExp(withoutLookarounds(pattern), "u"));
+    } catch {
+      matching = null;
+    }
+    matchers.set(pattern, matching);
+  }
+  return matching;
+}
+
+/**
+ * Strings: by pattern (every pattern of an allOf held, the lengths, and the format by `inFormat`),
+ * by format, or any, within the lengths.
+ */
+function stringOf(s: Schema, inFormat: (value: string) => boolean): fc.Arbitrary<string> {
   const patterns = [...((s.patterns as string[] | undefined) ?? []), ...(s.pattern ? [s.pattern as string] : [])];
   const minLength = (s.minLength as number | undefined) ?? 0;
   const maxLength = Math.min((s.maxLength as number | undefined) ?? 60, 60);
-  for (const [i, p] of patterns.entries()) {
-    let matching: fc.Arbitrary<string>;
-    try {
-      matching = fc.stringMatching(new RegExp(p, "u"));
-    } catch {
-      continue; // A construct fast-check cannot generate from (a lookahead): the next pattern, or as below.
-    }
-    const others = patterns.filter((_, j) => j !== i).map((q) => new RegExp(q, "u"));
-    return matching.filter((v) => others.every((r) => r.test(v)));
+  for (const p of patterns) {
+    const matching = matchingArbitrary(p);
+    if (!matching) continue; // A construct fast-check cannot generate from: the next pattern, or as below.
+    const all = patterns.map((q) => new RegExp(q, "u"));
+    const max = (s.maxLength as number | undefined) ?? Number.POSITIVE_INFINITY;
+    return matching.filter(
+      (v) => v.length >= minLength && v.length <= max && all.every((r) => r.test(v)) && inFormat(v),
+    );
   }
   // No pattern to generate from: any string of the format, or any at all (the validator classifies it).
   if (s.format === "email") return fc.emailAddress();
@@ -56,7 +99,23 @@ function stringOf(s: Schema): fc.Arbitrary<string> {
 
 /** Schema to arbitrary, resolving `#/...` references in `doc`. */
 export class SchemaArbitraries {
-  constructor(private readonly doc: Obj) {}
+  /**
+   * `compile` makes the check of a schema (a validator's, as the values are classified by one):
+   * what a schema states in `not` is filtered out with it.
+   */
+  constructor(
+    private readonly doc: Obj,
+    private readonly compile: (schema: Schema) => (value: unknown) => boolean,
+  ) {}
+
+  private readonly formats = new Map<string, (value: unknown) => boolean>();
+
+  /** The check of a format, compiled once. */
+  private format(name: string): (value: unknown) => boolean {
+    const check = this.formats.get(name) ?? this.compile({ type: "string", format: name });
+    this.formats.set(name, check);
+    return check;
+  }
 
   /** Follows a local $ref to what it names. */
   resolve(schema: unknown): Schema {
@@ -71,7 +130,7 @@ export class SchemaArbitraries {
     return s;
   }
 
-  /** Values the schema admits (give or take its `not` and unsupported patterns), its examples among them. */
+  /** Values the schema admits (give or take a pattern fast-check cannot generate from), its examples among them. */
   of(schema: unknown, depth = 0): fc.Arbitrary<unknown> {
     const s = this.resolve(schema);
     const examples = [...(Array.isArray(s.examples) ? s.examples : []), ...("example" in s ? [s.example] : [])];
@@ -86,6 +145,14 @@ export class SchemaArbitraries {
     if (Array.isArray(branches)) {
       return fc.oneof(...branches.map((b) => this.of(merge(rest, this.resolve(b)), depth)));
     }
+    const values = this.positive(s, depth);
+    if (!s.not) return values;
+    const excluded = this.compile(s.not as Schema);
+    return values.filter((v) => !excluded(v));
+  }
+
+  /** Values of a schema without its combinators, and without its `not`. */
+  private positive(s: Schema, depth: number): fc.Arbitrary<unknown> {
     if (s.const !== undefined) return fc.constant(s.const);
     if (Array.isArray(s.enum)) return fc.constantFrom(...s.enum);
     const types = Array.isArray(s.type) ? (s.type as string[]) : s.type ? [s.type as string] : [this.guessType(s)];
@@ -102,7 +169,7 @@ export class SchemaArbitraries {
   private ofType(type: string, s: Schema, depth: number): fc.Arbitrary<unknown> {
     switch (type) {
       case "string":
-        return stringOf(s);
+        return stringOf(s, s.format ? this.format(s.format as string) : () => true);
       case "integer":
         return fc.integer({
           min: (s.minimum as number | undefined) ?? -1_000_000,
@@ -150,21 +217,25 @@ const WRONG_VALUES: fc.Arbitrary<unknown> = fc.oneof(
   fc.string({ unit: "binary", maxLength: 30 }),
 );
 
+const KINDS = ["replace", "remove", "add"] as const;
+
 /** Where a mutation strikes: an index into the value's paths, and what it puts there (or removes, or adds). */
 export interface Mutation {
   at: number;
-  kind: "replace" | "remove" | "add";
+  kind: (typeof KINDS)[number];
   value: unknown;
 }
 
 export const MUTATIONS: fc.Arbitrary<Mutation> = fc.record({
   at: fc.nat(),
-  kind: fc.constantFrom("replace", "remove", "add"),
+  kind: fc.constantFrom(...KINDS),
   value: WRONG_VALUES,
 });
 
+type Path = (string | number)[];
+
 /** Every path into a JSON value (the value itself is the empty path). */
-function pathsOf(value: unknown, at: (string | number)[] = []): (string | number)[][] {
+function pathsOf(value: unknown, at: Path = []): Path[] {
   const out = [at];
   if (value && typeof value === "object") {
     for (const [k, v] of Object.entries(value)) out.push(...pathsOf(v, [...at, Array.isArray(value) ? Number(k) : k]));
@@ -172,22 +243,44 @@ function pathsOf(value: unknown, at: (string | number)[] = []): (string | number
   return out;
 }
 
-/** A copy of `value` with the mutation made at one of its paths. */
-export function mutate(value: unknown, m: Mutation): unknown {
+/** The path a mutation's `at` picks: a depth first, then a path at that depth, so the top level is struck as often as the deepest. */
+function pathAt(byDepth: Path[][], at: number): Path {
+  const atDepth = byDepth[at % byDepth.length]!;
+  return atDepth[Math.floor(at / byDepth.length) % atDepth.length]!;
+}
+
+/** A copy of `value` with `kind` made at `path`. */
+function made(value: unknown, path: Path, kind: Mutation["kind"], wrong: unknown): unknown {
   const copy = structuredClone(value);
-  // A depth first, then a path at that depth: the top level is struck as often as the deepest.
-  const byDepth = Map.groupBy(pathsOf(copy), (p) => p.length);
-  const depths = [...byDepth.values()];
-  const atDepth = depths[m.at % depths.length]!;
-  const path = atDepth[Math.floor(m.at / depths.length) % atDepth.length]!;
   if (path.length === 0)
-    return m.kind === "add" && copy && typeof copy === "object" ? { ...copy, zzUnknown: m.value } : m.value;
+    return kind === "add" && copy && typeof copy === "object" ? { ...copy, zzUnknown: wrong } : wrong;
   const parent = path.slice(0, -1).reduce<unknown>((o, k) => (o as Obj)[k as string], copy) as Obj | unknown[];
   const key = path.at(-1)!;
-  if (m.kind === "remove") {
+  if (kind === "remove") {
     if (Array.isArray(parent)) parent.splice(key as number, 1);
     else delete parent[key as string];
-  } else if (m.kind === "add" && !Array.isArray(parent)) parent[`${String(key)}Unknown`] = m.value;
-  else (parent as Obj)[key as string] = m.value;
+  } else if (kind === "add" && !Array.isArray(parent)) parent[`${String(key)}Unknown`] = wrong;
+  else (parent as Obj)[key as string] = wrong;
   return copy;
+}
+
+/**
+ * A copy of `value` with the mutation made at one of its paths, broken by the schema whose check
+ * is `admits`: a mutation the schema still admits (an optional field removed, a wrong value where
+ * the schema takes any) gives way to the first from there on that it refuses, the other kinds at
+ * its path, then the next paths; when none is refused, the value is as the mutation made it.
+ */
+export function mutate(value: unknown, m: Mutation, admits: (value: unknown) => boolean): unknown {
+  const byDepth = [...Map.groupBy(pathsOf(value), (p) => p.length).values()];
+  const first = made(value, pathAt(byDepth, m.at), m.kind, m.value);
+  if (!admits(first)) return first;
+  // Every path is picked once in as many steps as depths times the most paths at one depth.
+  const steps = byDepth.length * Math.max(...byDepth.map((d) => d.length));
+  for (let i = 0; i < steps; i++) {
+    for (const kind of KINDS) {
+      const broken = made(value, pathAt(byDepth, m.at + i), kind, m.value);
+      if (!admits(broken)) return broken;
+    }
+  }
+  return first;
 }

@@ -1,4 +1,4 @@
-import { SUBSCRIBER_ADDRESS } from "../subscribers";
+import { KEPT_ADDRESS, SUBSCRIBER_ADDRESS } from "../subscribers";
 import { apiOperation, errorAnswer, idempotentCreate, jsonAnswer, rateLimitHeaders, schemaRef } from "./common";
 import type { ApiArea, Schema } from "./types";
 
@@ -234,7 +234,12 @@ export const audienceArea: ApiArea = {
       required: ["id", "email", "name", "status", "fields", "tags", "createdAt", "updatedAt"],
       properties: {
         id: { type: "string", pattern: "^sub_[0-9a-f]{24}$" },
-        email: { type: "string", format: "email", description: "Trimmed and lower-cased." },
+        // Not format email: that is ASCII alone, and an upsert admits UTF-8.
+        email: {
+          type: "string",
+          pattern: `^${KEPT_ADDRESS}$`,
+          description: "As upserted, trimmed and lower-cased (UTF-8 allowed).",
+        },
         name: { type: "string" },
         status: STATUS,
         fields: { type: "object", additionalProperties: { type: ["string", "number", "boolean", "null"] } },

@@ -8,6 +8,7 @@ import { EmbeddedHot } from "../../hotstore/embedded/embedded";
 import { logger } from "../../log/log";
 import { type InProcess, startInProcess } from "../../testkit/inprocess";
 import { runToEnd } from "../../testkit/testkit";
+import { documentRef, documentValidator } from "../contract";
 import { apiHandler, type ApiDeps } from "../server";
 import { openApiDocument } from "./document";
 
@@ -237,4 +238,21 @@ test("the linter CI runs (Redocly CLI, recommended-strict) passes the document",
   const r = await runToEnd("internal/api/openapi/lint.ts", [], {});
   expect(r.stderr + r.stdout).toContain("Your API description is valid");
   expect(r.code).toBe(0);
+});
+
+test("an address an upsert admits is one its subscriber is answered with, trimmed and lower-cased", () => {
+  const ajv = documentValidator(doc, false);
+  const email = (schema: string) => ajv.compile(documentRef("components", "schemas", schema, "properties", "email"));
+  const [admitted, answered] = [email("SubscriberUpsert"), email("Subscriber")];
+  // UTF-8 the answer's schema refused (format email is ASCII), and a local part lower-casing lengthens.
+  for (const address of [
+    " Ann@Example.COM ",
+    "jörg@bücher.example",
+    "Ünal@ÖRNEK.example",
+    `${"İ".repeat(64)}@x.example`,
+  ]) {
+    expect({ address, admitted: admitted(address) }).toEqual({ address, admitted: true });
+    const kept = address.trim().toLowerCase();
+    expect({ kept, answered: answered(kept) }).toEqual({ kept, answered: true });
+  }
 });

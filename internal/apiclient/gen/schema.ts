@@ -390,10 +390,7 @@ export interface components {
     };
     Subscriber: {
       id: string;
-      /**
-       * Format: email
-       * @description Trimmed and lower-cased.
-       */
+      /** @description As upserted, trimmed and lower-cased (UTF-8 allowed). */
       email: string;
       name: string;
       /** @enum {string} */
