@@ -8,6 +8,7 @@ import { EmbeddedHot } from "../hotstore/embedded/embedded";
 import type { HotStore, SlotPlan } from "../hotstore/hotstore";
 import { logger } from "../log/log";
 import { projectSuiteOrg, suiteSends } from "../testkit/hotstores";
+import { spacing } from "../testkit/pacing";
 import { VirtualTime } from "../testkit/virtualtime";
 import { LANE_LEAD, LaneScheduler, type ReleaseRecord } from "./scheduler";
 
@@ -71,16 +72,6 @@ function scheduler(lane: Lane): LaneScheduler {
 
 const slotsOf = (rs: ReleaseRecord[]) => rs.map((r) => r.slotMs);
 
-/** The most slots in any window [t, t + 1000). */
-function maxIn1000(slots: number[]): number {
-  let most = 0;
-  for (let i = 0, j = 0; i < slots.length; i++) {
-    while (slots[j]! <= slots[i]! - 1_000) j++;
-    most = Math.max(most, i - j + 1);
-  }
-  return most;
-}
-
 describe("a backlogged bulk lane", () => {
   test("releases exactly 40 slots in every 1000 ms, each at most the lead ahead of its slot, in about 2 calls a second", async () => {
     await queue(Lane.BULK, 1_000);
@@ -118,7 +109,7 @@ describe("a backlogged bulk lane", () => {
     const lost = gaps.find((g) => g !== 25)!;
     expect(lost).toBeGreaterThan(25);
     expect(lost).toBeLessThanOrEqual(2_500);
-    expect(maxIn1000(slots)).toBe(RATE);
+    expect(spacing(slots).maxSliding).toBe(RATE);
     for (const r of releases) expect(r.releasedAtMs).toBeLessThanOrEqual(r.slotMs);
     // Reported: the slots the gap would have held.
     expect(missed).toBe(Math.floor(lost / 25) - 1);
@@ -211,6 +202,6 @@ describe("the wall clock", () => {
     const slots = slotsOf(releases);
     for (let i = 1; i < slots.length; i++)
       if (slots[i]! > slots[i - 1]!) expect(slots[i]! - slots[i - 1]!).toBeGreaterThanOrEqual(25);
-    expect(maxIn1000(slots.slice(afterBack))).toBe(RATE);
+    expect(spacing(slots.slice(afterBack)).maxSliding).toBe(RATE);
   });
 });

@@ -2,6 +2,7 @@
 // stall they catch up, never more than 41 in any 1000 ms nor closer than
 // half a slot; a slot far ahead (a clock behind the daemon's) is held at most MAX_HOLD_MS.
 import { beforeEach, expect, test } from "bun:test";
+import { spacing } from "../testkit/pacing";
 import { VirtualTime } from "../testkit/virtualtime";
 import { LanePacer, MAX_HOLD_MS } from "./pacer";
 
@@ -26,16 +27,6 @@ const feed = (slots: number[]) => {
   for (const slot of slots) time.setTimer(slot - 1_000 - time.now, () => void queue(slot));
 };
 
-/** The most starts in any window [t, t + 1000). */
-function maxIn1000(at: number[]): number {
-  let most = 0;
-  for (let i = 0, j = 0; i < at.length; i++) {
-    while (at[j]! <= at[i]! - 1_000) j++;
-    most = Math.max(most, i - j + 1);
-  }
-  return most;
-}
-
 test("on time: each delivery starts at its slot", async () => {
   const t0 = time.now + 1_000;
   feed(Array.from({ length: 200 }, (_, k) => t0 + 25 * k));
@@ -52,7 +43,7 @@ test("after a stall of 300 ms the late ones catch up: never more than 41 in 1000
   // (Its leases meanwhile came late too: the feed's timers fire late by the stall.)
   expect(started).toHaveLength(2_000);
   const at = started.map((s) => s.at);
-  expect(maxIn1000(at)).toBe(RATE + 1);
+  expect(spacing(at).maxSliding).toBe(RATE + 1);
   for (let i = 1; i < at.length; i++) expect(at[i]! - at[i - 1]!).toBeGreaterThanOrEqual(12.5);
   for (const s of started) expect(s.at).toBeGreaterThanOrEqual(s.slot);
   // Caught up within 25 s of the stall: from then on each starts at its slot.
