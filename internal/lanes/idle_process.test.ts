@@ -3,7 +3,7 @@
 // the lease streams wait for the store's signals, the background loops rest while they find
 // nothing), and the first message after the quiet is released on the signal of its acceptance,
 // not on a poll. limiterd, an API and a worker as processes; Redis's own command counts.
-// The CPU figure and the release latency of the issue's goal are measured by `npm run bench:idle`.
+// limiterd's CPU while idle and the first message's latency are measured by `npm run bench:idle`.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
