@@ -1,10 +1,11 @@
 // The idle daemon: limiterd with empty lanes (one API process and one worker beside it), on the
-// embedded store and on Redis. After a settling period, limiterd's CPU (user + system, from /proc)
+// embedded store and on Redis. After a settling period (30 s: sooner, the JIT is still compiling
+// the start's code, a fifth of the window's CPU), limiterd's CPU (user + system, from /proc)
 // and the commands Redis serves (INFO commandstats: every command, those run inside scripts and
 // the INFO calls included) over a window; then one transactional send, and how long after its
 // acceptance its lane released it and the worker wrote it to the file sink.
 //
-//   bun run loadtest/idle-bench.ts [--seconds N] [--settle N] [--only embedded|redis]   (30 and 5)
+//   bun run loadtest/idle-bench.ts [--seconds N] [--settle N] [--only embedded|redis]   (30 and 30)
 import { statSync } from "node:fs";
 import { join } from "node:path";
 import { Lane } from "../internal/gen/mailcore/limiter/v1/mail_pb";
@@ -16,7 +17,7 @@ import { cleanupAll, installSignalHandlers, onExit, round } from "./procs";
 const arg = (name: string, fallback: string) =>
   process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1]! : fallback;
 const seconds = Number(arg("--seconds", "30"));
-const settle = Number(arg("--settle", "5"));
+const settle = Number(arg("--settle", "30"));
 const only = arg("--only", "");
 
 /** Commands Redis has served since it started, by command. */
