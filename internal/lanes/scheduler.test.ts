@@ -1,7 +1,7 @@
 // The lane scheduler on the embedded store, in virtual time: slots exactly 40 in every 1000 ms
 // of a run, a stall shorter than the lead less its refill costs no slot, a longer one restarts
-// the run without a burst, an idle lane makes no store calls, a step of the wall clock neither
-// stalls nor bursts a lane.
+// the run without a burst, an idle lane makes no store calls, a bulk lane found empty lets a
+// backlog gather before its run starts, a step of the wall clock neither stalls nor bursts a lane.
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { EmbeddedHot } from "../hotstore/embedded/embedded";
@@ -154,6 +154,34 @@ describe("an idle lane", () => {
     await s.stop();
     expect(calls).toHaveLength(2);
     expect(releases.map((r) => [r.slotMs, r.releasedAtMs])).toEqual([[acceptedAt, acceptedAt]]);
+  });
+
+  test("a bulk lane found empty starts its run a second after a message's signal, so messages that trail it keep the run", async () => {
+    const s = scheduler(Lane.BULK);
+    await time.runUntil(time.now + 5_000); // the first look finds the lane empty
+    const t0 = time.nowMs();
+    // A fan-out that falls behind the slots before it has a backlog: 300 ms, then 400 ms between.
+    await queue(Lane.BULK, 1);
+    await time.runUntil(t0 + 300);
+    await queue(Lane.BULK, 20);
+    await time.runUntil(t0 + 700);
+    await queue(Lane.BULK, 20);
+    await time.runUntil(t0 + 3_000);
+    await s.stop();
+    expect(slotsOf(releases)).toEqual(Array.from({ length: 41 }, (_, k) => t0 + LANE_LEAD[Lane.BULK].startMs + 25 * k));
+    expect(missed).toBe(0);
+  });
+
+  test("a bulk lane that runs empty in the middle of a run goes on with it at once", async () => {
+    await queue(Lane.BULK, 10);
+    const t0 = time.nowMs();
+    const s = scheduler(Lane.BULK);
+    await time.runUntil(t0 + 100); // ten slots stamped at once, the last at t0 + 225
+    await queue(Lane.BULK, 1);
+    await time.runUntil(t0 + 1_000);
+    await s.stop();
+    expect(slotsOf(releases)).toEqual(Array.from({ length: 11 }, (_, k) => t0 + 25 * k));
+    expect(releases.at(-1)!.releasedAtMs).toBe(t0 + 100);
   });
 
   test("looks again after 30 s without a signal (a signal can be lost)", async () => {

@@ -37,12 +37,15 @@ export const realTime: SchedulerTime = {
  * slots). A stall of the daemon shorter than the lead less the refill moves no slot. Round-robin
  * works on what is not yet released, so another organization's message waits behind at most the
  * lead's slots: a short lead for the transactional lane (its one-time codes), two seconds of
- * slots, topped up twice a second, for the bulk lane.
+ * slots, topped up twice a second, for the bulk lane. startMs: how long a lane found empty waits
+ * after a message arrives before it starts a new run. A run holds only while each message comes
+ * before its slot, and a campaign's fan-out, one accept at a time on a busy daemon, can fall
+ * behind 40 a second before it has a backlog: the bulk lane lets a second of it gather first.
  */
-export const LANE_LEAD: Record<Lane, { leadMs: number; refillMs: number }> = {
-  [Lane.UNSPECIFIED]: { leadMs: 0, refillMs: 0 },
-  [Lane.TRANSACTIONAL]: { leadMs: 50, refillMs: 0 },
-  [Lane.BULK]: { leadMs: 2_000, refillMs: 500 },
+export const LANE_LEAD: Record<Lane, { leadMs: number; refillMs: number; startMs: number }> = {
+  [Lane.UNSPECIFIED]: { leadMs: 0, refillMs: 0, startMs: 0 },
+  [Lane.TRANSACTIONAL]: { leadMs: 50, refillMs: 0, startMs: 0 },
+  [Lane.BULK]: { leadMs: 2_000, refillMs: 500, startMs: 1_000 },
 };
 
 /** The most messages one release call stamps (the bulk lane's half second at 40 a second is 20). */
@@ -120,12 +123,15 @@ export class LaneScheduler {
   private async run(): Promise<void> {
     const { store, lane, time, log, ratePerSecond } = this.o;
     const stopped = this.stopping.signal;
-    const { leadMs: lead, refillMs: refill } = LANE_LEAD[lane];
+    const { leadMs: lead, refillMs: refill, startMs } = LANE_LEAD[lane];
     const failing = new FailureEpisode(log, "lane release", { lane }, () => time.nowMs());
     let holding = false;
     let heldAt = Number.NEGATIVE_INFINITY;
     /** The slot the lane's next message was to get, while it had a backlog. */
     let expected: number | null = null;
+    /** The last slot this scheduler stamped, and whether the lane was empty at its last release. */
+    let lastSlot: number | null = null;
+    let foundEmpty = false;
     while (!stopped.aborted) {
       const seen = this.heard;
       try {
@@ -141,14 +147,25 @@ export class LaneScheduler {
           heldAt = Number.NEGATIVE_INFINITY;
           continue;
         }
+        // A lane that ran empty in the middle of a run goes on with it at once (the run's next
+        // slot is still ahead); one whose run is over starts the next after startMs.
+        const runGoesOn = lastSlot !== null && lastSlot + Math.ceil(1_000 / ratePerSecond) >= now;
+        if (foundEmpty && startMs > 0 && !runGoesOn) {
+          foundEmpty = false;
+          await time.sleep(startMs, stopped);
+          continue;
+        }
+        foundEmpty = false;
         const batch = await store.release(lane, now, { ratePerSecond, untilMs: now + lead, max: RELEASE_BATCH });
         failing.succeeded();
         const first = batch.released[0];
         if (first && expected !== null && first.slotMs > expected)
           this.o.onMissed(lane, Math.floor(((first.slotMs - expected) * ratePerSecond) / 1_000));
         expected = batch.nextSlotMs;
+        lastSlot = batch.released.at(-1)?.slotMs ?? lastSlot;
         for (const r of batch.released) this.o.onRelease({ ...r, lane, releasedAtMs: now });
         if (batch.nextSlotMs === null) {
+          foundEmpty = true;
           await this.idle(IDLE_LOOK_MS, seen);
           heldAt = Number.NEGATIVE_INFINITY; // the lease lapsed meanwhile: take it again
           continue;
