@@ -129,9 +129,8 @@ export class LaneScheduler {
     let heldAt = Number.NEGATIVE_INFINITY;
     /** The slot the lane's next message was to get, while it had a backlog. */
     let expected: number | null = null;
-    /** The last slot this scheduler stamped, and whether the lane was empty at its last release. */
+    /** The last slot this scheduler stamped. */
     let lastSlot: number | null = null;
-    let foundEmpty = false;
     while (!stopped.aborted) {
       const seen = this.heard;
       try {
@@ -147,15 +146,6 @@ export class LaneScheduler {
           heldAt = Number.NEGATIVE_INFINITY;
           continue;
         }
-        // A lane that ran empty in the middle of a run goes on with it at once (the run's next
-        // slot is still ahead); one whose run is over starts the next after startMs.
-        const runGoesOn = lastSlot !== null && lastSlot + Math.ceil(1_000 / ratePerSecond) >= now;
-        if (foundEmpty && startMs > 0 && !runGoesOn) {
-          foundEmpty = false;
-          await time.sleep(startMs, stopped);
-          continue;
-        }
-        foundEmpty = false;
         const batch = await store.release(lane, now, { ratePerSecond, untilMs: now + lead, max: RELEASE_BATCH });
         failing.succeeded();
         const first = batch.released[0];
@@ -165,8 +155,11 @@ export class LaneScheduler {
         lastSlot = batch.released.at(-1)?.slotMs ?? lastSlot;
         for (const r of batch.released) this.o.onRelease({ ...r, lane, releasedAtMs: now });
         if (batch.nextSlotMs === null) {
-          foundEmpty = true;
           await this.idle(IDLE_LOOK_MS, seen);
+          // A message came (or the look is due): a run still on (its next slot ahead) goes on at once;
+          // a run that is over starts again after startMs.
+          const runGoesOn = lastSlot !== null && lastSlot + Math.ceil(1_000 / ratePerSecond) >= time.nowMs();
+          if (startMs > 0 && !runGoesOn) await time.sleep(startMs, stopped);
           heldAt = Number.NEGATIVE_INFINITY; // the lease lapsed meanwhile: take it again
           continue;
         }
