@@ -5,7 +5,7 @@ import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { withAllocatorEnv } from "../internal/config/allocator";
 import { startPostgres } from "../internal/testkit/postgres";
-import { cpuSeconds, machineTicks, statSeconds } from "../internal/testkit/machine";
+import { cpuSeconds, machineTicks, statFields, statSeconds } from "../internal/testkit/machine";
 import { freePort, type Proc, startRedis, tempDir, waitFor } from "../internal/testkit/testkit";
 
 type Cleanup = () => unknown;
@@ -49,13 +49,8 @@ function children(): number[] {
   const out: number[] = [];
   for (const name of readdirSync("/proc")) {
     if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      if (Number(fields[1]) === process.pid && fields[0] !== "Z") out.push(Number(name));
-    } catch {
-      // gone meanwhile
-    }
+    const fields = statFields(`/proc/${name}/stat`); // undefined: gone meanwhile
+    if (fields && Number(fields[1]) === process.pid && fields[0] !== "Z") out.push(Number(name));
   }
   return out;
 }

@@ -10,15 +10,24 @@ export function machineTicks(): { busy: number; total: number } {
 
 const CLK_TCK = Number(spawnSync(["getconf", "CLK_TCK"]).stdout.toString().trim()) || 100;
 
-/** utime+stime from a /proc stat file (a process's, all its threads, or one thread's), in seconds; undefined once it is gone. */
-export function statSeconds(path: string): number | undefined {
+/**
+ * The fields of a /proc stat file after the command's name (which may hold spaces and
+ * parentheses): [0] the state, [1] the parent's pid, [11] utime, [12] stime; undefined once the
+ * process is gone.
+ */
+export function statFields(path: string): string[] | undefined {
   try {
     const stat = readFileSync(path, "utf8");
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return (Number(f[11]) + Number(f[12])) / CLK_TCK;
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   } catch {
     return undefined;
   }
+}
+
+/** utime+stime from a /proc stat file (a process's, all its threads, or one thread's), in seconds; undefined once it is gone. */
+export function statSeconds(path: string): number | undefined {
+  const f = statFields(path);
+  return f && (Number(f[11]) + Number(f[12])) / CLK_TCK;
 }
 
 /** utime+stime of a process (all its threads), in seconds; undefined once it is gone. */
