@@ -14,9 +14,9 @@ import {
   RedisHot,
   waitingCommandTimeoutMs,
 } from "../../internal/hotstore/redis/redis";
-import { limiterDaemon } from "../../internal/limiter/daemon";
-import { daemonInterceptors } from "../../internal/limiter/observe";
-import { serveRpc } from "../../internal/limiter/server";
+import { limiterDaemon } from "../../internal/daemon/daemon";
+import { daemonInterceptors } from "../../internal/daemon/observe";
+import { serveRpc } from "../../internal/daemon/server";
 import { roleGate } from "../../internal/plane/roles";
 import { logger, setLogFormat } from "../../internal/log/log";
 import { laneName } from "../../internal/mail/policy";

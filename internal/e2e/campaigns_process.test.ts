@@ -8,7 +8,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { connect } from "node:net";
 import { join } from "node:path";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
-import { CAMPAIGN_PAGE } from "../limiter/campaign_fanout";
+import { CAMPAIGN_PAGE } from "../daemon/campaign_fanout";
 import { type LimiterClients, limiterClients } from "../limiterclient/client";
 import { type Stack, startStack, waitFor } from "../testkit/testkit";
 

@@ -18,7 +18,7 @@ import { statSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join } from "node:path";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
-import { CAMPAIGN_PAGE } from "../limiter/campaign_fanout";
+import { CAMPAIGN_PAGE } from "../daemon/campaign_fanout";
 import { limiterClients } from "../limiterclient/client";
 import { cpuSeconds } from "../testkit/machine";
 import { pacing, spacing } from "../testkit/pacing";

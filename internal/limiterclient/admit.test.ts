@@ -3,7 +3,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
-import { type RpcServer, serveRpc } from "../limiter/server";
+import { type RpcServer, serveRpc } from "../daemon/server";
 import { freePort } from "../testkit/testkit";
 import { ADMIT_BATCH_PATH, type Admission, decodeAdmitBatchRequest, encodeAdmitBatchResponse } from "../wire/admit";
 import { type AdmitBatchCaller, admitBatchCaller } from "./admit";

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb";
-import { type RpcServer, serveRpc } from "../limiter/server";
+import { type RpcServer, serveRpc } from "../daemon/server";
 import { limiterClients } from "../limiterclient/client";
 import { captureLogger } from "../testkit/logcapture";
 import { tempDir } from "../testkit/testkit";

@@ -6,7 +6,7 @@ import { mapPage, newestFirst, type Order, type Page } from "./paging";
 import { addStatsIn, type StatCount, type StatKind } from "./stats";
 
 // The history of every message: its record and its events, kept for the retention period.
-// The hot store writes it here in batches as messages change (see limiter/history.ts).
+// The hot store writes it here in batches as messages change (see daemon/recordswriter.ts).
 
 /** A message event written for the first time, with its message. */
 export interface NewMessageEvent {

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
-import { emailWebhookEvents } from "../limiter/recordswriter";
+import { emailWebhookEvents } from "../daemon/recordswriter";
 import { recordDatabases } from "../testkit/recorddbs";
 import { DISABLE_AFTER_MS, RETRY_SCHEDULE_MS, webhookRetryPolicy } from "../webhooks/schedule";
 import type { MessageHistory } from "../model/history";

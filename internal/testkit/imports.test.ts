@@ -52,7 +52,7 @@ test("the SMTP process loads its own folder, the daemon's client, the contracts 
 });
 
 test("the daemon imports nothing from its own client", () => {
-  const daemon = (file: string) => /^(internal\/limiter|cmd\/limiterd)\//.test(file);
+  const daemon = (file: string) => /^(internal\/daemon|cmd\/limiterd)\//.test(file);
   expect(importsOf(daemon, /^internal\/limiterclient\//)).toEqual([]);
 });
 
