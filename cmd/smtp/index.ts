@@ -2,7 +2,8 @@
 // each message forwarded to POST /api/v1/emails.
 import { join } from "node:path";
 import { loadOrExit, smtpConfig } from "../../internal/config/config";
-import { limiterClients } from "../../internal/limiterclient/client";
+import { DirectoryService } from "../../internal/gen/mailcore/limiter/v1/limiter_pb";
+import { daemonConnection } from "../../internal/limiterclient/client";
 import { logger, setLogFormat } from "../../internal/log/log";
 import { certificateExpiry, newRegistry, serveMetrics, smtpMetrics } from "../../internal/metrics/metrics";
 import { exitGracefully } from "../../internal/shutdown/shutdown";
@@ -28,7 +29,7 @@ if (files.source === "self-signed") {
   });
 }
 
-const { directory } = limiterClients(cfg.limiterUrl, cfg.limiterTls);
+const directory = daemonConnection(cfg.limiterUrl, cfg.limiterTls).client(DirectoryService);
 const registry = newRegistry("smtp");
 certificateExpiry(registry, {
   LIMITER_TLS_CLIENT_CERT: cfg.limiterTls?.cert,
