@@ -33,7 +33,14 @@ export interface LimiterClients {
 }
 
 /** A record-bound call that did not finish by its deadline: limiterd wrote nothing of it. */
-export class RecordsTimedOut extends ConnectError {}
+export class RecordsTimedOut extends ConnectError {
+  // ConnectError's instanceof takes any ConnectError (to work across copies of the library),
+  // and a subclass inherits it: without the ordinary instanceof here, every failed call would
+  // read as a records timeout.
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return Function.prototype[Symbol.hasInstance].call(RecordsTimedOut, value);
+  }
+}
 
 /**
  * A record-bound call tells limiterd by when to have committed or rolled back its records:
