@@ -36,16 +36,14 @@ const ports = {
 };
 const site = apiSite(
   {
-    daemon: daemon.client(ConsoleService),
+    console: daemon.client(ConsoleService),
     audience: clients.audience,
     automation: clients.automation,
     mail: clients.mail,
     webhooks: clients.webhooks,
-    timeoutMs: cfg.limiterTimeoutMs,
-    trustProxy: cfg.trustProxy,
-    log,
+    admission: ports.admission,
   },
-  ports.admission.admit,
+  { timeoutMs: cfg.limiterTimeoutMs, trustProxy: cfg.trustProxy, log },
 );
 const registry = newRegistry("api");
 certificateExpiry(registry, { LIMITER_TLS_CLIENT_CERT: cfg.limiterTls?.cert, LIMITER_TLS_CA: cfg.limiterTls?.ca });

@@ -55,16 +55,14 @@ export async function startInProcess(
   const ports = { ...daemonPorts(clients, { timeoutMs: 2_000, recordsTimeoutMs: 10_000, log }), validation };
   const site = apiSite(
     {
-      daemon: clients.console,
+      console: clients.console,
       audience: clients.audience,
       automation: clients.automation,
       mail: clients.mail,
       webhooks: clients.webhooks,
-      timeoutMs: 2_000,
-      trustProxy: [],
-      log,
+      admission: ports.admission,
     },
-    ports.admission.admit,
+    { timeoutMs: 2_000, trustProxy: [], log },
   );
   const api = serveApi(
     ports,
