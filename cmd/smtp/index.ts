@@ -10,6 +10,7 @@ import { exitGracefully } from "../../internal/shutdown/shutdown";
 import { apiClient } from "../../internal/smtp/api";
 import { submissionServer } from "../../internal/smtp/server";
 import { devCertificate, readTls } from "../../internal/smtp/tls";
+import { tokenVerifier } from "../../internal/smtp/verify";
 
 const log = logger("smtp");
 const cfg = loadOrExit("smtp", () => smtpConfig(process.env));
@@ -38,14 +39,7 @@ certificateExpiry(registry, {
 });
 const server = submissionServer(
   {
-    verifyToken: async (token) => {
-      try {
-        const r = await directory.verifyToken({ token }, { timeoutMs: cfg.limiterTimeoutMs });
-        return r.valid ? { valid: true, orgId: r.orgId, orgSlug: r.orgSlug } : { valid: false };
-      } catch {
-        return { unavailable: true };
-      }
-    },
+    verifyToken: tokenVerifier(directory, cfg.limiterTimeoutMs),
     api: apiClient(cfg.apiUrl, cfg.apiTimeoutMs),
     log,
     metrics: smtpMetrics(registry),
