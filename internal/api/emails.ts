@@ -93,28 +93,26 @@ export function validateSendRequest(body: unknown): Validated {
   }
 }
 
-/** Validates a parsed JSON body. Throws InvalidField naming the first bad field. */
-export function parseSendRequest(body: unknown): SendInput {
-  if (typeof body !== "object" || body === null || Array.isArray(body))
-    throw new InvalidField("body", "must be a JSON object");
-  const b = body as Record<string, unknown>;
-  const unknown = Object.keys(b).find((k) => !FIELDS.has(k));
-  if (unknown !== undefined) throw new InvalidField(unknown, "is not a field of this endpoint");
-
-  const from = mailbox("from", b.from);
-  let toValue = b.to;
-  if (Array.isArray(toValue)) {
-    if (toValue.length !== 1)
+/** "to": one mailbox, or a list of exactly one. */
+function recipient(value: unknown): { header: string; address: string } {
+  if (Array.isArray(value)) {
+    if (value.length !== 1)
       throw new InvalidField("to", "must name exactly one recipient (send one message per recipient)");
-    toValue = toValue[0];
+    return mailbox("to", value[0]);
   }
-  const to = mailbox("to", toValue);
-  const replyTo = b.replyTo === undefined || b.replyTo === null ? undefined : mailbox("replyTo", b.replyTo);
+  return mailbox("to", value);
+}
 
-  const subject = optionalString("subject", b.subject, MAX_LINE);
+/** "subject": required, one line. */
+function subjectOf(value: unknown): string {
+  const subject = optionalString("subject", value, MAX_LINE);
   if (subject.trim() === "") throw new InvalidField("subject", "is required");
   if (/[\r\n]/.test(subject)) throw new InvalidField("subject", "must be one line");
+  return subject;
+}
 
+/** The body: html and text as given, or Markdown rendered to html (and kept as the text when there is none). */
+function content(b: Record<string, unknown>): { html: string; text: string } {
   let html = optionalString("html", b.html, Number.POSITIVE_INFINITY);
   let text = optionalString("text", b.text, Number.POSITIVE_INFINITY);
   const markdown = optionalString("markdown", b.markdown, Number.POSITIVE_INFINITY);
@@ -129,58 +127,104 @@ export function parseSendRequest(body: unknown): SendInput {
     if (text === "") text = markdown;
   }
   if (html === "" && text === "") throw new InvalidField("html", "one of html, text or markdown is required");
+  return { html, text };
+}
 
+/** "headers": the allowed ones only, each a one-line string. */
+function customHeaders(value: unknown): Record<string, string> {
   const headers: Record<string, string> = {};
-  if (b.headers !== undefined && b.headers !== null) {
-    if (typeof b.headers !== "object" || Array.isArray(b.headers))
-      throw new InvalidField("headers", "must be an object of header names to values");
-    const entries = Object.entries(b.headers as Record<string, unknown>);
-    if (entries.length > MAX_HEADERS) throw new InvalidField("headers", `at most ${MAX_HEADERS}`);
-    for (const [name, value] of entries) {
-      if (!HEADER_NAME.test(name)) throw new InvalidField(`headers.${name}`, "is not a valid header name");
-      if (!isAllowedHeader(name)) {
-        throw new InvalidField(
-          `headers.${name}`,
-          `is not accepted: allowed are ${ALLOWED_HEADERS_TEXT}; From, To, Subject, Reply-To and the like come from the request's own fields`,
-        );
-      }
-      if (typeof value !== "string" || /[\r\n]/.test(value) || value.length > MAX_LINE) {
-        throw new InvalidField(`headers.${name}`, `must be a one-line string of at most ${MAX_LINE} characters`);
-      }
-      headers[name] = value;
+  if (value === undefined || value === null) return headers;
+  if (typeof value !== "object" || Array.isArray(value))
+    throw new InvalidField("headers", "must be an object of header names to values");
+  const entries = Object.entries(value as Record<string, unknown>);
+  if (entries.length > MAX_HEADERS) throw new InvalidField("headers", `at most ${MAX_HEADERS}`);
+  for (const [name, v] of entries) {
+    if (!HEADER_NAME.test(name)) throw new InvalidField(`headers.${name}`, "is not a valid header name");
+    if (!isAllowedHeader(name)) {
+      throw new InvalidField(
+        `headers.${name}`,
+        `is not accepted: allowed are ${ALLOWED_HEADERS_TEXT}; From, To, Subject, Reply-To and the like come from the request's own fields`,
+      );
     }
-  }
-
-  let tags: string[] = [];
-  if (b.tags !== undefined && b.tags !== null) {
-    if (!Array.isArray(b.tags) || b.tags.length > MAX_TAGS)
-      throw new InvalidField("tags", `must be a list of at most ${MAX_TAGS} tags`);
-    for (const t of b.tags)
-      if (typeof t !== "string" || !TAG.test(t))
-        throw new InvalidField("tags", `${JSON.stringify(t)} is not a tag (letters, digits, _ and -, up to 64)`);
-    tags = b.tags as string[];
-  }
-
-  let trackOpens = false;
-  let trackClicks = false;
-  if (b.tracking !== undefined && b.tracking !== null) {
-    const t = b.tracking as Record<string, unknown>;
-    if (typeof t !== "object" || Array.isArray(t) || Object.keys(t).some((k) => k !== "opens" && k !== "clicks")) {
-      throw new InvalidField("tracking", 'must be {"opens": boolean, "clicks": boolean}');
+    if (typeof v !== "string" || /[\r\n]/.test(v) || v.length > MAX_LINE) {
+      throw new InvalidField(`headers.${name}`, `must be a one-line string of at most ${MAX_LINE} characters`);
     }
-    for (const k of ["opens", "clicks"] as const) {
-      if (t[k] !== undefined && typeof t[k] !== "boolean")
-        throw new InvalidField(`tracking.${k}`, "must be true or false");
-    }
-    trackOpens = t.opens === true;
-    trackClicks = t.clicks === true;
+    headers[name] = v;
   }
+  return headers;
+}
 
-  let lane = Lane.TRANSACTIONAL;
-  if (b.lane !== undefined && b.lane !== null) {
-    if (b.lane === "bulk") lane = Lane.BULK;
-    else if (b.lane !== "transactional") throw new InvalidField("lane", 'must be "transactional" or "bulk"');
+/** "tags": at most MAX_TAGS. */
+function tagsOf(value: unknown): string[] {
+  if (value === undefined || value === null) return [];
+  if (!Array.isArray(value) || value.length > MAX_TAGS)
+    throw new InvalidField("tags", `must be a list of at most ${MAX_TAGS} tags`);
+  for (const t of value)
+    if (typeof t !== "string" || !TAG.test(t))
+      throw new InvalidField("tags", `${JSON.stringify(t)} is not a tag (letters, digits, _ and -, up to 64)`);
+  return value as string[];
+}
+
+/** "tracking": opens and clicks, both off unless asked for. */
+function trackingOf(value: unknown): { trackOpens: boolean; trackClicks: boolean } {
+  if (value === undefined || value === null) return { trackOpens: false, trackClicks: false };
+  const t = value as Record<string, unknown>;
+  if (typeof t !== "object" || Array.isArray(t) || Object.keys(t).some((k) => k !== "opens" && k !== "clicks")) {
+    throw new InvalidField("tracking", 'must be {"opens": boolean, "clicks": boolean}');
   }
+  for (const k of ["opens", "clicks"] as const) {
+    if (t[k] !== undefined && typeof t[k] !== "boolean")
+      throw new InvalidField(`tracking.${k}`, "must be true or false");
+  }
+  return { trackOpens: t.opens === true, trackClicks: t.clicks === true };
+}
+
+/** "lane": transactional unless bulk is asked for. */
+function laneOf(value: unknown): Lane {
+  if (value === undefined || value === null || value === "transactional") return Lane.TRANSACTIONAL;
+  if (value === "bulk") return Lane.BULK;
+  throw new InvalidField("lane", 'must be "transactional" or "bulk"');
+}
+
+/** What an Idempotency-Key is compared by: the validated request, not its bytes. */
+function fingerprintOf(lane: Lane, email: Email): string {
+  return createHash("sha256")
+    .update(
+      JSON.stringify([
+        lane,
+        email.from,
+        email.to,
+        email.subject,
+        email.html,
+        email.text,
+        email.replyTo,
+        Object.entries(email.headers).sort(),
+        email.tags,
+        email.trackOpens,
+        email.trackClicks,
+      ]),
+    )
+    .digest("hex");
+}
+
+/** Validates a parsed JSON body. Throws InvalidField naming the first bad field. */
+export function parseSendRequest(body: unknown): SendInput {
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    throw new InvalidField("body", "must be a JSON object");
+  const b = body as Record<string, unknown>;
+  const unknown = Object.keys(b).find((k) => !FIELDS.has(k));
+  if (unknown !== undefined) throw new InvalidField(unknown, "is not a field of this endpoint");
+
+  // In this order: the first bad field is the one named.
+  const from = mailbox("from", b.from);
+  const to = recipient(b.to);
+  const replyTo = b.replyTo === undefined || b.replyTo === null ? undefined : mailbox("replyTo", b.replyTo);
+  const subject = subjectOf(b.subject);
+  const { html, text } = content(b);
+  const headers = customHeaders(b.headers);
+  const tags = tagsOf(b.tags);
+  const { trackOpens, trackClicks } = trackingOf(b.tracking);
+  const lane = laneOf(b.lane);
 
   const email = create(EmailSchema, {
     from: from.header,
@@ -196,22 +240,5 @@ export function parseSendRequest(body: unknown): SendInput {
     trackOpens,
     trackClicks,
   });
-  const fingerprint = createHash("sha256")
-    .update(
-      JSON.stringify([
-        lane,
-        email.from,
-        email.to,
-        subject,
-        html,
-        text,
-        email.replyTo,
-        Object.entries(headers).sort(),
-        tags,
-        trackOpens,
-        trackClicks,
-      ]),
-    )
-    .digest("hex");
-  return { lane, email, fingerprint };
+  return { lane, email, fingerprint: fingerprintOf(lane, email) };
 }
