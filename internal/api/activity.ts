@@ -2,7 +2,7 @@ import { Lane, type MessageInfo, type MessageStatsHour, MessageStatus } from "..
 import { laneName, normalizeMailbox } from "../mail/policy";
 import { InvalidField } from "./emails";
 import { error, type Handler, iso, json } from "./respond";
-import { paging, route } from "./routing";
+import { paging, route } from "./resource";
 
 // What happened to an organization's mail: the activity log (GET /api/v1/emails, one email at
 // /emails/{id}) and the delivery figures over time (GET /api/v1/stats/emails), read from the records.

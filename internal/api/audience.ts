@@ -5,7 +5,7 @@ import {
   type UpsertResult,
 } from "../gen/mailcore/limiter/v1/audience_pb";
 import { type Admitted, type Front, type Handler, type Headers_, iso, json } from "./respond";
-import { body, decoded, keyedCall, paging, route } from "./routing";
+import { body, decoded, keyedCall, paging, route } from "./resource";
 import {
   type ChangeInit,
   parseBatch,

@@ -3,7 +3,7 @@ import { type Campaign, CampaignStatus } from "../gen/mailcore/limiter/v1/automa
 import { InvalidField } from "./emails";
 import { parseMessageTemplate } from "./message_template";
 import { type Admitted, error, type Handler, iso, json } from "./respond";
-import { body, decoded, keyedCall, paging, route } from "./routing";
+import { body, decoded, keyedCall, paging, route } from "./resource";
 import { tagList } from "./subscribers";
 
 // The campaign endpoints: draft, send (now or at scheduledAt), cancel, read with stats. Each

@@ -7,7 +7,7 @@ import type { Logger } from "../log/log";
 import { MAX_ADMIT_BATCH } from "../wire/admit";
 import { DEADLINE_HEADER, NOT_QUEUED_HEADER, REQUEST_ID_HEADER, SEND_GRACE_MS } from "../wire/metadata";
 import { type ApiPorts, NotQueued } from "./ports";
-import { createCall } from "./routing";
+import { createCall } from "./resource";
 
 /** The daemon's clients the API's ports call. */
 export type ApiClients = Pick<

@@ -12,7 +12,7 @@ import { clientIp } from "../clientip/clientip";
 import { MAX_BODY_BYTES } from "../limits/limits";
 import { apiContracts } from "./contract";
 import { InvalidField } from "./emails";
-import { rateLimitHeaders } from "./headers";
+import { rateLimitHeaders } from "./ratelimit_headers";
 import { observed } from "./observe";
 import type { ApiPorts } from "./ports";
 import { type Admitted, error, type Front, getOnly, type Headers_, invalid, json, methodNotAllowed } from "./respond";

@@ -6,7 +6,7 @@ import {
 import { checkEndpoint } from "../webhooks/endpoint";
 import { InvalidField } from "./emails";
 import { error, type Handler, type Headers_, invalid, json, readJson } from "./respond";
-import { paging, route } from "./routing";
+import { paging, route } from "./resource";
 
 // /api/v1/webhooks: an organization's endpoints and their deliveries, over the daemon.
 

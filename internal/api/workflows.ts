@@ -3,7 +3,7 @@ import type { Workflow, WorkflowRun, WorkflowSchema } from "../gen/mailcore/limi
 import { parseMessageTemplate } from "./message_template";
 import { InvalidField } from "./emails";
 import { type Admitted, json } from "./respond";
-import { body, decoded, keyedCall, paging, route } from "./routing";
+import { body, decoded, keyedCall, paging, route } from "./resource";
 import { tagName } from "./subscribers";
 
 // The workflow endpoints: create, list, read, change, delete, and a workflow's runs. Each

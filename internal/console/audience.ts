@@ -1,5 +1,5 @@
 import { InvalidField } from "../api/emails";
-import { DEFAULT_LIMIT } from "../api/routing";
+import { DEFAULT_LIMIT } from "../api/resource";
 import { MAX_EMAIL, tagName } from "../api/subscribers";
 import { campaignsPage, subscriberPage, subscribersPage, workflowPage, workflowsPage } from "./audience_pages";
 import type { ConsoleContext } from "./context";
