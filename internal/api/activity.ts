@@ -1,6 +1,6 @@
 import { Lane, type MessageInfo, type MessageStatsHour, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import { laneName, normalizeMailbox } from "../mail/policy";
-import { InvalidField } from "./emails";
+import { InvalidField } from "./invalid_field";
 import { error, type Handler, iso, json } from "./respond";
 import { paging, route } from "./resource";
 

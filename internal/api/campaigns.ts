@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { type Campaign, CampaignStatus } from "../gen/mailcore/limiter/v1/automation_pb";
-import { InvalidField } from "./emails";
+import { InvalidField } from "./invalid_field";
 import { parseMessageTemplate } from "./message_template";
 import { type Admitted, error, type Handler, iso, json } from "./respond";
 import { body, decoded, keyedCall, paging, route } from "./resource";

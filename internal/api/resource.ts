@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { IDEMPOTENCY_KEY_HEADER } from "../wire/metadata";
-import { InvalidField } from "./emails";
+import { InvalidField } from "./invalid_field";
 import { type Admitted, error, type Front, type Handler, invalid, readJson } from "./respond";
 
 // What the resource endpoints (audience, campaigns, workflows, webhooks, the activity log)

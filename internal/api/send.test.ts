@@ -4,7 +4,7 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, test } from "bun:test";
 import { EmailSchema, Lane, SendOutcome, SendResponseSchema } from "../gen/mailcore/limiter/v1/mail_pb";
-import type { SendInput } from "./emails";
+import type { SendInput } from "./send_request";
 import { NotQueued } from "./ports";
 import { sendAnswer, sendUnconfirmed } from "./send";
 

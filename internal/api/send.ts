@@ -1,6 +1,7 @@
 import { SendOutcome, type SendResponse } from "../gen/mailcore/limiter/v1/mail_pb";
 import { laneName } from "../mail/policy";
-import { InvalidField, type SendInput } from "./emails";
+import { InvalidField } from "./invalid_field";
+import type { SendInput } from "./send_request";
 import { NotQueued } from "./ports";
 import { error, type Handler, type Headers_, invalid, json, readJson } from "./respond";
 

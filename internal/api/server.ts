@@ -11,7 +11,7 @@ import { IDEMPOTENCY_CONFLICT_HEADER } from "../wire/metadata";
 import { clientIp } from "../clientip/clientip";
 import { MAX_BODY_BYTES } from "../limits/limits";
 import { apiContracts } from "./contract";
-import { InvalidField } from "./emails";
+import { InvalidField } from "./invalid_field";
 import { rateLimitHeaders } from "./ratelimit_headers";
 import { observed } from "./observe";
 import type { ApiPorts } from "./ports";

@@ -4,7 +4,7 @@ import {
   type WebhookEndpoint,
 } from "../gen/mailcore/limiter/v1/webhooks_pb";
 import { checkEndpoint } from "../webhooks/endpoint";
-import { InvalidField } from "./emails";
+import { InvalidField } from "./invalid_field";
 import { error, type Handler, type Headers_, invalid, json, readJson } from "./respond";
 import { paging, route } from "./resource";
 

@@ -1,7 +1,7 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Workflow, WorkflowRun, WorkflowSchema } from "../gen/mailcore/limiter/v1/automation_pb";
 import { parseMessageTemplate } from "./message_template";
-import { InvalidField } from "./emails";
+import { InvalidField } from "./invalid_field";
 import { type Admitted, json } from "./respond";
 import { body, decoded, keyedCall, paging, route } from "./resource";
 import { tagName } from "./subscribers";

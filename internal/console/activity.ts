@@ -2,7 +2,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { GetSessionResponse } from "../gen/mailcore/limiter/v1/console_pb";
 import { emailFilters } from "../api/activity";
 import { apiContracts } from "../api/contract";
-import { InvalidField } from "../api/emails";
+import { InvalidField } from "../api/invalid_field";
 import { type EmailFilterForm, emailPage, emailsPage, webhookDeliveriesPage, webhooksPage } from "./activity_pages";
 import type { ConsoleContext } from "./context";
 import { type Notice, PATHS } from "./pages";

@@ -1,4 +1,4 @@
-import { InvalidField } from "../api/emails";
+import { InvalidField } from "../api/invalid_field";
 import { DEFAULT_LIMIT } from "../api/resource";
 import { MAX_EMAIL, tagName } from "../api/subscribers";
 import { campaignsPage, subscriberPage, subscribersPage, workflowPage, workflowsPage } from "./audience_pages";

@@ -6,7 +6,7 @@
 import { expect, test } from "bun:test";
 import fc from "fast-check";
 import { simpleParser } from "mailparser";
-import { validateSendRequest } from "../api/emails";
+import { validateSendRequest } from "../api/send_request";
 import { isAllowedHeader } from "../mail/headers";
 import { fuzzParams, reportFuzz } from "../testkit/fuzz";
 import { PARSE_OPTIONS, toSendRequest } from "./message";

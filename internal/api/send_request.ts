@@ -4,6 +4,7 @@ import { createHash } from "node:crypto";
 import { type Email, EmailSchema, Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { ALLOWED_HEADERS_TEXT, HEADER_NAME, isAllowedHeader, MAX_HEADER_VALUE, MAX_HEADERS } from "../mail/headers";
 import { renderMarkdown } from "../markdown/markdown";
+import { InvalidField } from "./invalid_field";
 
 // The body of POST /api/v1/emails, validated into the Email the daemon queues.
 
@@ -12,16 +13,6 @@ export interface SendInput {
   email: Email;
   /** A fingerprint of the validated request, for Idempotency-Key comparisons. */
   fingerprint: string;
-}
-
-export class InvalidField extends Error {
-  constructor(
-    readonly field: string,
-    /** What is wrong with the field, without its name. */
-    readonly reason: string,
-  ) {
-    super(`${field}: ${reason}`);
-  }
 }
 
 const FIELDS = new Set([
