@@ -125,7 +125,7 @@ test("toSendRequest: never throws; what it forwards the API parses or refuses by
       }
       outcomes.forwarded++;
       const body = JSON.parse(conversion.json) as Record<string, unknown>;
-      expect(body).toEqual(conversion.body as unknown as Record<string, unknown>);
+      expect<unknown>(body).toEqual(conversion.body);
       expect(String(body.to)).toContain(`<${envelope.rcptTo}>`.slice(1, -1));
       for (const name of Object.keys((body.headers as Record<string, string>) ?? {}))
         expect(isAllowedHeader(name)).toBe(true);
