@@ -26,68 +26,95 @@ export function verdictOf(result: VerifyResult): TokenVerdict {
   return "unavailable" in result ? result : { valid: result.valid };
 }
 
-/** onAuth. */
+/**
+ * A refused AUTH, logged and answered. A wrong credential also counts against the connection and
+ * its address (past a few, the reply is held back); after the last one allowed the connection closes.
+ */
+function refuse(
+  front: SubmissionFront,
+  session: SMTPServerSession,
+  label: string,
+  reply: Reply,
+  close: boolean,
+  done: AuthDone,
+): void {
+  const s = front.state(session);
+  const holdMs = reply.code === 535 ? front.throttle.failed(s.ip ?? "") : 0;
+  if (reply.code === 535) s.failures++;
+  front.log.warn("auth refused", {
+    session: session.id,
+    user: label,
+    ip: s.ip,
+    reply: `${reply.code} ${reply.status}`,
+    failures: s.failures,
+    holdMs,
+  });
+  setTimeout(() => {
+    done(front.refusal(reply));
+    if (close) setImmediate(() => front.closeSession(session));
+    else front.armAuthTimer(session);
+  }, holdMs);
+}
+
+/**
+ * A good token: from here on the session counts for its organization, no longer for its address
+ * (and for neither when it closed while its token was checked); refused when the organization
+ * holds its sessions.
+ */
+function authenticated(
+  front: SubmissionFront,
+  session: SMTPServerSession,
+  label: string,
+  token: string,
+  org: { orgId: string; orgSlug: string },
+  done: AuthDone,
+): void {
+  const s = front.state(session);
+  if (s.slot === "address") {
+    if (!front.slots.joinOrganization(org.orgId)) {
+      front.log.warn("auth refused: the organization holds its sessions", { session: session.id, org: org.orgSlug });
+      done(front.refusal(tooManySessionsForOrganization(front.o.maxSessionsPerOrg)));
+      return;
+    }
+    front.slots.leaveAddress(s.ip!);
+    s.slot = "organization";
+  }
+  Object.assign(s, { label, orgSlug: org.orgSlug, orgId: org.orgId, token });
+  clearTimeout(s.authTimer);
+  front.log.info("authenticated", { session: session.id, user: label, org: org.orgSlug, ip: session.remoteAddress });
+  front.counted(235);
+  done(null, { user: { username: label } });
+}
+
+/** onAuth: the credentials' shape checked here, the token by the daemon. */
 export function authenticate(
   front: SubmissionFront,
   auth: SMTPServerAuthentication,
   session: SMTPServerSession,
   done: AuthDone,
 ) {
-  const { log, throttle } = front;
   const s = front.state(session);
   const label = logLabel(auth.username ?? "");
-  const fail = (reply: Reply, close: boolean) => {
-    // A wrong credential also counts against the address; past a few, its reply is held back.
-    const holdMs = reply.code === 535 ? throttle.failed(s.ip ?? "") : 0;
-    if (reply.code === 535) s.failures++;
-    log.warn("auth refused", {
-      session: session.id,
-      user: label,
-      ip: s.ip,
-      reply: `${reply.code} ${reply.status}`,
-      failures: s.failures,
-      holdMs,
-    });
-    setTimeout(() => {
-      done(front.refusal(reply));
-      if (close) setImmediate(() => front.closeSession(session));
-      else front.armAuthTimer(session);
-    }, holdMs);
-  };
   clearTimeout(s.authTimer);
-  const throttled = throttle.refusedForSeconds(s.ip ?? "");
+  const throttled = front.throttle.refusedForSeconds(s.ip ?? "");
   if (throttled > 0) return done(front.refusal(authThrottled(throttled)));
   const password = auth.password ?? undefined;
   const check = checkCredentials(auth.username, password, isWellFormed, s.failures);
-  if (!check.verify) return fail(check.reply, check.close);
+  if (!check.verify) return refuse(front, session, label, check.reply, check.close, done);
   front.deps.verifyToken(password!).then(
     (result) => {
       const next = afterVerify(verdictOf(result), s.failures);
       if (!next.ok) {
         if ("unavailable" in result)
-          log.warn("token check failed: the daemon is unavailable", { session: session.id, user: label });
-        return fail(next.reply, next.close);
+          front.log.warn("token check failed: the daemon is unavailable", { session: session.id, user: label });
+        return refuse(front, session, label, next.reply, next.close, done);
       }
-      const [orgId, orgSlug] = "orgId" in result ? [result.orgId, result.orgSlug] : ["", ""];
-      // From here on the session counts for its organization, no longer for its address (and
-      // for neither when it closed while its token was checked).
-      if (s.slot === "address") {
-        if (!front.slots.joinOrganization(orgId)) {
-          log.warn("auth refused: the organization holds its sessions", { session: session.id, org: orgSlug });
-          return done(front.refusal(tooManySessionsForOrganization(front.o.maxSessionsPerOrg)));
-        }
-        front.slots.leaveAddress(s.ip!);
-        s.slot = "organization";
-      }
-      Object.assign(s, { label, orgSlug, orgId, token: password! });
-      clearTimeout(s.authTimer);
-      log.info("authenticated", { session: session.id, user: label, org: orgSlug, ip: session.remoteAddress });
-      front.counted(235);
-      done(null, { user: { username: label } });
+      const org = "orgId" in result ? result : { orgId: "", orgSlug: "" };
+      authenticated(front, session, label, password!, org, done);
     },
     (err: Error) => {
-      log.error("token check threw", { session: session.id, error: err.message });
-      fail(authUnavailable(), false);
+      front.log.error("token check threw", { session: session.id, error: err.message });
+      refuse(front, session, label, authUnavailable(), false, done);
     },
   );
 }
