@@ -47,7 +47,7 @@ const only = process.argv.includes("--only")
   : [...TARGETS];
 const targets = TARGETS.filter((t) => only.includes(t));
 
-// The mail pipeline's keys share one hash slot, {mail} (docs/architecture.md, "The hot store"); this key is in it.
+// The mail pipeline's keys share one hash slot, {mail} (docs/adr/0006-one-lua-prelude-one-slot-per-script.md); this key is in it.
 const SERVICE_SLOT_KEY = "{mail}";
 const clusterMode = process.argv.includes("--cluster");
 const cluster = clusterMode ? await startRedisCluster({ replicas: 1, nodeTimeoutMs: 2_000 }) : undefined;
