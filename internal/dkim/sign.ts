@@ -57,6 +57,8 @@ export class DkimSignError extends Error {}
 /** Bounds the address parser, slow on nested comments; a real From field is far shorter. */
 const MAX_FROM_FIELD = 998;
 const NAME = /^[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*$/;
+const CRLF = Buffer.from("\r\n");
+const EMPTY = Buffer.alloc(0);
 /** Where a signature header's lines are folded: receivers take any length, people read 78. */
 const LINE = 76;
 
@@ -67,16 +69,12 @@ const LINE = 76;
  */
 export function signMessage(message: Buffer, keys: readonly DkimSigningKey[], now: Date = new Date()): Buffer {
   if (keys.length === 0) throw new DkimSignError("no DKIM key to sign with: a message is never sent unsigned");
-  let text = message.toString("latin1");
-  const parsed = parse(text);
+  const parsed = parse(message.toString("latin1"));
   if (parsed.fields.some((f) => fieldKey(f) === "dkim-signature"))
     throw new DkimSignError("the message already has a DKIM-Signature: a message is signed once, last");
   const domain = fromDomainOf(parsed);
   for (const key of keys) checkKey(key, domain);
-  if (parsed.body !== "" && !parsed.body.endsWith("\r\n")) {
-    text += "\r\n";
-    parsed.body += "\r\n";
-  }
+  const endOfLine = parsed.body !== "" && !parsed.body.endsWith("\r\n") ? CRLF : EMPTY;
   const bodyHash = createHash("sha256").update(relaxedBody(parsed.body), "latin1").digest("base64");
   const names = headerList(parsed.fields);
   const covered = coveredFields(parsed.fields, names)
@@ -84,7 +82,7 @@ export function signMessage(message: Buffer, keys: readonly DkimSigningKey[], no
     .join("");
   const timestamp = Math.floor(now.getTime() / 1000);
   const signatures = keys.map((key) => signatureField(key, names, bodyHash, timestamp, covered));
-  return Buffer.from(signatures.join("") + text, "latin1");
+  return Buffer.concat([Buffer.from(signatures.join(""), "latin1"), message, endOfLine]);
 }
 
 /** The From domain of a message (lower-cased ASCII): the d= its signature must carry. */
