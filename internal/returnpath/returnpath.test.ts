@@ -2,7 +2,7 @@ import { expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import fc from "fast-check";
 import { newMessageId } from "../daemon/mail_service";
-import { parseReturnPath, returnPathFor } from "./returnpath";
+import { isReturnPathSubdomain, parseReturnPath, returnPathFor } from "./returnpath";
 
 const key = randomBytes(32);
 const ID = "msg_5f1d2c3b4a5968778695a4b3";
@@ -107,4 +107,10 @@ test("bad input to returnPathFor is refused, not encoded", () => {
   expect(() => returnPathFor(`msg_${"a".repeat(44)}`, "example.com", key)).toThrow("too long for a return path");
   expect(() => returnPathFor("msg_abc", "example.com", randomBytes(8))).toThrow("at least 16 bytes");
   expect(() => parseReturnPath("x@y", randomBytes(8))).toThrow("at least 16 bytes");
+});
+
+test("RETURN_PATH_SUBDOMAIN: DNS labels", () => {
+  for (const ok of ["bounces", "rp.mail", "Bounces", "b-1"]) expect(isReturnPathSubdomain(ok)).toBe(true);
+  for (const bad of ["", ".bounces", "bounces.", "-b", "b_1", "a..b", "x".repeat(64), "bo unces"])
+    expect(isReturnPathSubdomain(bad)).toBe(false);
 });

@@ -44,7 +44,7 @@ export function returnPathFor(
   if (!MESSAGE_ID.test(messageId))
     throw new Error(`${JSON.stringify(messageId)} is not a message id (lower-case letters, digits and one "_")`);
   const domain = `${subdomain}.${fromDomain}`.toLowerCase().replace(/\.$/, "");
-  if (domain.length > MAX_DOMAIN || !domain.split(".").every((l) => LABEL.test(l)))
+  if (!isReturnPathSubdomain(subdomain) || domain.length > MAX_DOMAIN || !isDomainName(domain))
     throw new Error(`${JSON.stringify(domain)} is not a domain name a return path can be at`);
   const local = `${messageId}-${mac(key, messageId, domain)}`;
   if (local.length > MAX_LOCAL_PART)
@@ -72,6 +72,13 @@ export function parseReturnPath(address: string, key: Uint8Array): ParsedReturnP
     };
   return { ok: true, messageId, domain };
 }
+
+/** Whether RETURN_PATH_SUBDOMAIN's value can stand before a domain: one or more DNS labels. */
+export function isReturnPathSubdomain(subdomain: string): boolean {
+  return subdomain.length <= 63 && isDomainName(subdomain.toLowerCase());
+}
+
+const isDomainName = (name: string) => name.split(".").every((l) => LABEL.test(l));
 
 function checkKey(key: Uint8Array): void {
   if (key.length < MIN_KEY_BYTES) throw new Error(`the return path key must be at least ${MIN_KEY_BYTES} bytes`);
