@@ -145,6 +145,10 @@ test("what it refuses to sign, each with its reason", () => {
   expect(signError(() => signMessage(crlf(["From: a@example.com, b@example.com", "", "x"]), [rsaKey]))).toBe(
     "cannot sign: the From field is not one mailbox",
   );
+  const nested = `a@example.com ${"(".repeat(500)}${")".repeat(500)}`;
+  expect(signError(() => signMessage(crlf([`From: ${nested}`, "", "x"]), [rsaKey]))).toBe(
+    "cannot sign: the From field is too long to parse",
+  );
   expect(signError(() => signMessage(crlf(["From: a@example.net", "", "x"]), [rsaKey]))).toBe(
     "cannot sign with the key of example.com: the message is from example.net, and d= must be the From domain",
   );

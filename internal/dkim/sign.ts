@@ -54,7 +54,7 @@ export const SIGNED_FIELDS = [
 
 export class DkimSignError extends Error {}
 
-/** Bounds the address parser, slow on nested comments; a real From field is far shorter. */
+/** Bounds the address parser (slow on nested comments, and out of stack past a few thousand); a real From field is far shorter. */
 const MAX_FROM_FIELD = 998;
 const NAME = /^[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*$/;
 const CRLF = Buffer.from("\r\n");
