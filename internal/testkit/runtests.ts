@@ -22,6 +22,10 @@ const TOOLS: Record<string, { check: string; pkg: string }> = {
   chromium: { check: "test -x /usr/bin/chromium", pkg: "chromium" },
   // The alert rules' tests run promtool (check rules, test rules); Debian ships it with Prometheus.
   promtool: { check: "command -v promtool", pkg: "prometheus" },
+  // The DKIM signatures are verified by two implementations of others: dkimpy (Debian's python3,
+  // with PyNaCl for Ed25519 and dnspython) and Perl's Mail::DKIM.
+  "python3-dkim": { check: "/usr/bin/python3 -c 'import dkim, nacl, dns.resolver'", pkg: "python3-dkim" },
+  "Mail::DKIM": { check: "perl -MMail::DKIM::Verifier -e1", pkg: "libmail-dkim-perl" },
 };
 const has = (tool: string) => spawnSync(["sh", "-c", `${TOOLS[tool]!.check} >/dev/null 2>&1`]).exitCode === 0;
 
