@@ -22,6 +22,8 @@ const TOOLS: Record<string, { check: string; pkg: string }> = {
   chromium: { check: "test -x /usr/bin/chromium", pkg: "chromium" },
   // The alert rules' tests run promtool (check rules, test rules); Debian ships it with Prometheus.
   promtool: { check: "command -v promtool", pkg: "prometheus" },
+  // The DNS tests serve their records from a dnsmasq of their own (testkit/dnsmasq.ts).
+  dnsmasq: { check: "command -v dnsmasq || test -x /usr/sbin/dnsmasq", pkg: "dnsmasq-base" },
 };
 const has = (tool: string) => spawnSync(["sh", "-c", `${TOOLS[tool]!.check} >/dev/null 2>&1`]).exitCode === 0;
 
