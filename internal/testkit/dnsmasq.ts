@@ -3,7 +3,8 @@
 // and a TTL of 0 on every answer (so neither dnsmasq nor the resolver under test keeps an old
 // answer when the test changes its records). A name the table does not have is NXDOMAIN; a name
 // that has records of other types only answers NODATA. Names put under `timeout` are forwarded to
-// a server that reads and never answers, so a lookup of them times out while the rest answer.
+// a server that reads and never answers, so a lookup of them times out while the rest answer;
+// names under `servfail` to one that answers SERVFAIL, which dnsmasq passes on.
 import { type Subprocess, spawn } from "bun";
 import dnsPacket from "dns-packet";
 import { createSocket, type Socket } from "node:dgram";
@@ -23,7 +24,9 @@ export type DnsRecord =
   /** The target may be a name of the table or not (then the answer is the CNAME alone). */
   | { type: "CNAME"; name: string; target: string }
   /** Every question about this name or a name under it is left unanswered. */
-  | { type: "timeout"; name: string };
+  | { type: "timeout"; name: string }
+  /** Every question about this name or a name under it is answered SERVFAIL. */
+  | { type: "servfail"; name: string };
 
 export interface Dnsmasq {
   /** host:port, as DNS_SERVER takes it. */
@@ -35,12 +38,12 @@ export interface Dnsmasq {
   stop(): Promise<void>;
 }
 
-/** A DNS server that reads every question (UDP and TCP) and never answers. */
-export interface SilentDnsServer {
+/** A DNS server that reads every question and never answers (silent), or answers each with SERVFAIL. */
+export interface BrokenDnsServer {
   address: string;
   port: number;
-  /** How many UDP questions it has dropped. */
-  dropped(): number;
+  /** How many UDP questions it has had. */
+  questions(): number;
   stop(): Promise<void>;
 }
 
@@ -59,8 +62,14 @@ function checkName(name: string): string {
   return name.replace(/\.$/, "");
 }
 
-/** The dnsmasq config lines for a table; silentPort is where the timeout names are forwarded. */
-export function dnsmasqConfig(records: DnsRecord[], silentPort: number | undefined): string[] {
+/** Where the timeout and servfail names are forwarded. */
+export interface BrokenPorts {
+  silent?: number;
+  servfail?: number;
+}
+
+/** The dnsmasq config lines for a table. */
+export function dnsmasqConfig(records: DnsRecord[], broken: BrokenPorts = {}): string[] {
   const lines = [
     "local=/#/", // authoritative for everything: unknown names are NXDOMAIN, never forwarded
     "local-ttl=0",
@@ -84,9 +93,12 @@ export function dnsmasqConfig(records: DnsRecord[], silentPort: number | undefin
         lines.push(`cname=${name},${checkName(r.target)}`);
         break;
       case "timeout":
-        if (silentPort === undefined) throw new Error("dnsmasq table: a timeout name needs the silent server");
-        lines.push(`server=/${name}/${HOST}#${silentPort}`);
+      case "servfail": {
+        const port = r.type === "timeout" ? broken.silent : broken.servfail;
+        if (port === undefined) throw new Error(`dnsmasq table: a ${r.type} name needs its broken server`);
+        lines.push(`server=/${name}/${HOST}#${port}`);
         break;
+      }
     }
   }
   return lines;
@@ -144,11 +156,29 @@ function answers(port: number, timeoutMs = 200): Promise<boolean> {
 }
 
 /** Starts a server that drops every DNS question it gets, over UDP and TCP, on one free port. */
-export async function startSilentDnsServer(): Promise<SilentDnsServer> {
+export function startSilentDnsServer(): Promise<BrokenDnsServer> {
+  return startBrokenDnsServer(undefined);
+}
+
+/** Starts a server that answers every DNS question over UDP with SERVFAIL (and holds TCP connections). */
+export function startServfailDnsServer(): Promise<BrokenDnsServer> {
+  return startBrokenDnsServer((q) => {
+    // The question echoed (a forwarder matches the answer to it), the flags made a SERVFAIL answer.
+    const reply = Buffer.from(q);
+    reply[2] = reply[2]! | 0x80; // QR: a response
+    reply[3] = (reply[3]! & 0xf0) | 2; // RCODE 2: SERVFAIL
+    return reply;
+  });
+}
+
+async function startBrokenDnsServer(answer: ((question: Buffer) => Buffer) | undefined): Promise<BrokenDnsServer> {
   const port = await freeUdpTcpPort();
   const udp: Socket = createSocket("udp4");
-  let dropped = 0;
-  udp.on("message", () => dropped++);
+  let questions = 0;
+  udp.on("message", (msg, peer) => {
+    questions++;
+    if (answer && msg.length >= 12) udp.send(answer(msg), peer.port, peer.address);
+  });
   await new Promise<void>((done) => udp.bind(port, HOST, done));
   const held = new Set<import("node:net").Socket>();
   const tcp: Server = createServer((conn) => {
@@ -161,7 +191,7 @@ export async function startSilentDnsServer(): Promise<SilentDnsServer> {
   return {
     address: `${HOST}:${port}`,
     port,
-    dropped: () => dropped,
+    questions: () => questions,
     async stop() {
       for (const c of held) c.destroy();
       await Promise.all([
@@ -175,14 +205,16 @@ export async function startSilentDnsServer(): Promise<SilentDnsServer> {
 /** Starts dnsmasq on a free port of 127.0.0.1 with the table. */
 export async function startDnsmasq(records: DnsRecord[]): Promise<Dnsmasq> {
   const dir = tempDir("mailcore-dnsmasq-");
-  let silent: SilentDnsServer | undefined;
+  let silent: BrokenDnsServer | undefined;
+  let servfail: BrokenDnsServer | undefined;
   let proc: Subprocess | undefined;
   let stderr = "";
 
   const launch = async (port: number, table: DnsRecord[]): Promise<boolean> => {
     if (!silent && table.some((r) => r.type === "timeout")) silent = await startSilentDnsServer();
+    if (!servfail && table.some((r) => r.type === "servfail")) servfail = await startServfailDnsServer();
     const conf = join(dir, "dnsmasq.conf");
-    writeFileSync(conf, `${dnsmasqConfig(table, silent?.port).join("\n")}\n`);
+    writeFileSync(conf, `${dnsmasqConfig(table, { silent: silent?.port, servfail: servfail?.port }).join("\n")}\n`);
     const args = [
       DNSMASQ,
       "--keep-in-foreground",
@@ -234,7 +266,7 @@ export async function startDnsmasq(records: DnsRecord[]): Promise<Dnsmasq> {
     if (!(await launch(port, records)) && !/in use/i.test(stderr)) break;
   }
   if (!proc) {
-    await silent?.stop();
+    await Promise.all([silent?.stop(), servfail?.stop()]);
     rmSync(dir, { recursive: true, force: true });
     throw new Error(`dnsmasq did not start: ${stderr.trim()}`);
   }
@@ -252,13 +284,13 @@ export async function startDnsmasq(records: DnsRecord[]): Promise<Dnsmasq> {
     port,
     async setRecords(table) {
       // Checked before the running server goes away, so a bad table leaves the old one serving.
-      dnsmasqConfig(table, 0);
+      dnsmasqConfig(table, { silent: 0, servfail: 0 });
       await halt();
       if (!(await launch(port, table))) throw new Error(`dnsmasq did not start again on ${port}: ${stderr.trim()}`);
     },
     async stop() {
       await halt();
-      await silent?.stop();
+      await Promise.all([silent?.stop(), servfail?.stop()]);
       rmSync(dir, { recursive: true, force: true });
     },
   };
