@@ -77,8 +77,8 @@ export function parseDkimRecord(txt: string | readonly string[]): DkimRecordResu
   };
 }
 
-/** A tag list (RFC 6376 section 3.2) as a map in the order written, or why it is not one. */
-function parseTagList(text: string): Map<string, string> | string {
+/** A tag list (RFC 6376 section 3.2; DMARC records use it too) as a map in the order written, or why it is not one. */
+export function parseTagList(text: string): Map<string, string> | string {
   const specs = text.split(";");
   // A trailing semicolon is allowed; an empty tag anywhere else is not.
   if (specs.length > 1 && specs[specs.length - 1]!.trim() === "") specs.pop();

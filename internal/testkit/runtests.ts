@@ -26,6 +26,8 @@ const TOOLS: Record<string, { check: string; pkg: string }> = {
   // with PyNaCl for Ed25519 and dnspython) and Perl's Mail::DKIM.
   "python3-dkim": { check: "/usr/bin/python3 -c 'import dkim, nacl, dns.resolver'", pkg: "python3-dkim" },
   "Mail::DKIM": { check: "perl -MMail::DKIM::Verifier -e1", pkg: "libmail-dkim-perl" },
+  // The DNS tests serve their records from a dnsmasq of their own (testkit/dnsmasq.ts).
+  dnsmasq: { check: "command -v dnsmasq || test -x /usr/sbin/dnsmasq", pkg: "dnsmasq-base" },
 };
 const has = (tool: string) => spawnSync(["sh", "-c", `${TOOLS[tool]!.check} >/dev/null 2>&1`]).exitCode === 0;
 
