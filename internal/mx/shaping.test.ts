@@ -1,6 +1,7 @@
 import { expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { ConfigError } from "../config/config";
 import { tempDir } from "../testkit/testkit";
 import { policyListsHost } from "./lookups";
 import { matchesAny } from "./reply";
@@ -79,6 +80,7 @@ test("a file that is not JSON is refused with its path", () => {
   const path = join(tempDir(), "bad.json");
   writeFileSync(path, "{ not json");
   expect(() => loadShaping(path)).toThrow(path);
+  expect(() => loadShaping(path)).toThrow(ConfigError); // a process loading it at start exits with the line
 });
 
 test.each([

@@ -5,6 +5,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import Ajv2020 from "ajv/dist/2020";
+import { ConfigError } from "../config/config";
 
 export interface Limits {
   connections: number;
@@ -30,7 +31,8 @@ export interface Shaping {
 
 export const DEFAULT_SHAPING_FILE = join(import.meta.dir, "shaping.json");
 
-export class ShapingError extends Error {}
+/** A shaping file that cannot be used: a ConfigError, so a process that loads it at start exits with its one line. */
+export class ShapingError extends ConfigError {}
 
 const count = { type: "integer", minimum: 1, maximum: 1_000_000 };
 const limitFields = {
