@@ -181,9 +181,12 @@ describe("corner cases", () => {
   });
 
   test("fields named like an object's own properties are fields like any other", () => {
-    const r = parseDeliveryStatus("__proto__: x\nconstructor: y\n\nFinal-Recipient: rfc822; a@b.example\nStatus: 5.1.1\n");
-    expect(r.fields.__proto__).toEqual(["x"]);
-    expect(r.fields.constructor).toEqual(["y"]);
+    const r = parseDeliveryStatus(
+      "__proto__: x\nconstructor: y\n\nFinal-Recipient: rfc822; a@b.example\nStatus: 5.1.1\n",
+    );
+    const value = (name: string) => r.fields[name];
+    expect(value("__proto__")).toEqual(["x"]);
+    expect(value("constructor")).toEqual(["y"]);
     expect(r.recipients[0]!.status).toBe("5.1.1");
   });
 
