@@ -1,6 +1,7 @@
 // DSNs written by a real MTA: a private Postfix accepts messages for a local user that does not
 // exist, or relays them to a receiver of this test that refuses them (at RCPT, after DATA, with
-// and without an enhanced status code, permanently or for now). Postfix sends each DSN to the
+// and without an enhanced status code, permanently or for now; an SMTPUTF8 address, whose DSN is
+// message/global-delivery-status with a message/global). Postfix sends each DSN to the
 // message's envelope sender at the "inbound" receiver; every one is parsed and checked: its
 // fields, its classification, and that it names the message it is about, by the address it was
 // sent to (the return path) and by the returned message's Message-ID.
@@ -25,7 +26,8 @@ const AT_DATA: Record<string, { code: number; text: string }> = {
   bare: { code: 550, text: "User unknown" },
   later: { code: 452, text: "4.2.2 Mailbox full, try again later" },
 };
-const localPart = (address: string) => address.split("@")[0]!.replace(/-\d+$/, "");
+/** The local part up to its +tag: "unknown+2@remote.test" is answered as unknown@ is. */
+const localPart = (address: string) => address.split("@")[0]!.split("+")[0]!;
 
 interface Case {
   name: string;
@@ -47,17 +49,22 @@ const CASES: Case[] = [
   { name: "452 4.2.2, not retried", to: ["later@remote.test"], want: [["failed", "4.2.2", "soft"]] },
   {
     name: "headers only, with an envelope id",
-    to: ["unknown-2@remote.test"],
+    to: ["unknown+2@remote.test"],
     want: [["failed", "5.1.1", "hard"]],
     headersOnly: true,
   },
   {
     name: "two recipients, one refused at RCPT, one after DATA",
-    to: ["rcpt-unknown-3@remote.test", "spam-3@remote.test"],
+    to: ["rcpt-unknown+3@remote.test", "spam+3@remote.test"],
     want: [
       ["failed", "5.1.1", "hard"],
       ["failed", "5.7.1", "policy"],
     ],
+  },
+  {
+    name: "an internationalized address (SMTPUTF8)",
+    to: ["full+jörg@remote.test"],
+    want: [["failed", "5.2.2", "soft"]],
   },
   { name: "nothing listening", to: ["anyone@closed.test"], want: [["failed", "4.4.1", "soft"]] },
   {
