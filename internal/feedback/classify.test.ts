@@ -85,6 +85,17 @@ describe("classify", () => {
     expect(classify({ status: "5.0.0", text: "smtp; 450 4.1.1 try later" }).status).toBe("5.0.0");
   });
 
+  test("only a refusal at RCPT TO or DATA can be about the recipient", () => {
+    const unknown = { reply: 550, text: "550 5.1.1 User unknown" };
+    expect(classify({ ...unknown, command: "RCPT TO" }).type).toBe("hard");
+    expect(classify({ ...unknown, command: "DATA" }).type).toBe("hard");
+    for (const command of ["CONN", "EHLO", "AUTH PLAIN", "MAIL FROM"]) {
+      expect(classify({ ...unknown, command })).toMatchObject({ type: "policy", status: "5.1.1" });
+    }
+    // Not final: retried, whatever the command.
+    expect(classify({ reply: 421, text: "421 4.7.0 Try again later", command: "CONN" }).type).toBe("transient");
+  });
+
   test("a success code is ignored: the failure is read from the rest", () => {
     expect(classify({ status: "2.0.0", text: "550 5.1.1 user unknown" })).toMatchObject({
       type: "hard",

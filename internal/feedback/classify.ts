@@ -13,6 +13,9 @@
 //              Never puts the mailbox on cooldown for anyone.
 //   transient  not a final failure: a 4xx that will be retried, a delay notice.
 //
+// A refusal in a dialogue before RCPT TO (the greeting, EHLO, AUTH, MAIL FROM) is policy whatever
+// its code: it cannot be about the recipient.
+//
 // An enhanced status code of the table below (RFC 3463 and the IANA registry of RFC 5248) decides
 // alone. Any other (a generic X.0.0, X.1.0, X.5.0, a 5.4.1, a bare reply code read as C.0.0, or
 // none) is decided by the words of the reply's text, then by the code's subject. The text never
@@ -40,7 +43,17 @@ export interface RefusalInput {
    * last retry. Default: a class 5 code is final, anything else is not.
    */
   final?: boolean;
+  /**
+   * The SMTP command refused, when the refusal came in a dialogue (nodemailer's names: "CONN",
+   * "EHLO", "AUTH PLAIN", "MAIL FROM", "RCPT TO", "DATA"). Only a refusal at RCPT TO or DATA can
+   * be about the recipient; one before (the greeting, EHLO, AUTH, MAIL FROM) is about the sender
+   * or its connection, whatever its code says.
+   */
+  command?: string;
 }
+
+/** Commands whose refusal can be about the recipient or the message. */
+const ABOUT_THE_RECIPIENT = /^(RCPT|DATA|BDAT)\b/i;
 
 /** How much of a reply's text is read (a diagnostic is one line; a long one is cut here). */
 const MAX_TEXT = 4_096;
@@ -170,6 +183,13 @@ export function classify(input: RefusalInput): Classification {
   const final = input.final ?? code?.klass === "5";
   if (!final) {
     return { type: "transient", status: code && show(code), rule: code ? `${show(code)}: not final` : "not final" };
+  }
+  if (input.command !== undefined && !ABOUT_THE_RECIPIENT.test(input.command.trim())) {
+    return {
+      type: "policy",
+      status: code && show(code),
+      rule: `refused at ${input.command.trim()}: not about the recipient`,
+    };
   }
   if (!code) {
     const words = byText(text);
