@@ -112,9 +112,15 @@ describe("click tracking", () => {
   });
 
   test("the unsubscribe URL is matched as a browser reads it (entities, case of the host)", () => {
-    const html = '<a href="https://MAIL.example/u/x?a=1&amp;b=2">out</a>';
-    const out = applyTracking(html, { ...OPTIONS, unsubscribeUrls: ["https://mail.example/u/x?a=1&b=2"] });
+    const html = '<a href="https://MAIL.example/x?a=1&amp;b=2">out</a>';
+    const out = applyTracking(html, { ...OPTIONS, unsubscribeUrls: ["https://mail.example/x?a=1&b=2"] });
     expect(out.links).toEqual([]);
+    // So is PUBLIC_URL: its /u/ links stay, however either is written.
+    const own = applyTracking('<a href="https://MAIL.EXAMPLE/u/t">out</a>', {
+      ...OPTIONS,
+      publicUrl: "https://Mail.Example/",
+    });
+    expect(own.links).toEqual([]);
   });
 
   test("the rewritten HTML parses to the same elements and text", () => {

@@ -121,7 +121,7 @@ function normalized(url: string): string | undefined {
 export function applyTracking(html: string, o: TrackingOptions): TrackedHtml {
   if (!o.opens && !o.clicks) return { html, links: [], pixel: false };
   const found = scan(html);
-  const base = o.publicUrl.replace(/\/+$/, "");
+  const base = (normalized(o.publicUrl) ?? o.publicUrl).replace(/\/+$/, "");
   const own = [`${base}/u/`, `${base}/t/`];
   const unsubscribe = new Set((o.unsubscribeUrls ?? []).map(normalized).filter((u) => u !== undefined));
   const tracked = o.clicks
