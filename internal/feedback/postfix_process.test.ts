@@ -6,6 +6,8 @@
 // fields, its classification, and that it names the message it is about, by the address it was
 // sent to (the return path) and by the returned message's Message-ID.
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { readdirSync, statSync } from "node:fs";
+import { join } from "node:path";
 import { createTransport } from "nodemailer";
 import { type Postfix, startPostfix } from "../testkit/postfix";
 import { type SmtpSink, startSmtpSink } from "../testkit/smtpsink";
@@ -80,6 +82,27 @@ let postfix: Postfix;
 let remote: SmtpSink;
 let inbound: SmtpSink;
 
+/** The system's Postfix directories, which the private instance must leave alone. */
+const SYSTEM_DIRS = ["/etc/postfix", "/var/spool/postfix", "/var/lib/postfix"];
+
+/** Every file and directory under dirs, with its size and modification time. */
+function listing(dirs: string[]): string[] {
+  const out: string[] = [];
+  const walk = (path: string) => {
+    let st: ReturnType<typeof statSync>;
+    try {
+      st = statSync(path);
+    } catch {
+      return;
+    }
+    out.push(`${path} ${st.size} ${st.mtimeMs}`);
+    if (st.isDirectory()) for (const name of readdirSync(path).sort()) walk(join(path, name));
+  };
+  for (const dir of dirs) walk(dir);
+  return out;
+}
+const systemBefore = listing(SYSTEM_DIRS);
+
 beforeAll(async () => {
   remote = await startSmtpSink({
     host: "127.0.0.2",
@@ -102,6 +125,8 @@ afterAll(async () => {
   await Promise.all([remote?.stop(), inbound?.stop()]);
   // Stopped, not left behind: its master is gone.
   if (pid !== undefined) expect(postfix.running()).toBe(false);
+  // The system's Postfix configuration and queue were not touched.
+  expect(listing(SYSTEM_DIRS)).toEqual(systemBefore);
 });
 
 test("every DSN Postfix writes is parsed, classified and tied to its message", async () => {
