@@ -9,7 +9,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { createTransport } from "nodemailer";
-import { type Postfix, startPostfix } from "../testkit/postfix";
+import { LOCAL_DOMAIN, type Postfix, startPostfix } from "../testkit/postfix";
 import { type SmtpSink, startSmtpSink } from "../testkit/smtpsink";
 import { freePort, waitFor } from "../testkit/testkit";
 import type { BounceType } from "./classify";
@@ -42,7 +42,7 @@ interface Case {
 }
 
 const CASES: Case[] = [
-  { name: "local user unknown", to: ["nosuchuser@postfix.test"], want: [["failed", "5.1.1", "hard"]] },
+  { name: "local user unknown", to: [`nosuchuser@${LOCAL_DOMAIN}`], want: [["failed", "5.1.1", "hard"]] },
   { name: "550 5.1.1 at RCPT", to: ["rcpt-unknown@remote.test"], want: [["failed", "5.1.1", "hard"]] },
   { name: "550 5.1.1 after DATA", to: ["unknown@remote.test"], want: [["failed", "5.1.1", "hard"]] },
   { name: "552 5.2.2 after DATA", to: ["full@remote.test"], want: [["failed", "5.2.2", "soft"]] },
@@ -180,7 +180,7 @@ test("every DSN Postfix writes is parsed, classified and tied to its message", a
       case: c.name,
       envelope: ["", 1],
       source: "delivery-status",
-      reportingMta: "mta.postfix.test",
+      reportingMta: `mta.${LOCAL_DOMAIN}`,
       truncated: false,
       originalEnvelopeId: `env-${i}`,
       recipients: c.want.map((w, k) => [c.to[k], ...w]),

@@ -1,9 +1,15 @@
 // A private Postfix instance for tests: Debian's postfix, run as `postfix -c <dir>` from a
 // directory of the test's own (main.cf, master.cf, the queue, the data directory, the log),
-// listening on 127.0.0.1 and a free port. Nothing in /etc/postfix or the system's queue is read
-// for its settings or written: every path Postfix writes to is set in its main.cf.
+// listening on 127.0.0.1 and a free port. Every setting is in that main.cf, and every path
+// Postfix writes to is under dir; of /etc/postfix it reads only the package's own files
+// (meta_directory: postfix-files, dynamicmaps.cf), and the system's queue is never used.
 //
-// Mail for `localDomain` goes to the local delivery agent, which knows no user there, so it
+// Run as root, Postfix insists on a few things: its daemons run as the postfix user, which must
+// own the data directory and reach the queue (dir is made 0755); the postfix command reports
+// errors to syslog or a terminal only, so maillog_file (written by postlogd, a service of
+// master.cf) is where a failed start says why.
+//
+// Mail for LOCAL_DOMAIN goes to the local delivery agent, which knows no user there, so it
 // bounces; mail for a domain of `routes` is relayed over SMTP to the host and port given (a
 // receiver the test runs). Every temporary failure is returned at once (maximal_queue_lifetime
 // = 0), so a test sees a 4xx's delivery status notification without waiting for retries.
@@ -15,11 +21,10 @@ import { freePort, tempDir, waitFor } from "./testkit";
 export interface PostfixOptions {
   /** Domains relayed over SMTP (transport_maps), each to a receiver's host (an IP) and port. */
   routes: Record<string, { host: string; port: number }>;
-  /** The domain Postfix delivers locally, where no user exists (default postfix.test). */
-  localDomain?: string;
-  /** main.cf lines added after the defaults (a later line of the same name wins). */
-  extra?: Record<string, string>;
 }
+
+/** The domain Postfix delivers locally, where no user exists. */
+export const LOCAL_DOMAIN = "postfix.test";
 
 export interface Postfix {
   /** Where its SMTP server listens. */
@@ -27,7 +32,6 @@ export interface Postfix {
   port: number;
   /** Its configuration directory (main.cf, master.cf, queue/, data/, maillog). */
   dir: string;
-  localDomain: string;
   /** The master process's pid. */
   pid: number;
   /** Whether the master process is still running. */
@@ -51,7 +55,7 @@ function idsOf(user: string): { uid: number; gid: number } {
 }
 
 /** main.cf of an instance kept inside dir. */
-function mainCf(dir: string, o: Required<Pick<PostfixOptions, "routes" | "localDomain">>): string {
+function mainCf(dir: string, o: PostfixOptions): string {
   const routes = Object.entries(o.routes).map(([domain, r]) => `${domain}=smtp:[${r.host}]:${r.port}`);
   const settings: Record<string, string> = {
     compatibility_level: "3.6",
@@ -61,10 +65,10 @@ function mainCf(dir: string, o: Required<Pick<PostfixOptions, "routes" | "localD
     maillog_file: join(dir, "maillog"),
     maillog_file_prefixes: dir,
     mail_owner: MAIL_OWNER,
-    myhostname: `mta.${o.localDomain}`,
-    mydomain: o.localDomain,
-    myorigin: o.localDomain,
-    mydestination: o.localDomain,
+    myhostname: `mta.${LOCAL_DOMAIN}`,
+    mydomain: LOCAL_DOMAIN,
+    myorigin: LOCAL_DOMAIN,
+    mydestination: LOCAL_DOMAIN,
     inet_interfaces: "loopback-only",
     inet_protocols: "ipv4",
     mynetworks: "127.0.0.0/8",
@@ -142,7 +146,6 @@ function alive(pid: number | undefined): boolean {
 }
 
 export async function startPostfix(opts: PostfixOptions): Promise<Postfix> {
-  const localDomain = opts.localDomain ?? "postfix.test";
   const host = "127.0.0.1";
   const port = await freePort();
   const dir = tempDir("mailcore-postfix-");
@@ -152,8 +155,7 @@ export async function startPostfix(opts: PostfixOptions): Promise<Postfix> {
   mkdirSync(join(dir, "data"));
   const owner = idsOf(MAIL_OWNER);
   chownSync(join(dir, "data"), owner.uid, owner.gid);
-  const extra = Object.entries(opts.extra ?? {}).map(([k, v]) => `${k} = ${v}\n`);
-  writeFileSync(join(dir, "main.cf"), mainCf(dir, { routes: opts.routes, localDomain }) + extra.join(""));
+  writeFileSync(join(dir, "main.cf"), mainCf(dir, opts));
   writeFileSync(join(dir, "master.cf"), masterCf(host, port));
   const log = () => (existsSync(join(dir, "maillog")) ? readFileSync(join(dir, "maillog"), "utf8") : "");
 
@@ -183,11 +185,16 @@ export async function startPostfix(opts: PostfixOptions): Promise<Postfix> {
   const started = await run(["postfix", "-c", dir, "start"]);
   try {
     if (started.code !== 0) throw new Error(`postfix -c ${dir} start failed (${started.code}): ${started.output}`);
-    await waitFor(`postfix's smtpd on ${host}:${port}`, async () => {
-      const socket = await Bun.connect({ hostname: host, port, socket: { data() {} } });
-      socket.end();
-      return true;
-    });
+    // Readiness, not speed: a loaded machine can take seconds to start the master's services.
+    await waitFor(
+      `postfix's smtpd on ${host}:${port}`,
+      async () => {
+        const socket = await Bun.connect({ hostname: host, port, socket: { data() {} } });
+        socket.end();
+        return true;
+      },
+      30_000,
+    );
     pid = masterPid(dir);
     if (pid === undefined) throw new Error("postfix started without a master.pid");
   } catch (err) {
@@ -195,5 +202,5 @@ export async function startPostfix(opts: PostfixOptions): Promise<Postfix> {
     await stop();
     throw new Error(`${(err as Error).message}\n${text}`);
   }
-  return { host, port, dir, localDomain, pid, running: () => alive(pid), log, stop };
+  return { host, port, dir, pid, running: () => alive(pid), log, stop };
 }
