@@ -2,6 +2,7 @@ import { MAX_STATS_DAYS, MAX_STATS_HOURLY_DAYS } from "../activity";
 import { list, paging } from "./audience";
 import { apiOperation, errorAnswer, jsonAnswer, rateLimitHeaders, schemaRef } from "./common";
 import { EXTRA_HEADERS, MAILBOX, MESSAGE_PARTS, SUBJECT } from "./message";
+import { WHITE_SPACE } from "./patterns";
 import type { ApiArea } from "./types";
 
 const STATUSES = ["queued", "sending", "delivered", "deferred", "bounced", "failed"];
@@ -90,7 +91,7 @@ export const emailsArea: ApiArea = {
             required: false,
             description:
               "Only messages to this mailbox, compared as the recipient guards compare them: case aside, and without a +tag (`Ada+news@Example.org` finds mail to `ada@example.org` and `ada+x@example.org`).",
-            schema: { type: "string", pattern: "^[^@\\s]+@[^@\\s]+$", maxLength: 254 },
+            schema: { type: "string", pattern: `^[^@${WHITE_SPACE}]+@[^@${WHITE_SPACE}]+$`, maxLength: 254 },
             example: "ada@example.org",
           },
           { name: "tag", in: "query", required: false, description: "Only messages sent with this tag.", schema: TAG },

@@ -390,7 +390,10 @@ export interface components {
     };
     Subscriber: {
       id: string;
-      /** @description As upserted, trimmed and lower-cased (UTF-8 allowed). */
+      /**
+       * Format: subscriber-email
+       * @description As upserted, trimmed and lower-cased (UTF-8 allowed: letters, digits and marks of any script, format `subscriber-email`).
+       */
       email: string;
       name: string;
       /** @enum {string} */
@@ -406,7 +409,10 @@ export interface components {
     };
     /** @description Unknown fields are refused (422). */
     SubscriberUpsert: {
-      /** @description One bare address (no display name; a dot-atom local part of at most 64 characters, UTF-8 allowed, at a host of two labels or more), trimmed and lower-cased. */
+      /**
+       * Format: subscriber-email
+       * @description One bare address (no display name; a dot-atom local part of at most 64 characters at a host of two labels or more; UTF-8 allowed: letters, digits and marks of any script, format `subscriber-email`), trimmed and lower-cased.
+       */
       email: string;
       /** @description One line. */
       name?: string;
@@ -653,7 +659,10 @@ export interface components {
     WorkflowTriggerTagAdded: {
       /** @constant */
       type: "tag.added";
-      /** @description 1 to 64 letters, digits, spaces, `_` and `-`. */
+      /**
+       * Format: tag-name
+       * @description 1 to 64 letters and digits of any script (Unicode categories L and N), spaces, `_` and `-` (format `tag-name`; the pattern admits any character beyond ASCII).
+       */
       tag: string;
     };
     WorkflowStep: components["schemas"]["WorkflowStepWait"] | components["schemas"]["WorkflowStepEmail"] | components["schemas"]["WorkflowStepAddTag"] | components["schemas"]["WorkflowStepRemoveTag"] | components["schemas"]["WorkflowStepWebhook"];
@@ -687,13 +696,19 @@ export interface components {
     WorkflowStepAddTag: {
       /** @constant */
       type: "add_tag";
-      /** @description 1 to 64 letters, digits, spaces, `_` and `-`. */
+      /**
+       * Format: tag-name
+       * @description 1 to 64 letters and digits of any script (Unicode categories L and N), spaces, `_` and `-` (format `tag-name`; the pattern admits any character beyond ASCII).
+       */
       tag: string;
     };
     WorkflowStepRemoveTag: {
       /** @constant */
       type: "remove_tag";
-      /** @description 1 to 64 letters, digits, spaces, `_` and `-`. */
+      /**
+       * Format: tag-name
+       * @description 1 to 64 letters and digits of any script (Unicode categories L and N), spaces, `_` and `-` (format `tag-name`; the pattern admits any character beyond ASCII).
+       */
       tag: string;
     };
     /** @description A webhook delivery, made by the workers: a POST of {"type":"workflow.step","timestamp","data":{"subscriber","workflowId","runId"}} signed with the workflow's secret (the headers of Webhooks, webhook-id the same on retries), to a public address only. The run waits: a 2xx within 15 s goes on; anything else is retried after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h (each ±10%), and when the last fails the run fails. */
@@ -2328,7 +2343,10 @@ export interface operations {
          * }
          */
         "application/json": {
-          /** @description 1 to 64 letters, digits, spaces, `_` and `-`. */
+          /**
+           * Format: tag-name
+           * @description 1 to 64 letters and digits of any script (Unicode categories L and N), spaces, `_` and `-` (format `tag-name`; the pattern admits any character beyond ASCII).
+           */
           name: string;
         };
       };
