@@ -28,7 +28,7 @@ export interface paths {
   "/api/v1/stats/emails": {
     /**
      * Delivery figures over time
-     * @description Per hour or per UTC day, the organization's messages accepted, delivered, bounced, failed and deferred (each deferral counts), and its 429 refusals by kind: `quota` (over the organization's quota), `ip` (over the IP limit), `recipient` (a recipient guard). Kept as counters as the events are recorded, so a range reads as fast at any volume; a message event counts in the interval it happened in. Every interval from `since` to `until` is listed, oldest first, those without mail with zeros. `since` is rounded down and `until` up to whole intervals. Defaults: `until` now, and `since` such that the answer is the last 24 hours (hour) or 30 days (day), the current one included. At most 31 days by hour, 400 by day.
+     * @description Per hour or per UTC day, the organization's messages accepted, delivered, bounced, failed and deferred (each deferral counts), and its 429 refusals by kind: `quota` (over the organization's quota), `ip` (over the IP limit), `recipient` (a recipient guard). Kept as counters as the events are recorded, so a range reads as fast at any volume; a message event counts in the interval it happened in. Every interval from `since` to `until` is listed, oldest first, those without mail with zeros. `since` is rounded down and `until` up to whole intervals. Defaults: `until` now, and `since` such that the answer is the last 24 hours (hour) or 30 days (day), the current one included. A `since` later than now without `until` is a range that has not begun: 200 with no intervals (`data` empty, `until` equal to `since`). At most 31 days by hour, 400 by day.
      */
     get: operations["getEmailStats"];
   };
@@ -390,10 +390,7 @@ export interface components {
     };
     Subscriber: {
       id: string;
-      /**
-       * Format: subscriber-email
-       * @description As upserted, trimmed and lower-cased (UTF-8 allowed: letters, digits and marks of any script, format `subscriber-email`).
-       */
+      /** @description As upserted, trimmed and lower-cased (UTF-8 allowed: letters, digits and marks of any script; the pattern admits any character beyond ASCII). */
       email: string;
       name: string;
       /** @enum {string} */
@@ -1167,7 +1164,7 @@ export interface operations {
   };
   /**
    * Delivery figures over time
-   * @description Per hour or per UTC day, the organization's messages accepted, delivered, bounced, failed and deferred (each deferral counts), and its 429 refusals by kind: `quota` (over the organization's quota), `ip` (over the IP limit), `recipient` (a recipient guard). Kept as counters as the events are recorded, so a range reads as fast at any volume; a message event counts in the interval it happened in. Every interval from `since` to `until` is listed, oldest first, those without mail with zeros. `since` is rounded down and `until` up to whole intervals. Defaults: `until` now, and `since` such that the answer is the last 24 hours (hour) or 30 days (day), the current one included. At most 31 days by hour, 400 by day.
+   * @description Per hour or per UTC day, the organization's messages accepted, delivered, bounced, failed and deferred (each deferral counts), and its 429 refusals by kind: `quota` (over the organization's quota), `ip` (over the IP limit), `recipient` (a recipient guard). Kept as counters as the events are recorded, so a range reads as fast at any volume; a message event counts in the interval it happened in. Every interval from `since` to `until` is listed, oldest first, those without mail with zeros. `since` is rounded down and `until` up to whole intervals. Defaults: `until` now, and `since` such that the answer is the last 24 hours (hour) or 30 days (day), the current one included. A `since` later than now without `until` is a range that has not begun: 200 with no intervals (`data` empty, `until` equal to `since`). At most 31 days by hour, 400 by day.
    */
   getEmailStats: {
     parameters: {
@@ -1178,7 +1175,7 @@ export interface operations {
          */
         since?: string;
         /**
-         * @description The end of the range (RFC 3339), after `since`.
+         * @description The end of the range (RFC 3339), after `since`; by default now (or `since`, when that is later).
          * @example 2026-11-25T15:00:00Z
          */
         until?: string;
@@ -1207,7 +1204,7 @@ export interface operations {
         };
       };
       401: components["responses"]["Unauthorized"];
-      /** @description `since`, `until` or `interval` is invalid, `until` is not after `since`, or the range is too long; `field` names it. */
+      /** @description `since`, `until` or `interval` is invalid, a given `until` is not after `since`, or the range is too long; `field` names it. */
       422: {
         headers: {
           "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
