@@ -28,9 +28,15 @@ export class AckJournal {
     return join(this.dir, `${leaseId.replace(/[^A-Za-z0-9_-]/g, "_")}.json`);
   }
 
+  /** Writes the ack; throws what the write threw (a full disk: ENOSPC), leaving no part of it behind. */
   add(ack: PendingAck): void {
     const path = this.file(ack.leaseId);
-    writeFileSync(`${path}.tmp`, JSON.stringify(ack));
+    try {
+      writeFileSync(`${path}.tmp`, JSON.stringify(ack));
+    } catch (err) {
+      rmSync(`${path}.tmp`, { force: true });
+      throw err;
+    }
     renameSync(`${path}.tmp`, path);
   }
 
