@@ -34,7 +34,7 @@ const worker = new Worker(clients, transport, {
   workerId,
   maxInFlight: cfg.maxInFlight,
   log,
-  acks: new AckJournal(join(cfg.dataDir, "acks")),
+  acks: new AckJournal(join(cfg.dataDir, "acks"), disk),
   disk,
   metrics,
 });

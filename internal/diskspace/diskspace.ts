@@ -1,4 +1,4 @@
-import { rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "../log/log";
 
@@ -27,6 +27,21 @@ export function diskFullCode(err: unknown): string {
     e = (e as { cause?: unknown }).cause;
   }
   return "ENOSPC";
+}
+
+/**
+ * Makes dir (with its parents); false when the disk has no room for it (noted on `disk` as
+ * `file`), so that a process started on a full disk goes on and makes it at its first write.
+ */
+export function makeDir(dir: string, file: string, disk?: DiskSpace): boolean {
+  try {
+    mkdirSync(dir, { recursive: true });
+    return true;
+  } catch (err) {
+    if (!isDiskFull(err)) throw err;
+    disk?.noted(file, err);
+    return false;
+  }
 }
 
 /** Counts writes refused for want of space, by what could not be written. */

@@ -1,7 +1,7 @@
 import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createTransport } from "nodemailer";
-import { type DiskSpace, diskFullCode, isDiskFull } from "../diskspace/diskspace";
+import { type DiskSpace, diskFullCode, isDiskFull, makeDir } from "../diskspace/diskspace";
 import { DeliveryOutcome, type LeaseResponse } from "../gen/mailcore/limiter/v1/mail_pb";
 import { domainOf, fixtureKind } from "../mail/policy";
 
@@ -63,18 +63,25 @@ export class FileSink implements Transport {
   readonly name = "file sink";
   readonly prepare = composer("unix");
 
+  /** Whether the directory is there: a worker started on a full disk makes it at its first write. */
+  private made: boolean;
+
   /** disk: where a write refused for want of space is noted; the message is then deferred (retried). */
   constructor(
     private readonly dir: string,
     private readonly disk?: DiskSpace,
   ) {
-    mkdirSync(dir, { recursive: true });
+    this.made = makeDir(dir, "sink", disk);
   }
 
   /** At once, in the turn it is called in: the file's time is the turn's. */
   async send({ m, raw }: Prepared): Promise<DeliveryResult> {
     const path = join(this.dir, `${m.messageId}.eml`);
     try {
+      if (!this.made) {
+        mkdirSync(this.dir, { recursive: true });
+        this.made = true;
+      }
       writeFileSync(`${path}.tmp`, raw);
     } catch (err) {
       rmSync(`${path}.tmp`, { force: true });
