@@ -5,7 +5,14 @@ import { hostname } from "node:os";
 import { loadOrExit, workerConfig } from "../../internal/config/config";
 import { limiterClients } from "../../internal/limiterclient/client";
 import { logger, setLogFormat } from "../../internal/log/log";
-import { certificateExpiry, newRegistry, serveMetrics, workerMetrics } from "../../internal/metrics/metrics";
+import { DiskSpace } from "../../internal/diskspace/diskspace";
+import {
+  certificateExpiry,
+  diskFullCounter,
+  newRegistry,
+  serveMetrics,
+  workerMetrics,
+} from "../../internal/metrics/metrics";
 import { exitGracefully } from "../../internal/shutdown/shutdown";
 import { AckJournal } from "../../internal/worker/acks";
 import { FileSink, SmtpRelay } from "../../internal/worker/transport";
@@ -15,8 +22,10 @@ import { Worker } from "../../internal/worker/worker";
 const log = logger("worker");
 const cfg = loadOrExit("worker", () => workerConfig(process.env));
 setLogFormat(cfg.logFormat);
-const transport = cfg.relayUrl ? new SmtpRelay(cfg.relayUrl) : new FileSink(join(cfg.dataDir, "sink"));
 const registry = newRegistry("worker");
+// The ack journal and the file sink write under DATA_DIR: a full disk defers, and is logged and counted.
+const disk = new DiskSpace(cfg.dataDir, log, diskFullCounter(registry));
+const transport = cfg.relayUrl ? new SmtpRelay(cfg.relayUrl) : new FileSink(join(cfg.dataDir, "sink"), disk);
 certificateExpiry(registry, { LIMITER_TLS_CLIENT_CERT: cfg.limiterTls?.cert, LIMITER_TLS_CA: cfg.limiterTls?.ca });
 const clients = limiterClients(cfg.limiterUrl, cfg.limiterTls);
 const workerId = `${hostname()}:${process.pid}`;
@@ -25,7 +34,8 @@ const worker = new Worker(clients, transport, {
   workerId,
   maxInFlight: cfg.maxInFlight,
   log,
-  acks: new AckJournal(join(cfg.dataDir, "acks")),
+  acks: new AckJournal(join(cfg.dataDir, "acks"), disk),
+  disk,
   metrics,
 });
 const webhooks = new WebhookDeliverer(clients, {
@@ -49,5 +59,6 @@ void webhooks.run();
 // ack what can be acked; the rest stays in DATA_DIR/acks for the next start.
 exitGracefully(log, async () => {
   await Promise.all([worker.stop(), webhooks.stop()]);
+  disk.stop();
   metricsServer.stop();
 });

@@ -1,7 +1,7 @@
 import { create, fromJsonString, toJsonString } from "@bufbuild/protobuf";
 import { Code, type ConnectRouter, ConnectError } from "@connectrpc/connect";
 import { randomBytes } from "node:crypto";
-import type { Clock } from "../clock/clock";
+import { type Clock, delayUntil } from "../clock/clock";
 import {
   DeliveryOutcome,
   DeliveryService,
@@ -274,7 +274,7 @@ export function mailRoutes(deps: MailDeps, runtime: MailRuntime) {
               };
             }
             // Woken by a release (any daemon's), an ack that frees room, or an expiry of the held.
-            const nextExpiry = Math.min(...held.values()) - now;
+            const nextExpiry = delayUntil(Math.min(...held.values()), now);
             if (leased.length === 0) await runtime.work.wait(Math.min(IDLE_LOOK_MS, nextExpiry), ended, seen);
           }
         } finally {

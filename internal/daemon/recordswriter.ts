@@ -1,4 +1,4 @@
-import type { Clock } from "../clock/clock";
+import { type Clock, delayUntil, timerDelay } from "../clock/clock";
 import type { OutboxStore, SingletonLeases } from "../hotstore/hotstore";
 import type { Logger } from "../log/log";
 import type { LimiterMetrics } from "../metrics/metrics";
@@ -74,7 +74,7 @@ export class RecordsWriter {
     this.idleWaitMs = FLUSH_EVERY_MS;
     if (this.stopped) return;
     const at = Math.max(performance.now(), this.lastFlushAt + FLUSH_EVERY_MS);
-    if (at < this.flushAt) this.flushIn(at - performance.now());
+    if (at < this.flushAt) this.flushIn(delayUntil(at, performance.now()));
   }
 
   private flushIn(ms: number): void {
@@ -85,7 +85,7 @@ export class RecordsWriter {
       const wrote = await this.flush();
       this.idleWaitMs = wrote ? FLUSH_EVERY_MS : Math.min(this.idleWaitMs * 2, FLUSH_IDLE_MAX_MS);
       if (!this.stopped && this.flushAt === Number.POSITIVE_INFINITY) this.flushIn(this.idleWaitMs);
-    }, ms);
+    }, timerDelay(ms));
   }
 
   /** Notes that a token was used (written to the records later, coarsely). */

@@ -393,7 +393,7 @@ export async function guard<T>(op: () => Promise<T>): Promise<T> {
     if (err instanceof ConnectError) throw err;
     if (err instanceof RecordError)
       throw new ConnectError(err.message, err.kind === "not_found" ? Code.NotFound : Code.AlreadyExists);
-    throw new ConnectError(`store unavailable: ${(err as Error).message}`, Code.Unavailable);
+    throw new ConnectError(`store unavailable: ${(err as Error).message}`, Code.Unavailable, undefined, undefined, err);
   }
 }
 

@@ -1,4 +1,4 @@
-import type { Clock } from "../clock/clock";
+import { type Clock, delayUntil } from "../clock/clock";
 import type { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
@@ -61,7 +61,7 @@ export function startLanes(o: LanesOptions): Lanes {
   let wake: (() => void) | undefined;
   const arm = () => {
     clearTimeout(timer);
-    if (wake) timer = setTimeout(() => wake?.(), Math.max(0, nextAt - o.clock.nowMs()));
+    if (wake) timer = setTimeout(() => wake?.(), delayUntil(nextAt, o.clock.nowMs()));
   };
 
   const round = async () => {

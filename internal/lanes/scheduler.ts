@@ -1,3 +1,4 @@
+import { delayUntil, timerDelay } from "../clock/clock";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
@@ -26,7 +27,7 @@ export const realTime: SchedulerTime = {
         signal.removeEventListener("abort", finish);
         done();
       };
-      const timer = setTimeout(finish, Math.max(0, ms));
+      const timer = setTimeout(finish, timerDelay(ms));
       signal.addEventListener("abort", finish);
     }),
 };
@@ -164,7 +165,7 @@ export class LaneScheduler {
           continue;
         }
         // Until the next slot is a refill inside the lead (renewing the lease in time).
-        const wait = batch.nextSlotMs - lead + refill - time.nowMs();
+        const wait = delayUntil(batch.nextSlotMs - lead + refill, time.nowMs());
         if (wait > 0) await time.sleep(Math.min(wait, HOLD_RENEW_MS), stopped);
       } catch (err) {
         expected = null;

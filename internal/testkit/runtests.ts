@@ -36,6 +36,10 @@ const TOOLS: Record<string, { check: string; pkg: string; debconf?: string[] }> 
     pkg: "postfix",
     debconf: ["postfix postfix/main_mailer_type select No configuration"],
   },
+  // The OpenAPI document's second engine (testkit/pyschema): Debian's Python with jsonschema, and
+  // rfc3987, without which jsonschema leaves format uri unchecked.
+  "python3-jsonschema": { check: "/usr/bin/python3 -c 'import jsonschema'", pkg: "python3-jsonschema" },
+  "python3-rfc3987": { check: "/usr/bin/python3 -c 'import rfc3987'", pkg: "python3-rfc3987" },
 };
 const has = (tool: string) => spawnSync(["sh", "-c", `${TOOLS[tool]!.check} >/dev/null 2>&1`]).exitCode === 0;
 
