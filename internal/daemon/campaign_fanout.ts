@@ -1,7 +1,7 @@
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { type Campaign, pending } from "../records/campaigns";
 import { type AudienceSendParts, audienceEmail, newUnsubscribeToken, unverifiedDomain } from "./audience_email";
-import { newMessageId } from "./mail_service";
+import { newMessageId } from "./accept";
 import { LeasedLoop } from "./leasedloop";
 
 // The fan-out of campaigns into the bulk lane: a page of the audience at a time, and only
