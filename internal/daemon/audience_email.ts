@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { fillTemplate } from "../automation/template";
 import type { Clock } from "../clock/clock";
 import { type Email, EmailSchema } from "../gen/mailcore/limiter/v1/mail_pb";
-import type { MailStore, SingletonLeases } from "../hotstore/hotstore";
+import type { MailStore } from "../hotstore/hotstore";
 import type { Fields } from "../records/audience_types";
 import type { Records } from "../records/records";
 import type { LoopParts } from "./leasedloop";
@@ -15,7 +15,7 @@ import type { Accept } from "./accept";
 /** What the loops that send audience emails (the campaign fan-out, the workflow runner) are given. */
 export interface AudienceSendParts extends LoopParts {
   /** The fan-out reads the bulk lane's depth to keep a page ahead of its release. */
-  hot: SingletonLeases & Pick<MailStore, "laneCounts">;
+  mail: Pick<MailStore, "laneCounts">;
   records: Records;
   clock: Clock;
   /** The accept step of every send (accept.ts). */

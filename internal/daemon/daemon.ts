@@ -100,9 +100,19 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
   // A change of an organization's tags or their counts gives it a new audience stamp, which the
   // admissions' tag caches are kept by.
   records.audience.tagsChanged = (orgId) => hot.touchAudience(orgId);
-  const writer = new RecordsWriter({ hot, records, clock, owner: o.owner, retentionMs: o.retentionMs, log, metrics });
+  const writer = new RecordsWriter({
+    outbox: hot,
+    leases: hot,
+    records,
+    clock,
+    owner: o.owner,
+    retentionMs: o.retentionMs,
+    log,
+    metrics,
+  });
   const reconciler = new Reconciler({
-    hot,
+    reconcile: hot,
+    leases: hot,
     records,
     clock,
     owner: o.owner,
@@ -118,7 +128,16 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
   const refusals = new RefusalCounter(hot, records.stats, clock, log);
   const accepting: Accept = (send) =>
     accept({ mail: hot, projection, clock, onAccepted: () => runtime.onChange() }, send);
-  const sending = { records, hot, clock, owner: o.owner, accept: accepting, publicUrl: o.publicUrl, log };
+  const sending = {
+    records,
+    mail: hot,
+    leases: hot,
+    clock,
+    owner: o.owner,
+    accept: accepting,
+    publicUrl: o.publicUrl,
+    log,
+  };
   const fanout = new CampaignFanout(sending);
   const runner = new WorkflowRunner(sending);
   const parts: DaemonParts = {
@@ -159,7 +178,9 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
       runner.start();
       reconciler.start();
       lanes = startLanes({
-        store: hot,
+        mail: hot,
+        leases: hot,
+        signals: hot,
         clock,
         ratePerSecond: o.laneRate,
         owner: o.owner,

@@ -5,7 +5,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { EmbeddedHot } from "../hotstore/embedded/embedded";
-import type { HotStore, SlotPlan } from "../hotstore/hotstore";
+import type { MailStore, SlotPlan } from "../hotstore/hotstore";
 import { logger } from "../log/log";
 import { projectSuiteOrg, suiteSends } from "../testkit/hotstores";
 import { spacing } from "../testkit/pacing";
@@ -44,9 +44,7 @@ const queue = async (lane: Lane, n: number, orgId = "org_a") => {
 };
 
 function scheduler(lane: Lane): LaneScheduler {
-  const stalling = {
-    holdLease: () => store.holdLease(),
-    watchLanes: (on: Parameters<HotStore["watchLanes"]>[0]) => store.watchLanes(on),
+  const stalling: Pick<MailStore, "release"> = {
     async release(l: Lane, nowMs: number, plan: SlotPlan) {
       calls.push(nowMs);
       const batch = await store.release(l, nowMs, plan);
@@ -55,7 +53,9 @@ function scheduler(lane: Lane): LaneScheduler {
     },
   };
   const s = new LaneScheduler({
-    store: stalling,
+    mail: stalling,
+    leases: store,
+    signals: store,
     lane,
     ratePerSecond: RATE,
     owner: "test",

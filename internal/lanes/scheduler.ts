@@ -62,7 +62,11 @@ const IDLE_LOOK_MS = 30_000;
 const RETRY_MS = 100;
 
 export interface SchedulerOptions {
-  store: Pick<MailStore, "release"> & SingletonLeases & LaneSignals;
+  mail: Pick<MailStore, "release">;
+  /** With Redis, one daemon at a time runs a lane's scheduler. */
+  leases: SingletonLeases;
+  /** An empty lane waits for the signal that it has a message. */
+  signals: LaneSignals;
   lane: Lane;
   ratePerSecond: number;
   /** This daemon's name; with Redis, one daemon at a time runs a lane's scheduler. */
@@ -99,7 +103,7 @@ export class LaneScheduler {
   constructor(private readonly o: SchedulerOptions) {}
 
   start(): void {
-    this.unwatch = this.o.store.watchLanes((s) => {
+    this.unwatch = this.o.signals.watchLanes((s) => {
       if (s.kind !== "waiting" || s.lane !== this.o.lane) return;
       this.heard++;
       this.waking.abort();
@@ -121,7 +125,7 @@ export class LaneScheduler {
   }
 
   private async run(): Promise<void> {
-    const { store, lane, time, log, ratePerSecond } = this.o;
+    const { mail, leases, lane, time, log, ratePerSecond } = this.o;
     const stopped = this.stopping.signal;
     const { leadMs: lead, refillMs: refill, startMs } = LANE_LEAD[lane];
     const failing = new FailureEpisode(log, "lane release", { lane }, () => time.nowMs());
@@ -136,7 +140,7 @@ export class LaneScheduler {
       try {
         const now = time.nowMs();
         if (now - heldAt >= HOLD_RENEW_MS || now < heldAt) {
-          holding = await store.holdLease(`scheduler:${lane}`, this.o.owner, HOLD_TTL_MS);
+          holding = await leases.holdLease(`scheduler:${lane}`, this.o.owner, HOLD_TTL_MS);
           heldAt = now;
         }
         if (!holding) {
@@ -146,7 +150,7 @@ export class LaneScheduler {
           heldAt = Number.NEGATIVE_INFINITY;
           continue;
         }
-        const batch = await store.release(lane, now, { ratePerSecond, untilMs: now + lead, max: RELEASE_BATCH });
+        const batch = await mail.release(lane, now, { ratePerSecond, untilMs: now + lead, max: RELEASE_BATCH });
         failing.succeeded();
         const first = batch.released[0];
         if (first && expected !== null && first.slotMs > expected)
