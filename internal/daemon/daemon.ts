@@ -95,14 +95,15 @@ export interface DaemonParts {
 
 /** The limiter daemon's parts, wired: its RPCs (daemonRoutes), the lanes, the records writer and the leased loops. */
 export function limiterDaemon(o: DaemonOptions): Daemon {
-  const { hot, records, clock, log, metrics } = o;
-  const projection = new Projection(hot, records.directory);
+  const { records, clock, log, metrics } = o;
+  const { admission, mail, usage, outbox, reconcile, leases, signals } = o.hot;
+  const projection = new Projection(admission, records.directory);
   // A change of an organization's tags or their counts gives it a new audience stamp, which the
   // admissions' tag caches are kept by.
-  records.audience.tagsChanged = (orgId) => hot.touchAudience(orgId);
+  records.audience.tagsChanged = (orgId) => admission.touchAudience(orgId);
   const writer = new RecordsWriter({
-    outbox: hot,
-    leases: hot,
+    outbox,
+    leases,
     records,
     clock,
     owner: o.owner,
@@ -111,8 +112,8 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     metrics,
   });
   const reconciler = new Reconciler({
-    reconcile: hot,
-    leases: hot,
+    reconcile,
+    leases,
     records,
     clock,
     owner: o.owner,
@@ -125,13 +126,12 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     writer.changed();
     reconciler.wake();
   });
-  const refusals = new RefusalCounter(hot, records.stats, clock, log);
-  const accepting: Accept = (send) =>
-    accept({ mail: hot, projection, clock, onAccepted: () => runtime.onChange() }, send);
+  const refusals = new RefusalCounter(usage, records.stats, clock, log);
+  const accepting: Accept = (send) => accept({ mail, projection, clock, onAccepted: () => runtime.onChange() }, send);
   const sending = {
     records,
-    mail: hot,
-    leases: hot,
+    mail,
+    leases,
     clock,
     owner: o.owner,
     accept: accepting,
@@ -148,7 +148,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     refusals,
     accept: accepting,
     admission: {
-      admission: hot,
+      admission,
       projection,
       writer,
       refusals,
@@ -162,7 +162,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
   // Releases by any daemon on the store wake this daemon's idle lease streams (from its
   // construction: a daemon's RPCs serve before its lanes start); any lane signal wakes the
   // records writer and the reconciliation, which may be this daemon's.
-  const unwatch = hot.watchLanes((s) => {
+  const unwatch = signals.watchLanes((s) => {
     if (s.kind === "ready") runtime.work.notifyAll();
     writer.changed();
     reconciler.wake();
@@ -178,9 +178,9 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
       runner.start();
       reconciler.start();
       lanes = startLanes({
-        mail: hot,
-        leases: hot,
-        signals: hot,
+        mail,
+        leases,
+        signals,
         clock,
         ratePerSecond: o.laneRate,
         owner: o.owner,
@@ -218,21 +218,22 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
  * own router.
  */
 export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
-  const { hot, records, clock, laneRate } = p.o;
+  const { records, clock, laneRate } = p.o;
+  const { admission, mail, usage, lifecycle } = p.o.hot;
   const { projection, runtime } = p;
   router.service(LimiterService, admissionHandlers(p.admission));
-  router.service(DirectoryService, directoryHandlers({ admission: hot, records, projection, clock, newToken }));
-  router.service(Health, healthHandlers({ lifecycle: hot }));
-  router.service(MailService, mailHandlers({ mail: hot, records, accept: p.accept, refusals: p.refusals }));
+  router.service(DirectoryService, directoryHandlers({ admission, records, projection, clock, newToken }));
+  router.service(Health, healthHandlers({ lifecycle }));
+  router.service(MailService, mailHandlers({ mail, records, accept: p.accept, refusals: p.refusals }));
   router.service(
     DeliveryService,
-    deliveryHandlers({ mail: hot, runtime, clock, laneRate, visibilityMs: p.o.visibilityMs, policy: p.o.policy }),
+    deliveryHandlers({ mail, runtime, clock, laneRate, visibilityMs: p.o.visibilityMs, policy: p.o.policy }),
   );
-  router.service(LaneService, laneHandlers({ mail: hot, runtime, clock, laneRate }));
+  router.service(LaneService, laneHandlers({ mail, runtime, clock, laneRate }));
   router.service(
     ConsoleService,
     consoleHandlers({
-      usage: hot,
+      usage,
       records,
       projection,
       refusals: p.refusals,

@@ -1,23 +1,8 @@
 import { Database } from "bun:sqlite";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import type { Plan } from "../../gen/mailcore/limiter/v1/limiter_pb";
 import type { Lane } from "../../gen/mailcore/limiter/v1/mail_pb";
-import type { MessageHistory } from "../../model/history";
-import type { OrgProjection } from "../../model/projection";
-import {
-  type AckInput,
-  type AdmitInput,
-  type DeliveryPolicy,
-  type EnqueueInput,
-  type HotStore,
-  type LaneSignal,
-  type MessageRef,
-  type RefusalCount,
-  RELEASE_WINDOW_S,
-  type SlotPlan,
-  type Written,
-} from "../hotstore";
+import { type HotStore, RELEASE_WINDOW_S, type SingletonLeases, type StoreLifecycle } from "../hotstore";
 import { EmbeddedAdmission } from "./admission";
 import { SlotCounters } from "./counters";
 import { EmbeddedMail } from "./mail";
@@ -41,127 +26,48 @@ export function embeddedHotFile(dataDir: string): string {
  * daemon owns the file; to run several daemons, use Redis.
  */
 export class EmbeddedHot implements HotStore {
-  private readonly db: Database;
-  private readonly sweeper: ReturnType<typeof setInterval>;
-  private readonly admission: EmbeddedAdmission;
-  private readonly mail: EmbeddedMail;
-  private readonly usage: EmbeddedUsage;
-  private readonly outbox: EmbeddedOutbox;
-  private readonly reconcile: EmbeddedReconcile;
-  private readonly signals = new EmbeddedLaneSignals();
-  private readonly messages: EmbeddedMessages;
+  readonly admission: EmbeddedAdmission;
+  readonly mail: EmbeddedMail;
+  readonly usage: EmbeddedUsage;
+  readonly outbox: EmbeddedOutbox;
+  readonly reconcile: EmbeddedReconcile;
+  /** One daemon owns the embedded store, so it always runs the singletons. */
+  readonly leases: SingletonLeases = { holdLease: async () => true };
+  readonly signals = new EmbeddedLaneSignals();
+  readonly lifecycle: StoreLifecycle;
 
   /** file null keeps everything in memory (tests). */
-  constructor(
-    file: string | null,
-    private readonly clock: () => number = Date.now,
-  ) {
-    this.db = openOwned(file);
-    this.messages = new EmbeddedMessages(this.db);
+  constructor(file: string | null, clock: () => number = Date.now) {
+    const db = openOwned(file);
+    const messages = new EmbeddedMessages(db);
     const released = new SlotCounters<Lane>(1_000, RELEASE_WINDOW_S + 1);
     this.admission = new EmbeddedAdmission(clock);
     this.mail = new EmbeddedMail(
-      this.messages,
+      messages,
       (orgId, domain) => this.admission.domainVerified(orgId, domain),
       released,
       this.signals,
     );
-    this.usage = new EmbeddedUsage(this.admission, this.messages, released);
-    this.outbox = new EmbeddedOutbox(this.messages);
-    this.reconcile = new EmbeddedReconcile(this.messages, this.signals);
-    this.sweeper = setInterval(() => this.sweep(), SWEEP_INTERVAL_MS);
-    this.sweeper.unref();
-  }
-
-  admit(inputs: AdmitInput[], nowMs: number) {
-    return this.admission.admit(inputs, nowMs);
-  }
-  lookupToken(tokenHash: string) {
-    return this.admission.lookupToken(tokenHash);
-  }
-  projectOrg(p: OrgProjection) {
-    return this.admission.projectOrg(p);
-  }
-  touchAudience(orgId: string) {
-    return this.admission.touchAudience(orgId);
-  }
-  projectToken(tokenHash: string, orgId: string | null, mode: "write" | "fill") {
-    return this.admission.projectToken(tokenHash, orgId, mode);
-  }
-
-  enqueue(input: EnqueueInput, nowMs: number) {
-    return this.mail.enqueue(input, nowMs);
-  }
-  release(lane: Lane, nowMs: number, plan: SlotPlan) {
-    return this.mail.release(lane, nowMs, plan);
-  }
-  lease(max: number, nowMs: number, visibilityMs: number) {
-    return this.mail.lease(max, nowMs, visibilityMs);
-  }
-  ack(input: AckInput, policy: DeliveryPolicy, nowMs: number) {
-    return this.mail.ack(input, policy, nowMs);
-  }
-  recover(nowMs: number, policy: DeliveryPolicy) {
-    return this.mail.recover(nowMs, policy);
-  }
-  getMessage(orgId: string, messageId: string) {
-    return this.mail.getMessage(orgId, messageId);
-  }
-  laneCounts(nowMs: number) {
-    return this.mail.laneCounts(nowMs);
-  }
-
-  countRefusals(counts: RefusalCount[], nowMs: number) {
-    return this.usage.countRefusals(counts, nowMs);
-  }
-  orgUsage(orgId: string, plan: Plan, nowMs: number) {
-    return this.usage.orgUsage(orgId, plan, nowMs);
-  }
-
-  changedMessages(max: number) {
-    return this.outbox.changedMessages(max);
-  }
-  settle(written: Written[]) {
-    return this.outbox.settle(written);
-  }
-
-  presence(messages: MessageRef[]) {
-    return this.reconcile.presence(messages);
-  }
-  restore(messages: MessageHistory[], nowMs: number) {
-    return this.reconcile.restore(messages, nowMs);
-  }
-  unfinishedHere() {
-    return this.reconcile.unfinishedHere();
-  }
-  drop(stale: Written[]) {
-    return this.reconcile.drop(stale);
-  }
-
-  watchLanes(on: (signal: LaneSignal) => void): () => void {
-    return this.signals.watchLanes(on);
-  }
-
-  /** One daemon owns the embedded store, so it always runs the singletons. */
-  async holdLease(): Promise<boolean> {
-    return true;
-  }
-
-  async ping(): Promise<void> {
-    this.db.query("SELECT 1").get();
-  }
-
-  async close(): Promise<void> {
-    clearInterval(this.sweeper);
-    this.db.close();
-  }
-
-  /** Drops what has expired. */
-  private sweep(): void {
-    const now = this.clock();
-    this.messages.sweep(now);
-    this.usage.sweep(now);
-    this.admission.sweep(now);
+    this.usage = new EmbeddedUsage(this.admission, messages, released);
+    this.outbox = new EmbeddedOutbox(messages);
+    this.reconcile = new EmbeddedReconcile(messages, this.signals);
+    // Drops what has expired.
+    const sweeper = setInterval(() => {
+      const now = clock();
+      messages.sweep(now);
+      this.usage.sweep(now);
+      this.admission.sweep(now);
+    }, SWEEP_INTERVAL_MS);
+    sweeper.unref();
+    this.lifecycle = {
+      ping: async () => {
+        db.query("SELECT 1").get();
+      },
+      close: async () => {
+        clearInterval(sweeper);
+        db.close();
+      },
+    };
   }
 }
 
