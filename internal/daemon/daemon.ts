@@ -13,7 +13,7 @@ import type { Logger } from "../log/log";
 import { laneName } from "../mail/policy";
 import type { LimiterMetrics } from "../metrics/metrics";
 import type { Records } from "../records/records";
-import type { RetryPolicy } from "../records/webhooks";
+import type { RetryPolicy } from "../records/webhook_deliveries";
 import { newToken } from "../token/token";
 import { type Accept, accept } from "./accept";
 import {

@@ -32,7 +32,7 @@ test("every round the records refuse counts as a failure of its task", async () 
   const down = () => Promise.reject(new Error("records down"));
   const records: WrittenRecords = {
     history: { write: down, deleteFinishedBefore: down },
-    webhooks: { enqueueIn: down, deleteFinishedBefore: down },
+    webhookDeliveries: { enqueueIn: down, deleteFinishedBefore: down },
     audience: { recordMessageEvents: down },
     campaigns: { recordOutcomes: down },
     directory: { touchTokens: down },

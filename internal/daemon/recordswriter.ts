@@ -8,7 +8,7 @@ import type { AudienceRecords } from "../records/audience";
 import type { CampaignRecords } from "../records/campaigns";
 import type { DirectoryRecords } from "../records/directory";
 import type { HistoryRecords } from "../records/history";
-import type { WebhookEventInput, WebhookRecords } from "../records/webhooks";
+import type { WebhookDeliveryRecords, WebhookEventInput } from "../records/webhook_deliveries";
 import { EMAIL_EVENT_OF_STATUS } from "../webhooks/events";
 
 /**
@@ -31,7 +31,7 @@ const WRITER_LEASE_RENEW_MS = WRITER_LEASE_TTL_MS / 2;
 /** What the writer writes of the records. */
 export interface WrittenRecords {
   history: Pick<HistoryRecords, "write" | "deleteFinishedBefore">;
-  webhooks: Pick<WebhookRecords, "enqueueIn" | "deleteFinishedBefore">;
+  webhookDeliveries: Pick<WebhookDeliveryRecords, "enqueueIn" | "deleteFinishedBefore">;
   audience: Pick<AudienceRecords, "recordMessageEvents">;
   campaigns: Pick<CampaignRecords, "recordOutcomes">;
   directory: Pick<DirectoryRecords, "touchTokens">;
@@ -122,7 +122,7 @@ export class RecordsWriter {
         if (changed.length === 0) return;
         wrote = true;
         await this.o.records.history.write(changed, (sql, fresh) =>
-          this.o.records.webhooks.enqueueIn(sql, emailWebhookEvents(fresh), this.o.clock.nowMs()),
+          this.o.records.webhookDeliveries.enqueueIn(sql, emailWebhookEvents(fresh), this.o.clock.nowMs()),
         );
         await this.o.records.audience.recordMessageEvents(changed);
         await this.o.records.campaigns.recordOutcomes(changed);
@@ -148,7 +148,9 @@ export class RecordsWriter {
   private async expire(): Promise<void> {
     const before = this.o.clock.nowMs() - this.o.retentionMs;
     while ((await this.o.records.history.deleteFinishedBefore(before, RETENTION_BATCH)) === RETENTION_BATCH) {}
-    while ((await this.o.records.webhooks.deleteFinishedBefore(before, RETENTION_BATCH)) === RETENTION_BATCH) {}
+    while (
+      (await this.o.records.webhookDeliveries.deleteFinishedBefore(before, RETENTION_BATCH)) === RETENTION_BATCH
+    ) {}
   }
 
   private async writeTokenUse(): Promise<void> {

@@ -7,7 +7,7 @@ import {
   type WebhookDeliveryService,
 } from "../gen/mailcore/limiter/v1/webhooks_pb";
 import type { Records } from "../records/records";
-import type { ReportResult, RetryPolicy } from "../records/webhooks";
+import type { ReportResult, RetryPolicy } from "../records/webhook_deliveries";
 import { excerptOf } from "../webhooks/excerpt";
 import { signWebhook } from "../webhooks/signature";
 import { guard } from "./rpc_errors";
@@ -28,7 +28,7 @@ const RESULTS: Record<ReportResult, WebhookAttemptResult> = {
 };
 
 export interface WebhookDeliveryDeps {
-  records: Pick<Records, "webhooks">;
+  records: Pick<Records, "webhookDeliveries">;
   clock: Clock;
   /** When failed attempts are retried, and when an endpoint is disabled. */
   policy: RetryPolicy;
@@ -47,7 +47,7 @@ export async function claimWebhookDeliveries(deps: WebhookDeliveryDeps, req: Cla
   const nowMs = deps.clock.nowMs();
   const limits = { perEndpoint: req.maxPerEndpoint, inFlight: new Map(Object.entries(req.inFlight)) };
   const claimed = await guard(() =>
-    deps.records.webhooks.claim(nowMs, Math.min(MAX_CLAIM, Math.max(1, req.max)), WEBHOOK_LEASE_MS, limits),
+    deps.records.webhookDeliveries.claim(nowMs, Math.min(MAX_CLAIM, Math.max(1, req.max)), WEBHOOK_LEASE_MS, limits),
   );
   const timestamp = Math.floor(nowMs / 1_000);
   return {
@@ -77,6 +77,6 @@ export async function reportWebhookAttempts(deps: WebhookDeliveryDeps, req: Repo
     // Cleaned again: the records keep 256 characters at most whatever a worker sends.
     responseExcerpt: excerptOf(r.responseExcerpt),
   }));
-  const results = await guard(() => deps.records.webhooks.report(reports, deps.policy));
+  const results = await guard(() => deps.records.webhookDeliveries.report(reports, deps.policy));
   return { results: results.map((r) => RESULTS[r]) };
 }

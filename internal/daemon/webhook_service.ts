@@ -14,7 +14,8 @@ import {
   type WebhookService,
 } from "../gen/mailcore/limiter/v1/webhooks_pb";
 import type { Records } from "../records/records";
-import { DeliveryState, type WebhookDelivery, type WebhookEndpoint } from "../records/webhooks";
+import { DeliveryState, type WebhookDelivery } from "../records/webhook_deliveries";
+import type { WebhookEndpoint } from "../records/webhook_endpoints";
 import { checkEndpoint } from "../webhooks/endpoint";
 import { newWebhookSecret } from "../webhooks/signature";
 import { guard, pageCursor } from "./rpc_errors";
@@ -26,7 +27,7 @@ const MAX_PAGE = 100;
 const DEFAULT_PAGE = 20;
 
 export interface WebhookDeps {
-  records: Pick<Records, "webhooks">;
+  records: Pick<Records, "webhookEndpoints" | "webhookDeliveries">;
   clock: Clock;
 }
 
@@ -48,39 +49,41 @@ export async function createWebhook(deps: WebhookDeps, req: CreateWebhookRequest
   if ("field" in input) throw new ConnectError(`${input.field}: ${input.message}`, Code.InvalidArgument);
   const secret = newWebhookSecret();
   const endpoint = await guard(() =>
-    deps.records.webhooks.create({ orgId: req.orgId, ...input, secret, nowMs: deps.clock.nowMs() }),
+    deps.records.webhookEndpoints.create({ orgId: req.orgId, ...input, secret, nowMs: deps.clock.nowMs() }),
   );
   return { endpoint: endpointMessage(endpoint), secret };
 }
 
 export async function listWebhooks(deps: WebhookDeps, req: ListWebhooksRequest) {
-  const page = await guard(() => deps.records.webhooks.list(req.orgId, pageSize(req.limit), pageCursor(req.cursor)));
+  const page = await guard(() =>
+    deps.records.webhookEndpoints.list(req.orgId, pageSize(req.limit), pageCursor(req.cursor)),
+  );
   return { endpoints: page.data.map(endpointMessage), nextCursor: page.nextCursor ?? "" };
 }
 
 export async function deleteWebhook(deps: WebhookDeps, req: DeleteWebhookRequest) {
-  if (!(await guard(() => deps.records.webhooks.delete(req.orgId, req.webhookId))))
+  if (!(await guard(() => deps.records.webhookEndpoints.delete(req.orgId, req.webhookId))))
     throw new ConnectError(`no webhook ${req.webhookId}`, Code.NotFound);
   return {};
 }
 
 export async function listWebhookDeliveries(deps: WebhookDeps, req: ListWebhookDeliveriesRequest) {
   const page = await guard(() =>
-    deps.records.webhooks.deliveries(req.orgId, req.webhookId, pageSize(req.limit), pageCursor(req.cursor)),
+    deps.records.webhookDeliveries.list(req.orgId, req.webhookId, pageSize(req.limit), pageCursor(req.cursor)),
   );
   if (!page) throw new ConnectError(`no webhook ${req.webhookId}`, Code.NotFound);
   return { deliveries: page.data.map(deliveryMessage), nextCursor: page.nextCursor ?? "" };
 }
 
 export async function testWebhook(deps: WebhookDeps, req: TestWebhookRequest) {
-  const made = await guard(() => deps.records.webhooks.test(req.orgId, req.webhookId, deps.clock.nowMs()));
+  const made = await guard(() => deps.records.webhookDeliveries.test(req.orgId, req.webhookId, deps.clock.nowMs()));
   if (!made) throw new ConnectError(`no webhook ${req.webhookId}`, Code.NotFound);
   return { delivery: deliveryMessage(made) };
 }
 
 export async function retryWebhookDelivery(deps: WebhookDeps, req: RetryWebhookDeliveryRequest) {
   const retried = await guard(() =>
-    deps.records.webhooks.retry(req.orgId, req.webhookId, req.deliveryId, deps.clock.nowMs()),
+    deps.records.webhookDeliveries.retry(req.orgId, req.webhookId, req.deliveryId, deps.clock.nowMs()),
   );
   if (!retried) throw new ConnectError(`no delivery ${req.deliveryId} of webhook ${req.webhookId}`, Code.NotFound);
   if (retried === "pending")
