@@ -83,11 +83,11 @@ export interface Daemon {
 export interface DaemonParts {
   o: DaemonOptions;
   projection: Projection;
-  writer: RecordsWriter;
   runtime: MailRuntime;
   refusals: RefusalCounter;
   accept: Accept;
-  admission: AdmissionDeps;
+  /** The admission service's: the raw AdmitBatch is served with the same. */
+  admissionDeps: AdmissionDeps;
   /** Wake the leased loops that a change gives work: the workflow runs, the campaigns' fan-out. */
   runner: Pick<WorkflowRunner, "wake">;
   fanout: Pick<CampaignFanout, "wake">;
@@ -143,11 +143,10 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
   const parts: DaemonParts = {
     o,
     projection,
-    writer,
     runtime,
     refusals,
     accept: accepting,
-    admission: {
+    admissionDeps: {
       admission,
       projection,
       writer,
@@ -170,7 +169,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
   let lanes: Lanes | undefined;
   return {
     routes: (router) => daemonRoutes(router, parts),
-    raw: admissionRawHandlers(parts.admission),
+    raw: admissionRawHandlers(parts.admissionDeps),
     start() {
       writer.start();
       refusals.start();
@@ -221,7 +220,7 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
   const { records, clock, laneRate } = p.o;
   const { admission, mail, usage, lifecycle } = p.o.hot;
   const { projection, runtime } = p;
-  router.service(LimiterService, admissionHandlers(p.admission));
+  router.service(LimiterService, admissionHandlers(p.admissionDeps));
   router.service(DirectoryService, directoryHandlers({ admission, records, projection, clock, newToken }));
   router.service(Health, healthHandlers({ lifecycle }));
   router.service(MailService, mailHandlers({ mail, records, accept: p.accept, refusals: p.refusals }));
