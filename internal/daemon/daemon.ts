@@ -176,25 +176,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
       fanout.start();
       runner.start();
       reconciler.start();
-      lanes = startLanes({
-        mail,
-        leases,
-        signals,
-        clock,
-        ratePerSecond: o.laneRate,
-        owner: o.owner,
-        policy: o.policy,
-        onRelease: (r) => {
-          runtime.recordRelease(r);
-          metrics?.released.inc({ lane: laneName(r.lane) });
-        },
-        onMissed: (lane, slots) => metrics?.slotsMissed.inc({ lane: laneName(lane) }, slots),
-        onRecovered: () => {
-          runtime.work.notifyAll();
-          runtime.onChange();
-        },
-        log,
-      });
+      lanes = startDaemonLanes(o, runtime);
       runtime.recovery = lanes;
     },
     async stopReleasing() {
@@ -209,6 +191,31 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
       await refusals.stop();
     },
   };
+}
+
+/** Starts both lanes' schedulers and their recovery; each release is recorded in the runtime and counted. */
+function startDaemonLanes(o: DaemonOptions, runtime: MailRuntime): Lanes {
+  const { metrics } = o;
+  const { mail, leases, signals } = o.hot;
+  return startLanes({
+    mail,
+    leases,
+    signals,
+    clock: o.clock,
+    ratePerSecond: o.laneRate,
+    owner: o.owner,
+    policy: o.policy,
+    onRelease: (r) => {
+      runtime.recordRelease(r);
+      metrics?.released.inc({ lane: laneName(r.lane) });
+    },
+    onMissed: (lane, slots) => metrics?.slotsMissed.inc({ lane: laneName(lane) }, slots),
+    onRecovered: () => {
+      runtime.work.notifyAll();
+      runtime.onChange();
+    },
+    log: o.log,
+  });
 }
 
 /**
