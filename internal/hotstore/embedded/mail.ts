@@ -48,7 +48,7 @@ export class EmbeddedMail implements MailStore {
     this.db = messages.db;
   }
 
-  /** The accept step in one transaction; a message put in an empty lane signals it. */
+  /** The accept step in one transaction; an accepted message signals its lane. */
   async enqueue(input: EnqueueInput, nowMs: number): Promise<EnqueueResult> {
     const result = this.db.transaction(() => this.enqueueTx(input, nowMs))();
     if (result.kind === "accepted") this.signals.signal({ kind: "waiting", lane: input.lane });
