@@ -1,4 +1,4 @@
-// The fault table (README "Operations"): the whole service on Redis (AOF, fsync always) and
+// The fault table (docs/operations.md, "Fault table"): the whole service on Redis (AOF, fsync always) and
 // PostgreSQL under a steady load of HTTP and SMTP sends, then kill -9 of each process in turn,
 // restarted a second later as a supervisor would. For each fault: what the clients saw and for
 // how long; at the end, whether every accepted message was delivered, and how many twice.

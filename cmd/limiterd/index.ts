@@ -109,12 +109,12 @@ const registry = newRegistry("limiterd");
 certificateExpiry(registry, { LIMITER_TLS_CERT: cfg.tls?.cert, LIMITER_TLS_CLIENT_CA: cfg.tls?.clientCa });
 const metrics = limiterMetrics(registry, {
   lanes: async () =>
-    (await hot.laneCounts(systemClock.nowMs())).map((c) => ({
+    (await hot.mail.laneCounts(systemClock.nowMs())).map((c) => ({
       lane: laneName(c.lane),
       depth: c.depth,
       oldestAgeMs: c.oldestAgeMs,
     })),
-  ready: () => hot.ping().then(() => true),
+  ready: () => hot.lifecycle.ping().then(() => true),
 });
 const daemon = limiterDaemon({
   hot,
@@ -162,6 +162,6 @@ exitGracefully(log, async () => {
   metricsServer.stop();
   await daemon.stop();
   disk.stop();
-  await hot.close();
+  await hot.lifecycle.close();
   await records.close();
 });

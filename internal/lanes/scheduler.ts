@@ -63,7 +63,11 @@ const IDLE_LOOK_MS = 30_000;
 const RETRY_MS = 100;
 
 export interface SchedulerOptions {
-  store: Pick<MailStore, "release"> & SingletonLeases & LaneSignals;
+  mail: Pick<MailStore, "release">;
+  /** With Redis, one daemon at a time runs a lane's scheduler. */
+  leases: SingletonLeases;
+  /** An empty lane waits for the signal that it has a message. */
+  signals: LaneSignals;
   lane: Lane;
   ratePerSecond: number;
   /** This daemon's name; with Redis, one daemon at a time runs a lane's scheduler. */
@@ -100,7 +104,7 @@ export class LaneScheduler {
   constructor(private readonly o: SchedulerOptions) {}
 
   start(): void {
-    this.unwatch = this.o.store.watchLanes((s) => {
+    this.unwatch = this.o.signals.watchLanes((s) => {
       if (s.kind !== "waiting" || s.lane !== this.o.lane) return;
       this.heard++;
       this.waking.abort();
@@ -122,7 +126,7 @@ export class LaneScheduler {
   }
 
   private async run(): Promise<void> {
-    const { store, lane, time, log, ratePerSecond } = this.o;
+    const { mail, leases, lane, time, log, ratePerSecond } = this.o;
     const stopped = this.stopping.signal;
     const { leadMs: lead, refillMs: refill, startMs } = LANE_LEAD[lane];
     const failing = new FailureEpisode(log, "lane release", { lane }, () => time.nowMs());
@@ -137,7 +141,7 @@ export class LaneScheduler {
       try {
         const now = time.nowMs();
         if (now - heldAt >= HOLD_RENEW_MS || now < heldAt) {
-          holding = await store.holdLease(`scheduler:${lane}`, this.o.owner, HOLD_TTL_MS);
+          holding = await leases.holdLease(`scheduler:${lane}`, this.o.owner, HOLD_TTL_MS);
           heldAt = now;
         }
         if (!holding) {
@@ -147,7 +151,7 @@ export class LaneScheduler {
           heldAt = Number.NEGATIVE_INFINITY;
           continue;
         }
-        const batch = await store.release(lane, now, { ratePerSecond, untilMs: now + lead, max: RELEASE_BATCH });
+        const batch = await mail.release(lane, now, { ratePerSecond, untilMs: now + lead, max: RELEASE_BATCH });
         failing.succeeded();
         const first = batch.released[0];
         if (first && expected !== null && first.slotMs > expected)

@@ -1,7 +1,7 @@
 import { expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import fc from "fast-check";
-import { newMessageId } from "../daemon/mail_service";
+import { newMessageId } from "../mail/identity";
 import { isReturnPathSubdomain, parseReturnPath, returnPathFor } from "./returnpath";
 
 const key = randomBytes(32);
