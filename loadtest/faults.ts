@@ -1,4 +1,4 @@
-// The fault table (README "Operations"): the whole service on Redis (AOF, fsync always) and
+// The fault table (docs/operations.md, "Fault table"): the whole service on Redis (AOF, fsync always) and
 // PostgreSQL under a steady load of HTTP and SMTP sends, then kill -9 of each process in turn,
 // restarted a second later as a supervisor would. For each fault: what the clients saw and for
 // how long; at the end, whether every accepted message was delivered, and how many twice.
@@ -47,7 +47,7 @@ const only = process.argv.includes("--only")
   : [...TARGETS];
 const targets = TARGETS.filter((t) => only.includes(t));
 
-// The mail pipeline's keys share one hash slot, {mail} (docs/architecture.md, "The hot store"); this key is in it.
+// The mail pipeline's keys share one hash slot, {mail} (docs/adr/0006-one-lua-prelude-one-slot-per-script.md); this key is in it.
 const SERVICE_SLOT_KEY = "{mail}";
 const clusterMode = process.argv.includes("--cluster");
 const cluster = clusterMode ? await startRedisCluster({ replicas: 1, nodeTimeoutMs: 2_000 }) : undefined;

@@ -109,7 +109,7 @@ for (const d of deployments) {
 console.log(`\n| deployment | accepted sends/s (${CLIENTS} clients) | p50 | p99 |\n|---|---|---|---|`);
 for (const r of rows)
   console.log(`| ${r.deployment} | ${r.perSecond} (${r.sends} in ${r.seconds} s) | ${r.p50Ms} ms | ${r.p99Ms} ms |`);
-// The accept step alone (RedisHot.enqueue on the Redis with a replica, no API, no daemon): the
+// The accept step alone (RedisHot's mail.enqueue on the Redis with a replica, no API, no daemon): the
 // wait's own cost per accept, with one caller (each accept waits alone) and with CLIENTS callers
 // (accepts share a WAIT), off and on, alternately, twice.
 const acceptRows: { wait: string; callers: number; perSecond: number; p50Ms: number; p99Ms: number }[] = [];
@@ -121,7 +121,7 @@ for (const round of [1, 2]) {
         policy: { replicas, timeoutMs: 1_000 },
         writer: await connectRedis(url, { commandTimeoutMs: waitingCommandTimeoutMs(1_000) }),
       });
-      await hot.projectOrg({
+      await hot.admission.projectOrg({
         id: "bench",
         slug: "bench",
         plan: Plan.ENTERPRISE,
@@ -133,7 +133,7 @@ for (const round of [1, 2]) {
       const t0 = performance.now();
       await pool(n, callers, async (i) => {
         const started = performance.now();
-        const r = await hot.enqueue(
+        const r = await hot.mail.enqueue(
           {
             orgId: "bench",
             tags: [],
@@ -166,7 +166,7 @@ for (const round of [1, 2]) {
         p99Ms: at(0.99),
       });
       console.log(JSON.stringify({ round, ...acceptRows.at(-1) }));
-      await hot.close();
+      await hot.lifecycle.close();
     }
   }
 }

@@ -20,7 +20,14 @@ import { serveRpc } from "../../internal/daemon/server";
 import { roleGate } from "../../internal/plane/roles";
 import { logger, setLogFormat } from "../../internal/log/log";
 import { laneName } from "../../internal/mail/policy";
-import { certificateExpiry, limiterMetrics, newRegistry, serveMetrics } from "../../internal/metrics/metrics";
+import { DiskSpace } from "../../internal/diskspace/diskspace";
+import {
+  certificateExpiry,
+  diskFullCounter,
+  limiterMetrics,
+  newRegistry,
+  serveMetrics,
+} from "../../internal/metrics/metrics";
 import { Records, sqliteRecordsFile } from "../../internal/records/records";
 import { exitGracefully } from "../../internal/shutdown/shutdown";
 import { webhookRetryPolicy } from "../../internal/webhooks/schedule";
@@ -102,12 +109,12 @@ const registry = newRegistry("limiterd");
 certificateExpiry(registry, { LIMITER_TLS_CERT: cfg.tls?.cert, LIMITER_TLS_CLIENT_CA: cfg.tls?.clientCa });
 const metrics = limiterMetrics(registry, {
   lanes: async () =>
-    (await hot.laneCounts(systemClock.nowMs())).map((c) => ({
+    (await hot.mail.laneCounts(systemClock.nowMs())).map((c) => ({
       lane: laneName(c.lane),
       depth: c.depth,
       oldestAgeMs: c.oldestAgeMs,
     })),
-  ready: () => hot.ping().then(() => true),
+  ready: () => hot.lifecycle.ping().then(() => true),
 });
 const daemon = limiterDaemon({
   hot,
@@ -125,8 +132,11 @@ const daemon = limiterDaemon({
   log,
   metrics,
 });
+// The SQLite files under DATA_DIR (records, embedded hot store): a full disk refuses the calls
+// that write (UNAVAILABLE: the API answers 503, the worker retries its acks) until there is space.
+const disk = new DiskSpace(cfg.dataDir, log, diskFullCounter(registry));
 const server = await serveRpc((router) => daemon.routes(router), cfg.host, cfg.port, {
-  interceptors: daemonInterceptors({ log }),
+  interceptors: daemonInterceptors({ log, disk }),
   raw: daemon.raw,
   tls: cfg.tls && {
     ...cfg.tls,
@@ -151,6 +161,7 @@ exitGracefully(log, async () => {
   await server.close(7_000);
   metricsServer.stop();
   await daemon.stop();
-  await hot.close();
+  disk.stop();
+  await hot.lifecycle.close();
   await records.close();
 });

@@ -5,7 +5,14 @@ import { loadOrExit, smtpConfig } from "../../internal/config/config";
 import { DirectoryService } from "../../internal/gen/mailcore/limiter/v1/limiter_pb";
 import { daemonConnection } from "../../internal/limiterclient/client";
 import { logger, setLogFormat } from "../../internal/log/log";
-import { certificateExpiry, newRegistry, serveMetrics, smtpMetrics } from "../../internal/metrics/metrics";
+import { DiskSpace } from "../../internal/diskspace/diskspace";
+import {
+  certificateExpiry,
+  diskFullCounter,
+  newRegistry,
+  serveMetrics,
+  smtpMetrics,
+} from "../../internal/metrics/metrics";
 import { exitGracefully } from "../../internal/shutdown/shutdown";
 import { apiClient } from "../../internal/smtp/api";
 import { submissionServer } from "../../internal/smtp/server";
@@ -15,23 +22,24 @@ import { tokenVerifier } from "../../internal/smtp/verify";
 const log = logger("smtp");
 const cfg = loadOrExit("smtp", () => smtpConfig(process.env));
 setLogFormat(cfg.logFormat);
+const registry = newRegistry("smtp");
+const disk = new DiskSpace(cfg.dataDir, log, diskFullCounter(registry));
 const files =
   cfg.tlsCert && cfg.tlsKey
-    ? { cert: cfg.tlsCert, key: cfg.tlsKey, source: "configured" as const }
-    : await devCertificate(join(cfg.dataDir, "tls")).catch((err: unknown) =>
+    ? { cert: cfg.tlsCert, key: cfg.tlsKey, source: "configured" as const, unkept: undefined }
+    : await devCertificate(join(cfg.dataDir, "tls"), disk).catch((err: unknown) =>
         loadOrExit("smtp", () => {
           throw err;
         }),
       );
-const tls = loadOrExit("smtp", () => readTls(files));
+const tls = files.unkept ?? loadOrExit("smtp", () => readTls(files));
 if (files.source === "self-signed") {
   log.warn("using a self-signed development certificate; set SMTP_TLS_CERT and SMTP_TLS_KEY in production", {
-    cert: files.cert,
+    cert: files.unkept ? "held in memory (no room on the disk); the next start writes it" : files.cert,
   });
 }
 
 const directory = daemonConnection(cfg.limiterUrl, cfg.limiterTls).client(DirectoryService);
-const registry = newRegistry("smtp");
 certificateExpiry(registry, {
   LIMITER_TLS_CLIENT_CERT: cfg.limiterTls?.cert,
   LIMITER_TLS_CA: cfg.limiterTls?.ca,
@@ -78,5 +86,6 @@ const metricsServer = serveMetrics(registry, cfg.metricsHost, cfg.metricsPort, l
 exitGracefully(log, async () => {
   server.drain();
   await new Promise<void>((done) => server.close(() => done()));
+  disk.stop();
   metricsServer.stop();
 });

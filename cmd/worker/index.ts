@@ -7,7 +7,14 @@ import { DeliveryService } from "../../internal/gen/mailcore/limiter/v1/mail_pb"
 import { WebhookDeliveryService } from "../../internal/gen/mailcore/limiter/v1/webhooks_pb";
 import { daemonConnection } from "../../internal/limiterclient/client";
 import { logger, setLogFormat } from "../../internal/log/log";
-import { certificateExpiry, newRegistry, serveMetrics, workerMetrics } from "../../internal/metrics/metrics";
+import { DiskSpace } from "../../internal/diskspace/diskspace";
+import {
+  certificateExpiry,
+  diskFullCounter,
+  newRegistry,
+  serveMetrics,
+  workerMetrics,
+} from "../../internal/metrics/metrics";
 import { exitGracefully } from "../../internal/shutdown/shutdown";
 import { AckJournal } from "../../internal/worker/acks";
 import { FileSink, SmtpRelay } from "../../internal/worker/transport";
@@ -17,8 +24,10 @@ import { Worker } from "../../internal/worker/worker";
 const log = logger("worker");
 const cfg = loadOrExit("worker", () => workerConfig(process.env));
 setLogFormat(cfg.logFormat);
-const transport = cfg.relayUrl ? new SmtpRelay(cfg.relayUrl) : new FileSink(join(cfg.dataDir, "sink"));
 const registry = newRegistry("worker");
+// The ack journal and the file sink write under DATA_DIR: a full disk defers, and is logged and counted.
+const disk = new DiskSpace(cfg.dataDir, log, diskFullCounter(registry));
+const transport = cfg.relayUrl ? new SmtpRelay(cfg.relayUrl) : new FileSink(join(cfg.dataDir, "sink"), disk);
 certificateExpiry(registry, { LIMITER_TLS_CLIENT_CERT: cfg.limiterTls?.cert, LIMITER_TLS_CA: cfg.limiterTls?.ca });
 const daemon = daemonConnection(cfg.limiterUrl, cfg.limiterTls);
 const workerId = `${hostname()}:${process.pid}`;
@@ -27,7 +36,8 @@ const worker = new Worker(daemon.client(DeliveryService), transport, {
   workerId,
   maxInFlight: cfg.maxInFlight,
   log,
-  acks: new AckJournal(join(cfg.dataDir, "acks")),
+  acks: new AckJournal(join(cfg.dataDir, "acks"), disk),
+  disk,
   metrics,
 });
 const webhooks = new WebhookDeliverer(daemon.client(WebhookDeliveryService), {
@@ -51,5 +61,6 @@ void webhooks.run();
 // ack what can be acked; the rest stays in DATA_DIR/acks for the next start.
 exitGracefully(log, async () => {
   await Promise.all([worker.stop(), webhooks.stop()]);
+  disk.stop();
   metricsServer.stop();
 });

@@ -82,14 +82,21 @@ export function emailFilters(q: URLSearchParams) {
 
 /**
  * The intervals of a stats request: whole intervals covering since..until. Without since, the
- * default span ends with the interval until falls in (the current one by default).
+ * default span ends with the interval until falls in (the current one by default). Without
+ * until, a since later than now is a range that has not begun: no intervals (until is since).
  */
 export function statsRange(url: URL, nowMs: number) {
   const interval = (url.searchParams.get("interval") ?? "hour") as keyof typeof INTERVALS;
   const { widthMs, defaultSpanMs, maxDays } = INTERVALS[interval];
-  const until = timeParam(url.searchParams, "until") ?? nowMs;
+  const givenSince = timeParam(url.searchParams, "since");
+  const givenUntil = timeParam(url.searchParams, "until");
+  if (givenUntil === undefined && givenSince !== undefined && givenSince > nowMs) {
+    const sinceMs = Math.floor(givenSince / widthMs) * widthMs;
+    return { interval, widthMs, sinceMs, untilMs: sinceMs };
+  }
+  const until = givenUntil ?? nowMs;
   const untilMs = Math.floor(until / widthMs) * widthMs + (until % widthMs === 0 ? 0 : widthMs);
-  const since = timeParam(url.searchParams, "since") ?? untilMs - defaultSpanMs;
+  const since = givenSince ?? untilMs - defaultSpanMs;
   if (until <= since) throw new InvalidField("until", "must be after `since`");
   const sinceMs = Math.floor(since / widthMs) * widthMs;
   if (sinceMs < 0) throw new InvalidField("since", "must not be before 1970");
@@ -146,10 +153,13 @@ export const getEmail: Handler = async ({ ports }, { admission, headers, params 
 /** GET /api/v1/stats/emails: the delivery figures by hour or day. */
 export const emailStats = route(async ({ ports, records }, { req, admission, headers }) => {
   const range = statsRange(new URL(req.url), Date.now());
-  const res = await ports.activity.getMessageStats(
-    { orgId: admission.orgId, sinceMs: BigInt(range.sinceMs), untilMs: BigInt(range.untilMs) },
-    records,
-  );
+  const res =
+    range.untilMs === range.sinceMs
+      ? { hours: [] }
+      : await ports.activity.getMessageStats(
+          { orgId: admission.orgId, sinceMs: BigInt(range.sinceMs), untilMs: BigInt(range.untilMs) },
+          records,
+        );
   return json(
     200,
     {

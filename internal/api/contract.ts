@@ -2,6 +2,7 @@ import Ajv2020, { type ErrorObject, type ValidateFunction } from "ajv/dist/2020"
 import addFormats from "ajv-formats";
 import { InvalidField } from "./invalid_field";
 import { openApiDocument } from "./openapi/document";
+import { API_FORMATS } from "./openapi/patterns";
 
 // The OpenAPI document decides what the API accepts: each operation's path parameters, query
 // string and JSON body are checked against the document's own schemas before its handler runs
@@ -56,13 +57,24 @@ function refusal(e: ErrorObject, root: string): InvalidField {
     }
     case "not": {
       const names = requiredOf(e.schema);
+      // A `not` of the value itself (a URL's punycode label, a header name of ours).
+      if (names.length === 0) {
+        reason = "is not in the documented form";
+        break;
+      }
       parts.push(names.at(-1)!);
       reason = `cannot be combined with ${names.slice(0, -1).join(", ")}`;
       break;
     }
+    // The portable pattern beside a format of the document's own admits a superset: either
+    // refusal is the format's.
     case "pattern":
-      reason = (e.schema as string).length > 40 ? "is not in the documented form" : reason;
+    case "format": {
+      const format = API_FORMATS[(e.parentSchema as Obj | undefined)?.format as string];
+      if (format) reason = format.refusal;
+      else if (e.keyword === "pattern" && (e.schema as string).length > 40) reason = "is not in the documented form";
       break;
+    }
     // In the words the API's own checks use ("subject: must be at most 998 characters").
     case "maxLength":
       reason = `must be at most ${e.params.limit} characters`;
@@ -121,6 +133,7 @@ export function documentValidator(doc: Obj, coerceTypes: boolean): Ajv2020 {
     allErrors: false,
   });
   addFormats(ajv);
+  for (const [name, format] of Object.entries(API_FORMATS)) ajv.addFormat(name, format.regex);
   ajv.addSchema(withoutMappings, DOCUMENT_ID);
   return ajv;
 }

@@ -37,7 +37,7 @@ for (const [name, open] of hotStores(servers)) {
     });
     afterAll(async () => {
       await svc?.stop();
-      await store?.close();
+      await store?.lifecycle.close();
     });
 
     async function send(to: string) {
@@ -99,7 +99,7 @@ for (const [name, open] of hotStores(servers)) {
       const first = await send("bounced+signup@fixtures.test");
       expect(first.status).toBe(202);
       // Stand in for the lane scheduler, then let a real worker lease, simulate and ack it.
-      while (await releaseNext(store, Lane.TRANSACTIONAL, clock.nowMs()));
+      while (await releaseNext(store.mail, Lane.TRANSACTIONAL, clock.nowMs()));
       const worker = new Worker(svc.clients.delivery, new FileSink(tempDir()), {
         workerId: "test",
         maxInFlight: 4,

@@ -8,7 +8,7 @@ import { InvalidField } from "./invalid_field";
 export type ChangeInit = MessageInitShape<typeof SubscriberChangeSchema>;
 
 /** A tag's name: 1 to 64 letters, digits, spaces, `_` and `-`. */
-const TAG_NAME = /^[\p{L}\p{N} _-]{1,64}$/u;
+export const TAG_NAME = /^[\p{L}\p{N} _-]{1,64}$/u;
 const FIELD_KEY = /^[A-Za-z0-9_-]{1,64}$/;
 export const MAX_FIELDS = 50;
 export const MAX_BATCH = 1_000;
@@ -31,9 +31,9 @@ const LABEL = "[\\p{L}\\p{N}](?:[\\p{L}\\p{N}\\p{M}-]*[\\p{L}\\p{N}\\p{M}])?";
  * which lower-casing can exceed ("İ" becomes two characters).
  */
 export const KEPT_ADDRESS = `${ATEXT}(?:\\.${ATEXT})*@${LABEL}(?:\\.${LABEL})+`;
-/** The address as a pattern (unanchored), for the OpenAPI document to state. */
-export const SUBSCRIBER_ADDRESS = `(?=[^@]{1,64}@)${KEPT_ADDRESS}`;
-const ADDRESS = new RegExp(`^${SUBSCRIBER_ADDRESS}$`, "u");
+/** The local part's limit. */
+export const MAX_LOCAL_PART = 64;
+const ADDRESS = new RegExp(`^(?=[^@]{1,${MAX_LOCAL_PART}}@)${KEPT_ADDRESS}$`, "u");
 
 const CHANGE_FIELDS = ["name", "fields", "tags", "status", "replaceTags", "resubscribe", "triggerWorkflows"];
 const UPSERT_FIELDS = new Set(["email", ...CHANGE_FIELDS]);

@@ -24,7 +24,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await svc?.stop();
-  await hot.close();
+  await hot.lifecycle.close();
 });
 
 async function api(method: string, path: string, body?: unknown) {

@@ -15,3 +15,21 @@ export class ManualClock implements Clock {
     this.ms += ms;
   }
 }
+
+/** The longest delay a timer keeps (2^31 - 1 ms): a longer one fires after 1 ms, with a warning. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * A delay as a timer takes it: from 0 to MAX_TIMER_MS, NaN as 0. Every timer whose delay is
+ * computed takes it through here: a moment already due, read from a clock a few microseconds
+ * after "due at" was, is a negative delay, which a timer waits as 1 ms after printing a
+ * TimeoutNegativeWarning on stderr (a line no log collector parses).
+ */
+export function timerDelay(ms: number): number {
+  return ms > 0 ? Math.min(ms, MAX_TIMER_MS) : 0;
+}
+
+/** The delay from nowMs until atMs (both of one clock), as a timer takes it: see timerDelay. */
+export function delayUntil(atMs: number, nowMs: number): number {
+  return timerDelay(atMs - nowMs);
+}

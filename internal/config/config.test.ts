@@ -4,7 +4,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { initCerts } from "../plane/certs";
 import { tempDir } from "../testkit/testkit";
-import { apiConfig, ConfigError, limiterdConfig, smtpConfig, workerConfig } from "./config";
+import { apiConfig, ConfigError, limiterdConfig, mxConfig, smtpConfig, workerConfig } from "./config";
 
 describe("configuration", () => {
   test("defaults", () => {
@@ -275,5 +275,38 @@ describe("the internal plane's TLS", () => {
     expect(() => apiConfig({ ...https, ...frontTls, LIMITER_TLS_CLIENT_KEY: join(dir, "ca.key") })).toThrow(
       "cannot be used together",
     );
+  });
+});
+
+describe("MX delivery", () => {
+  test("defaults: port 25, this host's name, the repository's shaping file, 48 hours of retries", () => {
+    const c = mxConfig({});
+    expect(c.port).toBe(25);
+    expect(c.heloName.length).toBeGreaterThan(0);
+    expect(c.shapingFile).toBeUndefined();
+    expect(c.maxRetryHours).toBe(48);
+  });
+
+  test("set values are taken", () => {
+    const file = join(tempDir(), "shaping.json");
+    writeFileSync(file, "{}");
+    const c = mxConfig({
+      MX_PORT: "2525",
+      MX_HELO_NAME: "out.example.org",
+      MX_SHAPING_FILE: file,
+      MAX_RETRY_HOURS: "72",
+    });
+    expect(c).toEqual({ port: 2525, heloName: "out.example.org", shapingFile: file, maxRetryHours: 72 });
+  });
+
+  test.each([
+    [{ MX_HELO_NAME: "not a name" }, "MX_HELO_NAME"],
+    [{ MX_HELO_NAME: "-bad.example" }, "MX_HELO_NAME"],
+    [{ MX_SHAPING_FILE: "/nonexistent/shaping.json" }, "MX_SHAPING_FILE"],
+    [{ MAX_RETRY_HOURS: "0" }, "MAX_RETRY_HOURS"],
+    [{ MX_PORT: "70000" }, "MX_PORT"],
+  ])("%p is refused with its name", (env, name) => {
+    expect(() => mxConfig(env)).toThrow(ConfigError);
+    expect(() => mxConfig(env)).toThrow(name);
   });
 });

@@ -1,5 +1,6 @@
 import { readFileSync, statSync } from "node:fs";
 import { isIP } from "node:net";
+import { hostname } from "node:os";
 import { resolve } from "node:path";
 import { createSecureContext } from "node:tls";
 import type { ClientTls, ServerTls } from "../plane/tls";
@@ -391,6 +392,34 @@ export function workerConfig(env: Env): WorkerConfig {
     metricsHost: hostVar(env, "METRICS_HOST", "127.0.0.1"),
     metricsPort: intVar(env, "WORKER_METRICS_PORT", 0, 0, 65_535),
     logFormat: logFormatVar(env),
+  };
+}
+
+/** Delivery to the recipients' MX hosts. */
+export interface MxConfig {
+  /** Our name in EHLO: a name whose A record and PTR match the sending address, as receivers check. */
+  heloName: string;
+  /** The port every MX is reached on (25; tests use another). */
+  port: number;
+  /** The per-destination shaping file (MX_SHAPING_FILE); undefined: the repository's default. Loaded and checked by internal/mx's loadShaping, whose error is a ConfigError. */
+  shapingFile: string | undefined;
+  /** How long a temporarily failing message is retried after its first attempt. */
+  maxRetryHours: number;
+}
+
+export function mxConfig(env: Env): MxConfig {
+  const heloName = raw(env, "MX_HELO_NAME") ?? hostname();
+  if (
+    !/^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*$/.test(
+      heloName,
+    )
+  )
+    throw new ConfigError(`MX_HELO_NAME=${JSON.stringify(heloName)} is not a host name`);
+  return {
+    heloName,
+    port: portVar(env, "MX_PORT", 25),
+    shapingFile: existingFile(env, "MX_SHAPING_FILE"),
+    maxRetryHours: intVar(env, "MAX_RETRY_HOURS", 48, 1, 720),
   };
 }
 

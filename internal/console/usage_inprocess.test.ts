@@ -46,7 +46,7 @@ for (const [name, open] of hotStores(servers)) {
     });
     afterAll(async () => {
       await svc?.stop();
-      await store?.close();
+      await store?.lifecycle.close();
     });
 
     const tags = (slug: string) =>

@@ -3,11 +3,11 @@ import { randomBytes } from "node:crypto";
 import { fillTemplate } from "../automation/template";
 import type { Clock } from "../clock/clock";
 import { type Email, EmailSchema } from "../gen/mailcore/limiter/v1/mail_pb";
-import type { EnqueueResult, MailStore, SingletonLeases } from "../hotstore/hotstore";
+import type { MailStore } from "../hotstore/hotstore";
 import type { Fields } from "../records/audience_types";
 import type { Records } from "../records/records";
 import type { LoopParts } from "./leasedloop";
-import type { SendInput } from "./mail_service";
+import type { Accept } from "./accept";
 
 // A message to one subscriber, as campaigns and workflow emails send it: the placeholders
 // filled for the subscriber, and the one-click unsubscribe of RFC 8058.
@@ -15,11 +15,11 @@ import type { SendInput } from "./mail_service";
 /** What the loops that send audience emails (the campaign fan-out, the workflow runner) are given. */
 export interface AudienceSendParts extends LoopParts {
   /** The fan-out reads the bulk lane's depth to keep a page ahead of its release. */
-  hot: SingletonLeases & Pick<MailStore, "laneCounts">;
+  mail: Pick<MailStore, "laneCounts">;
   records: Records;
   clock: Clock;
-  /** The accept step of every send (mail_service.ts). */
-  accept: (send: SendInput) => Promise<EnqueueResult>;
+  /** The accept step of every send (accept.ts). */
+  accept: Accept;
   /** Where the unsubscribe links of the messages point (PUBLIC_URL). */
   publicUrl: string;
 }

@@ -1,29 +1,37 @@
 import { create } from "@bufbuild/protobuf";
-import { Code, type ConnectRouter, ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import type { Clock } from "../clock/clock";
 import {
-  AudienceService,
+  type AudienceService,
+  type CreateTagRequest,
+  type DeleteSubscriberRequest,
+  type DeleteTagRequest,
+  type GetSubscriberRequest,
+  type ListSubscriberEventsRequest,
+  type ListSubscribersRequest,
   type Subscriber as SubscriberMsg,
   type SubscriberChange as ChangeMsg,
   SubscriberSchema,
   SubscriberStatus,
+  type UpdateSubscriberRequest,
   UpsertOutcome,
   type UpsertResult as UpsertResultMsg,
   UpsertResultSchema,
+  type UpsertSubscribersRequest,
 } from "../gen/mailcore/limiter/v1/audience_pb";
 import type { UpsertResult } from "../records/audience";
 import type { Fields, Subscriber, SubscriberChange, SubscriberStatus as Status } from "../records/audience_types";
 import type { Records } from "../records/records";
-import { guard, pageCursor } from "./service";
+import { guard, pageCursor } from "./rpc_errors";
 
 // The audience RPCs over the records. The API front has validated every request; here the
 // messages become record changes and back.
 
 export interface AudienceDeps {
-  records: Records;
+  records: Pick<Records, "audience">;
   clock: Clock;
   /** A subscriber changed: workflow runs may have started. */
-  onChange?: () => void;
+  onChange: () => void;
 }
 
 const STATUS_OF: Record<number, Status | undefined> = {
@@ -97,64 +105,80 @@ function notFound(ref: string): ConnectError {
   return new ConnectError(`no subscriber ${ref}`, Code.NotFound);
 }
 
-export function audienceRoutes({ records, clock, onChange = () => {} }: AudienceDeps) {
-  const { audience } = records;
-  return (router: ConnectRouter) =>
-    router.service(AudienceService, {
-      async upsertSubscribers(req) {
-        const inputs = req.subscribers.map((m) => ({ ...toChange(m), email: m.email }));
-        const results = await guard(() => audience.upsertMany(req.orgId, inputs, clock.nowMs()));
-        onChange();
-        return { results: results.map((r) => (req.brief ? briefResultMsg(r) : toResultMsg(r))) };
-      },
-      async updateSubscriber(req) {
-        const result = await guard(() =>
-          audience.update(req.orgId, req.ref, toChange(req.change, req.removeTags), clock.nowMs()),
-        );
-        if (!result) throw notFound(req.ref);
-        onChange();
-        return { result: toResultMsg(result) };
-      },
-      async getSubscriber(req) {
-        const s = await guard(() => audience.get(req.orgId, req.ref));
-        if (!s) throw notFound(req.ref);
-        return { subscriber: toSubscriberMsg(s) };
-      },
-      async deleteSubscriber(req) {
-        if (!(await guard(() => audience.delete(req.orgId, req.ref, clock.nowMs())))) throw notFound(req.ref);
-        return {};
-      },
-      async listSubscribers(req) {
-        const p = page(req.limit, req.cursor);
-        const filter = {
-          tag: req.tag || undefined,
-          status: STATUS_OF[req.status],
-          emailPrefix: req.emailPrefix || undefined,
-        };
-        const found = await guard(() => audience.list(req.orgId, filter, p.limit, p.cursor));
-        return { subscribers: found.data.map(toSubscriberMsg), nextCursor: found.nextCursor ?? "" };
-      },
-      async listSubscriberEvents(req) {
-        const p = page(req.limit, req.cursor);
-        const found = await guard(() => audience.events(req.orgId, req.ref, p.limit, p.cursor));
-        if (!found) throw notFound(req.ref);
-        return {
-          events: found.data.map((e) => ({
-            type: e.type,
-            atMs: BigInt(e.atMs),
-            dataJson: JSON.stringify(e.data),
-            triggerWorkflows: e.triggerWorkflows,
-          })),
-          nextCursor: found.nextCursor ?? "",
-        };
-      },
-      async createTag(req) {
-        return { created: await guard(() => audience.createTag(req.orgId, req.name, clock.nowMs())) };
-      },
-      async deleteTag(req) {
-        if (!(await guard(() => audience.deleteTag(req.orgId, req.name))))
-          throw new ConnectError(`no tag ${req.name}`, Code.NotFound);
-        return {};
-      },
-    });
+/** AudienceService's methods, by name. */
+export function audienceHandlers(deps: AudienceDeps): ServiceImpl<typeof AudienceService> {
+  return {
+    upsertSubscribers: (req) => upsertSubscribers(deps, req),
+    updateSubscriber: (req) => updateSubscriber(deps, req),
+    getSubscriber: (req) => getSubscriber(deps, req),
+    deleteSubscriber: (req) => deleteSubscriber(deps, req),
+    listSubscribers: (req) => listSubscribers(deps, req),
+    listSubscriberEvents: (req) => listSubscriberEvents(deps, req),
+    createTag: (req) => createTag(deps, req),
+    deleteTag: (req) => deleteTag(deps, req),
+  };
+}
+
+export async function upsertSubscribers(deps: AudienceDeps, req: UpsertSubscribersRequest) {
+  const inputs = req.subscribers.map((m) => ({ ...toChange(m), email: m.email }));
+  const results = await guard(() => deps.records.audience.upsertMany(req.orgId, inputs, deps.clock.nowMs()));
+  deps.onChange();
+  return { results: results.map((r) => (req.brief ? briefResultMsg(r) : toResultMsg(r))) };
+}
+
+export async function updateSubscriber(deps: AudienceDeps, req: UpdateSubscriberRequest) {
+  const result = await guard(() =>
+    deps.records.audience.update(req.orgId, req.ref, toChange(req.change, req.removeTags), deps.clock.nowMs()),
+  );
+  if (!result) throw notFound(req.ref);
+  deps.onChange();
+  return { result: toResultMsg(result) };
+}
+
+export async function getSubscriber(deps: AudienceDeps, req: GetSubscriberRequest) {
+  const s = await guard(() => deps.records.audience.get(req.orgId, req.ref));
+  if (!s) throw notFound(req.ref);
+  return { subscriber: toSubscriberMsg(s) };
+}
+
+export async function deleteSubscriber(deps: AudienceDeps, req: DeleteSubscriberRequest) {
+  if (!(await guard(() => deps.records.audience.delete(req.orgId, req.ref, deps.clock.nowMs()))))
+    throw notFound(req.ref);
+  return {};
+}
+
+export async function listSubscribers(deps: AudienceDeps, req: ListSubscribersRequest) {
+  const p = page(req.limit, req.cursor);
+  const filter = {
+    tag: req.tag || undefined,
+    status: STATUS_OF[req.status],
+    emailPrefix: req.emailPrefix || undefined,
+  };
+  const found = await guard(() => deps.records.audience.list(req.orgId, filter, p.limit, p.cursor));
+  return { subscribers: found.data.map(toSubscriberMsg), nextCursor: found.nextCursor ?? "" };
+}
+
+export async function listSubscriberEvents(deps: AudienceDeps, req: ListSubscriberEventsRequest) {
+  const p = page(req.limit, req.cursor);
+  const found = await guard(() => deps.records.audience.events(req.orgId, req.ref, p.limit, p.cursor));
+  if (!found) throw notFound(req.ref);
+  return {
+    events: found.data.map((e) => ({
+      type: e.type,
+      atMs: BigInt(e.atMs),
+      dataJson: JSON.stringify(e.data),
+      triggerWorkflows: e.triggerWorkflows,
+    })),
+    nextCursor: found.nextCursor ?? "",
+  };
+}
+
+export async function createTag(deps: AudienceDeps, req: CreateTagRequest) {
+  return { created: await guard(() => deps.records.audience.createTag(req.orgId, req.name, deps.clock.nowMs())) };
+}
+
+export async function deleteTag(deps: AudienceDeps, req: DeleteTagRequest) {
+  if (!(await guard(() => deps.records.audience.deleteTag(req.orgId, req.name))))
+    throw new ConnectError(`no tag ${req.name}`, Code.NotFound);
+  return {};
 }

@@ -1,9 +1,22 @@
 import { create } from "@bufbuild/protobuf";
-import { Code, type ConnectRouter, ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import type { Clock } from "../clock/clock";
 import {
-  AutomationService,
+  type AutomationService,
   type Campaign as CampaignMsg,
+  type CancelCampaignRequest,
+  type CreateCampaignRequest,
+  type CreateWorkflowRequest,
+  type DeleteWorkflowRequest,
+  type GetCampaignRequest,
+  type GetWorkflowRequest,
+  type ListCampaignsRequest,
+  type ListWorkflowRunsRequest,
+  type ListWorkflowsRequest,
+  type RotateWorkflowSecretRequest,
+  type SendCampaignRequest,
+  type UnsubscribeRequest,
+  type UpdateWorkflowRequest,
   CampaignSchema,
   CampaignStatus,
   type Workflow as WorkflowMsg,
@@ -15,17 +28,17 @@ import type { Campaign, CampaignStatus as Status } from "../records/campaigns";
 import type { Records } from "../records/records";
 import type { Step, Trigger, TriggerType, Workflow, WorkflowRun } from "../records/workflows";
 import { newWebhookSecret } from "../webhooks/signature";
-import { guard, pageCursor } from "./service";
+import { guard, pageCursor } from "./rpc_errors";
 
 // The automation RPCs over the records: campaigns (their fan-out is campaign_fanout.ts), the
 // one-click unsubscribe of their messages, and workflows (their runs: workflow_runner.ts). The
 // API front has validated every request.
 
 export interface AutomationDeps {
-  records: Records;
+  records: Pick<Records, "campaigns" | "audience" | "workflows">;
   clock: Clock;
   /** A campaign was sent or scheduled: the fan-out has work. */
-  onCampaignSent?: () => void;
+  onCampaignSent: () => void;
 }
 
 const STATUS_MSG: Record<Status, CampaignStatus> = {
@@ -113,131 +126,139 @@ const limitOf = (limit: number) => Math.min(MAX_LIMIT, Math.max(1, limit || 20))
 const notFound = (id: string) => new ConnectError(`no campaign ${id} in this organization`, Code.NotFound);
 const workflowNotFound = (id: string) => new ConnectError(`no workflow ${id} in this organization`, Code.NotFound);
 
-export function automationRoutes(deps: AutomationDeps) {
-  const { records, clock, onCampaignSent = () => {} } = deps;
-  return (router: ConnectRouter) => {
-    router.service(AutomationService, {
-      async createCampaign(req) {
-        if (!req.orgId || !req.name || !req.fromAddress.includes("@") || !req.subject || (!req.html && !req.text)) {
-          throw new ConnectError(
-            "org_id, name, from_address, subject and html or text are required",
-            Code.InvalidArgument,
-          );
-        }
-        const c = await guard(() => records.campaigns.create(req.orgId, req, clock.nowMs()));
-        return { campaign: toCampaignMsg(c) };
-      },
-
-      async getCampaign(req) {
-        const c = await guard(() => records.campaigns.get(req.orgId, req.id));
-        if (!c) throw notFound(req.id);
-        return { campaign: toCampaignMsg(c) };
-      },
-
-      async listCampaigns(req) {
-        const page = await guard(() => records.campaigns.list(req.orgId, limitOf(req.limit), pageCursor(req.cursor)));
-        return { campaigns: page.data.map(toCampaignMsg), nextCursor: page.nextCursor ?? "" };
-      },
-
-      async sendCampaign(req) {
-        const scheduled = req.scheduledAtMs > 0n ? Number(req.scheduledAtMs) : undefined;
-        const c = await guard(() => records.campaigns.send(req.orgId, req.id, scheduled, clock.nowMs()));
-        if (c === undefined) throw notFound(req.id);
-        if (c === "not_draft")
-          throw new ConnectError(
-            `campaign ${req.id} is not a draft: it was sent or cancelled before`,
-            Code.FailedPrecondition,
-          );
-        onCampaignSent();
-        return { campaign: toCampaignMsg(c) };
-      },
-
-      async cancelCampaign(req) {
-        const c = await guard(() => records.campaigns.cancel(req.orgId, req.id, clock.nowMs()));
-        if (c === undefined) throw notFound(req.id);
-        if (c === "finished") throw new ConnectError(`campaign ${req.id} has finished`, Code.FailedPrecondition);
-        return { campaign: toCampaignMsg(c) };
-      },
-
-      async unsubscribe(req) {
-        const owner = await guard(() => records.campaigns.tokenOwner(req.token));
-        // The subscriber may have been deleted since: the link names nobody any more.
-        const changed =
-          owner &&
-          (await guard(() =>
-            records.audience.update(
-              owner.orgId,
-              owner.subscriberId,
-              { status: "unsubscribed", triggerWorkflows: true },
-              clock.nowMs(),
-            ),
-          ));
-        if (!changed) throw new ConnectError("this unsubscribe link names nobody", Code.NotFound);
-        return { email: changed.subscriber.email };
-      },
-
-      async createWorkflow(req) {
-        const w = req.workflow;
-        if (!req.orgId || !w?.name)
-          throw new ConnectError("org_id and workflow.name are required", Code.InvalidArgument);
-        const input = {
-          name: w.name,
-          trigger: toTrigger(w.triggerType, w.triggerTag),
-          steps: toSteps(w.stepsJson),
-          active: w.active,
-        };
-        // Returned this once: the records keep it for signing, and no read gives it back.
-        const secret = newWebhookSecret();
-        const made = await guard(() => records.workflows.create(req.orgId, input, clock.nowMs(), secret));
-        return { workflow: toWorkflowMsg(made), secret };
-      },
-
-      async getWorkflow(req) {
-        const w = await guard(() => records.workflows.get(req.orgId, req.id));
-        if (!w) throw workflowNotFound(req.id);
-        return { workflow: toWorkflowMsg(w) };
-      },
-
-      async listWorkflows(req) {
-        const page = await guard(() => records.workflows.list(req.orgId, limitOf(req.limit), pageCursor(req.cursor)));
-        return { workflows: page.data.map(toWorkflowMsg), nextCursor: page.nextCursor ?? "" };
-      },
-
-      async updateWorkflow(req) {
-        const current = await guard(() => records.workflows.get(req.orgId, req.id));
-        if (!current) throw workflowNotFound(req.id);
-        const trigger = req.triggerType === undefined ? undefined : toTrigger(req.triggerType, req.triggerTag ?? "");
-        const change = {
-          name: req.name,
-          trigger,
-          steps: req.stepsJson === undefined ? undefined : toSteps(req.stepsJson),
-          active: req.active,
-        };
-        const defined = Object.fromEntries(Object.entries(change).filter(([, v]) => v !== undefined));
-        const w = await guard(() => records.workflows.update(req.orgId, req.id, defined, clock.nowMs()));
-        if (!w) throw workflowNotFound(req.id);
-        return { workflow: toWorkflowMsg(w) };
-      },
-
-      async deleteWorkflow(req) {
-        if (!(await guard(() => records.workflows.delete(req.orgId, req.id)))) throw workflowNotFound(req.id);
-        return {};
-      },
-
-      async rotateWorkflowSecret(req) {
-        const secret = newWebhookSecret();
-        if (!(await guard(() => records.workflows.rotateSecret(req.orgId, req.id, secret, clock.nowMs()))))
-          throw workflowNotFound(req.id);
-        return { secret };
-      },
-
-      async listWorkflowRuns(req) {
-        const page = await guard(() =>
-          records.workflows.runs(req.orgId, req.workflowId, limitOf(req.limit), pageCursor(req.cursor)),
-        );
-        if (!page) throw workflowNotFound(req.workflowId);
-        return { runs: page.data.map(toRunMsg), nextCursor: page.nextCursor ?? "" };
-      },
-    });
+/** AutomationService's methods, by name. */
+export function automationHandlers(deps: AutomationDeps): ServiceImpl<typeof AutomationService> {
+  return {
+    createCampaign: (req) => createCampaign(deps, req),
+    getCampaign: (req) => getCampaign(deps, req),
+    listCampaigns: (req) => listCampaigns(deps, req),
+    sendCampaign: (req) => sendCampaign(deps, req),
+    cancelCampaign: (req) => cancelCampaign(deps, req),
+    unsubscribe: (req) => unsubscribe(deps, req),
+    createWorkflow: (req) => createWorkflow(deps, req),
+    getWorkflow: (req) => getWorkflow(deps, req),
+    listWorkflows: (req) => listWorkflows(deps, req),
+    updateWorkflow: (req) => updateWorkflow(deps, req),
+    deleteWorkflow: (req) => deleteWorkflow(deps, req),
+    rotateWorkflowSecret: (req) => rotateWorkflowSecret(deps, req),
+    listWorkflowRuns: (req) => listWorkflowRuns(deps, req),
   };
+}
+
+export async function createCampaign(deps: AutomationDeps, req: CreateCampaignRequest) {
+  if (!req.orgId || !req.name || !req.fromAddress.includes("@") || !req.subject || (!req.html && !req.text)) {
+    throw new ConnectError("org_id, name, from_address, subject and html or text are required", Code.InvalidArgument);
+  }
+  const c = await guard(() => deps.records.campaigns.create(req.orgId, req, deps.clock.nowMs()));
+  return { campaign: toCampaignMsg(c) };
+}
+
+export async function getCampaign(deps: AutomationDeps, req: GetCampaignRequest) {
+  const c = await guard(() => deps.records.campaigns.get(req.orgId, req.id));
+  if (!c) throw notFound(req.id);
+  return { campaign: toCampaignMsg(c) };
+}
+
+export async function listCampaigns(deps: AutomationDeps, req: ListCampaignsRequest) {
+  const page = await guard(() => deps.records.campaigns.list(req.orgId, limitOf(req.limit), pageCursor(req.cursor)));
+  return { campaigns: page.data.map(toCampaignMsg), nextCursor: page.nextCursor ?? "" };
+}
+
+export async function sendCampaign(deps: AutomationDeps, req: SendCampaignRequest) {
+  const scheduled = req.scheduledAtMs > 0n ? Number(req.scheduledAtMs) : undefined;
+  const c = await guard(() => deps.records.campaigns.send(req.orgId, req.id, scheduled, deps.clock.nowMs()));
+  if (c === undefined) throw notFound(req.id);
+  if (c === "not_draft")
+    throw new ConnectError(
+      `campaign ${req.id} is not a draft: it was sent or cancelled before`,
+      Code.FailedPrecondition,
+    );
+  deps.onCampaignSent();
+  return { campaign: toCampaignMsg(c) };
+}
+
+export async function cancelCampaign(deps: AutomationDeps, req: CancelCampaignRequest) {
+  const c = await guard(() => deps.records.campaigns.cancel(req.orgId, req.id, deps.clock.nowMs()));
+  if (c === undefined) throw notFound(req.id);
+  if (c === "finished") throw new ConnectError(`campaign ${req.id} has finished`, Code.FailedPrecondition);
+  return { campaign: toCampaignMsg(c) };
+}
+
+export async function unsubscribe(deps: AutomationDeps, req: UnsubscribeRequest) {
+  const owner = await guard(() => deps.records.campaigns.tokenOwner(req.token));
+  // The subscriber may have been deleted since: the link names nobody any more.
+  const changed =
+    owner &&
+    (await guard(() =>
+      deps.records.audience.update(
+        owner.orgId,
+        owner.subscriberId,
+        { status: "unsubscribed", triggerWorkflows: true },
+        deps.clock.nowMs(),
+      ),
+    ));
+  if (!changed) throw new ConnectError("this unsubscribe link names nobody", Code.NotFound);
+  return { email: changed.subscriber.email };
+}
+
+export async function createWorkflow(deps: AutomationDeps, req: CreateWorkflowRequest) {
+  const w = req.workflow;
+  if (!req.orgId || !w?.name) throw new ConnectError("org_id and workflow.name are required", Code.InvalidArgument);
+  const input = {
+    name: w.name,
+    trigger: toTrigger(w.triggerType, w.triggerTag),
+    steps: toSteps(w.stepsJson),
+    active: w.active,
+  };
+  // Returned this once: the records keep it for signing, and no read gives it back.
+  const secret = newWebhookSecret();
+  const made = await guard(() => deps.records.workflows.create(req.orgId, input, deps.clock.nowMs(), secret));
+  return { workflow: toWorkflowMsg(made), secret };
+}
+
+export async function getWorkflow(deps: AutomationDeps, req: GetWorkflowRequest) {
+  const w = await guard(() => deps.records.workflows.get(req.orgId, req.id));
+  if (!w) throw workflowNotFound(req.id);
+  return { workflow: toWorkflowMsg(w) };
+}
+
+export async function listWorkflows(deps: AutomationDeps, req: ListWorkflowsRequest) {
+  const page = await guard(() => deps.records.workflows.list(req.orgId, limitOf(req.limit), pageCursor(req.cursor)));
+  return { workflows: page.data.map(toWorkflowMsg), nextCursor: page.nextCursor ?? "" };
+}
+
+export async function updateWorkflow(deps: AutomationDeps, req: UpdateWorkflowRequest) {
+  const current = await guard(() => deps.records.workflows.get(req.orgId, req.id));
+  if (!current) throw workflowNotFound(req.id);
+  const trigger = req.triggerType === undefined ? undefined : toTrigger(req.triggerType, req.triggerTag ?? "");
+  const change = {
+    name: req.name,
+    trigger,
+    steps: req.stepsJson === undefined ? undefined : toSteps(req.stepsJson),
+    active: req.active,
+  };
+  const defined = Object.fromEntries(Object.entries(change).filter(([, v]) => v !== undefined));
+  const w = await guard(() => deps.records.workflows.update(req.orgId, req.id, defined, deps.clock.nowMs()));
+  if (!w) throw workflowNotFound(req.id);
+  return { workflow: toWorkflowMsg(w) };
+}
+
+export async function deleteWorkflow(deps: AutomationDeps, req: DeleteWorkflowRequest) {
+  if (!(await guard(() => deps.records.workflows.delete(req.orgId, req.id)))) throw workflowNotFound(req.id);
+  return {};
+}
+
+export async function rotateWorkflowSecret(deps: AutomationDeps, req: RotateWorkflowSecretRequest) {
+  const secret = newWebhookSecret();
+  if (!(await guard(() => deps.records.workflows.rotateSecret(req.orgId, req.id, secret, deps.clock.nowMs()))))
+    throw workflowNotFound(req.id);
+  return { secret };
+}
+
+export async function listWorkflowRuns(deps: AutomationDeps, req: ListWorkflowRunsRequest) {
+  const page = await guard(() =>
+    deps.records.workflows.runs(req.orgId, req.workflowId, limitOf(req.limit), pageCursor(req.cursor)),
+  );
+  if (!page) throw workflowNotFound(req.workflowId);
+  return { runs: page.data.map(toRunMsg), nextCursor: page.nextCursor ?? "" };
 }

@@ -1,7 +1,7 @@
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { type Campaign, pending } from "../records/campaigns";
 import { type AudienceSendParts, audienceEmail, newUnsubscribeToken, unverifiedDomain } from "./audience_email";
-import { newMessageId } from "./mail_service";
+import { newMessageId } from "../mail/identity";
 import { LeasedLoop } from "./leasedloop";
 
 // The fan-out of campaigns into the bulk lane: a page of the audience at a time, and only
@@ -31,7 +31,7 @@ export class CampaignFanout extends LeasedLoop {
     await records.campaigns.startDue(clock.nowMs());
     const sending = await records.campaigns.sending();
     if (sending.length === 0) return false;
-    const bulk = (await this.o.hot.laneCounts(clock.nowMs())).find((l) => l.lane === Lane.BULK);
+    const bulk = (await this.o.mail.laneCounts(clock.nowMs())).find((l) => l.lane === Lane.BULK);
     // depth: messages queued and not yet released.
     const laneLow = (bulk?.depth ?? 0) < CAMPAIGN_PAGE;
     for (const c of sending) {

@@ -1,13 +1,24 @@
 import { create } from "@bufbuild/protobuf";
-import { Code, type ConnectRouter, ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { randomBytes } from "node:crypto";
 import { isIP } from "node:net";
 import type { Clock } from "../clock/clock";
 import {
-  ConsoleService,
+  type AddSendingDomainRequest,
+  type ConsoleService,
+  type CreateApiTokenRequest,
+  type CreateUserRequest,
+  type GetSessionRequest,
+  type GetUsageRequest,
+  type ListApiTokensRequest,
+  type ListDomainsRequest,
+  type RevokeApiTokenRequest,
   type SendingDomain,
   SendingDomainSchema,
+  type SignInRequest,
   SignInOutcome,
+  type SignOutRequest,
+  type VerifyDomainRequest,
 } from "../gen/mailcore/limiter/v1/console_pb";
 import { RELEASE_WINDOW_S, type UsageStore } from "../hotstore/hotstore";
 import { normalizeEmail } from "../mail/policy";
@@ -16,10 +27,14 @@ import type { ConsoleSession } from "../records/console";
 import type { DomainRecord } from "../records/directory";
 import type { Records } from "../records/records";
 import { hashToken, sameSecret } from "../token/token";
+import { checkDomain, checkSlug, issueToken } from "./directory_service";
 import type { TxtLookup } from "./dns";
 import type { Projection } from "./projection";
 import type { RefusalCounter } from "./refusals";
-import { checkDomain, checkSlug, guard, issueToken } from "./service";
+import { guard } from "./rpc_errors";
+
+// The console's service (ConsoleService): accounts and sessions, and a signed-in user's view of
+// their own organization (API tokens, sending domains, usage).
 
 /** A session lasts a working day from sign-in; then the user signs in again. */
 export const SESSION_TTL_MS = 12 * 3_600_000;
@@ -35,14 +50,33 @@ const ARGON2 = { algorithm: "argon2id", memoryCost: 19_456, timeCost: 2 } as con
 const SESSION_TOKEN = /^mcs_[A-Za-z0-9_-]{43}$/;
 
 export interface ConsoleDeps {
-  hot: UsageStore;
-  records: Records;
+  usage: UsageStore;
+  records: Pick<Records, "console" | "directory">;
   projection: Projection;
-  refusals: RefusalCounter;
+  refusals: Pick<RefusalCounter, "flush">;
   clock: Clock;
   laneRate: number;
   lookupTxt: TxtLookup;
   newToken: () => string;
+}
+
+/** ConsoleService's methods, by name. */
+export function consoleHandlers(deps: ConsoleDeps): ServiceImpl<typeof ConsoleService> {
+  // Compared against when the account does not exist, so that an unknown email costs as long as a wrong password.
+  const decoy = Bun.password.hash(randomBytes(16).toString("hex"), ARGON2);
+  return {
+    createUser: (req) => createUser(deps, req),
+    signIn: (req) => signIn(deps, decoy, req),
+    signOut: (req) => signOut(deps, req),
+    getSession: (req) => getSession(deps, req),
+    listApiTokens: (req) => listApiTokens(deps, req),
+    createApiToken: (req) => createApiToken(deps, req),
+    revokeApiToken: (req) => revokeApiToken(deps, req),
+    listDomains: (req) => listDomains(deps, req),
+    addSendingDomain: (req) => addSendingDomain(deps, req),
+    verifyDomain: (req) => verifyDomain(deps, req),
+    getUsage: (req) => getUsage(deps, req),
+  };
 }
 
 /** The TXT record that proves control of a domain, as the console shows it. */
@@ -55,199 +89,193 @@ export function domainRecord(d: DomainRecord): SendingDomain {
   });
 }
 
-/** The console's RPCs: accounts and sessions, and a signed-in user's view of their own organization. */
-export function consoleRoutes(deps: ConsoleDeps) {
-  const { hot, records, projection, clock } = deps;
-  // Compared against when the account does not exist, so that an unknown email costs as long as a wrong password.
-  const decoy = Bun.password.hash(randomBytes(16).toString("hex"), ARGON2);
+/** The session of a session token; Unauthenticated when there is none (or it expired). */
+export async function session(deps: Pick<ConsoleDeps, "records" | "clock">, token: string): Promise<ConsoleSession> {
+  const s = SESSION_TOKEN.test(token)
+    ? await guard(() => deps.records.console.session(hashToken(token), deps.clock.nowMs()))
+    : undefined;
+  if (!s) throw new ConnectError("not signed in, or the session has expired", Code.Unauthenticated);
+  return s;
+}
 
-  const session = async (token: string): Promise<ConsoleSession> => {
-    const s = SESSION_TOKEN.test(token)
-      ? await guard(() => records.console.session(hashToken(token), clock.nowMs()))
-      : undefined;
-    if (!s) throw new ConnectError("not signed in, or the session has expired", Code.Unauthenticated);
-    return s;
+/** The session of a change: its CSRF token must be the session's. */
+export async function sessionForChange(
+  deps: Pick<ConsoleDeps, "records" | "clock">,
+  token: string,
+  csrf: string,
+): Promise<ConsoleSession> {
+  const s = await session(deps, token);
+  if (!sameSecret(csrf, s.csrf))
+    throw new ConnectError("the form's CSRF token is missing or not this session's", Code.PermissionDenied);
+  return s;
+}
+
+export async function createUser(deps: ConsoleDeps, req: CreateUserRequest) {
+  const slug = checkSlug(req.slug);
+  const email = normalizeEmail(req.email);
+  if (email.length > 254 || !EMAIL_PATTERN.test(email))
+    throw new ConnectError(`not an email address: ${JSON.stringify(req.email)}`, Code.InvalidArgument);
+  if (req.password.length < PASSWORD_MIN || req.password.length > PASSWORD_MAX) {
+    throw new ConnectError(`a password is ${PASSWORD_MIN} to ${PASSWORD_MAX} characters`, Code.InvalidArgument);
+  }
+  const hash = await Bun.password.hash(req.password, ARGON2);
+  const { userId } = await guard(() => deps.records.console.createUser(slug, email, hash, deps.clock.nowMs()));
+  return { userId };
+}
+
+/**
+ * Signs in with an email and a password, unless the client's address or the account has failed
+ * too often lately. decoy: a hash to check the password against when the account does not exist.
+ */
+export async function signIn(deps: ConsoleDeps, decoy: Promise<string>, req: SignInRequest) {
+  const accounts = deps.records.console;
+  if (isIP(req.clientIp) === 0)
+    throw new ConnectError(`client_ip is not an IP address: ${JSON.stringify(req.clientIp)}`, Code.InvalidArgument);
+  const email = normalizeEmail(req.email);
+  const address = `ip:${req.clientIp}`;
+  const account = `acct:${email}`;
+  const now = deps.clock.nowMs();
+  const failures = await guard(() => accounts.failuresSince([address, account], now - SIGN_IN_WINDOW_MS));
+  // While either limit is reached, even the right password is refused: that is what stops guessing.
+  let waitMs = 0;
+  for (const [subject, max] of [
+    [address, SIGN_IN_FAILURES_PER_ADDRESS],
+    [account, SIGN_IN_FAILURES_PER_ACCOUNT],
+  ] as const) {
+    const f = failures.get(subject)!;
+    if (f.count >= max) waitMs = Math.max(waitMs, f.oldestMs + SIGN_IN_WINDOW_MS - now);
+  }
+  if (waitMs > 0)
+    return { outcome: SignInOutcome.THROTTLED, retryAfterSeconds: Math.max(1, Math.ceil(waitMs / 1_000)) };
+
+  const user = await guard(() => accounts.userByEmail(email));
+  const ok =
+    (await Bun.password.verify(req.password.slice(0, PASSWORD_MAX), user?.passwordHash ?? (await decoy))) &&
+    user !== undefined;
+  if (!ok) {
+    await guard(() => accounts.recordFailure([address, account], now, now - SIGN_IN_WINDOW_MS));
+    return { outcome: SignInOutcome.INVALID };
+  }
+  const token = `mcs_${randomBytes(32).toString("base64url")}`;
+  await guard(async () => {
+    await accounts.clearFailures(account);
+    await accounts.createSession(
+      hashToken(token),
+      user.id,
+      randomBytes(32).toString("base64url"),
+      now,
+      now + SESSION_TTL_MS,
+    );
+  });
+  return { outcome: SignInOutcome.SIGNED_IN, sessionToken: token, maxAgeSeconds: SESSION_TTL_MS / 1_000 };
+}
+
+export async function signOut(deps: ConsoleDeps, req: SignOutRequest) {
+  await sessionForChange(deps, req.sessionToken, req.csrfToken);
+  await guard(() => deps.records.console.deleteSession(hashToken(req.sessionToken)));
+  return {};
+}
+
+export async function getSession(deps: ConsoleDeps, req: GetSessionRequest) {
+  const s = await session(deps, req.sessionToken);
+  return { email: s.email, orgSlug: s.orgSlug, plan: s.plan, csrfToken: s.csrf, orgId: s.orgId };
+}
+
+export async function listApiTokens(deps: ConsoleDeps, req: ListApiTokensRequest) {
+  const s = await session(deps, req.sessionToken);
+  const tokens = await guard(() => deps.records.directory.listTokens(s.orgId));
+  return {
+    tokens: tokens
+      .filter((t) => t.revokedMs === null)
+      .map((t) => ({ id: t.id, name: t.name, createdMs: BigInt(t.createdMs), lastUsedMs: BigInt(t.lastUsedMs ?? 0) })),
   };
-  /** The session of a change: its CSRF token must be the session's. */
-  const change = async (token: string, csrf: string): Promise<ConsoleSession> => {
-    const s = await session(token);
-    if (!sameSecret(csrf, s.csrf))
-      throw new ConnectError("the form's CSRF token is missing or not this session's", Code.PermissionDenied);
-    return s;
+}
+
+export async function createApiToken(deps: ConsoleDeps, req: CreateApiTokenRequest) {
+  const s = await sessionForChange(deps, req.sessionToken, req.csrfToken);
+  const made = await issueToken(deps, s.orgSlug, req.name);
+  return {
+    token: made.token,
+    info: { id: made.tokenId, name: made.name, createdMs: BigInt(made.createdMs), lastUsedMs: 0n },
   };
+}
 
-  return (router: ConnectRouter) => {
-    router.service(ConsoleService, {
-      async createUser(req) {
-        const slug = checkSlug(req.slug);
-        const email = normalizeEmail(req.email);
-        if (email.length > 254 || !EMAIL_PATTERN.test(email))
-          throw new ConnectError(`not an email address: ${JSON.stringify(req.email)}`, Code.InvalidArgument);
-        if (req.password.length < PASSWORD_MIN || req.password.length > PASSWORD_MAX) {
-          throw new ConnectError(`a password is ${PASSWORD_MIN} to ${PASSWORD_MAX} characters`, Code.InvalidArgument);
-        }
-        const hash = await Bun.password.hash(req.password, ARGON2);
-        const { userId } = await guard(() => records.console.createUser(slug, email, hash, clock.nowMs()));
-        return { userId };
-      },
+export async function revokeApiToken(deps: ConsoleDeps, req: RevokeApiTokenRequest) {
+  const s = await sessionForChange(deps, req.sessionToken, req.csrfToken);
+  // Another organization's token id is simply not found.
+  const hash = await guard(() => deps.records.directory.revokeTokenById(s.orgId, req.tokenId, deps.clock.nowMs()));
+  await guard(() => deps.projection.writeToken(hash, null));
+  return {};
+}
 
-      async signIn(req) {
-        if (isIP(req.clientIp) === 0)
-          throw new ConnectError(
-            `client_ip is not an IP address: ${JSON.stringify(req.clientIp)}`,
-            Code.InvalidArgument,
-          );
-        const email = normalizeEmail(req.email);
-        const address = `ip:${req.clientIp}`;
-        const account = `acct:${email}`;
-        const now = clock.nowMs();
-        const failures = await guard(() => records.console.failuresSince([address, account], now - SIGN_IN_WINDOW_MS));
-        // While either limit is reached, even the right password is refused: that is what stops guessing.
-        let waitMs = 0;
-        for (const [subject, max] of [
-          [address, SIGN_IN_FAILURES_PER_ADDRESS],
-          [account, SIGN_IN_FAILURES_PER_ACCOUNT],
-        ] as const) {
-          const f = failures.get(subject)!;
-          if (f.count >= max) waitMs = Math.max(waitMs, f.oldestMs + SIGN_IN_WINDOW_MS - now);
-        }
-        if (waitMs > 0)
-          return { outcome: SignInOutcome.THROTTLED, retryAfterSeconds: Math.max(1, Math.ceil(waitMs / 1_000)) };
+export async function listDomains(deps: ConsoleDeps, req: ListDomainsRequest) {
+  const s = await session(deps, req.sessionToken);
+  return { domains: (await guard(() => deps.records.directory.listDomains(s.orgId))).map(domainRecord) };
+}
 
-        const user = await guard(() => records.console.userByEmail(email));
-        const ok =
-          (await Bun.password.verify(req.password.slice(0, PASSWORD_MAX), user?.passwordHash ?? (await decoy))) &&
-          user !== undefined;
-        if (!ok) {
-          await guard(() => records.console.recordFailure([address, account], now, now - SIGN_IN_WINDOW_MS));
-          return { outcome: SignInOutcome.INVALID };
-        }
-        const token = `mcs_${randomBytes(32).toString("base64url")}`;
-        await guard(async () => {
-          await records.console.clearFailures(account);
-          await records.console.createSession(
-            hashToken(token),
-            user.id,
-            randomBytes(32).toString("base64url"),
-            now,
-            now + SESSION_TTL_MS,
-          );
-        });
-        return { outcome: SignInOutcome.SIGNED_IN, sessionToken: token, maxAgeSeconds: SESSION_TTL_MS / 1_000 };
-      },
+export async function addSendingDomain(deps: ConsoleDeps, req: AddSendingDomainRequest) {
+  const s = await sessionForChange(deps, req.sessionToken, req.csrfToken);
+  const domain = checkDomain(req.domain);
+  return {
+    domain: domainRecord(
+      await guard(() => deps.records.directory.addUnverifiedDomain(s.orgId, domain, deps.clock.nowMs())),
+    ),
+  };
+}
 
-      async signOut(req) {
-        await change(req.sessionToken, req.csrfToken);
-        await guard(() => records.console.deleteSession(hashToken(req.sessionToken)));
-        return {};
-      },
+/** Looks up the domain's TXT record; verified when it holds the organization's value. */
+export async function verifyDomain(deps: ConsoleDeps, req: VerifyDomainRequest) {
+  const { directory } = deps.records;
+  const s = await sessionForChange(deps, req.sessionToken, req.csrfToken);
+  const name = req.domain.trim().toLowerCase();
+  const domain = (await guard(() => directory.listDomains(s.orgId))).find((d) => d.name === name);
+  if (!domain) throw new ConnectError(`no sending domain ${name} in this organization`, Code.NotFound);
+  if (domain.verified) return { domain: domainRecord(domain) };
+  const { recordName, recordValue } = domainRecord(domain);
+  let found: string[];
+  try {
+    found = await deps.lookupTxt(recordName);
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    const detail =
+      code === "ENOTFOUND" || code === "ENODATA"
+        ? `no TXT record at ${recordName}`
+        : `the DNS lookup of ${recordName} failed (${code ?? (err as Error).message})`;
+    return { domain: domainRecord(domain), detail };
+  }
+  if (!found.includes(recordValue)) {
+    return {
+      domain: domainRecord(domain),
+      detail: `the TXT records at ${recordName} do not hold ${recordValue}: found ${found.map((v) => JSON.stringify(v)).join(", ") || "none"}`,
+    };
+  }
+  const p = await guard(() => directory.markDomainVerified(s.orgId, name));
+  // The send path's verified-domain check reads the projection.
+  await guard(() => deps.projection.writeOrg(p));
+  return { domain: domainRecord({ ...domain, verified: true }) };
+}
 
-      async getSession(req) {
-        const s = await session(req.sessionToken);
-        return { email: s.email, orgSlug: s.orgSlug, plan: s.plan, csrfToken: s.csrf, orgId: s.orgId };
-      },
-
-      async listApiTokens(req) {
-        const s = await session(req.sessionToken);
-        const tokens = await guard(() => records.directory.listTokens(s.orgId));
-        return {
-          tokens: tokens
-            .filter((t) => t.revokedMs === null)
-            .map((t) => ({
-              id: t.id,
-              name: t.name,
-              createdMs: BigInt(t.createdMs),
-              lastUsedMs: BigInt(t.lastUsedMs ?? 0),
-            })),
-        };
-      },
-
-      async createApiToken(req) {
-        const s = await change(req.sessionToken, req.csrfToken);
-        const made = await issueToken(deps, s.orgSlug, req.name);
-        return {
-          token: made.token,
-          info: { id: made.tokenId, name: made.name, createdMs: BigInt(made.createdMs), lastUsedMs: 0n },
-        };
-      },
-
-      async revokeApiToken(req) {
-        const s = await change(req.sessionToken, req.csrfToken);
-        // Another organization's token id is simply not found.
-        const hash = await guard(() => records.directory.revokeTokenById(s.orgId, req.tokenId, clock.nowMs()));
-        await guard(() => projection.writeToken(hash, null));
-        return {};
-      },
-
-      async listDomains(req) {
-        const s = await session(req.sessionToken);
-        return { domains: (await guard(() => records.directory.listDomains(s.orgId))).map(domainRecord) };
-      },
-
-      async addSendingDomain(req) {
-        const s = await change(req.sessionToken, req.csrfToken);
-        const domain = checkDomain(req.domain);
-        return {
-          domain: domainRecord(
-            await guard(() => records.directory.addUnverifiedDomain(s.orgId, domain, clock.nowMs())),
-          ),
-        };
-      },
-
-      async verifyDomain(req) {
-        const s = await change(req.sessionToken, req.csrfToken);
-        const name = req.domain.trim().toLowerCase();
-        const domain = (await guard(() => records.directory.listDomains(s.orgId))).find((d) => d.name === name);
-        if (!domain) throw new ConnectError(`no sending domain ${name} in this organization`, Code.NotFound);
-        if (domain.verified) return { domain: domainRecord(domain) };
-        const { recordName, recordValue } = domainRecord(domain);
-        let found: string[];
-        try {
-          found = await deps.lookupTxt(recordName);
-        } catch (err) {
-          const code = (err as { code?: string }).code;
-          const detail =
-            code === "ENOTFOUND" || code === "ENODATA"
-              ? `no TXT record at ${recordName}`
-              : `the DNS lookup of ${recordName} failed (${code ?? (err as Error).message})`;
-          return { domain: domainRecord(domain), detail };
-        }
-        if (!found.includes(recordValue)) {
-          return {
-            domain: domainRecord(domain),
-            detail: `the TXT records at ${recordName} do not hold ${recordValue}: found ${found.map((v) => JSON.stringify(v)).join(", ") || "none"}`,
-          };
-        }
-        const p = await guard(() => records.directory.markDomainVerified(s.orgId, name));
-        // The send path's verified-domain check reads the projection.
-        await guard(() => projection.writeOrg(p));
-        return { domain: domainRecord({ ...domain, verified: true }) };
-      },
-
-      async getUsage(req) {
-        const s = await session(req.sessionToken);
-        // This daemon's refusals not yet written: so a page shows what just happened here.
-        await deps.refusals.flush();
-        const u = await guard(() => hot.orgUsage(s.orgId, s.plan, clock.nowMs()));
-        return {
-          plan: s.plan,
-          quota: planQuota(s.plan),
-          remaining: u.remaining,
-          resetSeconds: Math.ceil(u.resetMs / 1_000),
-          refusals: u.refusals.map((m) => ({
-            minuteStartMs: BigInt(m.minuteStartMs),
-            quota: m.quota,
-            ip: m.ip,
-            recipient: m.recipient,
-          })),
-          lanes: u.lanes.map((l) => ({
-            lane: l.lane,
-            depth: BigInt(l.depth),
-            releasedPerSecond: l.released / RELEASE_WINDOW_S,
-            rate: deps.laneRate,
-          })),
-        };
-      },
-    });
+export async function getUsage(deps: ConsoleDeps, req: GetUsageRequest) {
+  const s = await session(deps, req.sessionToken);
+  // This daemon's refusals not yet written: so a page shows what just happened here.
+  await deps.refusals.flush();
+  const u = await guard(() => deps.usage.orgUsage(s.orgId, s.plan, deps.clock.nowMs()));
+  return {
+    plan: s.plan,
+    quota: planQuota(s.plan),
+    remaining: u.remaining,
+    resetSeconds: Math.ceil(u.resetMs / 1_000),
+    refusals: u.refusals.map((m) => ({
+      minuteStartMs: BigInt(m.minuteStartMs),
+      quota: m.quota,
+      ip: m.ip,
+      recipient: m.recipient,
+    })),
+    lanes: u.lanes.map((l) => ({
+      lane: l.lane,
+      depth: BigInt(l.depth),
+      releasedPerSecond: l.released / RELEASE_WINDOW_S,
+      rate: deps.laneRate,
+    })),
   };
 }

@@ -1,28 +1,48 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { Clock } from "../clock/clock";
+import { Health } from "../gen/grpc/health/v1/health_pb";
+import { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
+import { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
+import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
+import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
+import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
+import { WebhookDeliveryService, WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
 import type { DeliveryPolicy, HotStore } from "../hotstore/hotstore";
 import { type Lanes, startLanes } from "../lanes/lanes";
 import type { Logger } from "../log/log";
 import { laneName } from "../mail/policy";
 import type { LimiterMetrics } from "../metrics/metrics";
 import type { Records } from "../records/records";
-import type { RetryPolicy } from "../records/webhooks";
+import type { RetryPolicy } from "../records/webhook_deliveries";
 import { newToken } from "../token/token";
-import { audienceRoutes } from "./audience_service";
-import { automationRoutes } from "./automation_service";
+import { type Accept, accept } from "./accept";
+import {
+  type AdmissionDeps,
+  admissionHandlers,
+  admissionRawHandlers,
+  TagCache,
+  VerdictCounts,
+} from "./admission_service";
+import { audienceHandlers } from "./audience_service";
+import { automationHandlers } from "./automation_service";
 import { CampaignFanout } from "./campaign_fanout";
-import { WorkflowRunner } from "./workflow_runner";
-import { consoleRoutes } from "./console_service";
+import { consoleHandlers } from "./console_service";
+import { deliveryHandlers } from "./delivery_service";
+import { directoryHandlers } from "./directory_service";
 import { txtLookup } from "./dns";
-import { acceptor, MailRuntime, mailRoutes } from "./mail_service";
+import { healthHandlers } from "./health_service";
+import { laneHandlers } from "./lane_service";
+import { MailRuntime } from "./mail_runtime";
+import { mailHandlers } from "./mail_service";
 import { Projection } from "./projection";
 import { recordBoundRouter } from "./records_deadline";
 import { Reconciler } from "./reconciler";
 import { RecordsWriter } from "./recordswriter";
 import { RefusalCounter } from "./refusals";
 import type { RawUnary } from "./server";
-import { limiterService } from "./service";
-import { webhookRoutes } from "./webhook_service";
+import { webhookDeliveryHandlers } from "./webhook_delivery_service";
+import { webhookHandlers } from "./webhook_service";
+import { WorkflowRunner } from "./workflow_runner";
 
 export interface DaemonOptions {
   hot: HotStore;
@@ -59,126 +79,104 @@ export interface Daemon {
   stop(): Promise<void>;
 }
 
-/** The limiter daemon's parts, wired: its RPCs (admission, mail, console, audience), the lanes and the records writer. */
+/** What the daemon's services share: its options and the parts that keep state. */
+export interface DaemonParts {
+  o: DaemonOptions;
+  projection: Projection;
+  runtime: MailRuntime;
+  refusals: RefusalCounter;
+  accept: Accept;
+  /** The admission service's: the raw AdmitBatch is served with the same. */
+  admissionDeps: AdmissionDeps;
+  /** Wake the leased loops that a change gives work: the workflow runs, the campaigns' fan-out. */
+  runner: Pick<WorkflowRunner, "wake">;
+  fanout: Pick<CampaignFanout, "wake">;
+}
+
+/** The limiter daemon's parts, wired: its RPCs (daemonRoutes), the lanes, the records writer and the leased loops. */
 export function limiterDaemon(o: DaemonOptions): Daemon {
-  const projection = new Projection(o.hot, o.records.directory);
+  const { records, clock, log, metrics } = o;
+  const { admission, mail, usage, outbox, reconcile, leases, signals } = o.hot;
+  const projection = new Projection(admission, records.directory);
+  // A change of an organization's tags or their counts gives it a new audience stamp, which the
+  // admissions' tag caches are kept by.
+  records.audience.tagsChanged = (orgId) => admission.touchAudience(orgId);
   const writer = new RecordsWriter({
-    hot: o.hot,
-    records: o.records,
-    clock: o.clock,
+    outbox,
+    leases,
+    records,
+    clock,
     owner: o.owner,
     retentionMs: o.retentionMs,
-    log: o.log,
-    metrics: o.metrics,
+    log,
+    metrics,
+  });
+  const reconciler = new Reconciler({
+    reconcile,
+    leases,
+    records,
+    clock,
+    owner: o.owner,
+    log,
+    everyMs: o.reconcileEveryMs,
+    holdMs: o.visibilityMs,
+    metrics,
   });
   const runtime = new MailRuntime(() => {
     writer.changed();
     reconciler.wake();
   });
-  const refusals = new RefusalCounter(o.hot, o.records.stats, o.clock, o.log);
-  const limiter = limiterService({
-    hot: o.hot,
-    records: o.records,
-    projection,
-    writer,
-    refusals,
-    clock: o.clock,
-    newToken,
-    metrics: o.metrics,
-  });
-  const mail = mailRoutes(
-    {
-      hot: o.hot,
-      records: o.records,
-      projection,
-      clock: o.clock,
-      laneRate: o.laneRate,
-      visibilityMs: o.visibilityMs,
-      policy: o.policy,
-      refusals,
-    },
-    runtime,
-  );
-  const consoleService = consoleRoutes({
-    hot: o.hot,
-    records: o.records,
-    projection,
-    refusals,
-    clock: o.clock,
-    laneRate: o.laneRate,
-    lookupTxt: txtLookup(o.dnsServer),
-    newToken,
-  });
-  const webhooks = webhookRoutes({ records: o.records, clock: o.clock, policy: o.webhookPolicy });
-  // Changes that give the leased loops work wake them (on this daemon; another one's loops come
-  // round within their idle wait).
-  const audience = audienceRoutes({ records: o.records, clock: o.clock, onChange: () => runner.wake() });
-  const automation = automationRoutes({ records: o.records, clock: o.clock, onCampaignSent: () => fanout.wake() });
-  const accept = acceptor({ hot: o.hot, projection, clock: o.clock }, runtime);
-  const automationParts = {
-    records: o.records,
-    hot: o.hot,
-    clock: o.clock,
+  const refusals = new RefusalCounter(usage, records.stats, clock, log);
+  const accepting: Accept = (send) => accept({ mail, projection, clock, onAccepted: () => runtime.onChange() }, send);
+  const sending = {
+    records,
+    mail,
+    leases,
+    clock,
     owner: o.owner,
-    accept,
+    accept: accepting,
     publicUrl: o.publicUrl,
-    log: o.log,
+    log,
   };
-  const fanout = new CampaignFanout(automationParts);
-  const runner = new WorkflowRunner(automationParts);
-  const reconciler = new Reconciler({
-    hot: o.hot,
-    records: o.records,
-    clock: o.clock,
-    owner: o.owner,
-    log: o.log,
-    everyMs: o.reconcileEveryMs,
-    holdMs: o.visibilityMs,
-    metrics: o.metrics,
-  });
+  const fanout = new CampaignFanout(sending);
+  const runner = new WorkflowRunner(sending);
+  const parts: DaemonParts = {
+    o,
+    projection,
+    runtime,
+    refusals,
+    accept: accepting,
+    admissionDeps: {
+      admission,
+      projection,
+      writer,
+      refusals,
+      tags: new TagCache(records.audience),
+      verdicts: new VerdictCounts(metrics),
+      clock,
+    },
+    runner,
+    fanout,
+  };
   // Releases by any daemon on the store wake this daemon's idle lease streams (from its
   // construction: a daemon's RPCs serve before its lanes start); any lane signal wakes the
   // records writer and the reconciliation, which may be this daemon's.
-  const unwatch = o.hot.watchLanes((s) => {
+  const unwatch = signals.watchLanes((s) => {
     if (s.kind === "ready") runtime.work.notifyAll();
     writer.changed();
     reconciler.wake();
   });
   let lanes: Lanes | undefined;
   return {
-    routes(router) {
-      limiter.routes(router);
-      mail(router);
-      consoleService(router);
-      const recordBound = recordBoundRouter(router, o.records, () => o.clock.nowMs());
-      webhooks(recordBound);
-      audience(recordBound);
-      automation(recordBound);
-    },
-    raw: limiter.raw,
+    routes: (router) => daemonRoutes(router, parts),
+    raw: admissionRawHandlers(parts.admissionDeps),
     start() {
       writer.start();
       refusals.start();
       fanout.start();
       runner.start();
       reconciler.start();
-      lanes = startLanes({
-        store: o.hot,
-        clock: o.clock,
-        ratePerSecond: o.laneRate,
-        owner: o.owner,
-        policy: o.policy,
-        onRelease: (r) => {
-          runtime.recordRelease(r);
-          o.metrics?.released.inc({ lane: laneName(r.lane) });
-        },
-        onMissed: (lane, slots) => o.metrics?.slotsMissed.inc({ lane: laneName(lane) }, slots),
-        onRecovered: () => {
-          runtime.work.notifyAll();
-          runtime.onChange();
-        },
-        log: o.log,
-      });
+      lanes = startDaemonLanes(o, runtime);
       runtime.recovery = lanes;
     },
     async stopReleasing() {
@@ -193,4 +191,70 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
       await refusals.stop();
     },
   };
+}
+
+/** Starts both lanes' schedulers and their recovery; each release is recorded in the runtime and counted. */
+function startDaemonLanes(o: DaemonOptions, runtime: MailRuntime): Lanes {
+  const { metrics } = o;
+  const { mail, leases, signals } = o.hot;
+  return startLanes({
+    mail,
+    leases,
+    signals,
+    clock: o.clock,
+    ratePerSecond: o.laneRate,
+    owner: o.owner,
+    policy: o.policy,
+    onRelease: (r) => {
+      runtime.recordRelease(r);
+      metrics?.released.inc({ lane: laneName(r.lane) });
+    },
+    onMissed: (lane, slots) => metrics?.slotsMissed.inc({ lane: laneName(lane) }, slots),
+    onRecovered: () => {
+      runtime.work.notifyAll();
+      runtime.onChange();
+    },
+    log: o.log,
+  });
+}
+
+/**
+ * Every service of the daemon and the table of its handlers. The record-bound services (their
+ * calls may carry a deadline and an Idempotency-Key: records_deadline.ts) register through their
+ * own router.
+ */
+export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
+  const { records, clock, laneRate } = p.o;
+  const { admission, mail, usage, lifecycle } = p.o.hot;
+  const { projection, runtime } = p;
+  router.service(LimiterService, admissionHandlers(p.admissionDeps));
+  router.service(DirectoryService, directoryHandlers({ admission, records, projection, clock, newToken }));
+  router.service(Health, healthHandlers({ lifecycle }));
+  router.service(MailService, mailHandlers({ mail, records, accept: p.accept, refusals: p.refusals }));
+  router.service(
+    DeliveryService,
+    deliveryHandlers({ mail, runtime, clock, laneRate, visibilityMs: p.o.visibilityMs, policy: p.o.policy }),
+  );
+  router.service(LaneService, laneHandlers({ mail, runtime, clock, laneRate }));
+  router.service(
+    ConsoleService,
+    consoleHandlers({
+      usage,
+      records,
+      projection,
+      refusals: p.refusals,
+      clock,
+      laneRate,
+      lookupTxt: txtLookup(p.o.dnsServer),
+      newToken,
+    }),
+  );
+
+  const recordBound = recordBoundRouter(router, records, () => clock.nowMs());
+  recordBound.service(WebhookService, webhookHandlers({ records, clock }));
+  recordBound.service(WebhookDeliveryService, webhookDeliveryHandlers({ records, clock, policy: p.o.webhookPolicy }));
+  // Changes that give the leased loops work wake them (on this daemon; another one's loops come
+  // round within their idle wait).
+  recordBound.service(AudienceService, audienceHandlers({ records, clock, onChange: () => p.runner.wake() }));
+  recordBound.service(AutomationService, automationHandlers({ records, clock, onCampaignSent: () => p.fanout.wake() }));
 }

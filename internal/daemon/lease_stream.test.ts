@@ -21,7 +21,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await svc.stop();
-  await store.close();
+  await store.lifecycle.close();
 });
 
 test("a stream whose ack never came is not stalled: the expired lease stops counting and the message comes again", async () => {
@@ -38,7 +38,7 @@ test("a stream whose ack never came is not stalled: the expired lease stops coun
       text: "t",
     },
   });
-  await releaseNext(store, Lane.TRANSACTIONAL, clock.nowMs());
+  await releaseNext(store.mail, Lane.TRANSACTIONAL, clock.nowMs());
 
   const abort = new AbortController();
   const stream = svc.clients.delivery
@@ -49,8 +49,13 @@ test("a stream whose ack never came is not stalled: the expired lease stops coun
   // No ack. The lease expires, the daemon's recovery puts the message back in its lane, and
   // the lane releases it again (this test plays the scheduler).
   clock.advance(5_000);
-  expect(await store.recover(clock.nowMs(), POLICY)).toEqual({ expired: 1, retried: 0, failed: 0, nextDueMs: null });
-  await releaseNext(store, Lane.TRANSACTIONAL, clock.nowMs());
+  expect(await store.mail.recover(clock.nowMs(), POLICY)).toEqual({
+    expired: 1,
+    retried: 0,
+    failed: 0,
+    nextDueMs: null,
+  });
+  await releaseNext(store.mail, Lane.TRANSACTIONAL, clock.nowMs());
   const second = (await stream.next()).value!;
   expect(second).toMatchObject({ messageId: sent.messageId, attempt: 2 });
   expect(second.leaseId).not.toBe(first.leaseId);

@@ -21,7 +21,7 @@ class Counting extends LeasedLoop {
 test("leaseTaken: at the first hold, after the lease was seen held by another, after a failed round; not on renewals", async () => {
   let mine = true;
   const loop = new Counting(
-    { hot: { holdLease: async () => mine }, owner: "a", log: captureLogger().log },
+    { leases: { holdLease: async () => mine }, owner: "a", log: captureLogger().log },
     { lease: "test", tickMs: 10, what: "test loop" },
   );
   await loop.tick();

@@ -15,7 +15,7 @@ const LEASE_RENEW_MS = LEASE_TTL_MS / 2;
 
 /** What every leased loop of a daemon is given. */
 export interface LoopParts {
-  hot: SingletonLeases;
+  leases: SingletonLeases;
   /** This daemon's name for the leases. */
   owner: string;
   log: Logger;
@@ -111,7 +111,7 @@ export abstract class LeasedLoop {
     if (now - this.heldAt >= LEASE_RENEW_MS) {
       // Taken again after another daemon held it (or a failure let it go): not a renewal.
       const taking = this.heldAt === Number.NEGATIVE_INFINITY;
-      if (!(await this.parts.hot.holdLease(this.spec.lease, this.parts.owner, LEASE_TTL_MS))) {
+      if (!(await this.parts.leases.holdLease(this.spec.lease, this.parts.owner, LEASE_TTL_MS))) {
         this.heldAt = Number.NEGATIVE_INFINITY;
         return false;
       }

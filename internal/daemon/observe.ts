@@ -2,17 +2,28 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import type { SendRequest, SendResponse } from "../gen/mailcore/limiter/v1/mail_pb";
 import { SendOutcome } from "../gen/mailcore/limiter/v1/mail_pb";
 import { DEADLINE_HEADER, NOT_QUEUED_HEADER, REQUEST_ID_HEADER } from "../wire/metadata";
+import { type DiskSpace, isDiskFull } from "../diskspace/diskspace";
 import type { Logger } from "../log/log";
 import { laneName } from "../mail/policy";
 
 /**
  * What the daemon does around its RPCs, whatever the store: a Send read after its caller's
  * deadline is refused before it touches the store; the request id rides into the message (so
- * the worker logs it) and into the daemon's line about it. (Admissions are counted where they
- * are decided, in the limiter service: AdmitBatch also arrives outside the router.)
+ * the worker logs it) and into the daemon's line about it; a call refused because the store's
+ * disk is full (UNAVAILABLE, which the caller retries or answers 503) is noted on `disk`.
+ * (Admissions are counted where they are decided, in the limiter service: AdmitBatch also
+ * arrives outside the router.)
  */
-export function daemonInterceptors(o: { log: Logger; now?: () => number }): Interceptor[] {
+export function daemonInterceptors(o: { log: Logger; disk?: DiskSpace; now?: () => number }): Interceptor[] {
   const now = o.now ?? Date.now;
+  const diskFull: Interceptor = (next) => async (req) => {
+    try {
+      return await next(req);
+    } catch (err) {
+      if (isDiskFull(err)) o.disk?.noted("store", err);
+      throw err;
+    }
+  };
   const observe: Interceptor = (next) => async (req) => {
     if (req.stream) return next(req);
     const method = req.method.name;
@@ -36,5 +47,5 @@ export function daemonInterceptors(o: { log: Logger; now?: () => number }): Inte
     }
     return next(req);
   };
-  return [observe];
+  return [diskFull, observe];
 }

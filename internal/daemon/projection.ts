@@ -10,7 +10,7 @@ import type { DirectoryRecords } from "../records/directory";
  */
 export class Projection {
   constructor(
-    private readonly hot: AdmissionStore,
+    private readonly admission: AdmissionStore,
     private readonly directory: DirectoryRecords,
   ) {}
 
@@ -21,21 +21,21 @@ export class Projection {
     const orgs = new Set([...owners.values()].filter((o): o is string => o !== null));
     // Organizations first: a token that resolves to an organization not projected yet would miss again.
     await Promise.all([...orgs].map((id) => this.rebuildOrg(id)));
-    await Promise.all(unique.map((hash) => this.hot.projectToken(hash, owners.get(hash) ?? null, "fill")));
+    await Promise.all(unique.map((hash) => this.admission.projectToken(hash, owners.get(hash) ?? null, "fill")));
   }
 
   async rebuildOrg(orgId: string): Promise<void> {
     const p = await this.directory.orgProjection(orgId);
-    if (p) await this.hot.projectOrg(p);
+    if (p) await this.admission.projectOrg(p);
   }
 
   /** After a change of an organization in the records. */
   writeOrg(p: OrgProjection): Promise<void> {
-    return this.hot.projectOrg(p);
+    return this.admission.projectOrg(p);
   }
 
   /** After a token was created (orgId) or revoked (null) in the records. */
   writeToken(hash: string, orgId: string | null): Promise<void> {
-    return this.hot.projectToken(hash, orgId, "write");
+    return this.admission.projectToken(hash, orgId, "write");
   }
 }

@@ -1,5 +1,5 @@
 import type { Clock } from "../clock/clock";
-import type { ReconcileStore, SingletonLeases, Written } from "../hotstore/hotstore";
+import type { ReconcileStore, Written } from "../hotstore/hotstore";
 import type { LimiterMetrics } from "../metrics/metrics";
 import type { Records } from "../records/records";
 import { LeasedLoop, type LoopParts } from "./leasedloop";
@@ -22,7 +22,7 @@ const PAGE = 500;
 const IDLE_MAX_MS = 30_000;
 
 export interface ReconcilerParts extends LoopParts {
-  hot: ReconcileStore & SingletonLeases;
+  reconcile: ReconcileStore;
   records: Records;
   clock: Clock;
   everyMs: number;
@@ -63,8 +63,8 @@ export class Reconciler extends LeasedLoop {
 
   /** Drops the hot store's copies older than the records: they are put back from the records, or were final there. */
   private async dropStale(): Promise<number> {
-    const { hot, records } = this.o;
-    const here = await hot.unfinishedHere();
+    const { reconcile, records } = this.o;
+    const here = await reconcile.unfinishedHere();
     const stale: Written[] = [];
     for (let i = 0; i < here.length; i += PAGE) {
       const part = here.slice(i, i + PAGE);
@@ -75,7 +75,7 @@ export class Reconciler extends LeasedLoop {
       }
     }
     // Dropped only if still at the version read: one that moved on since was not stale.
-    const dropped = await hot.drop(stale);
+    const dropped = await reconcile.drop(stale);
     this.o.metrics?.reconciled.inc({ action: "dropped" }, dropped);
     if (dropped > 0)
       this.o.log.warn("dropped messages the hot store had at an older state than the records", { dropped });
@@ -84,7 +84,7 @@ export class Reconciler extends LeasedLoop {
 
   /** One walk over the messages the records hold as not final; puts back those that are due. Returns how many it walked. */
   private async putBack(): Promise<number> {
-    const { hot, records, clock } = this.o;
+    const { reconcile, records, clock } = this.o;
     const now = clock.nowMs();
     const missing = new Map<string, number>();
     const due: string[] = [];
@@ -93,7 +93,7 @@ export class Reconciler extends LeasedLoop {
       const page = await records.history.unfinishedAfter(after, PAGE);
       walked += page.length;
       if (page.length === 0) break;
-      const presence = await hot.presence(page);
+      const presence = await reconcile.presence(page);
       for (const [i, m] of page.entries()) {
         if (presence[i] === "here") continue;
         const since = this.missingSince.get(m.id) ?? now;
@@ -107,7 +107,7 @@ export class Reconciler extends LeasedLoop {
     for (let i = 0; i < due.length; i += PAGE) {
       const ids = due.slice(i, i + PAGE);
       // Read again: a message written final since the walk is not put back.
-      const put = await hot.restore(await records.history.unfinished(ids), clock.nowMs());
+      const put = await reconcile.restore(await records.history.unfinished(ids), clock.nowMs());
       for (const id of ids) this.missingSince.delete(id);
       this.o.metrics?.reconciled.inc({ action: "requeued" }, put.requeued);
       this.o.metrics?.reconciled.inc({ action: "finished" }, put.finished);

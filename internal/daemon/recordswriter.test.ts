@@ -2,19 +2,45 @@
 // log says so only when the failure starts.
 import { expect, test } from "bun:test";
 import { systemClock } from "../clock/clock";
+import { Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { MessageHistory } from "../model/history";
 import { logger } from "../log/log";
 import { limiterMetrics, newRegistry } from "../metrics/metrics";
-import type { Records } from "../records/records";
-import { RecordsWriter } from "./recordswriter";
+import { RecordsWriter, type WrittenRecords } from "./recordswriter";
 
 test("every round the records refuse counts as a failure of its task", async () => {
   const registry = newRegistry("limiterd");
   const metrics = limiterMetrics(registry, { lanes: async () => [], ready: async () => true });
-  const changed = [{ orgId: "org_1", id: "msg_1", version: 1 } as MessageHistory];
+  const changed: MessageHistory[] = [
+    {
+      id: "msg_1",
+      orgId: "org_1",
+      lane: Lane.TRANSACTIONAL,
+      from: "a@acme.example",
+      to: "b@example.org",
+      toMailbox: "b@example.org",
+      subject: "s",
+      tags: [],
+      status: MessageStatus.QUEUED,
+      attempts: 0,
+      createdMs: 0,
+      updatedMs: 0,
+      version: 1,
+      events: [],
+    },
+  ];
+  const down = () => Promise.reject(new Error("records down"));
+  const records: WrittenRecords = {
+    history: { write: down, deleteFinishedBefore: down },
+    webhookDeliveries: { enqueueIn: down, deleteFinishedBefore: down },
+    audience: { recordMessageEvents: down },
+    campaigns: { recordOutcomes: down },
+    directory: { touchTokens: down },
+  };
   const writer = new RecordsWriter({
-    hot: { holdLease: async () => true, changedMessages: async () => changed, settle: async () => 0 },
-    records: { history: { write: () => Promise.reject(new Error("records down")) } } as unknown as Records,
+    outbox: { changedMessages: async () => changed, settle: async () => 0 },
+    leases: { holdLease: async () => true },
+    records,
     clock: systemClock,
     owner: "test",
     retentionMs: 86_400_000,

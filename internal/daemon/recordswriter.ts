@@ -1,11 +1,14 @@
-import type { Clock } from "../clock/clock";
+import { type Clock, delayUntil, timerDelay } from "../clock/clock";
 import type { OutboxStore, SingletonLeases } from "../hotstore/hotstore";
 import type { Logger } from "../log/log";
 import type { LimiterMetrics } from "../metrics/metrics";
 import { laneName } from "../mail/policy";
 import type { NewMessageEvent } from "../records/history";
-import type { Records } from "../records/records";
-import type { WebhookEventInput } from "../records/webhooks";
+import type { AudienceRecords } from "../records/audience";
+import type { CampaignRecords } from "../records/campaigns";
+import type { DirectoryRecords } from "../records/directory";
+import type { HistoryRecords } from "../records/history";
+import type { WebhookDeliveryRecords, WebhookEventInput } from "../records/webhook_deliveries";
 import { EMAIL_EVENT_OF_STATUS } from "../webhooks/events";
 
 /**
@@ -25,9 +28,20 @@ const WRITER_LEASE_TTL_MS = 5_000;
 /** The writer's lease is renewed once this much of it has gone by, not on every flush. */
 const WRITER_LEASE_RENEW_MS = WRITER_LEASE_TTL_MS / 2;
 
+/** What the writer writes of the records. */
+export interface WrittenRecords {
+  history: Pick<HistoryRecords, "write" | "deleteFinishedBefore">;
+  webhookDeliveries: Pick<WebhookDeliveryRecords, "enqueueIn" | "deleteFinishedBefore">;
+  audience: Pick<AudienceRecords, "recordMessageEvents">;
+  campaigns: Pick<CampaignRecords, "recordOutcomes">;
+  directory: Pick<DirectoryRecords, "touchTokens">;
+}
+
 export interface RecordsWriterOptions {
-  hot: OutboxStore & SingletonLeases;
-  records: Records;
+  outbox: OutboxStore;
+  /** One daemon writes the history at a time. */
+  leases: SingletonLeases;
+  records: WrittenRecords;
   clock: Clock;
   /** This daemon's name for the writer's lease (one daemon writes the history at a time). */
   owner: string;
@@ -74,7 +88,7 @@ export class RecordsWriter {
     this.idleWaitMs = FLUSH_EVERY_MS;
     if (this.stopped) return;
     const at = Math.max(performance.now(), this.lastFlushAt + FLUSH_EVERY_MS);
-    if (at < this.flushAt) this.flushIn(at - performance.now());
+    if (at < this.flushAt) this.flushIn(delayUntil(at, performance.now()));
   }
 
   private flushIn(ms: number): void {
@@ -85,7 +99,7 @@ export class RecordsWriter {
       const wrote = await this.flush();
       this.idleWaitMs = wrote ? FLUSH_EVERY_MS : Math.min(this.idleWaitMs * 2, FLUSH_IDLE_MAX_MS);
       if (!this.stopped && this.flushAt === Number.POSITIVE_INFINITY) this.flushIn(this.idleWaitMs);
-    }, ms);
+    }, timerDelay(ms));
   }
 
   /** Notes that a token was used (written to the records later, coarsely). */
@@ -100,19 +114,19 @@ export class RecordsWriter {
     this.flushing ??= this.background("message history", async () => {
       if (performance.now() - this.heldAt >= WRITER_LEASE_RENEW_MS) {
         this.heldAt = Number.NEGATIVE_INFINITY;
-        if (!(await this.o.hot.holdLease("history", this.o.owner, WRITER_LEASE_TTL_MS))) return;
+        if (!(await this.o.leases.holdLease("history", this.o.owner, WRITER_LEASE_TTL_MS))) return;
         this.heldAt = this.lastFlushAt;
       }
       for (;;) {
-        const changed = await this.o.hot.changedMessages(FLUSH_BATCH);
+        const changed = await this.o.outbox.changedMessages(FLUSH_BATCH);
         if (changed.length === 0) return;
         wrote = true;
         await this.o.records.history.write(changed, (sql, fresh) =>
-          this.o.records.webhooks.enqueueIn(sql, emailWebhookEvents(fresh), this.o.clock.nowMs()),
+          this.o.records.webhookDeliveries.enqueueIn(sql, emailWebhookEvents(fresh), this.o.clock.nowMs()),
         );
         await this.o.records.audience.recordMessageEvents(changed);
         await this.o.records.campaigns.recordOutcomes(changed);
-        await this.o.hot.settle(changed.map((m) => ({ orgId: m.orgId, id: m.id, version: m.version })));
+        await this.o.outbox.settle(changed.map((m) => ({ orgId: m.orgId, id: m.id, version: m.version })));
         if (changed.length < FLUSH_BATCH) return;
       }
     })
@@ -134,7 +148,9 @@ export class RecordsWriter {
   private async expire(): Promise<void> {
     const before = this.o.clock.nowMs() - this.o.retentionMs;
     while ((await this.o.records.history.deleteFinishedBefore(before, RETENTION_BATCH)) === RETENTION_BATCH) {}
-    while ((await this.o.records.webhooks.deleteFinishedBefore(before, RETENTION_BATCH)) === RETENTION_BATCH) {}
+    while (
+      (await this.o.records.webhookDeliveries.deleteFinishedBefore(before, RETENTION_BATCH)) === RETENTION_BATCH
+    ) {}
   }
 
   private async writeTokenUse(): Promise<void> {

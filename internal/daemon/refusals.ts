@@ -27,7 +27,7 @@ export class RefusalCounter {
   private failing = false;
 
   constructor(
-    private readonly hot: UsageStore,
+    private readonly usage: UsageStore,
     private readonly records: Pick<StatsRecords, "add">,
     private readonly clock: Clock,
     private readonly log: Logger,
@@ -51,7 +51,7 @@ export class RefusalCounter {
     this.pending = new Map();
     const nowMs = this.clock.nowMs();
     const written = await Promise.allSettled([
-      this.hot.countRefusals(counts, nowMs),
+      this.usage.countRefusals(counts, nowMs),
       this.records.add(counts.map((c) => ({ orgId: c.orgId, atMs: nowMs, kind: STAT_OF_KIND[c.kind], n: c.n }))),
     ]);
     const failed = written.find((w) => w.status === "rejected");

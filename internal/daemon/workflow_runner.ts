@@ -2,7 +2,7 @@ import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { Subscriber } from "../records/audience_types";
 import type { Step, Workflow, WorkflowRun } from "../records/workflows";
 import { type AudienceSendParts, audienceEmail, newUnsubscribeToken, unverifiedDomain } from "./audience_email";
-import { newMessageId } from "./mail_service";
+import { newMessageId } from "../mail/identity";
 import { LeasedLoop } from "./leasedloop";
 
 // The runner of workflow runs: every due run is taken a step at a time until it waits, fails

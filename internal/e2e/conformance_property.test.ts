@@ -3,7 +3,8 @@
 // ones and ones a mutation broke, sent to limiterd and an API process started as processes.
 // Each request is classified by the document (Ajv on its own schemas), each answer held to it:
 // no 5xx; the status, content type, rate-limit headers and body documented (bodies validated
-// against the answer's schema); an invalid request refused with a 422 naming the field (a body
+// against the answer's schema, and again, after the run, by a second engine: Python's
+// jsonschema); an invalid request refused with a 422 naming the field (a body
 // that is not JSON, or not sent as JSON, with the 400 or 415 documented); a valid one accepted,
 // or refused only for a business rule the document names by its error code.
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
@@ -11,7 +12,9 @@ import type { ValidateFunction } from "ajv";
 import fc from "fast-check";
 import { documentRef, documentValidator } from "../api/contract";
 import { openApiDocument } from "../api/openapi/document";
+import { API_FORMATS } from "../api/openapi/patterns";
 import { fuzzParams, reportFuzz } from "../testkit/fuzz";
+import { type Instance, pythonValidate } from "../testkit/pyschema";
 import { MUTATIONS, type Mutation, mutate, SchemaArbitraries } from "../testkit/schemagen";
 import { type Stack, startStack } from "../testkit/testkit";
 
@@ -19,7 +22,7 @@ type Obj = Record<string, unknown>;
 
 const doc = openApiDocument();
 const bodies = documentValidator(doc, false);
-const schemas = new SchemaArbitraries(doc, (schema) => bodies.compile(schema));
+const schemas = new SchemaArbitraries(doc, (schema) => bodies.compile(schema), API_FORMATS);
 // Query and path values travel as strings: the document's types read into them, as a server reads them.
 const strings = documentValidator(doc, true);
 
@@ -227,6 +230,18 @@ function answerAt(o: Operation, status: string): string[] {
 
 const resolveAt = (path: string[]) => path.reduce<unknown>((at, k) => (at as Obj)[k], doc) as Obj;
 
+/** A JSON answer with a documented status, and where its schema is; undefined for any other. */
+function answered(o: Operation, status: number, raw: string): Instance | undefined {
+  if (!(String(status) in (o.op.responses as Obj))) return undefined;
+  const at = answerAt(o, String(status));
+  if (!(resolveAt(at).content as Obj | undefined)?.["application/json"]) return undefined;
+  try {
+    return { at: [...at, "content", "application/json", "schema"], value: JSON.parse(raw) };
+  } catch {
+    return undefined;
+  }
+}
+
 /** What is wrong with an answer, by the document; empty when nothing is. */
 function problems(
   o: Operation,
@@ -301,6 +316,7 @@ afterAll(async () => {
 });
 
 test("every operation, with generated requests valid and invalid, answers as its document says", async () => {
+  const answers: Instance[] = [];
   const counts = new Map<string, { valid: number; invalid: number; statuses: Set<number> }>();
   // Deletes last: the reads and changes before them reach the resources the creates made.
   const order = operations.toSorted((a, b) => Number(a.method === "DELETE") - Number(b.method === "DELETE"));
@@ -328,6 +344,8 @@ test("every operation, with generated requests valid and invalid, answers as its
         }
         const raw = await res.text();
         if (res.ok && raw) remember(JSON.parse(raw));
+        const answer = answered(o, res.status, raw);
+        if (answer) answers.push(answer);
         if (valid) count.valid++;
         else count.invalid++;
         count.statuses.add(res.status);
@@ -358,6 +376,15 @@ test("every operation, with generated requests valid and invalid, answers as its
     ];
   });
   expect(unreached).toEqual([]);
+  // The answers as a client in another language reads them with the document.
+  const refusedByPython = (await pythonValidate(doc, answers)).flatMap((errors, i) =>
+    errors.map((e) => `${answers[i]!.at.join(" ")}: ${e}`),
+  );
+  expect({ answers: answers.length, refusedByPython }).toEqual({
+    answers: expect.any(Number),
+    refusedByPython: [],
+  });
+  expect(answers.length).toBeGreaterThan(operations.length * 4);
   const total = [...counts.values()].reduce((n, c) => ({ valid: n.valid + c.valid, invalid: n.invalid + c.invalid }), {
     valid: 0,
     invalid: 0,

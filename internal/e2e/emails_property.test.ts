@@ -169,7 +169,7 @@ describe("POST /api/v1/emails with generated bodies (API and daemon in process, 
   });
   afterAll(async () => {
     await svc?.stop();
-    await store?.close();
+    await store?.lifecycle.close();
   });
 
   test("no 5xx, and every 202 can be read back", async () => {

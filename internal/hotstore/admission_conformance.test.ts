@@ -7,7 +7,7 @@ import { ManualClock } from "../clock/clock";
 import { Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { planQuota } from "../plans/plans";
 import { hotStoreServers, hotStores } from "../testkit/hotstores";
-import type { AdmissionStore, AdmitInput, StoreLifecycle } from "./hotstore";
+import type { AdmitInput, HotStore } from "./hotstore";
 import { keys } from "./redis/layout";
 import { connectRedis, RedisHot } from "./redis/redis";
 
@@ -18,33 +18,33 @@ const adapters = hotStores(servers);
 
 for (const [name, open] of adapters) {
   describe(`hot store admission: ${name}`, () => {
-    let store: AdmissionStore & StoreLifecycle;
+    let store: HotStore;
     let clock: ManualClock;
 
     beforeEach(async () => {
-      if (store) await store.close();
+      if (store) await store.lifecycle.close();
       store = await open();
       clock = new ManualClock();
     });
 
     afterAll(async () => {
-      await store?.close();
+      await store?.lifecycle.close();
     });
 
     /** An organization and a token, as the daemon projects them from the records. */
     async function org(plan: Plan) {
       const slug = `org-${name}-${++seq}`;
       const id = `id-${name}-${seq}`;
-      await store.projectOrg({ id, slug, plan, version: 1, verifiedDomains: [] });
+      await store.admission.projectOrg({ id, slug, plan, version: 1, verifiedDomains: [] });
       const tokenHash = `hash-${name}-${seq}`;
-      await store.projectToken(tokenHash, id, "write");
+      await store.admission.projectToken(tokenHash, id, "write");
       return { id, slug, plan, tokenHash };
     }
 
     const ip = () => `10.0.${(seq >> 8) & 255}.${seq++ & 255}`;
 
     async function burst(n: number, input: AdmitInput) {
-      return store.admit(
+      return store.admission.admit(
         Array.from({ length: n }, () => input),
         clock.nowMs(),
       );
@@ -130,7 +130,7 @@ for (const [name, open] of adapters) {
       expect(count(await burst(501, { tokenHash: null, ip: addr }), Verdict.UNAUTHENTICATED)).toBe(500);
       // Tokens known not to be valid count against the IP as well.
       const other = ip();
-      await store.projectToken("no-such-token", null, "fill");
+      await store.admission.projectToken("no-such-token", null, "fill");
       const unknown = await burst(501, { tokenHash: "no-such-token", ip: other });
       expect(count(unknown, Verdict.UNAUTHENTICATED)).toBe(500);
       expect(count(unknown, Verdict.IP_LIMITED)).toBe(1);
@@ -170,7 +170,7 @@ for (const [name, open] of adapters) {
       const o = await org(Plan.FREE);
       const addr = ip();
       expect(count(await burst(101, { tokenHash: o.tokenHash, ip: addr }), Verdict.ALLOWED)).toBe(100);
-      await store.projectOrg({ id: o.id, slug: o.slug, plan: Plan.PREMIUM, version: 2, verifiedDomains: [] });
+      await store.admission.projectOrg({ id: o.id, slug: o.slug, plan: Plan.PREMIUM, version: 2, verifiedDomains: [] });
       const [r] = await burst(1, { tokenHash: o.tokenHash, ip: addr });
       expect(r).toMatchObject({
         verdict: Verdict.ORG_LIMITED,
@@ -189,31 +189,31 @@ for (const [name, open] of adapters) {
       const first = await stamp();
       expect(first).toMatch(/^[A-Za-z0-9_-]{12}$/);
       expect(await stamp()).toBe(first);
-      await store.touchAudience(o.id);
+      await store.admission.touchAudience(o.id);
       const touched = await stamp();
       expect(touched).not.toBe(first);
       expect(await stamp()).toBe(touched);
-      await store.projectOrg({ id: o.id, slug: o.slug, plan: Plan.PREMIUM, version: 5, verifiedDomains: [] });
+      await store.admission.projectOrg({ id: o.id, slug: o.slug, plan: Plan.PREMIUM, version: 5, verifiedDomains: [] });
       expect(await stamp()).not.toBe(touched);
       // An organization that is not projected: nothing to touch, and the next admission rebuilds it.
-      await store.touchAudience("not-projected");
+      await store.admission.touchAudience("not-projected");
     });
 
     test("a revoked token is refused on the next request", async () => {
       const o = await org(Plan.PREMIUM);
-      expect(await store.lookupToken(o.tokenHash)).toMatchObject({
+      expect(await store.admission.lookupToken(o.tokenHash)).toMatchObject({
         kind: "valid",
         org: { id: o.id, slug: o.slug, plan: Plan.PREMIUM },
       });
       const addr = ip();
       expect((await burst(1, { tokenHash: o.tokenHash, ip: addr }))[0]!.verdict).toBe(Verdict.ALLOWED);
-      await store.projectToken(o.tokenHash, null, "write");
+      await store.admission.projectToken(o.tokenHash, null, "write");
       const [after] = await burst(1, { tokenHash: o.tokenHash, ip: addr });
       expect(after!.verdict).toBe(Verdict.UNAUTHENTICATED);
       expect(after!.org).toBeUndefined();
-      expect(await store.lookupToken(o.tokenHash)).toEqual({ kind: "invalid" });
+      expect(await store.admission.lookupToken(o.tokenHash)).toEqual({ kind: "invalid" });
       // A rebuild from older records ("fill") never undoes the revocation.
-      await store.projectToken(o.tokenHash, o.id, "fill");
+      await store.admission.projectToken(o.tokenHash, o.id, "fill");
       expect((await burst(1, { tokenHash: o.tokenHash, ip: addr }))[0]!.verdict).toBe(Verdict.UNAUTHENTICATED);
     });
 
@@ -221,14 +221,20 @@ for (const [name, open] of adapters) {
       const addr = ip();
       const [r] = await burst(1, { tokenHash: "never-projected", ip: addr });
       expect(r).toMatchObject({ miss: true, remaining: 0 });
-      expect(await store.lookupToken("never-projected")).toEqual({ kind: "miss" });
+      expect(await store.admission.lookupToken("never-projected")).toEqual({ kind: "miss" });
       // The IP bucket is untouched: all 500 are still there.
       expect(count(await burst(501, { tokenHash: null, ip: addr }), Verdict.UNAUTHENTICATED)).toBe(500);
       // A token whose organization is not projected is a miss too.
-      await store.projectToken("orphan", "no-such-org", "fill");
+      await store.admission.projectToken("orphan", "no-such-org", "fill");
       expect((await burst(1, { tokenHash: "orphan", ip: ip() }))[0]).toMatchObject({ miss: true });
       // Filled from the records, it is admitted.
-      await store.projectOrg({ id: "no-such-org", slug: "late", plan: Plan.FREE, version: 1, verifiedDomains: [] });
+      await store.admission.projectOrg({
+        id: "no-such-org",
+        slug: "late",
+        plan: Plan.FREE,
+        version: 1,
+        verifiedDomains: [],
+      });
       expect((await burst(1, { tokenHash: "orphan", ip: ip() }))[0]).toMatchObject({
         verdict: Verdict.ALLOWED,
         org: { slug: "late" },
@@ -237,9 +243,9 @@ for (const [name, open] of adapters) {
 
     test("one batch mixing a miss, a valid token, no token and a revoked token answers each in order, as alone", async () => {
       const o = await org(Plan.FREE);
-      await store.projectToken("revoked-in-batch", null, "write");
+      await store.admission.projectToken("revoked-in-batch", null, "write");
       const addr = ip();
-      const results = await store.admit(
+      const results = await store.admission.admit(
         [
           { tokenHash: "never-projected-in-batch", ip: addr },
           { tokenHash: o.tokenHash, ip: addr },
@@ -263,11 +269,23 @@ for (const [name, open] of adapters) {
 
     test("an older projection of an organization never overwrites a newer one", async () => {
       const o = await org(Plan.FREE);
-      await store.projectOrg({ id: o.id, slug: o.slug, plan: Plan.ENTERPRISE, version: 5, verifiedDomains: [] });
-      await store.projectOrg({ id: o.id, slug: o.slug, plan: Plan.PREMIUM, version: 4, verifiedDomains: [] });
+      await store.admission.projectOrg({
+        id: o.id,
+        slug: o.slug,
+        plan: Plan.ENTERPRISE,
+        version: 5,
+        verifiedDomains: [],
+      });
+      await store.admission.projectOrg({ id: o.id, slug: o.slug, plan: Plan.PREMIUM, version: 4, verifiedDomains: [] });
       expect((await burst(1, { tokenHash: o.tokenHash, ip: ip() }))[0]!.org!.plan).toBe(Plan.ENTERPRISE);
       // The same version again (a rebuild of what is there) is harmless.
-      await store.projectOrg({ id: o.id, slug: o.slug, plan: Plan.ENTERPRISE, version: 5, verifiedDomains: [] });
+      await store.admission.projectOrg({
+        id: o.id,
+        slug: o.slug,
+        plan: Plan.ENTERPRISE,
+        version: 5,
+        verifiedDomains: [],
+      });
       expect((await burst(1, { tokenHash: o.tokenHash, ip: ip() }))[0]!.org!.plan).toBe(Plan.ENTERPRISE);
     });
   });
@@ -282,19 +300,19 @@ describe("redis hot store: the admission script on the wire", () => {
   });
   afterAll(async () => {
     redis.disconnect();
-    await store.close();
+    await store.lifecycle.close();
   });
 
   test("writes the two buckets ('level:ms') with TTLs until full, and nothing when refused", async () => {
     const now = 1_800_000_000_000;
-    await store.projectOrg({
+    await store.admission.projectOrg({
       id: "wire-org",
       slug: "wire",
       plan: Plan.FREE,
       version: 1,
       verifiedDomains: ["wire.example"],
     });
-    await store.projectToken("wire-hash", "wire-org", "write");
+    await store.admission.projectToken("wire-hash", "wire-org", "write");
     expect(await redis.hgetall(keys.org("wire-org"))).toEqual({
       v: "1",
       slug: "wire",
@@ -303,7 +321,7 @@ describe("redis hot store: the admission script on the wire", () => {
       "d:wire.example": "1",
     });
     expect(await redis.get(keys.token("wire-hash"))).toBe("wire-org");
-    const [r] = await store.admit([{ tokenHash: "wire-hash", ip: "192.0.2.7" }], now);
+    const [r] = await store.admission.admit([{ tokenHash: "wire-hash", ip: "192.0.2.7" }], now);
     expect(r).toMatchObject({ verdict: Verdict.ALLOWED, remaining: 99, resetMs: 600 });
     expect(await redis.get(keys.orgBucket("wire-org"))).toBe(`${99 * 60_000}:${now}`);
     expect(await redis.get(keys.ipBucket("192.0.2.7"))).toBe(`${499 * 1_000}:${now}`);
@@ -314,14 +332,14 @@ describe("redis hot store: the admission script on the wire", () => {
 
     // A refusal by the IP bucket writes nothing.
     await redis.set(keys.ipBucket("192.0.2.8"), `999:${now}`);
-    const [limited] = await store.admit([{ tokenHash: "wire-hash", ip: "192.0.2.8" }], now);
+    const [limited] = await store.admission.admit([{ tokenHash: "wire-hash", ip: "192.0.2.8" }], now);
     expect(limited).toMatchObject({ verdict: Verdict.IP_LIMITED, retryAfterMs: 1 });
     expect(await redis.get(keys.orgBucket("wire-org"))).toBe(`${99 * 60_000}:${now}`);
     expect(await redis.get(keys.ipBucket("192.0.2.8"))).toBe(`999:${now}`);
   });
 
   test("a token known not to be valid is remembered for a minute only", async () => {
-    await store.projectToken("bad-hash", null, "fill");
+    await store.admission.projectToken("bad-hash", null, "fill");
     expect(await redis.get(keys.token("bad-hash"))).toBe("");
     const ttl = await redis.pttl(keys.token("bad-hash"));
     expect(ttl).toBeGreaterThan(59_000);
@@ -330,7 +348,7 @@ describe("redis hot store: the admission script on the wire", () => {
 
   test("survives SCRIPT FLUSH (EVALSHA reloads on NOSCRIPT)", async () => {
     await redis.script("FLUSH");
-    const [r] = await store.admit([{ tokenHash: null, ip: "192.0.2.9" }], Date.now());
+    const [r] = await store.admission.admit([{ tokenHash: null, ip: "192.0.2.9" }], Date.now());
     expect(r!.verdict).toBe(Verdict.UNAUTHENTICATED);
   });
 });

@@ -233,8 +233,9 @@ export interface Written {
   version: number;
 }
 
-// The hot store is several seams, one per job; an adapter offers them all (HotStore), and each
-// consumer asks only for the ones it uses.
+// The hot store is several seams, one per job, each with its conformance suite run on every
+// adapter. An adapter offers each seam as a value of its own (HotStore), and each consumer is
+// given only the seams it uses.
 
 /** Admission, and the projection of the records it reads (written through, rebuilt on a miss). */
 export interface AdmissionStore {
@@ -382,13 +383,14 @@ export interface StoreLifecycle {
   close(): Promise<void>;
 }
 
-/** Every seam: what an adapter offers and the daemon wires. */
-export interface HotStore
-  extends AdmissionStore,
-    MailStore,
-    UsageStore,
-    OutboxStore,
-    ReconcileStore,
-    SingletonLeases,
-    LaneSignals,
-    StoreLifecycle {}
+/** Every seam of a hot store, each a value of its own: what an adapter offers and the daemon wires. */
+export interface HotStore {
+  admission: AdmissionStore;
+  mail: MailStore;
+  usage: UsageStore;
+  outbox: OutboxStore;
+  reconcile: ReconcileStore;
+  leases: SingletonLeases;
+  signals: LaneSignals;
+  lifecycle: StoreLifecycle;
+}

@@ -11,7 +11,7 @@ import {
   SUITE_POLICY as POLICY,
   suiteSends,
 } from "../testkit/hotstores";
-import type { AdmissionStore, MailStore, StoreLifecycle } from "./hotstore";
+import type { HotStore } from "./hotstore";
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -21,12 +21,12 @@ const servers = hotStoreServers();
 
 for (const [name, open] of hotStores(servers)) {
   describe(`hot store sending: ${name}`, () => {
-    let store: MailStore & AdmissionStore & StoreLifecycle;
+    let store: HotStore;
     let clock: ManualClock;
     let org: string;
 
     beforeEach(async () => {
-      if (store) await store.close();
+      if (store) await store.lifecycle.close();
       store = await open();
       clock = new ManualClock(Date.UTC(2026, 5, 1) + ++seq * 100 * 24 * HOUR);
       org = `org_${name}_${seq}`;
@@ -35,12 +35,12 @@ for (const [name, open] of hotStores(servers)) {
 
     /** An organization as the daemon projects it, with the verified domain d.example. */
     const project = (id: string, version?: number, verifiedDomains?: string[]) =>
-      projectSuiteOrg(store, id, version, verifiedDomains);
+      projectSuiteOrg(store.admission, id, version, verifiedDomains);
     afterAll(async () => {
-      await store?.close();
+      await store?.lifecycle.close();
     });
 
-    const sends = suiteSends(() => ({ store, clock, org, idPrefix: `msg_${name}_${seq}` }));
+    const sends = suiteSends(() => ({ mail: store.mail, clock, org, idPrefix: `msg_${name}_${seq}` }));
     const { send, drain } = sends;
 
     test("short window: 5 in any 10 minutes, the 6th refused with the exact wait", async () => {
@@ -120,12 +120,12 @@ for (const [name, open] of hotStores(servers)) {
       expect(order.slice(0, 3).sort()).toEqual([org, ...others].sort());
       expect(order.slice(3, 5).sort()).toEqual([org, others[1]].sort());
       expect(order.slice(5)).toEqual([org, org, org, org]);
-      expect(await releaseNext(store, Lane.BULK, clock.nowMs())).toBeNull();
+      expect(await releaseNext(store.mail, Lane.BULK, clock.nowMs())).toBeNull();
     });
 
     /** Releases what a scheduler would at now, with the bulk lane's second of lead. */
     const releaseAhead = (lane: Lane, max = 100, leadMs = 1_000) =>
-      store.release(lane, clock.nowMs(), { ratePerSecond: 40, untilMs: clock.nowMs() + leadMs, max });
+      store.mail.release(lane, clock.nowMs(), { ratePerSecond: 40, untilMs: clock.nowMs() + leadMs, max });
     const slots = (batch: { released: { slotMs: number }[] }) => batch.released.map((r) => r.slotMs);
 
     test("slots: a run starts at the first message, then exactly 40 in every 1000 ms, stamped up to the lead", async () => {
@@ -147,7 +147,7 @@ for (const [name, open] of hotStores(servers)) {
       const last = await releaseAhead(Lane.BULK);
       expect(slots(last)).toEqual([1400, 1425, 1450, 1475].map((d) => t0 + d));
       expect(last.nextSlotMs).toBeNull(); // the lane is empty
-      const leased = await store.lease(100, clock.nowMs(), 30_000);
+      const leased = await store.mail.lease(100, clock.nowMs(), 30_000);
       expect(leased.map((l) => l.slotMs)).toEqual([
         ...slots(first),
         ...slots(next),
@@ -158,7 +158,7 @@ for (const [name, open] of hotStores(servers)) {
     test("slots: a rate that does not divide 1000 still gives exactly that many in every 1000 ms of a run", async () => {
       for (let i = 0; i < 90; i++) await send({ lane: Lane.BULK, checkCooldown: false, countGuards: false });
       const t0 = clock.nowMs();
-      const run = await store.release(Lane.BULK, t0, { ratePerSecond: 30, untilMs: t0 + 3_000, max: 100 });
+      const run = await store.mail.release(Lane.BULK, t0, { ratePerSecond: 30, untilMs: t0 + 3_000, max: 100 });
       const at = slots(run);
       expect(at).toHaveLength(90);
       for (let i = 30; i < at.length; i++) expect(at[i]! - at[i - 30]!).toBe(1_000);
@@ -186,7 +186,7 @@ for (const [name, open] of hotStores(servers)) {
       const t0 = clock.nowMs();
       expect(slots(await releaseAhead(Lane.BULK, 2))).toEqual([t0, t0 + 25]);
       expect(slots(await releaseAhead(Lane.TRANSACTIONAL, 3, 50))).toEqual([t0, t0 + 25, t0 + 50]);
-      const slower = await store.release(Lane.BULK, t0, { ratePerSecond: 10, untilMs: t0 + 1_000, max: 1 });
+      const slower = await store.mail.release(Lane.BULK, t0, { ratePerSecond: 10, untilMs: t0 + 1_000, max: 1 });
       expect(slots(slower)).toEqual([t0 + 125]);
     });
 
@@ -195,7 +195,7 @@ for (const [name, open] of hotStores(servers)) {
       const tx = await send();
       await drain(Lane.BULK);
       await drain(Lane.TRANSACTIONAL);
-      const leased = await store.lease(10, clock.nowMs(), 30_000);
+      const leased = await store.mail.lease(10, clock.nowMs(), 30_000);
       expect(leased.map((l) => [l.lane, l.attempt])).toEqual([
         [Lane.TRANSACTIONAL, 1],
         [Lane.BULK, 1],
@@ -204,10 +204,10 @@ for (const [name, open] of hotStores(servers)) {
       const [txLease, bulkLease] = leased as [(typeof leased)[0], (typeof leased)[0]];
       expect(txLease.messageId).toBe((tx as { messageId: string }).messageId);
       expect(bulkLease.messageId).toBe((bulk as { messageId: string }).messageId);
-      expect(await store.lease(10, clock.nowMs(), 30_000)).toEqual([]);
+      expect(await store.mail.lease(10, clock.nowMs(), 30_000)).toEqual([]);
 
       const ack = (l: typeof txLease, outcome: DeliveryOutcome) =>
-        store.ack(
+        store.mail.ack(
           { orgId: l.orgId, messageId: l.messageId, leaseId: l.leaseId, outcome, detail: `outcome ${outcome}` },
           POLICY,
           clock.nowMs(),
@@ -228,30 +228,30 @@ for (const [name, open] of hotStores(servers)) {
         expect(await ack(lease, DeliveryOutcome.DEFERRED)).toEqual({ current: true, status: MessageStatus.DEFERRED });
         clock.advance(wait - 1);
         // Nothing due yet; the recovery is told when the retry is.
-        expect(await store.recover(clock.nowMs(), POLICY)).toEqual({
+        expect(await store.mail.recover(clock.nowMs(), POLICY)).toEqual({
           expired: 0,
           retried: 0,
           failed: 0,
           nextDueMs: deferredAt + wait,
         });
         clock.advance(1);
-        expect(await store.recover(clock.nowMs(), POLICY)).toEqual({
+        expect(await store.mail.recover(clock.nowMs(), POLICY)).toEqual({
           expired: 0,
           retried: 1,
           failed: 0,
           nextDueMs: null,
         });
-        expect((await store.laneCounts(clock.nowMs())).find((c) => c.lane === Lane.BULK)).toMatchObject({
+        expect((await store.mail.laneCounts(clock.nowMs())).find((c) => c.lane === Lane.BULK)).toMatchObject({
           depth: 1,
           deferred: 0,
         });
         await drain(Lane.BULK);
-        [lease] = (await store.lease(1, clock.nowMs(), 30_000)) as [typeof lease];
+        [lease] = (await store.mail.lease(1, clock.nowMs(), 30_000)) as [typeof lease];
         expect(lease.attempt).toBe(attempt + 1);
       }
       expect(await ack(lease, DeliveryOutcome.DEFERRED)).toEqual({ current: true, status: MessageStatus.FAILED });
 
-      const record = await store.getMessage(org, lease.messageId);
+      const record = await store.mail.getMessage(org, lease.messageId);
       expect(record).toMatchObject({
         orgId: org,
         lane: Lane.BULK,
@@ -276,14 +276,14 @@ for (const [name, open] of hotStores(servers)) {
         MessageStatus.FAILED,
       ]);
       expect(record!.events[0]).toEqual({ status: MessageStatus.QUEUED, atMs: expect.any(Number), detail: "accepted" });
-      expect(await store.getMessage(`${org}_other`, lease.messageId)).toBeNull();
+      expect(await store.mail.getMessage(`${org}_other`, lease.messageId)).toBeNull();
     });
 
     test("a bounce puts the mailbox on cooldown for every organization", async () => {
       await send({ mailbox: "gone@example.com" });
       await drain(Lane.TRANSACTIONAL);
-      const [l] = await store.lease(1, clock.nowMs(), 30_000);
-      await store.ack(
+      const [l] = await store.mail.lease(1, clock.nowMs(), 30_000);
+      await store.mail.ack(
         { orgId: org, messageId: l!.messageId, leaseId: l!.leaseId, outcome: DeliveryOutcome.BOUNCED, detail: "550" },
         POLICY,
         clock.nowMs(),
@@ -307,32 +307,32 @@ for (const [name, open] of hotStores(servers)) {
       await send({ mailbox: "second@example.com" });
       await drain(Lane.TRANSACTIONAL);
       const leasedAt = clock.nowMs();
-      const [first] = await store.lease(1, clock.nowMs(), 5_000);
-      expect((await store.recover(clock.nowMs(), POLICY)).nextDueMs).toBe(leasedAt + 5_000);
+      const [first] = await store.mail.lease(1, clock.nowMs(), 5_000);
+      expect((await store.mail.recover(clock.nowMs(), POLICY)).nextDueMs).toBe(leasedAt + 5_000);
       clock.advance(5_000);
-      expect(await store.recover(clock.nowMs(), POLICY)).toEqual({
+      expect(await store.mail.recover(clock.nowMs(), POLICY)).toEqual({
         expired: 1,
         retried: 0,
         failed: 0,
         nextDueMs: null,
       });
       // Not ready for a worker until the lane releases it again.
-      expect((await store.laneCounts(clock.nowMs()))[0]).toMatchObject({ depth: 1, ready: 1, inFlight: 0 });
-      expect(await releaseNext(store, Lane.TRANSACTIONAL, clock.nowMs())).toMatchObject({
+      expect((await store.mail.laneCounts(clock.nowMs()))[0]).toMatchObject({ depth: 1, ready: 1, inFlight: 0 });
+      expect(await releaseNext(store.mail, Lane.TRANSACTIONAL, clock.nowMs())).toMatchObject({
         orgId: org,
         messageId: first!.messageId,
       });
-      const [other, second] = await store.lease(2, clock.nowMs(), 5_000);
+      const [other, second] = await store.mail.lease(2, clock.nowMs(), 5_000);
       expect(other!.messageId).not.toBe(first!.messageId); // released before the expiry, still first in line
-      await store.ack({ ...other!, outcome: DeliveryOutcome.DELIVERED, detail: "ok" }, POLICY, clock.nowMs());
+      await store.mail.ack({ ...other!, outcome: DeliveryOutcome.DELIVERED, detail: "ok" }, POLICY, clock.nowMs());
       expect(second).toMatchObject({ messageId: first!.messageId, attempt: 2 });
-      const stale = await store.ack(
+      const stale = await store.mail.ack(
         { ...first!, outcome: DeliveryOutcome.DELIVERED, detail: "late" },
         POLICY,
         clock.nowMs(),
       );
       expect(stale.current).toBe(false);
-      const fresh = await store.ack(
+      const fresh = await store.mail.ack(
         { ...second!, outcome: DeliveryOutcome.DELIVERED, detail: "ok" },
         POLICY,
         clock.nowMs(),
@@ -344,23 +344,23 @@ for (const [name, open] of hotStores(servers)) {
       await send();
       for (let attempt = 1; attempt <= POLICY.maxAttempts; attempt++) {
         await drain(Lane.TRANSACTIONAL);
-        const [l] = await store.lease(1, clock.nowMs(), 5_000);
+        const [l] = await store.mail.lease(1, clock.nowMs(), 5_000);
         expect(l!.attempt).toBe(attempt);
         clock.advance(5_000);
         const last = attempt === POLICY.maxAttempts;
-        expect(await store.recover(clock.nowMs(), POLICY)).toEqual({
+        expect(await store.mail.recover(clock.nowMs(), POLICY)).toEqual({
           expired: last ? 0 : 1,
           retried: 0,
           failed: last ? 1 : 0,
           nextDueMs: null,
         });
         if (last)
-          expect(await store.getMessage(org, l!.messageId)).toMatchObject({
+          expect(await store.mail.getMessage(org, l!.messageId)).toMatchObject({
             status: MessageStatus.FAILED,
             attempts: POLICY.maxAttempts,
           });
       }
-      expect(await store.laneCounts(clock.nowMs())).toEqual([
+      expect(await store.mail.laneCounts(clock.nowMs())).toEqual([
         { lane: Lane.TRANSACTIONAL, depth: 0, ready: 0, inFlight: 0, deferred: 0, oldestAgeMs: 0 },
         { lane: Lane.BULK, depth: 0, ready: 0, inFlight: 0, deferred: 0, oldestAgeMs: 0 },
       ]);
@@ -372,14 +372,14 @@ for (const [name, open] of hotStores(servers)) {
       await send({ countGuards: false });
       await send({ lane: Lane.BULK, countGuards: false, checkCooldown: false });
       clock.advance(500);
-      await releaseNext(store, Lane.TRANSACTIONAL, clock.nowMs());
-      const counts = await store.laneCounts(clock.nowMs());
+      await releaseNext(store.mail, Lane.TRANSACTIONAL, clock.nowMs());
+      const counts = await store.mail.laneCounts(clock.nowMs());
       expect(counts).toEqual([
         { lane: Lane.TRANSACTIONAL, depth: 1, ready: 1, inFlight: 0, deferred: 0, oldestAgeMs: 500 },
         { lane: Lane.BULK, depth: 1, ready: 0, inFlight: 0, deferred: 0, oldestAgeMs: 500 },
       ]);
-      await store.lease(5, clock.nowMs(), 1_000);
-      expect((await store.laneCounts(clock.nowMs()))[0]).toMatchObject({ ready: 0, inFlight: 1 });
+      await store.mail.lease(5, clock.nowMs(), 1_000);
+      expect((await store.mail.laneCounts(clock.nowMs()))[0]).toMatchObject({ ready: 0, inFlight: 1 });
     });
 
     test("the From domain must be a verified domain in the organization's projection", async () => {

@@ -7,7 +7,7 @@ import { Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { GUARD_LIMITS } from "../mail/policy";
 import { hotStoreServers, hotStores, releaseNext } from "../testkit/hotstores";
-import { type AdmissionStore, type MailStore, REFUSAL_MINUTES, type StoreLifecycle, type UsageStore } from "./hotstore";
+import { type HotStore, REFUSAL_MINUTES } from "./hotstore";
 import { keys } from "./redis/layout";
 
 const MIN = 60_000;
@@ -17,30 +17,30 @@ const servers = hotStoreServers();
 
 for (const [name, open] of hotStores(servers)) {
   describe(`hot store usage: ${name}`, () => {
-    let store: UsageStore & AdmissionStore & MailStore & StoreLifecycle;
+    let store: HotStore;
     let clock: ManualClock;
     let org: string;
 
     beforeEach(async () => {
-      if (store) await store.close();
+      if (store) await store.lifecycle.close();
       store = await open();
       // On a whole minute, 30 s in: the test knows which minute each count falls in.
       clock = new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 30) + ++seq * 24 * 60 * MIN);
       org = `org_${name}_${seq}`;
-      await store.projectOrg({
+      await store.admission.projectOrg({
         id: org,
         slug: `slug-${org}`,
         plan: Plan.PREMIUM,
         version: 1,
         verifiedDomains: ["d.example"],
       });
-      await store.projectToken(`hash-${org}`, org, "write");
+      await store.admission.projectToken(`hash-${org}`, org, "write");
     });
     afterAll(async () => {
-      await store?.close();
+      await store?.lifecycle.close();
     });
 
-    const usage = (id = org) => store.orgUsage(id, Plan.PREMIUM, clock.nowMs());
+    const usage = (id = org) => store.usage.orgUsage(id, Plan.PREMIUM, clock.nowMs());
 
     test("a fresh organization: a full bucket, an hour of empty minutes, empty lanes", async () => {
       const u = await usage();
@@ -57,7 +57,7 @@ for (const [name, open] of hotStores(servers)) {
     });
 
     test("the bucket as admission sees it, and reading it consumes nothing", async () => {
-      const admitted = await store.admit(
+      const admitted = await store.admission.admit(
         Array.from({ length: 10 }, () => ({ tokenHash: `hash-${org}`, ip: "10.9.0.1" })),
         clock.nowMs(),
       );
@@ -67,12 +67,12 @@ for (const [name, open] of hotStores(servers)) {
       expect((await usage()).remaining).toBe(690);
       clock.advance(900); // 10.5 tokens back on premium: full again
       expect(await usage()).toMatchObject({ remaining: 700, resetMs: 0 });
-      const [next] = await store.admit([{ tokenHash: `hash-${org}`, ip: "10.9.0.1" }], clock.nowMs());
+      const [next] = await store.admission.admit([{ tokenHash: `hash-${org}`, ip: "10.9.0.1" }], clock.nowMs());
       expect(next!.remaining).toBe(699);
     });
 
     test("refusals by kind and minute, over the last hour only, per organization", async () => {
-      await store.countRefusals(
+      await store.usage.countRefusals(
         [
           { orgId: org, kind: "quota", n: 3 },
           { orgId: org, kind: "ip", n: 2 },
@@ -80,9 +80,9 @@ for (const [name, open] of hotStores(servers)) {
         ],
         clock.nowMs(),
       );
-      await store.countRefusals([{ orgId: org, kind: "quota", n: 1 }], clock.nowMs() + 20_000);
+      await store.usage.countRefusals([{ orgId: org, kind: "quota", n: 1 }], clock.nowMs() + 20_000);
       clock.advance(MIN);
-      await store.countRefusals([{ orgId: org, kind: "recipient", n: 1 }], clock.nowMs());
+      await store.usage.countRefusals([{ orgId: org, kind: "recipient", n: 1 }], clock.nowMs());
       const u = await usage();
       expect(u.refusals.slice(-2).map(({ quota, ip, recipient }) => [quota, ip, recipient])).toEqual([
         [4, 2, 0],
@@ -98,7 +98,7 @@ for (const [name, open] of hotStores(servers)) {
 
     test("lanes: the organization's messages waiting and its releases over the last 10 whole seconds", async () => {
       const other = `${org}_other`;
-      await store.projectOrg({
+      await store.admission.projectOrg({
         id: other,
         slug: `slug-${other}`,
         plan: Plan.FREE,
@@ -106,7 +106,7 @@ for (const [name, open] of hotStores(servers)) {
         verifiedDomains: ["d.example"],
       });
       const send = (orgId: string, lane: Lane, i: number) =>
-        store.enqueue(
+        store.mail.enqueue(
           {
             orgId,
             messageId: `msg_${orgId}_${lane}_${i}`,
@@ -128,7 +128,8 @@ for (const [name, open] of hotStores(servers)) {
       expect((await send(org, Lane.BULK, 0)).kind).toBe("accepted");
       for (let i = 0; i < 4; i++) expect((await send(other, Lane.TRANSACTIONAL, i)).kind).toBe("accepted");
       // Round-robin: four releases give two of each organization.
-      for (let i = 0; i < 4; i++) expect(await releaseNext(store, Lane.TRANSACTIONAL, clock.nowMs())).not.toBeNull();
+      for (let i = 0; i < 4; i++)
+        expect(await releaseNext(store.mail, Lane.TRANSACTIONAL, clock.nowMs())).not.toBeNull();
       // The second under way is not counted yet.
       expect((await usage()).lanes).toEqual([
         { lane: Lane.TRANSACTIONAL, depth: 1, released: 0 },
@@ -143,7 +144,7 @@ for (const [name, open] of hotStores(servers)) {
 
     if (name === "redis") {
       test("redis: the minute's counts live in the prelude's key, kept until the minute leaves the hour", async () => {
-        await store.countRefusals([{ orgId: org, kind: "ip", n: 7 }], clock.nowMs());
+        await store.usage.countRefusals([{ orgId: org, kind: "ip", n: 7 }], clock.nowMs());
         const redis = new Redis(servers.redisUrl());
         const k = keys.refusals(org, Math.floor(clock.nowMs() / MIN));
         expect(k).toBe(`mc:org:{${org}}:429:${Math.floor(clock.nowMs() / MIN)}`);

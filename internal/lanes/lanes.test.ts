@@ -2,7 +2,7 @@
 // line per slot (once: 80 lines per second during a Redis outage).
 import { expect, test } from "bun:test";
 import { systemClock } from "../clock/clock";
-import type { HotStore } from "../hotstore/hotstore";
+import type { LaneSignals, MailStore, SingletonLeases } from "../hotstore/hotstore";
 import { captureLogger } from "../testkit/logcapture";
 import { startLanes } from "./lanes";
 
@@ -11,25 +11,29 @@ test("a store outage is logged once per loop when it starts and once when it end
   const fail = async () => {
     if (down) throw new Error("Connection is closed.");
   };
-  const store = {
-    watchLanes: () => () => {},
-    holdLease: async () => {
-      await fail();
-      return true;
-    },
+  const mail: Pick<MailStore, "release" | "recover"> = {
     release: async () => {
       await fail();
       return { released: [], nextSlotMs: null };
     },
     recover: async () => {
       await fail();
-      return { expired: 0, retried: 0, failed: 0 };
+      return { expired: 0, retried: 0, failed: 0, nextDueMs: null };
     },
-  } as unknown as HotStore;
+  };
+  const leases: SingletonLeases = {
+    holdLease: async () => {
+      await fail();
+      return true;
+    },
+  };
+  const signals: LaneSignals = { watchLanes: () => () => {} };
   const { log, lines } = captureLogger();
   const policy = { maxAttempts: 5, retryBaseMs: 1_000, bounceCooldownMs: 1_000 };
   const lanes = startLanes({
-    store,
+    mail,
+    leases,
+    signals,
     clock: systemClock,
     ratePerSecond: 40,
     owner: "t",

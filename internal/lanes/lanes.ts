@@ -1,4 +1,4 @@
-import type { Clock } from "../clock/clock";
+import { type Clock, delayUntil } from "../clock/clock";
 import type { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
@@ -11,7 +11,9 @@ const RECOVER_EVERY_MS = 250;
 const RECOVER_IDLE_MS = 10_000;
 
 export interface LanesOptions {
-  store: MailStore & SingletonLeases & LaneSignals;
+  mail: Pick<MailStore, "release" | "recover">;
+  leases: SingletonLeases;
+  signals: LaneSignals;
   clock: Clock;
   ratePerSecond: number;
   owner: string;
@@ -40,7 +42,9 @@ export function startLanes(o: LanesOptions): Lanes {
   const schedulers = LANES.map(
     (lane) =>
       new LaneScheduler({
-        store: o.store,
+        mail: o.mail,
+        leases: o.leases,
+        signals: o.signals,
         lane,
         ratePerSecond: o.ratePerSecond,
         owner: o.owner,
@@ -61,7 +65,7 @@ export function startLanes(o: LanesOptions): Lanes {
   let wake: (() => void) | undefined;
   const arm = () => {
     clearTimeout(timer);
-    if (wake) timer = setTimeout(() => wake?.(), Math.max(0, nextAt - o.clock.nowMs()));
+    if (wake) timer = setTimeout(() => wake?.(), delayUntil(nextAt, o.clock.nowMs()));
   };
 
   const round = async () => {
@@ -69,7 +73,7 @@ export function startLanes(o: LanesOptions): Lanes {
     const startedAt = o.clock.nowMs();
     earliestAt = startedAt + RECOVER_EVERY_MS;
     try {
-      const { expired, retried, failed, nextDueMs } = await o.store.recover(startedAt, o.policy);
+      const { expired, retried, failed, nextDueMs } = await o.mail.recover(startedAt, o.policy);
       if (expired + retried + failed > 0) {
         o.log.info("recovered", { expired, retried, failed });
         o.onRecovered();

@@ -1,3 +1,5 @@
+import { timerDelay } from "../clock/clock";
+
 /**
  * Wakes everything waiting for "something changed" (a release, an ack), or times out. A waiter
  * passes the version it last looked at, so a change that came between its look and its wait is
@@ -17,7 +19,7 @@ export class Notifier {
         this.waiters.delete(finish);
         done();
       };
-      const timer = setTimeout(finish, timeoutMs);
+      const timer = setTimeout(finish, timerDelay(timeoutMs));
       signal.addEventListener("abort", finish);
       this.waiters.add(finish);
     });

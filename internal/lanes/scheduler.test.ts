@@ -5,7 +5,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { EmbeddedHot } from "../hotstore/embedded/embedded";
-import type { HotStore, SlotPlan } from "../hotstore/hotstore";
+import type { MailStore, SlotPlan } from "../hotstore/hotstore";
 import { logger } from "../log/log";
 import { projectSuiteOrg, suiteSends } from "../testkit/hotstores";
 import { spacing } from "../testkit/pacing";
@@ -26,36 +26,36 @@ let missed: number;
 beforeEach(async () => {
   time = new VirtualTime();
   store = new EmbeddedHot(null, time.nowMs);
-  await projectSuiteOrg(store, "org_a");
-  await projectSuiteOrg(store, "org_b");
+  await projectSuiteOrg(store.admission, "org_a");
+  await projectSuiteOrg(store.admission, "org_b");
   calls = [];
   stallOnCall = new Map();
   releases = [];
   missed = 0;
 });
 afterEach(async () => {
-  await store.close();
+  await store.lifecycle.close();
 });
 
-const sends = suiteSends(() => ({ store, clock: time, org: "org_a", idPrefix: "msg" }));
+const sends = suiteSends(() => ({ mail: store.mail, clock: time, org: "org_a", idPrefix: "msg" }));
 const queue = async (lane: Lane, n: number, orgId = "org_a") => {
   for (let i = 0; i < n; i++)
     await sends.send({ lane, orgId, mailbox: `r${sends.ids}@example.com`, countGuards: false, checkCooldown: false });
 };
 
 function scheduler(lane: Lane): LaneScheduler {
-  const stalling = {
-    holdLease: () => store.holdLease(),
-    watchLanes: (on: Parameters<HotStore["watchLanes"]>[0]) => store.watchLanes(on),
+  const stalling: Pick<MailStore, "release"> = {
     async release(l: Lane, nowMs: number, plan: SlotPlan) {
       calls.push(nowMs);
-      const batch = await store.release(l, nowMs, plan);
+      const batch = await store.mail.release(l, nowMs, plan);
       time.stall(stallOnCall.get(calls.length) ?? 0);
       return batch;
     },
   };
   const s = new LaneScheduler({
-    store: stalling,
+    mail: stalling,
+    leases: store.leases,
+    signals: store.signals,
     lane,
     ratePerSecond: RATE,
     owner: "test",
@@ -188,7 +188,7 @@ describe("an idle lane", () => {
     const s = scheduler(Lane.TRANSACTIONAL);
     await time.runUntil(time.now + 1_000);
     // Queued behind the scheduler's back: no signal.
-    await store.enqueue(
+    await store.mail.enqueue(
       {
         orgId: "org_a",
         messageId: "quiet",

@@ -1,3 +1,4 @@
+import { delayUntil, timerDelay } from "../clock/clock";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
@@ -26,7 +27,7 @@ export const realTime: SchedulerTime = {
         signal.removeEventListener("abort", finish);
         done();
       };
-      const timer = setTimeout(finish, Math.max(0, ms));
+      const timer = setTimeout(finish, timerDelay(ms));
       signal.addEventListener("abort", finish);
     }),
 };
@@ -62,7 +63,11 @@ const IDLE_LOOK_MS = 30_000;
 const RETRY_MS = 100;
 
 export interface SchedulerOptions {
-  store: Pick<MailStore, "release"> & SingletonLeases & LaneSignals;
+  mail: Pick<MailStore, "release">;
+  /** With Redis, one daemon at a time runs a lane's scheduler. */
+  leases: SingletonLeases;
+  /** An empty lane waits for the signal that it has a message. */
+  signals: LaneSignals;
   lane: Lane;
   ratePerSecond: number;
   /** This daemon's name; with Redis, one daemon at a time runs a lane's scheduler. */
@@ -99,7 +104,7 @@ export class LaneScheduler {
   constructor(private readonly o: SchedulerOptions) {}
 
   start(): void {
-    this.unwatch = this.o.store.watchLanes((s) => {
+    this.unwatch = this.o.signals.watchLanes((s) => {
       if (s.kind !== "waiting" || s.lane !== this.o.lane) return;
       this.heard++;
       this.waking.abort();
@@ -121,7 +126,7 @@ export class LaneScheduler {
   }
 
   private async run(): Promise<void> {
-    const { store, lane, time, log, ratePerSecond } = this.o;
+    const { mail, leases, lane, time, log, ratePerSecond } = this.o;
     const stopped = this.stopping.signal;
     const { leadMs: lead, refillMs: refill, startMs } = LANE_LEAD[lane];
     const failing = new FailureEpisode(log, "lane release", { lane }, () => time.nowMs());
@@ -136,7 +141,7 @@ export class LaneScheduler {
       try {
         const now = time.nowMs();
         if (now - heldAt >= HOLD_RENEW_MS || now < heldAt) {
-          holding = await store.holdLease(`scheduler:${lane}`, this.o.owner, HOLD_TTL_MS);
+          holding = await leases.holdLease(`scheduler:${lane}`, this.o.owner, HOLD_TTL_MS);
           heldAt = now;
         }
         if (!holding) {
@@ -146,7 +151,7 @@ export class LaneScheduler {
           heldAt = Number.NEGATIVE_INFINITY;
           continue;
         }
-        const batch = await store.release(lane, now, { ratePerSecond, untilMs: now + lead, max: RELEASE_BATCH });
+        const batch = await mail.release(lane, now, { ratePerSecond, untilMs: now + lead, max: RELEASE_BATCH });
         failing.succeeded();
         const first = batch.released[0];
         if (first && expected !== null && first.slotMs > expected)
@@ -164,7 +169,7 @@ export class LaneScheduler {
           continue;
         }
         // Until the next slot is a refill inside the lead (renewing the lease in time).
-        const wait = batch.nextSlotMs - lead + refill - time.nowMs();
+        const wait = delayUntil(batch.nextSlotMs - lead + refill, time.nowMs());
         if (wait > 0) await time.sleep(Math.min(wait, HOLD_RENEW_MS), stopped);
       } catch (err) {
         expected = null;

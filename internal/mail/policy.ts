@@ -1,7 +1,7 @@
 import { Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 
-// The sending rules (recipient guards, mailbox normalisation, fixtures; docs/architecture.md,
-// "Sending"), in one place.
+// The sending rules (recipient guards, mailbox normalisation, fixtures;
+// docs/adr/0013-atomic-accept-step.md), in one place.
 
 /** The two lanes, transactional first (the order leases are served in). */
 export const LANES = [Lane.TRANSACTIONAL, Lane.BULK] as const;

@@ -205,6 +205,16 @@ export function workerMetrics(registry: Registry): WorkerMetrics {
   };
 }
 
+/** Writes refused for want of space (ENOSPC, EDQUOT, SQLite's "disk is full"), by what could not be written. */
+export function diskFullCounter(registry: Registry): client.Counter<"file"> {
+  return new client.Counter({
+    name: "mailcore_disk_full_total",
+    help: "Writes refused for want of space (the filesystem full, or the quota spent), by what could not be written: acks, sink, store, certificate",
+    labelNames: ["file"],
+    registers: [registry],
+  });
+}
+
 /** Serves the registry at http://host:port/metrics; port 0 serves nothing. */
 export function serveMetrics(registry: Registry, host: string, port: number, log: Logger): { stop(): void } {
   if (port === 0) return { stop() {} };

@@ -131,6 +131,7 @@ describe("observability of the running service", () => {
     expect(sample(worker, 'mailcore_deliveries_total{outcome="delivered",process="worker"}')).toBeGreaterThanOrEqual(2);
     expect(worker).toContain("# TYPE mailcore_webhook_attempts_total counter");
     for (const text of [api, limiterd, smtpText, worker]) expect(text).toContain("process_cpu_seconds_total");
+    for (const text of [limiterd, smtpText, worker]) expect(text).toContain("# TYPE mailcore_disk_full_total counter");
   });
 
   test("no token, password or message body in any log", async () => {

@@ -3,10 +3,11 @@
 // for the development SMTP certificate) issues them: it signs with a given CA and writes URI
 // SANs, on @peculiar/x509 and WebCrypto, so no openssl command is needed.
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { isIP } from "node:net";
 import { join } from "node:path";
 import { generate, type SubjectAltNameEntry } from "selfsigned";
+import { diskFullCode, isDiskFull } from "../diskspace/diskspace";
 import { ROLES, type Role, roleUri } from "./tls";
 
 export interface CertPem {
@@ -92,9 +93,18 @@ export async function initCerts(dir: string, hosts: string[]): Promise<string[]>
   for (const role of ROLES) pairs.push([role, await issueCert(ca, { name: `mailcore ${role}`, roles: [role] })]);
   // Each file ends with a line end, so that `cat old/ca.pem new/ca.pem` is a valid bundle (rotation).
   const line = (pem: string) => (pem.endsWith("\n") ? pem : `${pem}\n`);
-  for (const [name, pem] of pairs) {
-    writeFileSync(join(dir, `${name}.key`), line(pem.key), { mode: 0o600 });
-    writeFileSync(join(dir, `${name}.pem`), line(pem.cert), { mode: 0o644 });
+  try {
+    for (const [name, pem] of pairs) {
+      writeFileSync(join(dir, `${name}.key`), line(pem.key), { mode: 0o600 });
+      writeFileSync(join(dir, `${name}.pem`), line(pem.cert), { mode: 0o644 });
+    }
+  } catch (err) {
+    // Half a set would make the next run refuse the directory: none is kept.
+    for (const f of CERT_FILES) rmSync(join(dir, f), { force: true });
+    if (!isDiskFull(err)) throw err;
+    throw new Error(
+      `${dir}: no room on the disk (${diskFullCode(err)}); nothing was kept: free space and run it again`,
+    );
   }
   return CERT_FILES.map((f) => join(dir, f));
 }

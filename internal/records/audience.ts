@@ -86,7 +86,7 @@ function fromRow(r: SubscriberRow, tags: string[]): Subscriber {
 export type TagsChanged = (orgId: string) => Promise<void>;
 
 export class AudienceRecords {
-  /** Set by the daemon: its tag cache is invalidated through the hot store (service.ts). */
+  /** Set by the daemon (daemon.ts): the admission service's tag cache is invalidated through the hot store. */
   tagsChanged: TagsChanged = async () => {};
 
   constructor(

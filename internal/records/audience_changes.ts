@@ -1,6 +1,6 @@
 import { type EventRow, type EventType, eventRow, type Subscriber, type SubscriberChange } from "./audience_types";
 import { chunks, type Sql } from "./db";
-import type { WebhookEventInput } from "./webhooks";
+import type { WebhookEventInput } from "./webhook_deliveries";
 import { startWorkflowRuns } from "./workflows";
 
 // How a change of subscribers is worked out and written: each change is compared, in memory,

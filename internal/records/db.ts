@@ -243,3 +243,8 @@ export function chunks<T>(items: T[], size = CHUNK): T[][] {
 export function timeOrderedId(prefix: string): string {
   return `${prefix}_${Date.now().toString(16).padStart(12, "0")}${randomBytes(6).toString("hex")}`;
 }
+
+/** A new id: prefix_, then 96 random bits. */
+export function randomId(prefix: string): string {
+  return `${prefix}_${randomBytes(12).toString("hex")}`;
+}

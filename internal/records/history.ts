@@ -2,7 +2,7 @@ import { type Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import { joinTags, type MessageEvent, type MessageHistory, splitTags } from "../model/history";
 import { FINAL_STATUSES } from "../mail/policy";
 import { chunks, type Db, num, type Sql } from "./db";
-import { mapPage, newestFirst, type Order, type Page } from "./paging";
+import { BY_CREATED, mapPage, newestFirst, type Order, type Page } from "./paging";
 import { addStatsIn, type StatCount, type StatKind } from "./stats";
 
 // The history of every message: its record and its events, kept for the retention period.
@@ -31,9 +31,7 @@ export interface MessageFilter {
   beforeMs?: number;
 }
 
-/** Messages newest first: by acceptance time, then id. */
-const BY_CREATED: Order = { at: "created_ms", id: "id" };
-/** The same walked through message_tags, whose rows carry the message's time and id. */
+/** Messages newest first (BY_CREATED) walked through message_tags, whose rows carry the message's time and id. */
 const BY_TAGGED: Order = { at: "t.created_ms", id: "t.message_id" };
 
 /** The counter a message event adds to; none for a lease, or a message queued again. */

@@ -23,6 +23,9 @@ export interface Order {
 /** A table's identity column, which numbers its rows in the order they were added. */
 export const BY_SEQ: Order = { at: "seq" };
 
+/** Rows by creation time, then id (random ids: times tie). */
+export const BY_CREATED: Order = { at: "created_ms", id: "id" };
+
 /** Where a page ends: its last row's `at`, and its id when the order has one ("" otherwise). */
 interface Key {
   at: number;

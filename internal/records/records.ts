@@ -8,7 +8,8 @@ import { HistoryRecords } from "./history";
 import { IdempotencyRecords } from "./idempotency";
 import { migrate } from "./migrations";
 import { StatsRecords } from "./stats";
-import { WebhookRecords } from "./webhooks";
+import { WebhookDeliveryRecords } from "./webhook_deliveries";
+import { WebhookEndpointRecords } from "./webhook_endpoints";
 import { WorkflowRecords } from "./workflows";
 
 // The records: the system of record an operator backs up, queries and keeps for months, in SQL
@@ -23,7 +24,8 @@ export class Records {
   readonly directory: DirectoryRecords;
   readonly history: HistoryRecords;
   readonly console: ConsoleRecords;
-  readonly webhooks: WebhookRecords;
+  readonly webhookEndpoints: WebhookEndpointRecords;
+  readonly webhookDeliveries: WebhookDeliveryRecords;
   readonly audience: AudienceRecords;
   readonly campaigns: CampaignRecords;
   readonly workflows: WorkflowRecords;
@@ -34,9 +36,12 @@ export class Records {
     this.directory = new DirectoryRecords(db);
     this.history = new HistoryRecords(db);
     this.console = new ConsoleRecords(db);
-    this.webhooks = new WebhookRecords(db);
+    this.webhookEndpoints = new WebhookEndpointRecords(db);
+    this.webhookDeliveries = new WebhookDeliveryRecords(db);
     // Subscriber changes are announced to webhooks in the transaction that makes them.
-    this.audience = new AudienceRecords(db, (sql, events, nowMs) => this.webhooks.enqueueIn(sql, events, nowMs));
+    this.audience = new AudienceRecords(db, (sql, events, nowMs) =>
+      this.webhookDeliveries.enqueueIn(sql, events, nowMs),
+    );
     this.campaigns = new CampaignRecords(db);
     this.workflows = new WorkflowRecords(db);
     this.idempotency = new IdempotencyRecords(db);

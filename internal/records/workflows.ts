@@ -1,14 +1,15 @@
 import { type EventRow, eventRow } from "./audience_types";
 import { chunks, type Db, num, type Sql, timeOrderedId } from "./db";
 import { BY_SEQ, mapPage, newestFirst, type Page } from "./paging";
-import { DeliveryState, setWorkflowSecret, stepDelivery } from "./webhooks";
+import { setWorkflowSecret, stepDelivery } from "./step_deliveries";
+import { DeliveryState } from "./webhook_deliveries";
 
 // Workflows: steps run for a subscriber when a trigger happens to it (it is created, or a tag
 // is added), once per run. A run is a row: the step it is at, when that step is due (a wait is
 // a due time, not a timer), its state. Runs start in the transaction of the audience change
 // that triggers them (startWorkflowRuns), so a change retried, which records nothing, starts
 // nothing, and a change made with triggerWorkflows false starts nothing. A webhook step is a
-// webhook delivery (records/webhooks.ts) signed with the workflow's secret; its run waits for it.
+// webhook delivery (step_deliveries.ts) signed with the workflow's secret; its run waits for it.
 
 export type TriggerType = "subscriber.created" | "tag.added";
 

@@ -134,7 +134,7 @@ for (const [name, fresh] of databases) {
 
       expect(await r.workflows.rotateSecret(org, w.id, "whsec_second", T0 + 2)).toBe(true);
       expect(await r.workflows.rotateSecret(other, w.id, "whsec_other", T0 + 2)).toBe(false);
-      const [first, ...more] = await r.webhooks.claim(T0 + 3, 10, 30_000);
+      const [first, ...more] = await r.webhookDeliveries.claim(T0 + 3, 10, 30_000);
       expect(more).toEqual([]);
       expect(first).toMatchObject({
         id: `whd_${run!.id}_0`,
@@ -143,12 +143,15 @@ for (const [name, fresh] of databases) {
         payload: '{"n":1}',
         attempt: 1,
       });
-      expect((await r.webhooks.list(org, 100)).data).toEqual([]);
-      expect(await r.webhooks.delete(org, first!.endpointId)).toBe(false);
+      expect((await r.webhookEndpoints.list(org, 100)).data).toEqual([]);
+      expect(await r.webhookEndpoints.delete(org, first!.endpointId)).toBe(false);
 
       const answer = { deliveryId: first!.id, durationMs: 5, error: "" };
       expect(
-        await r.webhooks.report([{ ...answer, leaseToken: first!.leaseToken, atMs: T0 + 4, statusCode: 500 }], policy),
+        await r.webhookDeliveries.report(
+          [{ ...answer, leaseToken: first!.leaseToken, atMs: T0 + 4, statusCode: 500 }],
+          policy,
+        ),
       ).toEqual(["retrying"]);
       expect(await r.workflows.webhookStep(run!, url, "", T0 + 5)).toEqual({ state: "pending" });
       expect((await runsOf(w.id))[0]).toMatchObject({
@@ -156,10 +159,10 @@ for (const [name, fresh] of databases) {
         detail: "webhook: HTTP 500, attempt 1",
         dueMs: T0 + 5_004 + 60_000,
       });
-      const [second] = await r.webhooks.claim(T0 + 5_004, 10, 30_000);
+      const [second] = await r.webhookDeliveries.claim(T0 + 5_004, 10, 30_000);
       expect(second).toMatchObject({ id: first!.id, attempt: 2 });
       expect(
-        await r.webhooks.report(
+        await r.webhookDeliveries.report(
           [{ ...answer, leaseToken: second!.leaseToken, atMs: T0 + 5_010, statusCode: 204 }],
           policy,
         ),
@@ -178,11 +181,11 @@ for (const [name, fresh] of databases) {
       await r.audience.upsert(org, { email: "down@example.com", tags: ["down"], triggerWorkflows: true }, T0);
       const [run] = await runsOf(w.id);
       await r.workflows.webhookStep(run!, url, "{}", T0);
-      const [d] = await r.webhooks.claim(T0, 10, 30_000);
+      const [d] = await r.webhookDeliveries.claim(T0, 10, 30_000);
       expect(d!.secret).toMatch(/^whsec_/);
       const giveUp = { retryDelayMs: () => undefined, disableAfterMs: 1 };
       const rep = { deliveryId: d!.id, leaseToken: d!.leaseToken, atMs: T0 + 1, durationMs: 1, error: "" };
-      expect(await r.webhooks.report([{ ...rep, statusCode: 503 }], giveUp)).toEqual(["failed"]);
+      expect(await r.webhookDeliveries.report([{ ...rep, statusCode: 503 }], giveUp)).toEqual(["failed"]);
       expect(await r.workflows.webhookStep(run!, url, "{}", T0 + 2)).toEqual({
         state: "failed",
         detail: "webhook https://down.example/: HTTP 503 (attempts: 1)",
@@ -192,7 +195,7 @@ for (const [name, fresh] of databases) {
       const pending = (await runsOf(w.id)).find((x) => x.id !== run!.id)!;
       await r.workflows.webhookStep(pending, url, "{}", T0 + 3);
       expect(await r.workflows.delete(org, w.id)).toBe(true);
-      expect(await r.webhooks.claim(T0 + 4, 10, 30_000)).toEqual([]);
+      expect(await r.webhookDeliveries.claim(T0 + 4, 10, 30_000)).toEqual([]);
     });
   });
 }

@@ -7,12 +7,15 @@ import { join } from "node:path";
 import { createSecureContext } from "node:tls";
 import { generate } from "selfsigned";
 import { ConfigError } from "../config/config";
+import { type DiskSpace, isDiskFull } from "../diskspace/diskspace";
 
 export interface TlsFiles {
   cert: string;
   key: string;
   /** "configured", or "self-signed" for the development certificate. */
   source: "configured" | "self-signed";
+  /** A development certificate the disk had no room for: the pair, held in memory until the next start. */
+  unkept?: TlsMaterial;
 }
 
 export interface TlsMaterial {
@@ -26,9 +29,11 @@ const DEV_VALIDITY_DAYS = 825;
  * The development certificate `dir`/cert.pem with `dir`/key.pem, made when missing: EC P-256,
  * for localhost, 127.0.0.1, ::1 and this host's name. The pair is written into a directory
  * of its own that is then renamed to `dir` in one step, so a crash never leaves half a
- * pair and fronts starting together on one data directory end up with one pair.
+ * pair and fronts starting together on one data directory end up with one pair. A disk with
+ * no room for it (noted on `disk`) leaves nothing behind: the pair is served from memory
+ * (`unkept`), and the next start writes it.
  */
-export async function devCertificate(dir: string): Promise<TlsFiles> {
+export async function devCertificate(dir: string, disk?: DiskSpace): Promise<TlsFiles> {
   const files: TlsFiles = { cert: join(dir, "cert.pem"), key: join(dir, "key.pem"), source: "self-signed" };
   const complete = () => existsSync(files.cert) && existsSync(files.key);
   if (complete()) return files;
@@ -56,9 +61,16 @@ export async function devCertificate(dir: string): Promise<TlsFiles> {
     ],
   });
   const tmp = `${dir}.tmp-${process.pid}-${randomBytes(4).toString("hex")}`;
-  mkdirSync(tmp, { recursive: true, mode: 0o700 });
-  writeFileSync(join(tmp, "key.pem"), pems.private, { mode: 0o600 });
-  writeFileSync(join(tmp, "cert.pem"), pems.cert);
+  try {
+    mkdirSync(tmp, { recursive: true, mode: 0o700 });
+    writeFileSync(join(tmp, "key.pem"), pems.private, { mode: 0o600 });
+    writeFileSync(join(tmp, "cert.pem"), pems.cert);
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true });
+    if (!isDiskFull(err)) throw err;
+    disk?.noted("certificate", err);
+    return { ...files, unkept: { cert: Buffer.from(pems.cert), key: Buffer.from(pems.private) } };
+  }
   try {
     renameSync(tmp, dir); // replaces `dir` only when it is missing or empty
   } catch {

@@ -8,8 +8,11 @@ import { createSocket } from "node:dgram";
 export interface DnsServer {
   /** host:port, as DNS_SERVER takes it. */
   address: string;
-  /** Publishes (or replaces) the TXT records of a name. */
-  setTxt(name: string, values: string[]): void;
+  /**
+   * Publishes (or replaces) the TXT records of a name: one record per value, a record given as
+   * a list being several strings (as a value longer than 255 bytes must be).
+   */
+  setTxt(name: string, values: (string | string[])[]): void;
   /** How many questions it has answered. */
   questions(): number;
   stop(): Promise<void>;
@@ -18,7 +21,7 @@ export interface DnsServer {
 const NXDOMAIN = 3;
 
 export async function startDnsServer(): Promise<DnsServer> {
-  const txt = new Map<string, string[]>();
+  const txt = new Map<string, (string | string[])[]>();
   const socket = createSocket("udp4");
   let asked = 0;
   socket.on("message", (msg, peer) => {

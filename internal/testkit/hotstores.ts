@@ -94,8 +94,8 @@ const SUITE_GUARDS = { shortMax: 5, shortWindowMs: 10 * MIN, longMax: 20, longWi
 export const SUITE_POLICY: DeliveryPolicy = { maxAttempts: 3, retryBaseMs: 1_000, bounceCooldownMs: HOUR };
 
 /** An organization as the daemon projects it (plan FREE), by default with the verified domain d.example. */
-export function projectSuiteOrg(store: AdmissionStore, id: string, version = 1, verifiedDomains = ["d.example"]) {
-  return store.projectOrg({ id, slug: `slug-${id}`, plan: Plan.FREE, version, verifiedDomains });
+export function projectSuiteOrg(admission: AdmissionStore, id: string, version = 1, verifiedDomains = ["d.example"]) {
+  return admission.projectOrg({ id, slug: `slug-${id}`, plan: Plan.FREE, version, verifiedDomains });
 }
 
 /** The n-th message of a suite: transactional, from d.example to user@example.com, checked and counted by the guards. */
@@ -118,9 +118,9 @@ function suiteMessage(orgId: string, messageId: string, n: number, over: Partial
   };
 }
 
-/** Where a suite's test sends: its store, clock and organization (fresh for each test), and the prefix of its message ids. */
+/** Where a suite's test sends: its store's mail seam, clock and organization (fresh for each test), and the prefix of its message ids. */
 export interface SendingTest {
-  store: MailStore;
+  mail: MailStore;
   clock: Clock;
   org: string;
   idPrefix: string;
@@ -133,14 +133,14 @@ export function suiteSends(current: () => SendingTest) {
     ids: 0,
     send(over: Partial<EnqueueInput> = {}): Promise<EnqueueResult> {
       const n = ++sends.ids;
-      const { store, clock, org, idPrefix } = current();
-      return store.enqueue(suiteMessage(org, `${idPrefix}_${n}`, n, over), clock.nowMs());
+      const { mail, clock, org, idPrefix } = current();
+      return mail.enqueue(suiteMessage(org, `${idPrefix}_${n}`, n, over), clock.nowMs());
     },
     /** Releases everything waiting in a lane and returns the org ids in release order. */
     async drain(lane: Lane): Promise<string[]> {
-      const { store, clock } = current();
+      const { mail, clock } = current();
       const order: string[] = [];
-      for (let r = await releaseNext(store, lane, clock.nowMs()); r; r = await releaseNext(store, lane, clock.nowMs()))
+      for (let r = await releaseNext(mail, lane, clock.nowMs()); r; r = await releaseNext(mail, lane, clock.nowMs()))
         order.push(r.orgId);
       return order;
     },
@@ -149,7 +149,7 @@ export function suiteSends(current: () => SendingTest) {
 }
 
 /** Releases a lane's next message whatever its slot (at 40 a second); null when the lane is empty. */
-export async function releaseNext(store: Pick<MailStore, "release">, lane: Lane, nowMs: number) {
-  const batch = await store.release(lane, nowMs, { ratePerSecond: 40, untilMs: nowMs + 3_600_000, max: 1 });
+export async function releaseNext(mail: Pick<MailStore, "release">, lane: Lane, nowMs: number) {
+  const batch = await mail.release(lane, nowMs, { ratePerSecond: 40, untilMs: nowMs + 3_600_000, max: 1 });
   return batch.released[0] ?? null;
 }

@@ -8,8 +8,9 @@ import { join } from "node:path";
 import { machineTicks } from "./machine";
 import { REPO_ROOT } from "./testkit";
 
-// What the tests start or drive, how to tell it is there, and the Debian package that brings it.
-const TOOLS: Record<string, { check: string; pkg: string }> = {
+// What the tests start or drive, how to tell it is there, the Debian package that brings it, and
+// the answers its installation asks debconf for (preseeded, so apt-get asks nothing).
+const TOOLS: Record<string, { check: string; pkg: string; debconf?: string[] }> = {
   "redis-server": { check: "command -v redis-server", pkg: "redis-server" },
   "redis-cli": { check: "command -v redis-cli", pkg: "redis-tools" },
   swaks: { check: "command -v swaks", pkg: "swaks" },
@@ -22,6 +23,23 @@ const TOOLS: Record<string, { check: string; pkg: string }> = {
   chromium: { check: "test -x /usr/bin/chromium", pkg: "chromium" },
   // The alert rules' tests run promtool (check rules, test rules); Debian ships it with Prometheus.
   promtool: { check: "command -v promtool", pkg: "prometheus" },
+  // The DKIM signatures are verified by two implementations of others: dkimpy (Debian's python3,
+  // with PyNaCl for Ed25519 and dnspython) and Perl's Mail::DKIM.
+  "python3-dkim": { check: "/usr/bin/python3 -c 'import dkim, nacl, dns.resolver'", pkg: "python3-dkim" },
+  "Mail::DKIM": { check: "perl -MMail::DKIM::Verifier -e1", pkg: "libmail-dkim-perl" },
+  // The DNS tests serve their records from a dnsmasq of their own (testkit/dnsmasq.ts).
+  dnsmasq: { check: "command -v dnsmasq || test -x /usr/sbin/dnsmasq", pkg: "dnsmasq-base" },
+  // The DSN tests run a private Postfix (testkit/postfix.ts); installed without a configuration
+  // of its own, it runs no system mail service.
+  postfix: {
+    check: "command -v postfix && test -x /usr/lib/postfix/sbin/master",
+    pkg: "postfix",
+    debconf: ["postfix postfix/main_mailer_type select No configuration"],
+  },
+  // The OpenAPI document's second engine (testkit/pyschema): Debian's Python with jsonschema, and
+  // rfc3987, without which jsonschema leaves format uri unchecked.
+  "python3-jsonschema": { check: "/usr/bin/python3 -c 'import jsonschema'", pkg: "python3-jsonschema" },
+  "python3-rfc3987": { check: "/usr/bin/python3 -c 'import rfc3987'", pkg: "python3-rfc3987" },
 };
 const has = (tool: string) => spawnSync(["sh", "-c", `${TOOLS[tool]!.check} >/dev/null 2>&1`]).exitCode === 0;
 
@@ -30,10 +48,15 @@ function ensureTools(): void {
   if (missing.length === 0) return;
   const packages = [...new Set(missing.map((t) => TOOLS[t]!.pkg))];
   const line = `apt-get install -y ${packages.join(" ")}`;
+  const answers = missing.flatMap((t) => TOOLS[t]!.debconf ?? []);
+  const preseed = answers.map((a) => `echo "${a}" | sudo debconf-set-selections\n  `).join("");
   const root = process.getuid?.() === 0;
   if (root && spawnSync(["sh", "-c", "command -v apt-get"]).exitCode === 0) {
     console.log(`installing ${packages.join(", ")} for the tests: ${line}`);
     const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
+    if (answers.length > 0) {
+      spawnSync(["debconf-set-selections"], { stdin: new Blob([`${answers.join("\n")}\n`]), env });
+    }
     spawnSync(["apt-get", "update", "-qq"], { stdout: "inherit", stderr: "inherit", env });
     spawnSync(["apt-get", "install", "-y", "-qq", "--no-install-recommends", ...packages], {
       stdout: "inherit",
@@ -44,7 +67,7 @@ function ensureTools(): void {
   const still = Object.keys(TOOLS).filter((t) => !has(t));
   if (still.length > 0) {
     console.error(
-      `the tests need ${still.join(", ")}, which ${still.length === 1 ? "is" : "are"} not installed. Install with:\n  sudo ${line}`,
+      `the tests need ${still.join(", ")}, which ${still.length === 1 ? "is" : "are"} not installed. Install with:\n  ${preseed}sudo ${line}`,
     );
     console.log("tests: 0 passed, 1 failed");
     process.exit(1);

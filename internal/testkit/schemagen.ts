@@ -2,9 +2,9 @@
 // (what a pattern's match must also be, and a `not`, are held by filters; a pattern fast-check
 // cannot generate from is left to the validator that classifies each value), and mutations that
 // break them. The subset is what the API's document uses: type (and type lists), const, enum,
-// pattern (lookarounds included), formats, lengths, ranges, items, properties, required,
-// additionalProperties, propertyNames, allOf, anyOf, oneOf, not, $ref, and `example`/`examples`,
-// which are offered beside the generated values.
+// pattern, formats (the document's own generated from their regular expressions), lengths,
+// ranges, items, properties, required, additionalProperties, propertyNames, allOf, anyOf, oneOf,
+// not, $ref, and `example`/`examples`, which are offered beside the generated values.
 import fc from "fast-check";
 
 type Obj = Record<string, unknown>;
@@ -33,58 +33,37 @@ function merge(...schemas: Schema[]): Schema {
 
 const ISO_RANGE = { min: new Date("2000-01-01T00:00:00Z"), max: new Date("2099-12-31T23:59:59Z"), noInvalidDate: true };
 
-/**
- * A pattern without its lookarounds (`(?=...)`, `(?!...)`, `(?<=...)`, `(?<!...)`), which
- * fast-check cannot generate from: what it matches is a superset, filtered by the whole pattern.
- */
-export function withoutLookarounds(source: string): string {
-  let out = "";
-  let depth = 0; // inside a lookaround: the groups open in it, itself included
-  let inClass = false;
-  for (let i = 0; i < source.length; i++) {
-    const c = source[i]!;
-    let token = c;
-    if (c === "\\") {
-      token = source.slice(i, i + 2);
-      i++;
-    } else if (inClass) inClass = c !== "]";
-    else if (c === "[") inClass = true;
-    else if (c === "(" && (depth > 0 || /^\(\?<?[=!]/.test(source.slice(i)))) depth++;
-    else if (c === ")" && depth > 0 && --depth === 0) continue;
-    if (depth === 0) out += token;
-  }
-  return out;
-}
-
-/** The arbitraries of patterns, made once: one of Unicode classes takes fast-check a quarter of a second to make. */
+/** The arbitraries of regular expressions, made once: one of Unicode classes takes fast-check a quarter of a second to make. */
 const matchers = new Map<string, fc.Arbitrary<string> | null>();
 
-/** Strings matching the pattern without its lookarounds; null if fast-check cannot generate from it. */
-function matchingArbitrary(pattern: string): fc.Arbitrary<string> | null {
-  let matching = matchers.get(pattern);
+/** Strings matching the regular expression; null if fast-check cannot generate from it. */
+function matchingArbitrary(regex: RegExp): fc.Arbitrary<string> | null {
+  const key = `/${regex.source}/${regex.flags}`;
+  let matching = matchers.get(key);
   if (matching === undefined) {
     try {
-      matching = fc.stringMatching(new RegExp(withoutLookarounds(pattern), "u"));
+      matching = fc.stringMatching(regex);
     } catch {
       matching = null;
     }
-    matchers.set(pattern, matching);
+    matchers.set(key, matching);
   }
   return matching;
 }
 
 /**
- * Strings: by pattern (every pattern of an allOf held, the lengths, and the format by `inFormat`),
- * by format, or any, within the lengths.
+ * Strings: by the regular expression of a format of the document's own (narrower than the
+ * pattern beside it), or by pattern (every pattern of an allOf held, the lengths, and the format
+ * by `inFormat`), by format, or any, within the lengths.
  */
-function stringOf(s: Schema, inFormat: (value: string) => boolean): fc.Arbitrary<string> {
+function stringOf(s: Schema, inFormat: (value: string) => boolean, formatRegex?: RegExp): fc.Arbitrary<string> {
   const patterns = [...((s.patterns as string[] | undefined) ?? []), ...(s.pattern ? [s.pattern as string] : [])];
   const minLength = (s.minLength as number | undefined) ?? 0;
   const maxLength = Math.min((s.maxLength as number | undefined) ?? 60, 60);
-  for (const p of patterns) {
-    const matching = matchingArbitrary(p);
+  const all = patterns.map((q) => new RegExp(q, "u"));
+  for (const regex of [...(formatRegex ? [formatRegex] : []), ...all]) {
+    const matching = matchingArbitrary(regex);
     if (!matching) continue; // A construct fast-check cannot generate from: the next pattern, or as below.
-    const all = patterns.map((q) => new RegExp(q, "u"));
     const max = (s.maxLength as number | undefined) ?? Number.POSITIVE_INFINITY;
     return matching.filter(
       (v) => v.length >= minLength && v.length <= max && all.every((r) => r.test(v)) && inFormat(v),
@@ -101,19 +80,21 @@ function stringOf(s: Schema, inFormat: (value: string) => boolean): fc.Arbitrary
 export class SchemaArbitraries {
   /**
    * `compile` makes the check of a schema (a validator's, as the values are classified by one):
-   * what a schema states in `not` is filtered out with it.
+   * what a schema states in `not` is filtered out with it. `formats`: the regular expressions of
+   * the document's own formats, which its values are generated from.
    */
   constructor(
     private readonly doc: Obj,
     private readonly compile: (schema: Schema) => (value: unknown) => boolean,
+    private readonly formats: Record<string, { regex: RegExp }> = {},
   ) {}
 
-  private readonly formats = new Map<string, (value: unknown) => boolean>();
+  private readonly formatChecks = new Map<string, (value: unknown) => boolean>();
 
   /** The check of a format, compiled once. */
   private format(name: string): (value: unknown) => boolean {
-    const check = this.formats.get(name) ?? this.compile({ type: "string", format: name });
-    this.formats.set(name, check);
+    const check = this.formatChecks.get(name) ?? this.compile({ type: "string", format: name });
+    this.formatChecks.set(name, check);
     return check;
   }
 
@@ -169,7 +150,9 @@ export class SchemaArbitraries {
   private ofType(type: string, s: Schema, depth: number): fc.Arbitrary<unknown> {
     switch (type) {
       case "string":
-        return stringOf(s, s.format ? this.format(s.format as string) : () => true);
+        return s.format
+          ? stringOf(s, this.format(s.format as string), this.formats[s.format as string]?.regex)
+          : stringOf(s, () => true);
       case "integer":
         return fc.integer({
           min: (s.minimum as number | undefined) ?? -1_000_000,

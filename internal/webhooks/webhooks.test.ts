@@ -2,7 +2,8 @@ import { expect, test } from "bun:test";
 import { checkEndpoint } from "./endpoint";
 import { JITTER, RETRY_SCHEDULE_MS, retryDelayMs } from "./schedule";
 import { newWebhookSecret, signWebhook } from "./signature";
-import { isPrivateAddress, refusedTarget } from "./target";
+import { isPrivateAddress } from "../netguard/netguard";
+import { refusedTarget } from "./target";
 
 test("the signature matches the Standard Webhooks reference vector", () => {
   // From the Standard Webhooks reference libraries' tests.

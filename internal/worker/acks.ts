@@ -1,5 +1,6 @@
 import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { type DiskSpace, makeDir } from "../diskspace/diskspace";
 import type { DeliveryOutcome } from "../gen/mailcore/limiter/v1/mail_pb";
 
 /** A delivery's result, as the worker owes it to limiterd. */
@@ -19,8 +20,14 @@ export interface PendingAck {
  * acks it finds at start; an ack sent twice is harmless (the second is not current).
  */
 export class AckJournal {
-  constructor(private readonly dir: string) {
-    mkdirSync(dir, { recursive: true });
+  /** Whether the directory is there: a worker started on a full disk makes it at its first write. */
+  private made: boolean;
+
+  constructor(
+    private readonly dir: string,
+    disk?: DiskSpace,
+  ) {
+    this.made = makeDir(dir, "acks", disk);
   }
 
   private file(leaseId: string): string {
@@ -28,9 +35,19 @@ export class AckJournal {
     return join(this.dir, `${leaseId.replace(/[^A-Za-z0-9_-]/g, "_")}.json`);
   }
 
+  /** Writes the ack; throws what the write threw (a full disk: ENOSPC), leaving no part of it behind. */
   add(ack: PendingAck): void {
     const path = this.file(ack.leaseId);
-    writeFileSync(`${path}.tmp`, JSON.stringify(ack));
+    try {
+      if (!this.made) {
+        mkdirSync(this.dir, { recursive: true });
+        this.made = true;
+      }
+      writeFileSync(`${path}.tmp`, JSON.stringify(ack));
+    } catch (err) {
+      rmSync(`${path}.tmp`, { force: true });
+      throw err;
+    }
     renameSync(`${path}.tmp`, path);
   }
 
@@ -41,6 +58,7 @@ export class AckJournal {
   /** The acks left by an earlier run (or another worker). */
   list(): PendingAck[] {
     const acks: PendingAck[] = [];
+    if (!this.made) return acks;
     for (const name of readdirSync(this.dir)) {
       if (name.endsWith(".tmp")) rmSync(join(this.dir, name), { force: true }); // cut off before its rename: not owed yet
       if (!name.endsWith(".json")) continue;

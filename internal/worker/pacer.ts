@@ -1,3 +1,5 @@
+import { timerDelay } from "../clock/clock";
+
 /** The pacer's time: the wall clock slots are stamped on, and a timer. */
 export interface PacerTime {
   nowMs(): number;
@@ -8,7 +10,7 @@ export interface PacerTime {
 export const realPacerTime: PacerTime = {
   nowMs: () => Date.now(),
   setTimer(ms, fn) {
-    const timer = setTimeout(fn, Math.max(0, ms));
+    const timer = setTimeout(fn, timerDelay(ms));
     return () => clearTimeout(timer);
   },
 };

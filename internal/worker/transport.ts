@@ -1,6 +1,7 @@
-import { mkdirSync, renameSync, writeFileSync } from "node:fs";
+import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createTransport } from "nodemailer";
+import { type DiskSpace, diskFullCode, isDiskFull, makeDir } from "../diskspace/diskspace";
 import { DeliveryOutcome, type LeaseResponse } from "../gen/mailcore/limiter/v1/mail_pb";
 import { domainOf, fixtureKind } from "../mail/policy";
 
@@ -62,14 +63,35 @@ export class FileSink implements Transport {
   readonly name = "file sink";
   readonly prepare = composer("unix");
 
-  constructor(private readonly dir: string) {
-    mkdirSync(dir, { recursive: true });
+  /** Whether the directory is there: a worker started on a full disk makes it at its first write. */
+  private made: boolean;
+
+  /** disk: where a write refused for want of space is noted; the message is then deferred (retried). */
+  constructor(
+    private readonly dir: string,
+    private readonly disk?: DiskSpace,
+  ) {
+    this.made = makeDir(dir, "sink", disk);
   }
 
   /** At once, in the turn it is called in: the file's time is the turn's. */
   async send({ m, raw }: Prepared): Promise<DeliveryResult> {
     const path = join(this.dir, `${m.messageId}.eml`);
-    writeFileSync(`${path}.tmp`, raw);
+    try {
+      if (!this.made) {
+        mkdirSync(this.dir, { recursive: true });
+        this.made = true;
+      }
+      writeFileSync(`${path}.tmp`, raw);
+    } catch (err) {
+      rmSync(`${path}.tmp`, { force: true });
+      if (!isDiskFull(err)) throw err;
+      this.disk?.noted("sink", err);
+      return {
+        outcome: DeliveryOutcome.DEFERRED,
+        detail: `the sink's disk is full (${diskFullCode(err)}); retried`,
+      };
+    }
     renameSync(`${path}.tmp`, path);
     return { outcome: DeliveryOutcome.DELIVERED, detail: `written to ${path}` };
   }

@@ -6,6 +6,7 @@ import {
   type LeaseResponse,
 } from "../gen/mailcore/limiter/v1/mail_pb";
 import { REQUEST_ID_HEADER } from "../wire/metadata";
+import { type DiskSpace, isDiskFull } from "../diskspace/diskspace";
 import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
 import { isPermanent } from "./retry_policy";
@@ -32,6 +33,8 @@ export interface WorkerOptions {
   maxInFlight: number;
   log: Logger;
   acks: AckJournal;
+  /** Where a journal write refused for want of space is noted. */
+  disk?: DiskSpace;
   metrics?: WorkerMetrics;
 }
 
@@ -154,12 +157,33 @@ export class Worker {
       detail: result.detail,
       requestId,
     };
-    this.o.acks.add(ack);
-    await this.settle(ack);
+    await this.settle(ack, this.journal(ack));
   }
 
-  /** Sends an ack until the daemon accepts it (or refuses it for good), or the worker stops. */
-  private async settle(ack: PendingAck): Promise<void> {
+  /**
+   * Writes the ack to the journal; false when it cannot be (a full disk): it is then held in
+   * memory and sent all the same, and written when a retry finds space.
+   */
+  private journal(ack: PendingAck): boolean {
+    try {
+      this.o.acks.add(ack);
+      return true;
+    } catch (err) {
+      if (isDiskFull(err)) this.o.disk?.noted("acks", err);
+      else
+        this.o.log.error("ack not journaled; held in memory", {
+          message: ack.messageId,
+          error: (err as Error).message,
+        });
+      return false;
+    }
+  }
+
+  /**
+   * Sends an ack until the daemon accepts it (or refuses it for good), or the worker stops.
+   * journaled: whether the journal holds it already (an ack of an earlier run's does).
+   */
+  private async settle(ack: PendingAck, journaled = true): Promise<void> {
     this.unacked.add(ack.leaseId);
     this.o.metrics?.pendingAcks.set(this.unacked.size);
     let waitMs = 200;
@@ -181,8 +205,11 @@ export class Worker {
             return;
           }
           this.ackFailing.failed(err as Error);
-          if (this.stopping && waitMs > 200) return; // tried once more after the stop; kept in the journal
+          // Tried once more after the stop: kept in the journal (one the disk had no room for is
+          // not: its lease expires and the message is delivered again, not lost).
+          if (this.stopping && waitMs > 200) return;
           await Bun.sleep(waitMs);
+          journaled ||= this.journal(ack);
           waitMs = Math.min(waitMs * 2, ACK_RETRY_MAX_MS);
         }
       }

@@ -1,11 +1,14 @@
-import { KEPT_ADDRESS, SUBSCRIBER_ADDRESS } from "../subscribers";
+import { MAX_EMAIL, MAX_LOCAL_PART } from "../subscribers";
 import { apiOperation, errorAnswer, idempotentCreate, jsonAnswer, rateLimitHeaders, schemaRef } from "./common";
+import { SUBSCRIBER_ADDRESS, TAG_NAME_PATTERN, WHITE_SPACE } from "./patterns";
 import type { ApiArea, Schema } from "./types";
 
 export const TAG_NAME = {
   type: "string",
-  pattern: "^[\\p{L}\\p{N} _-]{1,64}$",
-  description: "1 to 64 letters, digits, spaces, `_` and `-`.",
+  pattern: TAG_NAME_PATTERN,
+  format: "tag-name",
+  description:
+    "1 to 64 letters and digits of any script (Unicode categories L and N), spaces, `_` and `-` (format `tag-name`; the pattern admits any character beyond ASCII).",
 };
 const STATUS = { type: "string", enum: ["subscribed", "unsubscribed"] };
 const EVENT_TYPES = [
@@ -237,8 +240,9 @@ export const audienceArea: ApiArea = {
         // Not format email: that is ASCII alone, and an upsert admits UTF-8.
         email: {
           type: "string",
-          pattern: `^${KEPT_ADDRESS}$`,
-          description: "As upserted, trimmed and lower-cased (UTF-8 allowed).",
+          pattern: `^${SUBSCRIBER_ADDRESS}$`,
+          description:
+            "As upserted, trimmed and lower-cased (UTF-8 allowed: letters, digits and marks of any script; the pattern admits any character beyond ASCII).",
         },
         name: { type: "string" },
         status: STATUS,
@@ -255,10 +259,12 @@ export const audienceArea: ApiArea = {
       properties: {
         email: {
           type: "string",
-          maxLength: 254,
-          pattern: `^\\s*${SUBSCRIBER_ADDRESS}\\s*$`,
-          description:
-            "One bare address (no display name; a dot-atom local part of at most 64 characters, UTF-8 allowed, at a host of two labels or more), trimmed and lower-cased.",
+          maxLength: MAX_EMAIL,
+          pattern: `^[${WHITE_SPACE}]*${SUBSCRIBER_ADDRESS}[${WHITE_SPACE}]*$`,
+          // The local part's limit, a second pattern the value must match too.
+          allOf: [{ pattern: `^[${WHITE_SPACE}]*[^@]{1,${MAX_LOCAL_PART}}@` }],
+          format: "subscriber-email",
+          description: `One bare address (no display name; a dot-atom local part of at most ${MAX_LOCAL_PART} characters at a host of two labels or more; UTF-8 allowed: letters, digits and marks of any script, format \`subscriber-email\`), trimmed and lower-cased.`,
         },
         ...changeProperties,
       },

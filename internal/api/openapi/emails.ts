@@ -2,6 +2,7 @@ import { MAX_STATS_DAYS, MAX_STATS_HOURLY_DAYS } from "../activity";
 import { list, paging } from "./audience";
 import { apiOperation, errorAnswer, jsonAnswer, rateLimitHeaders, schemaRef } from "./common";
 import { EXTRA_HEADERS, MAILBOX, MESSAGE_PARTS, SUBJECT } from "./message";
+import { WHITE_SPACE } from "./patterns";
 import type { ApiArea } from "./types";
 
 const STATUSES = ["queued", "sending", "delivered", "deferred", "bounced", "failed"];
@@ -90,7 +91,7 @@ export const emailsArea: ApiArea = {
             required: false,
             description:
               "Only messages to this mailbox, compared as the recipient guards compare them: case aside, and without a +tag (`Ada+news@Example.org` finds mail to `ada@example.org` and `ada+x@example.org`).",
-            schema: { type: "string", pattern: "^[^@\\s]+@[^@\\s]+$", maxLength: 254 },
+            schema: { type: "string", pattern: `^[^@${WHITE_SPACE}]+@[^@${WHITE_SPACE}]+$`, maxLength: 254 },
             example: "ada@example.org",
           },
           { name: "tag", in: "query", required: false, description: "Only messages sent with this tag.", schema: TAG },
@@ -117,11 +118,15 @@ export const emailsArea: ApiArea = {
       get: apiOperation({
         operationId: "getEmailStats",
         summary: "Delivery figures over time",
-        description: `Per hour or per UTC day, the organization's messages accepted, delivered, bounced, failed and deferred (each deferral counts), and its 429 refusals by kind: \`quota\` (over the organization's quota), \`ip\` (over the IP limit), \`recipient\` (a recipient guard). Kept as counters as the events are recorded, so a range reads as fast at any volume; a message event counts in the interval it happened in. Every interval from \`since\` to \`until\` is listed, oldest first, those without mail with zeros. \`since\` is rounded down and \`until\` up to whole intervals. Defaults: \`until\` now, and \`since\` such that the answer is the last 24 hours (hour) or 30 days (day), the current one included. At most ${MAX_STATS_HOURLY_DAYS} days by hour, ${MAX_STATS_DAYS} by day.`,
+        description: `Per hour or per UTC day, the organization's messages accepted, delivered, bounced, failed and deferred (each deferral counts), and its 429 refusals by kind: \`quota\` (over the organization's quota), \`ip\` (over the IP limit), \`recipient\` (a recipient guard). Kept as counters as the events are recorded, so a range reads as fast at any volume; a message event counts in the interval it happened in. Every interval from \`since\` to \`until\` is listed, oldest first, those without mail with zeros. \`since\` is rounded down and \`until\` up to whole intervals. Defaults: \`until\` now, and \`since\` such that the answer is the last 24 hours (hour) or 30 days (day), the current one included. A \`since\` later than now without \`until\` is a range that has not begun: 200 with no intervals (\`data\` empty, \`until\` equal to \`since\`). At most ${MAX_STATS_HOURLY_DAYS} days by hour, ${MAX_STATS_DAYS} by day.`,
         tags: ["Emails"],
         parameters: [
           time("since", "The start of the range (RFC 3339).", "2026-11-24T15:00:00Z"),
-          time("until", "The end of the range (RFC 3339), after `since`.", "2026-11-25T15:00:00Z"),
+          time(
+            "until",
+            "The end of the range (RFC 3339), after `since`; by default now (or `since`, when that is later).",
+            "2026-11-25T15:00:00Z",
+          ),
           {
             name: "interval",
             in: "query",
@@ -133,7 +138,7 @@ export const emailsArea: ApiArea = {
         responses: {
           "200": jsonAnswer("The counts per interval.", schemaRef("EmailStats")),
           "422": jsonAnswer(
-            "`since`, `until` or `interval` is invalid, `until` is not after `since`, or the range is too long; `field` names it.",
+            "`since`, `until` or `interval` is invalid, a given `until` is not after `since`, or the range is too long; `field` names it.",
             schemaRef("ValidationFailed"),
           ),
         },

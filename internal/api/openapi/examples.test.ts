@@ -1,6 +1,8 @@
 // Every example the document gives is valid against its own schema, checked by the validator the
-// API checks requests with: an example cannot drift from what the API accepts and answers.
+// API checks requests with: an example cannot drift from what the API accepts and answers. And
+// by a second engine, not JavaScript's, as a client in another language reads the document.
 import { expect, test } from "bun:test";
+import { pythonValidate } from "../../testkit/pyschema";
 import { documentRef, documentValidator } from "../contract";
 import { openApiDocument } from "./document";
 
@@ -44,6 +46,42 @@ test("every example in the document is valid against its schema", () => {
   const doc = openApiDocument();
   expect(examplesOf(doc).length).toBeGreaterThan(80);
   expect(invalidExamples(doc)).toEqual([]);
+});
+
+/** The examples that fail their schemas under Python's jsonschema, each with its complaints. */
+async function invalidForPython(doc: Obj): Promise<string[]> {
+  const found = examplesOf(doc);
+  const errors = await pythonValidate(
+    doc,
+    found.map((f) => ({ at: f.schema, value: f.value })),
+  );
+  return found.flatMap((f, i) => errors[i]!.map((e) => `${f.where.join(" ")}: ${e}`));
+}
+
+test("every example in the document is valid against its schema under Python's jsonschema", async () => {
+  expect(await invalidForPython(openApiDocument())).toEqual([]);
+});
+
+test("an example that Python's jsonschema refuses is found: a pattern, a format, a reference", async () => {
+  // A copy: the document's examples are the modules' own objects.
+  const doc = structuredClone(openApiDocument()) as { paths: Record<string, Record<string, Obj>> };
+  const send = doc.paths["/api/v1/emails"]!.post as { requestBody: { content: Record<string, Obj> } };
+  const example = send.requestBody.content["application/json"]!.example as Obj;
+  example.to = "nobody";
+  example.from = "Ann ann@acme.example";
+  const read = doc.paths["/api/v1/emails/{id}"]!.get as { responses: Record<string, { content: Record<string, Obj> }> };
+  (read.responses["200"]!.content["application/json"]!.example as Obj).createdAt = "2026-02-30T10:00:00Z";
+  expect(await invalidForPython(doc)).toEqual([
+    expect.stringMatching(
+      /^paths \/api\/v1\/emails post requestBody content application\/json: from: .* does not match /,
+    ),
+    expect.stringMatching(
+      /^paths \/api\/v1\/emails post requestBody content application\/json: to: .* is not valid under any of the given schemas$/,
+    ),
+    expect.stringMatching(
+      /^paths \/api\/v1\/emails\/\{id\} get responses 200 content application\/json: createdAt: .* is not a 'date-time'$/,
+    ),
+  ]);
 });
 
 test("an example that its schema refuses is found", () => {

@@ -1,15 +1,14 @@
-import { ALLOWED_HEADER, HEADER_NAME, MAX_HEADER_VALUE, MAX_HEADERS } from "../../mail/headers";
+import { ALLOWED_HEADER, MAX_HEADER_NAME, MAX_HEADER_VALUE, MAX_HEADERS, OUR_HEADER } from "../../mail/headers";
+import { ATEXT, WHITE_SPACE } from "./patterns";
 import type { Schema } from "./types";
 
 // What a message's fields admit, for a send, a campaign and a workflow email step alike: the
 // rules the API checks stated as schemas, so that what the document admits the API accepts.
 
-/** RFC 5322 atext (printable ASCII but the specials), and any non-ASCII character (RFC 6532). */
-const ATEXT = '[^\\x00-\\x20\\x7F()<>\\[\\]:;@\\\\,."]';
 /** A dot-atom mailbox whose domain has a dot: `local@example.com`. */
-const ADDR = `${ATEXT}+(?:\\.${ATEXT}+)*@${ATEXT}+(?:\\.${ATEXT}+)+`;
+const ADDR = `${ATEXT}+(\\.${ATEXT}+)*@${ATEXT}+(\\.${ATEXT}+)+`;
 /** A display name: words (dots between or after them, as in `Acme Inc.`) or one quoted string. */
-const DISPLAY_NAME = `(?:${ATEXT}+(?:[ .]+${ATEXT}+)*\\.?|"[^"\\\\\\x00-\\x1F\\x7F]*")`;
+const DISPLAY_NAME = `(${ATEXT}+([ .]+${ATEXT}+)*\\.?|"[^"\\\\\\x00-\\x1F\\x7F]*")`;
 
 /**
  * One address, as `addr`, `<addr>` or `Name <addr>`. Every string it admits the API's address
@@ -19,12 +18,14 @@ const DISPLAY_NAME = `(?:${ATEXT}+(?:[ .]+${ATEXT}+)*\\.?|"[^"\\\\\\x00-\\x1F\\x
 export const MAILBOX: Schema = {
   type: "string",
   maxLength: 320,
-  pattern: `^(?:(?:${DISPLAY_NAME} *)?<${ADDR}>|${ADDR})$`,
+  pattern: `^((${DISPLAY_NAME} *)?<${ADDR}>|${ADDR})$`,
   description: 'One address, as `addr` or `"Name <addr>"` (UTF-8 allowed); at most 320 characters.',
 };
 
-/** One line with something besides spaces. */
-const ONE_LINE = { allOf: [{ pattern: "^[^\\r\\n]*$" }, { pattern: "\\S" }] };
+/** Something besides white space. */
+const NOT_BLANK = `[^${WHITE_SPACE}]`;
+/** One line with something besides white space. */
+const ONE_LINE = { allOf: [{ pattern: "^[^\\r\\n]*$" }, { pattern: NOT_BLANK }] };
 
 export const SUBJECT: Schema = {
   type: "string",
@@ -34,7 +35,7 @@ export const SUBJECT: Schema = {
 };
 
 /** A name: not blank, at most 256 characters. */
-export const NAME: Schema = { type: "string", maxLength: 256, pattern: "\\S" };
+export const NAME: Schema = { type: "string", maxLength: 256, pattern: NOT_BLANK };
 
 /**
  * The rules of a message's parts: one of html, text or markdown not empty, and markdown not
@@ -66,12 +67,17 @@ function caseless(source: string): string {
   return out;
 }
 
-/** A send's extra headers: names from the allow-list, one-line values. */
+/**
+ * A send's extra headers: names from the allow-list (whose characters are all a header name's:
+ * its length is the one rule of HEADER_NAME left to state), one-line values.
+ */
 export const EXTRA_HEADERS: Schema = {
   type: "object",
   maxProperties: MAX_HEADERS,
   propertyNames: {
-    pattern: `(?=${HEADER_NAME.source})${caseless(ALLOWED_HEADER.source)}`,
+    maxLength: MAX_HEADER_NAME,
+    pattern: caseless(ALLOWED_HEADER.source),
+    not: { pattern: caseless(OUR_HEADER.source) },
     examples: ["X-Campaign", "List-Id", "In-Reply-To", "Feedback-ID"],
   },
   additionalProperties: { type: "string", maxLength: MAX_HEADER_VALUE, pattern: "^[^\\r\\n]*$" },

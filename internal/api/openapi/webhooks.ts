@@ -27,21 +27,23 @@ const idInvalid = jsonAnswer("The id is not a webhook's id; `field` names it.", 
 const notFound = errorAnswer("No such webhook in this organization.", ["NOT_FOUND"]);
 const nullableTime = { type: ["string", "null"], format: "date-time" };
 
-const OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
-const NOT_PUNYCODE = "(?![xX][nN]--)";
-const PORT = "(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})";
+const OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
+const PORT = "(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})";
+const SCHEME = "^[hH][tT][tT][pP][sS]?://";
 
 /**
  * An http or https URL that WHATWG URL parsing (what the API and the workers use) takes: a host
  * name of ASCII labels whose last starts with a letter (a numeric last label is parsed as an
  * IPv4 address, and fails when it is not one), or an IPv4 address; an optional port up to 65535.
- * No user info, no IPv6 literal, no punycode (xn--) label: those are refused rather than checked.
+ * No user info, no IPv6 literal, no punycode (xn--) label (the `not`): those are refused rather
+ * than checked.
  */
 export const HTTP_URL = {
   type: "string",
   format: "uri",
   maxLength: 2048,
-  pattern: `^[hH][tT][tT][pP][sS]?://(?:${OCTET}(?:\\.${OCTET}){3}|(?:${NOT_PUNYCODE}[A-Za-z0-9_-]+\\.)*${NOT_PUNYCODE}[A-Za-z][A-Za-z0-9_-]*\\.?)(?::${PORT})?(?:[/?#]|$)`,
+  pattern: `${SCHEME}(${OCTET}(\\.${OCTET}){3}|([A-Za-z0-9_-]+\\.)*[A-Za-z][A-Za-z0-9_-]*\\.?)(:${PORT})?([/?#]|$)`,
+  not: { pattern: `${SCHEME}([A-Za-z0-9_-]+\\.)*[xX][nN]--` },
   description:
     "An absolute http or https URL, at most 2048 characters, to a host name (ASCII letters, digits, `-` and `_`; the last label starting with a letter; no `xn--` label) or an IPv4 address, with an optional port; no user info.",
   example: "https://hooks.acme.example/mail",

@@ -28,7 +28,7 @@ export interface paths {
   "/api/v1/stats/emails": {
     /**
      * Delivery figures over time
-     * @description Per hour or per UTC day, the organization's messages accepted, delivered, bounced, failed and deferred (each deferral counts), and its 429 refusals by kind: `quota` (over the organization's quota), `ip` (over the IP limit), `recipient` (a recipient guard). Kept as counters as the events are recorded, so a range reads as fast at any volume; a message event counts in the interval it happened in. Every interval from `since` to `until` is listed, oldest first, those without mail with zeros. `since` is rounded down and `until` up to whole intervals. Defaults: `until` now, and `since` such that the answer is the last 24 hours (hour) or 30 days (day), the current one included. At most 31 days by hour, 400 by day.
+     * @description Per hour or per UTC day, the organization's messages accepted, delivered, bounced, failed and deferred (each deferral counts), and its 429 refusals by kind: `quota` (over the organization's quota), `ip` (over the IP limit), `recipient` (a recipient guard). Kept as counters as the events are recorded, so a range reads as fast at any volume; a message event counts in the interval it happened in. Every interval from `since` to `until` is listed, oldest first, those without mail with zeros. `since` is rounded down and `until` up to whole intervals. Defaults: `until` now, and `since` such that the answer is the last 24 hours (hour) or 30 days (day), the current one included. A `since` later than now without `until` is a range that has not begun: 200 with no intervals (`data` empty, `until` equal to `since`). At most 31 days by hour, 400 by day.
      */
     get: operations["getEmailStats"];
   };
@@ -390,7 +390,7 @@ export interface components {
     };
     Subscriber: {
       id: string;
-      /** @description As upserted, trimmed and lower-cased (UTF-8 allowed). */
+      /** @description As upserted, trimmed and lower-cased (UTF-8 allowed: letters, digits and marks of any script; the pattern admits any character beyond ASCII). */
       email: string;
       name: string;
       /** @enum {string} */
@@ -406,7 +406,10 @@ export interface components {
     };
     /** @description Unknown fields are refused (422). */
     SubscriberUpsert: {
-      /** @description One bare address (no display name; a dot-atom local part of at most 64 characters, UTF-8 allowed, at a host of two labels or more), trimmed and lower-cased. */
+      /**
+       * Format: subscriber-email
+       * @description One bare address (no display name; a dot-atom local part of at most 64 characters at a host of two labels or more; UTF-8 allowed: letters, digits and marks of any script, format `subscriber-email`), trimmed and lower-cased.
+       */
       email: string;
       /** @description One line. */
       name?: string;
@@ -653,7 +656,10 @@ export interface components {
     WorkflowTriggerTagAdded: {
       /** @constant */
       type: "tag.added";
-      /** @description 1 to 64 letters, digits, spaces, `_` and `-`. */
+      /**
+       * Format: tag-name
+       * @description 1 to 64 letters and digits of any script (Unicode categories L and N), spaces, `_` and `-` (format `tag-name`; the pattern admits any character beyond ASCII).
+       */
       tag: string;
     };
     WorkflowStep: components["schemas"]["WorkflowStepWait"] | components["schemas"]["WorkflowStepEmail"] | components["schemas"]["WorkflowStepAddTag"] | components["schemas"]["WorkflowStepRemoveTag"] | components["schemas"]["WorkflowStepWebhook"];
@@ -687,13 +693,19 @@ export interface components {
     WorkflowStepAddTag: {
       /** @constant */
       type: "add_tag";
-      /** @description 1 to 64 letters, digits, spaces, `_` and `-`. */
+      /**
+       * Format: tag-name
+       * @description 1 to 64 letters and digits of any script (Unicode categories L and N), spaces, `_` and `-` (format `tag-name`; the pattern admits any character beyond ASCII).
+       */
       tag: string;
     };
     WorkflowStepRemoveTag: {
       /** @constant */
       type: "remove_tag";
-      /** @description 1 to 64 letters, digits, spaces, `_` and `-`. */
+      /**
+       * Format: tag-name
+       * @description 1 to 64 letters and digits of any script (Unicode categories L and N), spaces, `_` and `-` (format `tag-name`; the pattern admits any character beyond ASCII).
+       */
       tag: string;
     };
     /** @description A webhook delivery, made by the workers: a POST of {"type":"workflow.step","timestamp","data":{"subscriber","workflowId","runId"}} signed with the workflow's secret (the headers of Webhooks, webhook-id the same on retries), to a public address only. The run waits: a 2xx within 15 s goes on; anything else is retried after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h (each ±10%), and when the last fails the run fails. */
@@ -1152,7 +1164,7 @@ export interface operations {
   };
   /**
    * Delivery figures over time
-   * @description Per hour or per UTC day, the organization's messages accepted, delivered, bounced, failed and deferred (each deferral counts), and its 429 refusals by kind: `quota` (over the organization's quota), `ip` (over the IP limit), `recipient` (a recipient guard). Kept as counters as the events are recorded, so a range reads as fast at any volume; a message event counts in the interval it happened in. Every interval from `since` to `until` is listed, oldest first, those without mail with zeros. `since` is rounded down and `until` up to whole intervals. Defaults: `until` now, and `since` such that the answer is the last 24 hours (hour) or 30 days (day), the current one included. At most 31 days by hour, 400 by day.
+   * @description Per hour or per UTC day, the organization's messages accepted, delivered, bounced, failed and deferred (each deferral counts), and its 429 refusals by kind: `quota` (over the organization's quota), `ip` (over the IP limit), `recipient` (a recipient guard). Kept as counters as the events are recorded, so a range reads as fast at any volume; a message event counts in the interval it happened in. Every interval from `since` to `until` is listed, oldest first, those without mail with zeros. `since` is rounded down and `until` up to whole intervals. Defaults: `until` now, and `since` such that the answer is the last 24 hours (hour) or 30 days (day), the current one included. A `since` later than now without `until` is a range that has not begun: 200 with no intervals (`data` empty, `until` equal to `since`). At most 31 days by hour, 400 by day.
    */
   getEmailStats: {
     parameters: {
@@ -1163,7 +1175,7 @@ export interface operations {
          */
         since?: string;
         /**
-         * @description The end of the range (RFC 3339), after `since`.
+         * @description The end of the range (RFC 3339), after `since`; by default now (or `since`, when that is later).
          * @example 2026-11-25T15:00:00Z
          */
         until?: string;
@@ -1192,7 +1204,7 @@ export interface operations {
         };
       };
       401: components["responses"]["Unauthorized"];
-      /** @description `since`, `until` or `interval` is invalid, `until` is not after `since`, or the range is too long; `field` names it. */
+      /** @description `since`, `until` or `interval` is invalid, a given `until` is not after `since`, or the range is too long; `field` names it. */
       422: {
         headers: {
           "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -2328,7 +2340,10 @@ export interface operations {
          * }
          */
         "application/json": {
-          /** @description 1 to 64 letters, digits, spaces, `_` and `-`. */
+          /**
+           * Format: tag-name
+           * @description 1 to 64 letters and digits of any script (Unicode categories L and N), spaces, `_` and `-` (format `tag-name`; the pattern admits any character beyond ASCII).
+           */
           name: string;
         };
       };

@@ -1,28 +1,13 @@
 import { Cluster, Redis } from "ioredis";
-import type { Plan } from "../../gen/mailcore/limiter/v1/limiter_pb";
-import type { Lane } from "../../gen/mailcore/limiter/v1/mail_pb";
-import type { OrgProjection } from "../../model/projection";
-import type { MessageHistory } from "../../model/history";
-import type {
-  AckInput,
-  AdmitInput,
-  DeliveryPolicy,
-  EnqueueInput,
-  HotStore,
-  LaneSignal,
-  MessageRef,
-  RefusalCount,
-  SlotPlan,
-  Written,
-} from "../hotstore";
+import type { HotStore, StoreLifecycle } from "../hotstore";
 import { RedisAdmission } from "./admission";
 import { ConfirmedWrites, type WaitPolicy } from "./confirm";
-import { keys } from "./layout";
+import { RedisLeases } from "./leases";
 import { RedisMail } from "./mail";
 import { RedisOutbox } from "./outbox";
 import { RedisReconcile } from "./reconcile";
 import { RedisLaneSignals } from "./signals";
-import { type RedisClient, type ScriptedRedis, withScripts } from "./scripts";
+import { type RedisClient, withScripts } from "./scripts";
 import { RedisUsage } from "./usage";
 
 /** Fail fast: no offline queue, short timeouts, endless reconnects. */
@@ -116,28 +101,40 @@ export interface RedisWaiting {
  * the changes of messages go through a second one (confirm.ts).
  */
 export class RedisHot implements HotStore {
-  private readonly redis: ScriptedRedis;
+  readonly admission: RedisAdmission;
+  readonly mail: RedisMail;
+  readonly usage: RedisUsage;
+  readonly outbox: RedisOutbox;
+  readonly reconcile: RedisReconcile;
+  readonly leases: RedisLeases;
+  readonly signals: RedisLaneSignals;
+  readonly lifecycle: StoreLifecycle;
   private readonly writes: ConfirmedWrites;
-  private readonly admission: RedisAdmission;
-  private readonly mail: RedisMail;
-  private readonly usage: RedisUsage;
-  private readonly outbox: RedisOutbox;
-  private readonly reconcile: RedisReconcile;
-  private readonly signals: RedisLaneSignals;
 
-  constructor(redis: RedisClient, waiting?: RedisWaiting) {
-    this.signals = new RedisLaneSignals(redis);
-    this.redis = withScripts(redis);
+  constructor(client: RedisClient, waiting?: RedisWaiting) {
+    this.signals = new RedisLaneSignals(client);
+    const redis = withScripts(client);
     this.writes = new ConfirmedWrites(
-      this.redis,
+      redis,
       waiting && withScripts(waiting.writer),
       waiting?.policy ?? { replicas: 0, timeoutMs: 0 },
     );
-    this.admission = new RedisAdmission(this.redis, redis instanceof Cluster);
-    this.mail = new RedisMail(this.redis, this.writes);
-    this.usage = new RedisUsage(this.redis);
+    this.admission = new RedisAdmission(redis, client instanceof Cluster);
+    this.mail = new RedisMail(redis, this.writes);
+    this.usage = new RedisUsage(redis);
     this.outbox = new RedisOutbox(this.writes);
-    this.reconcile = new RedisReconcile(this.redis, this.writes);
+    this.reconcile = new RedisReconcile(redis, this.writes);
+    this.leases = new RedisLeases(redis);
+    this.lifecycle = {
+      ping: async () => {
+        await redis.ping();
+      },
+      close: async () => {
+        this.signals.close();
+        this.writes.close();
+        redis.disconnect();
+      },
+    };
   }
 
   /** Resolves once the store knows how many replicas a change waits for. */
@@ -153,96 +150,5 @@ export class RedisHot implements HotStore {
   /** Calls on(replicas) whenever the count waited for changes (under "detect"). */
   watchWaiting(on: (replicas: number) => void): void {
     this.writes.watch(on);
-  }
-
-  admit(inputs: AdmitInput[], nowMs: number) {
-    return this.admission.admit(inputs, nowMs);
-  }
-  lookupToken(tokenHash: string) {
-    return this.admission.lookupToken(tokenHash);
-  }
-  projectOrg(p: OrgProjection) {
-    return this.admission.projectOrg(p);
-  }
-  touchAudience(orgId: string) {
-    return this.admission.touchAudience(orgId);
-  }
-  projectToken(tokenHash: string, orgId: string | null, mode: "write" | "fill") {
-    return this.admission.projectToken(tokenHash, orgId, mode);
-  }
-
-  enqueue(input: EnqueueInput, nowMs: number) {
-    return this.mail.enqueue(input, nowMs);
-  }
-  release(lane: Lane, nowMs: number, plan: SlotPlan) {
-    return this.mail.release(lane, nowMs, plan);
-  }
-  lease(max: number, nowMs: number, visibilityMs: number) {
-    return this.mail.lease(max, nowMs, visibilityMs);
-  }
-  ack(input: AckInput, policy: DeliveryPolicy, nowMs: number) {
-    return this.mail.ack(input, policy, nowMs);
-  }
-  recover(nowMs: number, policy: DeliveryPolicy) {
-    return this.mail.recover(nowMs, policy);
-  }
-  getMessage(orgId: string, messageId: string) {
-    return this.mail.getMessage(orgId, messageId);
-  }
-  laneCounts(nowMs: number) {
-    return this.mail.laneCounts(nowMs);
-  }
-
-  countRefusals(counts: RefusalCount[], nowMs: number) {
-    return this.usage.countRefusals(counts, nowMs);
-  }
-  orgUsage(orgId: string, plan: Plan, nowMs: number) {
-    return this.usage.orgUsage(orgId, plan, nowMs);
-  }
-
-  changedMessages(max: number) {
-    return this.outbox.changedMessages(max);
-  }
-  settle(written: Written[]) {
-    return this.outbox.settle(written);
-  }
-
-  presence(messages: MessageRef[]) {
-    return this.reconcile.presence(messages);
-  }
-  restore(messages: MessageHistory[], nowMs: number) {
-    return this.reconcile.restore(messages, nowMs);
-  }
-  unfinishedHere() {
-    return this.reconcile.unfinishedHere();
-  }
-  drop(stale: Written[]) {
-    return this.reconcile.drop(stale);
-  }
-
-  /**
-   * Not through the confirmed writes: a lease a failover loses is taken again by the next
-   * daemon to look, and two holders overlap until the first one's next renewal finds it held
-   * by another (their work is atomic scripts on the shared state, a lane's slots included, and
-   * idempotent writes of the records); whereas a renewal that waited would fail while the
-   * replica is cut off, and every singleton (the lanes' schedulers, the records writer, the
-   * reconciliation) would stop with it.
-   */
-  async holdLease(name: string, owner: string, ttlMs: number): Promise<boolean> {
-    return ((await this.redis.hold(keys.lease(name), owner, ttlMs)) as number) === 1;
-  }
-
-  watchLanes(on: (signal: LaneSignal) => void): () => void {
-    return this.signals.watchLanes(on);
-  }
-
-  async ping(): Promise<void> {
-    await this.redis.ping();
-  }
-
-  async close(): Promise<void> {
-    this.signals.close();
-    this.writes.close();
-    this.redis.disconnect();
   }
 }

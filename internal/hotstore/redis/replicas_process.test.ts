@@ -103,9 +103,9 @@ describe("detecting the replicas", () => {
   let sent = 0;
   /** Accepts one message (a write for the WAIT to confirm). */
   const accept = async (hot: HotStore) => {
-    await projectSuiteOrg(hot, "o1");
+    await projectSuiteOrg(hot.admission, "o1");
     const id = `m${++sent}`;
-    return hot.enqueue(
+    return hot.mail.enqueue(
       {
         orgId: "o1",
         tags: [],
@@ -138,7 +138,7 @@ describe("detecting the replicas", () => {
     const hot = await open(lone.url, "detect");
     expect(hot.waitingFor()).toBe(0);
     expect((await accept(hot)).kind).toBe("accepted");
-    await hot.close();
+    await hot.lifecycle.close();
   });
 
   test("a primary with one: 1, and still 1 while the replica is cut off", async () => {
@@ -150,7 +150,7 @@ describe("detecting the replicas", () => {
     await expect(accept(hot)).rejects.toThrow("0 of 1 replicas confirmed the change within 200 ms");
     pair.replica.resume();
     expect((await accept(hot)).kind).toBe("accepted");
-    await hot.close();
+    await hot.lifecycle.close();
   });
 
   test("a replica that connects later: the next change looks again and waits for it, and the watcher is told", async () => {
@@ -169,7 +169,7 @@ describe("detecting the replicas", () => {
       expect((await accept(hot)).kind).toBe("accepted");
       expect(hot.waitingFor()).toBe(1);
       expect(told).toEqual([1]);
-      await hot.close();
+      await hot.lifecycle.close();
     } finally {
       await Promise.all([replica?.stop(), primary.stop()]);
     }
@@ -178,7 +178,7 @@ describe("detecting the replicas", () => {
   test("a count given: waited for even where no replica is (every change refused)", async () => {
     const hot = await open(lone.url, 1);
     await expect(accept(hot)).rejects.toThrow("0 of 1 replicas confirmed");
-    await hot.close();
+    await hot.lifecycle.close();
   });
 
   test("a lease the replicas did not confirm still hands out its messages (else they wait out the visibility timeout)", async () => {
@@ -188,17 +188,17 @@ describe("detecting the replicas", () => {
     const hot = await open(lone.url, 1);
     // The enqueue and the release ran on the primary; neither was confirmed.
     await expect(accept(hot)).rejects.toThrow("0 of 1 replicas confirmed");
-    await expect(releaseNext(hot, Lane.BULK, Date.now())).rejects.toThrow("0 of 1 replicas confirmed");
-    const leased = await hot.lease(10, Date.now(), 60_000);
+    await expect(releaseNext(hot.mail, Lane.BULK, Date.now())).rejects.toThrow("0 of 1 replicas confirmed");
+    const leased = await hot.mail.lease(10, Date.now(), 60_000);
     expect(leased.map((l) => [l.messageId, l.lane, l.attempt])).toEqual([[`m${sent}`, Lane.BULK, 1]]);
-    await hot.close();
+    await hot.lifecycle.close();
   });
 
   test("an ack that changes nothing is kept only once the replica has it, or fails as the ack does", async () => {
     const hot = await open(pair.primary.url, "detect");
     const replica = await connectRedis(pair.replica.url);
     const ack = (messageId: string) =>
-      hot.ack(
+      hot.mail.ack(
         { orgId: "o1", messageId, leaseId: "ls_lost", outcome: DeliveryOutcome.DELIVERED, detail: "250 ok" },
         SUITE_POLICY,
         Date.now(),
@@ -218,7 +218,7 @@ describe("detecting the replicas", () => {
     } finally {
       pair.replica.resume();
       replica.disconnect();
-      await hot.close();
+      await hot.lifecycle.close();
     }
   });
 });

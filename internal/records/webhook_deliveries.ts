@@ -1,32 +1,17 @@
 import { randomBytes } from "node:crypto";
 import { TEST_EVENT } from "../webhooks/events";
-import { newWebhookSecret } from "../webhooks/signature";
-import { type Db, num, numOrNull, type Sql } from "./db";
-import { mapPage, newestFirst, type Order, type Page } from "./paging";
+import { type Db, num, numOrNull, randomId, type Sql } from "./db";
+import { BY_CREATED, mapPage, newestFirst, type Page } from "./paging";
 
-// Webhook endpoints, their deliveries and every attempt. The deliveries are also the queue the
-// workers are fed from: a pending delivery is due at due_ms, a claim moves due_ms to the end of
-// its lease and stamps a lease token, and only the holder of the current token may report.
-// A workflow owns an endpoint row too (workflow_id set): its secret signs the workflow's webhook
-// steps, each a delivery to the step's URL that wakes its run when it ends. Such a row is none of
-// the organization's webhooks: the endpoint reads and writes here leave it out.
+// Webhook deliveries: each event announced to an endpoint that subscribed to its type, with
+// every attempt. The deliveries are also the queue the workers are fed from: a pending delivery
+// is due at due_ms, a claim moves due_ms to the end of its lease and stamps a lease token, and
+// only the holder of the current token may report. The reports keep each endpoint's health
+// (webhook_endpoints.ts) and disable one that has failed for too long. A workflow's webhook step
+// is a delivery of this queue too (step_deliveries.ts), whose end wakes its run.
 
 export const DeliveryState = { PENDING: 0, DELIVERED: 1, FAILED: 2 } as const;
 export type DeliveryState = (typeof DeliveryState)[keyof typeof DeliveryState];
-
-export interface WebhookEndpoint {
-  id: string;
-  orgId: string;
-  url: string;
-  events: string[];
-  createdMs: number;
-  disabledMs: number | null;
-  disabledReason: string | null;
-  /** When an attempt last succeeded and last failed (null: never), and the failures since the last success. */
-  lastSuccessMs: number | null;
-  lastFailureMs: number | null;
-  consecutiveFailures: number;
-}
 
 /** One event to announce to an organization's endpoints that subscribed to its type. */
 export interface WebhookEventInput {
@@ -97,26 +82,6 @@ export interface RetryPolicy {
   disableAfterMs: number;
 }
 
-/** Endpoints and deliveries newest first: by creation time, then id (ids are random, so times tie). */
-const BY_CREATED: Order = { at: "created_ms", id: "id" };
-
-const newId = (prefix: string) => `${prefix}_${randomBytes(12).toString("hex")}`;
-
-function endpointOf(r: Record<string, unknown>): WebhookEndpoint {
-  return {
-    id: r.id as string,
-    orgId: r.org_id as string,
-    url: r.url as string,
-    events: JSON.parse(r.events as string),
-    createdMs: num(r.created_ms),
-    disabledMs: numOrNull(r.disabled_ms),
-    disabledReason: (r.disabled_reason as string | null) ?? null,
-    lastSuccessMs: numOrNull(r.last_success_ms),
-    lastFailureMs: numOrNull(r.last_failure_ms),
-    consecutiveFailures: num(r.consecutive_failures ?? 0),
-  };
-}
-
 /** A delivery's row with its attempts (oldest first) as the lists show it. */
 function deliveryOf(r: Record<string, unknown>, attempts: Record<string, unknown>[]): WebhookDelivery {
   const state = num(r.state) as DeliveryState;
@@ -146,54 +111,11 @@ interface HealthChange {
   succeeded: boolean;
 }
 
-export class WebhookRecords {
+export class WebhookDeliveryRecords {
   constructor(private readonly db: Db) {}
 
-  async create(o: {
-    orgId: string;
-    url: string;
-    events: string[];
-    secret: string;
-    nowMs: number;
-  }): Promise<WebhookEndpoint> {
-    const row = {
-      id: newId("wh"),
-      org_id: o.orgId,
-      url: o.url,
-      events: JSON.stringify(o.events),
-      secret: o.secret,
-      created_ms: o.nowMs,
-    };
-    await this.db.run((sql) => sql`INSERT INTO webhook_endpoints ${sql(row)}`);
-    return endpointOf({ ...row, disabled_ms: null, disabled_reason: null });
-  }
-
-  async list(orgId: string, limit: number, cursor?: string): Promise<Page<WebhookEndpoint>> {
-    const page = await this.db.run((sql) =>
-      newestFirst<Record<string, unknown>>(
-        sql,
-        sql`SELECT * FROM webhook_endpoints WHERE org_id = ${orgId} AND workflow_id IS NULL`,
-        BY_CREATED,
-        {
-          limit,
-          cursor,
-        },
-      ),
-    );
-    return mapPage(page, endpointOf);
-  }
-
-  /** Deletes the endpoint with its deliveries; false when the organization has no such endpoint. */
-  async delete(orgId: string, id: string): Promise<boolean> {
-    const gone = await this.db.run(
-      (sql) =>
-        sql`DELETE FROM webhook_endpoints WHERE id = ${id} AND org_id = ${orgId} AND workflow_id IS NULL RETURNING id`,
-    );
-    return gone.length > 0;
-  }
-
-  /** The endpoint's deliveries, newest first, with their attempts; undefined when the organization has no such endpoint. */
-  async deliveries(
+  /** An endpoint's deliveries, newest first, with their attempts; undefined when the organization has no such endpoint. */
+  async list(
     orgId: string,
     endpointId: string,
     limit: number,
@@ -230,7 +152,7 @@ export class WebhookRecords {
         await sql`SELECT id FROM webhook_endpoints WHERE id = ${endpointId} AND org_id = ${orgId} AND workflow_id IS NULL`;
       if (!owner) return undefined;
       const row = {
-        id: newId("whd"),
+        id: randomId("whd"),
         endpoint_id: endpointId,
         event_type: TEST_EVENT,
         payload: JSON.stringify({
@@ -297,7 +219,7 @@ export class WebhookRecords {
       return endpoints
         .filter((ep) => ep.orgId === e.orgId && ep.events.includes(e.type))
         .map((ep) => ({
-          id: newId("whd"),
+          id: randomId("whd"),
           endpoint_id: ep.id,
           event_type: e.type,
           payload,
@@ -474,79 +396,4 @@ export class WebhookRecords {
  */
 async function wakeRun(sql: Sql, runId: string | null, atMs: number): Promise<void> {
   if (runId !== null) await sql`UPDATE workflow_runs SET due_ms = ${atMs} WHERE id = ${runId} AND state = 'active'`;
-}
-
-/** Sets the secret of a workflow's endpoint, making the endpoint if the workflow has none yet. */
-export async function setWorkflowSecret(
-  sql: Sql,
-  o: { orgId: string; workflowId: string; secret: string; nowMs: number },
-): Promise<void> {
-  const [had] =
-    await sql`UPDATE webhook_endpoints SET secret = ${o.secret} WHERE workflow_id = ${o.workflowId} RETURNING id`;
-  if (had) return;
-  await sql`INSERT INTO webhook_endpoints ${sql({
-    id: newId("wh"),
-    org_id: o.orgId,
-    url: "",
-    events: "[]",
-    secret: o.secret,
-    created_ms: o.nowMs,
-    workflow_id: o.workflowId,
-  })}`;
-}
-
-/** Where a workflow step's delivery stands; the last attempt's status code (null: no answer) and error. */
-export interface StepDelivery {
-  state: DeliveryState;
-  dueMs: number;
-  attempts: number;
-  last?: { statusCode: number | null; error: string };
-}
-
-/**
- * The delivery of one webhook step of a run, made (due now) on the first call: its id is the
- * run's and the step's, so a step is delivered once however often its run looks. A workflow
- * made before workflows had secrets gets its endpoint, with a new secret, here.
- */
-export async function stepDelivery(
-  sql: Sql,
-  o: { orgId: string; workflowId: string; runId: string; step: number; url: string; payload: string; nowMs: number },
-): Promise<StepDelivery> {
-  const id = `whd_${o.runId}_${o.step}`;
-  const [d] = await sql`SELECT state, due_ms, attempts FROM webhook_deliveries WHERE id = ${id}`;
-  if (d) {
-    const [last] =
-      await sql`SELECT status_code, error FROM webhook_attempts WHERE delivery_id = ${id} ORDER BY attempt DESC LIMIT 1`;
-    return {
-      state: num(d.state) as DeliveryState,
-      dueMs: num(d.due_ms),
-      attempts: num(d.attempts),
-      ...(last ? { last: { statusCode: numOrNull(last.status_code), error: last.error as string } } : {}),
-    };
-  }
-  const find = () => sql`SELECT id FROM webhook_endpoints WHERE workflow_id = ${o.workflowId}`;
-  let [endpoint] = await find();
-  if (!endpoint) {
-    await setWorkflowSecret(sql, {
-      orgId: o.orgId,
-      workflowId: o.workflowId,
-      secret: newWebhookSecret(),
-      nowMs: o.nowMs,
-    });
-    [endpoint] = await find();
-  }
-  await sql`INSERT INTO webhook_deliveries ${sql({
-    id,
-    endpoint_id: endpoint!.id,
-    event_type: "workflow.step",
-    payload: o.payload,
-    state: DeliveryState.PENDING,
-    attempts: 0,
-    due_ms: o.nowMs,
-    created_ms: o.nowMs,
-    updated_ms: o.nowMs,
-    url: o.url,
-    run_id: o.runId,
-  })}`;
-  return { state: DeliveryState.PENDING, dueMs: o.nowMs, attempts: 0 };
 }

@@ -1,0 +1,114 @@
+import { fromJsonString } from "@bufbuild/protobuf";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { type Clock, delayUntil } from "../clock/clock";
+import {
+  type AckRequest,
+  DeliveryOutcome,
+  type DeliveryService,
+  EmailSchema,
+  type LeaseRequest,
+  MessageStatus,
+} from "../gen/mailcore/limiter/v1/mail_pb";
+import type { DeliveryPolicy, MailStore } from "../hotstore/hotstore";
+import { aheadOf } from "../lanes/scheduler";
+import { LANES } from "../mail/policy";
+import type { MailRuntime } from "./mail_runtime";
+import { guard } from "./rpc_errors";
+
+// The delivery service (DeliveryService): the workers' lease streams, and their acks.
+
+/** The deliveries in flight a worker may ask for at most (and 16 when it does not say). */
+const MAX_IN_FLIGHT = 256;
+const DEFAULT_IN_FLIGHT = 16;
+/** How long an idle lease stream waits for a release before it looks again anyway (a signal can be lost). */
+const IDLE_LOOK_MS = 30_000;
+
+export interface DeliveryDeps {
+  mail: Pick<MailStore, "lease" | "ack">;
+  runtime: MailRuntime;
+  clock: Clock;
+  laneRate: number;
+  visibilityMs: number;
+  policy: DeliveryPolicy;
+}
+
+/** DeliveryService's methods, by name. */
+export function deliveryHandlers(deps: DeliveryDeps): ServiceImpl<typeof DeliveryService> {
+  return {
+    lease: (req, ctx) => lease(deps, req, ctx),
+    ack: (req) => ack(deps, req),
+  };
+}
+
+/**
+ * The leases a stream holds at most: the worker's deliveries in flight (1 to 256), and room for
+ * the messages the lanes release ahead of their slots, which the worker holds until then.
+ */
+export function leaseRoom(maxInFlight: number, laneRate: number): number {
+  const ahead = LANES.reduce((n, lane) => n + aheadOf(lane, laneRate), 0);
+  return Math.min(MAX_IN_FLIGHT, Math.max(1, maxInFlight || DEFAULT_IN_FLIGHT)) + ahead;
+}
+
+/** A worker's lease stream: released messages as they come, up to its room, until it or the daemon ends it. */
+export async function* lease(deps: DeliveryDeps, req: LeaseRequest, ctx: HandlerContext) {
+  const { runtime, clock, visibilityMs } = deps;
+  const max = leaseRoom(req.maxInFlight, deps.laneRate);
+  // Leases this stream holds, to their expiry. A lease whose ack never came stops counting once
+  // it expires (the message was released again), so a worker whose acks got lost does not stall.
+  const held = new Map<string, number>();
+  try {
+    const ended = AbortSignal.any([ctx.signal, runtime.stopping.signal]);
+    while (!ended.aborted) {
+      const now = clock.nowMs();
+      for (const [id, expires] of held) {
+        if (expires <= now) {
+          held.delete(id);
+          runtime.leaseOwners.delete(id);
+        }
+      }
+      const room = max - held.size;
+      const seen = runtime.work.version;
+      const leased = room > 0 ? await guard(() => deps.mail.lease(room, now, visibilityMs)) : [];
+      if (leased.length > 0) runtime.dueBy(now + visibilityMs);
+      for (const l of leased) {
+        held.set(l.leaseId, now + visibilityMs);
+        runtime.leaseOwners.set(l.leaseId, held);
+        yield {
+          leaseId: l.leaseId,
+          messageId: l.messageId,
+          orgId: l.orgId,
+          lane: l.lane,
+          attempt: l.attempt,
+          email: fromJsonString(EmailSchema, l.payload),
+          notBeforeMs: BigInt(l.slotMs),
+          laneRate: deps.laneRate,
+        };
+      }
+      // Woken by a release (any daemon's), an ack that frees room, or an expiry of the held.
+      const nextExpiry = delayUntil(Math.min(...held.values()), now);
+      if (leased.length === 0) await runtime.work.wait(Math.min(IDLE_LOOK_MS, nextExpiry), ended, seen);
+    }
+  } finally {
+    for (const id of held.keys()) runtime.leaseOwners.delete(id);
+  }
+}
+
+/** A worker's outcome of a delivery; it frees room on the stream that held the lease. */
+export async function ack(deps: DeliveryDeps, req: AckRequest) {
+  const { runtime, clock } = deps;
+  if (req.outcome === DeliveryOutcome.UNSPECIFIED) throw new ConnectError("outcome is required", Code.InvalidArgument);
+  const result = await guard(() =>
+    deps.mail.ack(
+      { orgId: req.orgId, messageId: req.messageId, leaseId: req.leaseId, outcome: req.outcome, detail: req.detail },
+      deps.policy,
+      clock.nowMs(),
+    ),
+  );
+  const owner = runtime.leaseOwners.get(req.leaseId);
+  owner?.delete(req.leaseId);
+  runtime.leaseOwners.delete(req.leaseId);
+  runtime.work.notifyAll();
+  runtime.onChange();
+  if (result.status === MessageStatus.DEFERRED) runtime.dueBy(clock.nowMs()); // its retry: the recovery looks when it is due
+  return result;
+}

@@ -1,0 +1,138 @@
+// Delivery of one message to its recipient's MX hosts: the route and the MTA-STS policy from
+// the lookups passed in, the destination they make (its hosts and TLS mode), and the
+// destination's queue and connections. The result says delivered, permanent or temporary,
+// with every attempt's facts for the message's history.
+import { domainOf } from "../mail/policy";
+import { type PacerTime, realPacerTime } from "../worker/pacer";
+import { Destination, type DestinationState, type MxResult } from "./destination";
+import {
+  isPermanentRouteError,
+  type LookupMtaSts,
+  policyListsHost,
+  type ResolveRoute,
+  type RouteHost,
+} from "./lookups";
+import type { Attempt } from "./outcome";
+import { DEFAULT_TIMEOUTS, type SessionTimeouts, type TlsMode } from "./session";
+import { ruleFor, type Shaping } from "./shaping";
+
+export interface MxDeliveryOptions {
+  resolveRoute: ResolveRoute;
+  lookupMtaSts: LookupMtaSts;
+  shaping: Shaping;
+  /** Our name in EHLO (MX_HELO_NAME). */
+  heloName: string;
+  /** The port of every MX (MX_PORT: 25; tests use another). */
+  port: number;
+  timeouts?: SessionTimeouts;
+  /** Longest a message waits in its destination's queue (default 30 s). */
+  maxWaitMs?: number;
+  /** An idle connection is closed after this (default 10 s). */
+  idleMs?: number;
+  /** Addresses tried to open one connection (default 5). */
+  maxAddresses?: number;
+  /** How long a destination none of whose addresses gave a session is left alone (default 60 s). */
+  suspendMs?: number;
+  time?: PacerTime;
+  /** Certificates trusted besides the system's, for verified TLS (tests: a CA of their own). */
+  trustedCa?: string[];
+}
+
+/** One message: the envelope (the return path is MAIL FROM) and the bytes, already signed. */
+export interface Outgoing {
+  returnPath: string;
+  recipient: string;
+  raw: Buffer;
+}
+
+export class MxDelivery {
+  private readonly destinations = new Map<string, Destination>();
+
+  constructor(private readonly o: MxDeliveryOptions) {}
+
+  /** Delivers one message; never rejects. */
+  async deliver(m: Outgoing): Promise<MxResult> {
+    const domain = domainOf(m.recipient).toLowerCase();
+    let hosts: RouteHost[];
+    try {
+      hosts = (await this.o.resolveRoute(domain)).hosts;
+    } catch (err) {
+      return noRoute(domain, err, this.now());
+    }
+    const policy = await this.o.lookupMtaSts(domain).catch(() => undefined);
+    const enforce = policy?.mode === "enforce";
+    if (enforce) {
+      hosts = hosts.filter((h) => policyListsHost(policy, h.name));
+      if (hosts.length === 0) {
+        return temporary(this.now(), "mail", `no MX host of ${domain} is listed by its MTA-STS policy (enforce)`);
+      }
+    }
+    const destination = this.destinationOf(hosts, enforce);
+    const result = await destination.deliver({ hosts, ...m });
+    if (destination.isIdle()) this.forget(destination);
+    return result;
+  }
+
+  /** Every destination known now, for admin and metrics. */
+  states(): DestinationState[] {
+    return [...this.destinations.values()].map((d) => d.state());
+  }
+
+  close(): void {
+    for (const d of this.destinations.values()) d.close();
+    this.destinations.clear();
+  }
+
+  /**
+   * The destination of a set of hosts: their names sorted (the order of equal preferences is
+   * shuffled per lookup), and whether TLS must be verified (an MTA-STS enforce domain's mail
+   * never shares a connection opened without checking the certificate).
+   */
+  private destinationOf(hosts: RouteHost[], verified: boolean): Destination {
+    const names = hosts.map((h) => h.name.toLowerCase());
+    const key = `${[...names].sort().join(",")}${verified ? " (MTA-STS)" : ""}`;
+    let d = this.destinations.get(key);
+    if (!d) {
+      const rule = ruleFor(this.o.shaping, names);
+      const tls: TlsMode = verified ? "verified" : rule.limits.tlsRequired ? "required" : "opportunistic";
+      d = new Destination({
+        key,
+        rule,
+        shaping: this.o.shaping,
+        tls,
+        port: this.o.port,
+        heloName: this.o.heloName,
+        timeouts: this.o.timeouts ?? DEFAULT_TIMEOUTS,
+        trustedCa: this.o.trustedCa,
+        time: this.o.time ?? realPacerTime,
+        maxWaitMs: this.o.maxWaitMs ?? 30_000,
+        idleMs: this.o.idleMs ?? 10_000,
+        maxAddresses: this.o.maxAddresses ?? 5,
+        suspendMs: this.o.suspendMs ?? 60_000,
+      });
+      this.destinations.set(key, d);
+    }
+    return d;
+  }
+
+  private forget(d: Destination): void {
+    const key = d.state().key;
+    if (this.destinations.get(key) === d) this.destinations.delete(key);
+  }
+
+  private now(): number {
+    return (this.o.time ?? realPacerTime).nowMs();
+  }
+}
+
+function noRoute(domain: string, err: unknown, atMs: number): MxResult {
+  const error = `no route to ${domain}: ${(err as Error).message ?? String(err)}`;
+  if (!isPermanentRouteError(err)) return temporary(atMs, "connect", error);
+  const attempt: Attempt = { atMs, host: "", address: "", tls: "none", stage: "connect", verdict: "permanent", error };
+  return { verdict: "permanent", attempts: [attempt], aboutMailbox: false, detail: error };
+}
+
+function temporary(atMs: number, stage: Attempt["stage"], error: string): MxResult {
+  const attempt: Attempt = { atMs, host: "", address: "", tls: "none", stage, verdict: "temporary", error };
+  return { verdict: "temporary", attempts: [attempt], aboutMailbox: false, detail: error };
+}
