@@ -9,7 +9,7 @@
 import { readFileSync } from "node:fs";
 import { Redis } from "ioredis";
 import { RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
-import { rateLimitHeaders } from "../internal/api/headers";
+import { rateLimitHeaders } from "../internal/api/ratelimit_headers";
 import { Plan } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
 import { IP_QUOTA, planQuota } from "../internal/plans/plans";
 

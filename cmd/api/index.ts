@@ -1,10 +1,17 @@
 // api: the HTTP front. Every API request is admitted by limiterd; nothing is served without it.
 // Beside the API: the console (/console) and the reference (/docs), thin pages over limiterd.
-import { daemonDeps } from "../../internal/api/deps";
+import { daemonPorts } from "../../internal/api/daemon_ports";
 import { serveApi } from "../../internal/api/server";
 import { offloadedValidation } from "../../internal/api/validation";
 import { apiConfig, loadOrExit } from "../../internal/config/config";
-import { limiterClients } from "../../internal/limiterclient/client";
+import { Health } from "../../internal/gen/grpc/health/v1/health_pb";
+import { AudienceService } from "../../internal/gen/mailcore/limiter/v1/audience_pb";
+import { AutomationService } from "../../internal/gen/mailcore/limiter/v1/automation_pb";
+import { ConsoleService } from "../../internal/gen/mailcore/limiter/v1/console_pb";
+import { MailService } from "../../internal/gen/mailcore/limiter/v1/mail_pb";
+import { WebhookService } from "../../internal/gen/mailcore/limiter/v1/webhooks_pb";
+import { admitBatchCaller } from "../../internal/limiterclient/admit";
+import { daemonConnection } from "../../internal/limiterclient/client";
 import { logger, setLogFormat } from "../../internal/log/log";
 import { apiMetrics, certificateExpiry, newRegistry, serveMetrics } from "../../internal/metrics/metrics";
 import { exitGracefully } from "../../internal/shutdown/shutdown";
@@ -13,32 +20,46 @@ import { apiSite } from "../../internal/site/site";
 const log = logger("api");
 const cfg = loadOrExit("api", () => apiConfig(process.env));
 setLogFormat(cfg.logFormat);
-const clients = limiterClients(cfg.limiterUrl, cfg.limiterTls);
+const daemon = daemonConnection(cfg.limiterUrl, cfg.limiterTls);
+const clients = {
+  admitBatch: admitBatchCaller(cfg.limiterUrl, cfg.limiterTls),
+  health: daemon.client(Health),
+  mail: daemon.client(MailService),
+  webhooks: daemon.client(WebhookService),
+  audience: daemon.client(AudienceService),
+  automation: daemon.client(AutomationService),
+};
 const validation = offloadedValidation({ workers: cfg.validationWorkers, timeoutMs: cfg.validationTimeoutMs });
-const deps = daemonDeps(clients, {
-  timeoutMs: cfg.limiterTimeoutMs,
-  audienceTimeoutMs: cfg.audienceTimeoutMs,
-  trustProxy: cfg.trustProxy,
-  docsUrl: cfg.docsUrl,
-  log,
+const ports = {
+  ...daemonPorts(clients, { timeoutMs: cfg.limiterTimeoutMs, recordsTimeoutMs: cfg.audienceTimeoutMs, log }),
   validation,
-});
+};
 const site = apiSite(
   {
-    daemon: clients.console,
+    console: daemon.client(ConsoleService),
     audience: clients.audience,
     automation: clients.automation,
     mail: clients.mail,
     webhooks: clients.webhooks,
-    timeoutMs: cfg.limiterTimeoutMs,
-    trustProxy: cfg.trustProxy,
-    log,
+    admission: ports.admission,
   },
-  deps.admit,
+  { timeoutMs: cfg.limiterTimeoutMs, trustProxy: cfg.trustProxy, log },
 );
 const registry = newRegistry("api");
 certificateExpiry(registry, { LIMITER_TLS_CLIENT_CERT: cfg.limiterTls?.cert, LIMITER_TLS_CA: cfg.limiterTls?.ca });
-const server = serveApi(deps, cfg.host, cfg.port, { metrics: apiMetrics(registry), site });
+const server = serveApi(
+  ports,
+  {
+    trustProxy: cfg.trustProxy,
+    docsUrl: cfg.docsUrl,
+    recordsTimeoutMs: cfg.audienceTimeoutMs,
+    log,
+    metrics: apiMetrics(registry),
+    site,
+  },
+  cfg.host,
+  cfg.port,
+);
 const metricsServer = serveMetrics(registry, cfg.metricsHost, cfg.metricsPort, log);
 log.info("listening", { url: `http://${cfg.host}:${server.port}`, limiter: cfg.limiterUrl });
 

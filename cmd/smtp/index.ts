@@ -2,7 +2,8 @@
 // each message forwarded to POST /api/v1/emails.
 import { join } from "node:path";
 import { loadOrExit, smtpConfig } from "../../internal/config/config";
-import { limiterClients } from "../../internal/limiterclient/client";
+import { DirectoryService } from "../../internal/gen/mailcore/limiter/v1/limiter_pb";
+import { daemonConnection } from "../../internal/limiterclient/client";
 import { logger, setLogFormat } from "../../internal/log/log";
 import { DiskSpace } from "../../internal/diskspace/diskspace";
 import {
@@ -16,6 +17,7 @@ import { exitGracefully } from "../../internal/shutdown/shutdown";
 import { apiClient } from "../../internal/smtp/api";
 import { submissionServer } from "../../internal/smtp/server";
 import { devCertificate, readTls } from "../../internal/smtp/tls";
+import { tokenVerifier } from "../../internal/smtp/verify";
 
 const log = logger("smtp");
 const cfg = loadOrExit("smtp", () => smtpConfig(process.env));
@@ -37,7 +39,7 @@ if (files.source === "self-signed") {
   });
 }
 
-const { directory } = limiterClients(cfg.limiterUrl, cfg.limiterTls);
+const directory = daemonConnection(cfg.limiterUrl, cfg.limiterTls).client(DirectoryService);
 certificateExpiry(registry, {
   LIMITER_TLS_CLIENT_CERT: cfg.limiterTls?.cert,
   LIMITER_TLS_CA: cfg.limiterTls?.ca,
@@ -45,14 +47,7 @@ certificateExpiry(registry, {
 });
 const server = submissionServer(
   {
-    verifyToken: async (token) => {
-      try {
-        const r = await directory.verifyToken({ token }, { timeoutMs: cfg.limiterTimeoutMs });
-        return r.valid ? { valid: true, orgId: r.orgId, orgSlug: r.orgSlug } : { valid: false };
-      } catch {
-        return { unavailable: true };
-      }
-    },
+    verifyToken: tokenVerifier(directory, cfg.limiterTimeoutMs),
     api: apiClient(cfg.apiUrl, cfg.apiTimeoutMs),
     log,
     metrics: smtpMetrics(registry),

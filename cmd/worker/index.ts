@@ -3,7 +3,9 @@
 import { join } from "node:path";
 import { hostname } from "node:os";
 import { loadOrExit, workerConfig } from "../../internal/config/config";
-import { limiterClients } from "../../internal/limiterclient/client";
+import { DeliveryService } from "../../internal/gen/mailcore/limiter/v1/mail_pb";
+import { WebhookDeliveryService } from "../../internal/gen/mailcore/limiter/v1/webhooks_pb";
+import { daemonConnection } from "../../internal/limiterclient/client";
 import { logger, setLogFormat } from "../../internal/log/log";
 import { DiskSpace } from "../../internal/diskspace/diskspace";
 import {
@@ -27,10 +29,10 @@ const registry = newRegistry("worker");
 const disk = new DiskSpace(cfg.dataDir, log, diskFullCounter(registry));
 const transport = cfg.relayUrl ? new SmtpRelay(cfg.relayUrl) : new FileSink(join(cfg.dataDir, "sink"), disk);
 certificateExpiry(registry, { LIMITER_TLS_CLIENT_CERT: cfg.limiterTls?.cert, LIMITER_TLS_CA: cfg.limiterTls?.ca });
-const clients = limiterClients(cfg.limiterUrl, cfg.limiterTls);
+const daemon = daemonConnection(cfg.limiterUrl, cfg.limiterTls);
 const workerId = `${hostname()}:${process.pid}`;
 const metrics = workerMetrics(registry);
-const worker = new Worker(clients, transport, {
+const worker = new Worker(daemon.client(DeliveryService), transport, {
   workerId,
   maxInFlight: cfg.maxInFlight,
   log,
@@ -38,7 +40,7 @@ const worker = new Worker(clients, transport, {
   disk,
   metrics,
 });
-const webhooks = new WebhookDeliverer(clients, {
+const webhooks = new WebhookDeliverer(daemon.client(WebhookDeliveryService), {
   workerId,
   concurrency: cfg.webhookConcurrency,
   allowPrivateUrls: cfg.webhookAllowPrivateUrls,

@@ -1,21 +1,11 @@
-import type { Client } from "@connectrpc/connect";
-import {
-  Lane,
-  type MailService,
-  type MessageInfo,
-  type MessageStatsHour,
-  MessageStatus,
-} from "../gen/mailcore/limiter/v1/mail_pb";
+import { Lane, type MessageInfo, type MessageStatsHour, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import { laneName, normalizeMailbox } from "../mail/policy";
-import { InvalidField } from "./emails";
-import { iso, json, type Route } from "./respond";
-import { paging, route } from "./routing";
+import { InvalidField } from "./invalid_field";
+import { error, type Handler, iso, json } from "./respond";
+import { paging, route } from "./resource";
 
-// What happened to an organization's mail: the activity log (GET /api/v1/emails) and the
-// delivery figures over time (GET /api/v1/stats/emails), both read from the records.
-
-/** The daemon's RPCs these routes call. */
-export type ActivityCalls = Pick<Client<typeof MailService>, "listMessages" | "getMessageStats">;
+// What happened to an organization's mail: the activity log (GET /api/v1/emails, one email at
+// /emails/{id}) and the delivery figures over time (GET /api/v1/stats/emails), read from the records.
 
 export const STATUS_NAMES: Record<number, string> = {
   [MessageStatus.QUEUED]: "queued",
@@ -142,46 +132,42 @@ export function statsRows(range: { widthMs: number; sinceMs: number; untilMs: nu
   return rows;
 }
 
-/** GET /api/v1/emails and GET /api/v1/stats/emails. */
-export function activityRoutes(
-  calls: ActivityCalls,
-  timeoutMs: number,
-  nowMs: () => number = Date.now,
-): { list: NonNullable<Route["GET"]>; stats: [string, Route] } {
-  return {
-    list: route(async ({ req, admission, headers }) => {
-      const url = new URL(req.url);
-      const page = paging(url);
-      const res = await calls.listMessages(
-        { orgId: admission.orgId, ...page, ...emailFilters(url.searchParams) },
-        { timeoutMs },
-      );
-      return json(200, { data: res.messages.map(emailListItem), nextCursor: res.nextCursor || null }, headers);
-    }),
-    stats: [
-      "/api/v1/stats/emails",
-      {
-        GET: route(async ({ req, admission, headers }) => {
-          const range = statsRange(new URL(req.url), nowMs());
-          const res =
-            range.untilMs === range.sinceMs
-              ? { hours: [] }
-              : await calls.getMessageStats(
-                  { orgId: admission.orgId, sinceMs: BigInt(range.sinceMs), untilMs: BigInt(range.untilMs) },
-                  { timeoutMs },
-                );
-          return json(
-            200,
-            {
-              interval: range.interval,
-              since: new Date(range.sinceMs).toISOString(),
-              until: new Date(range.untilMs).toISOString(),
-              data: statsRows(range, res.hours),
-            },
-            headers,
-          );
-        }),
-      },
-    ],
-  };
-}
+/** GET /api/v1/emails: a page of the activity log, filtered. */
+export const listEmails = route(async ({ ports, records }, { req, admission, headers }) => {
+  const url = new URL(req.url);
+  const page = paging(url);
+  const res = await ports.activity.listMessages(
+    { orgId: admission.orgId, ...page, ...emailFilters(url.searchParams) },
+    records,
+  );
+  return json(200, { data: res.messages.map(emailListItem), nextCursor: res.nextCursor || null }, headers);
+});
+
+/** GET /api/v1/emails/{id}: one message with its attempts and events. */
+export const getEmail: Handler = async ({ ports }, { admission, headers, params }) => {
+  const message = await ports.mail.getMessage(admission.orgId, params[0]!);
+  if (!message) return error(404, "NOT_FOUND", `No email ${params[0]} in this organization.`, headers);
+  return json(200, emailJson(message), headers);
+};
+
+/** GET /api/v1/stats/emails: the delivery figures by hour or day. */
+export const emailStats = route(async ({ ports, records }, { req, admission, headers }) => {
+  const range = statsRange(new URL(req.url), Date.now());
+  const res =
+    range.untilMs === range.sinceMs
+      ? { hours: [] }
+      : await ports.activity.getMessageStats(
+          { orgId: admission.orgId, sinceMs: BigInt(range.sinceMs), untilMs: BigInt(range.untilMs) },
+          records,
+        );
+  return json(
+    200,
+    {
+      interval: range.interval,
+      since: new Date(range.sinceMs).toISOString(),
+      until: new Date(range.untilMs).toISOString(),
+      data: statsRows(range, res.hours),
+    },
+    headers,
+  );
+});

@@ -1,17 +1,13 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { Client } from "@connectrpc/connect";
-import { type AutomationService, type Campaign, CampaignStatus } from "../gen/mailcore/limiter/v1/automation_pb";
-import { InvalidField } from "./emails";
+import { type Campaign, CampaignStatus } from "../gen/mailcore/limiter/v1/automation_pb";
+import { InvalidField } from "./invalid_field";
 import { parseMessageTemplate } from "./message_template";
-import { type Admitted, error, iso, json, type Route } from "./respond";
-import { body, decoded, keyedCall, paging, route } from "./routing";
+import { type Admitted, error, type Handler, iso, json } from "./respond";
+import { body, decoded, keyedCall, paging, route } from "./resource";
 import { tagList } from "./subscribers";
 
 // The campaign endpoints: draft, send (now or at scheduledAt), cancel, read with stats. Each
 // validates here and makes one call to the daemon, which fans the campaign out.
-
-/** The daemon's automation RPCs. */
-export type AutomationCalls = Client<typeof AutomationService>;
 
 /** A campaign's status as the API names it (the console shows the same words). */
 export const CAMPAIGN_STATUS_NAMES: Record<number, string> = {
@@ -86,11 +82,11 @@ function parseSchedule(b: unknown): bigint {
 }
 
 /** The audience endpoints' answers, and 409 for a campaign in the wrong state. */
-function campaignRoute(run: (a: Admitted) => Promise<Response>): (a: Admitted) => Promise<Response> {
+function campaignRoute(run: Handler): Handler {
   const inner = route(run);
-  return async (a) => {
+  return async (front, a) => {
     try {
-      return await inner(a);
+      return await inner(front, a);
     } catch (err) {
       if (err instanceof ConnectError && err.code === Code.FailedPrecondition)
         return error(409, "CAMPAIGN_STATE", `${err.rawMessage}.`, a.headers);
@@ -99,55 +95,42 @@ function campaignRoute(run: (a: Admitted) => Promise<Response>): (a: Admitted) =
   };
 }
 
-/** The campaign routes, by path template, for the API's route table. */
-export function campaignRoutes(automation: AutomationCalls, timeoutMs: number): [string, Route][] {
-  const call = { timeoutMs };
-  const ref = (a: Admitted) => ({ orgId: a.admission.orgId, id: decoded(a.params[0]!) });
-  return [
-    [
-      "/api/v1/campaigns",
-      {
-        GET: campaignRoute(async ({ req, admission, headers }) => {
-          const res = await automation.listCampaigns({ orgId: admission.orgId, ...paging(new URL(req.url)) }, call);
-          return json(200, { data: res.campaigns.map(campaignJson), nextCursor: res.nextCursor || null }, headers);
-        }),
-        POST: campaignRoute(async (a) => {
-          const { campaign } = await automation.createCampaign(
-            { orgId: a.admission.orgId, ...parseCampaign(await body(a)) },
-            keyedCall(a, timeoutMs),
-          );
-          return json(201, campaignJson(campaign!), a.headers);
-        }),
-      },
-    ],
-    [
-      "/api/v1/campaigns/{id}",
-      {
-        GET: campaignRoute(async (a) =>
-          json(200, campaignJson((await automation.getCampaign(ref(a), call)).campaign!), a.headers),
-        ),
-      },
-    ],
-    [
-      "/api/v1/campaigns/{id}/send",
-      {
-        POST: campaignRoute(async (a) => {
-          // No body is "send now": an empty one, or none at all (curl -X POST sends no Content-Length).
-          const h = a.req.headers;
-          const none = h.get("content-length") === "0" || (!h.has("content-length") && !h.has("transfer-encoding"));
-          const b = none ? {} : await body(a);
-          const { campaign } = await automation.sendCampaign({ ...ref(a), scheduledAtMs: parseSchedule(b) }, call);
-          return json(202, campaignJson(campaign!), a.headers);
-        }),
-      },
-    ],
-    [
-      "/api/v1/campaigns/{id}/cancel",
-      {
-        POST: campaignRoute(async (a) =>
-          json(200, campaignJson((await automation.cancelCampaign(ref(a), call)).campaign!), a.headers),
-        ),
-      },
-    ],
-  ];
-}
+const campaignRef = (a: Admitted) => ({ orgId: a.admission.orgId, id: decoded(a.params[0]!) });
+
+/** GET /api/v1/campaigns: a page, newest first. */
+export const listCampaigns = campaignRoute(async ({ ports, records }, { req, admission, headers }) => {
+  const res = await ports.automation.listCampaigns({ orgId: admission.orgId, ...paging(new URL(req.url)) }, records);
+  return json(200, { data: res.campaigns.map(campaignJson), nextCursor: res.nextCursor || null }, headers);
+});
+
+/** POST /api/v1/campaigns: a draft. */
+export const createCampaign = campaignRoute(async (front, a) => {
+  const { campaign } = await front.ports.automation.createCampaign(
+    { orgId: a.admission.orgId, ...parseCampaign(await body(a)) },
+    keyedCall(front, a),
+  );
+  return json(201, campaignJson(campaign!), a.headers);
+});
+
+/** GET /api/v1/campaigns/{id}: with its stats. */
+export const getCampaign = campaignRoute(async ({ ports, records }, a) =>
+  json(200, campaignJson((await ports.automation.getCampaign(campaignRef(a), records)).campaign!), a.headers),
+);
+
+/** POST /api/v1/campaigns/{id}/send: now, or at scheduledAt. */
+export const sendCampaign = campaignRoute(async (front, a) => {
+  // No body is "send now": an empty one, or none at all (curl -X POST sends no Content-Length).
+  const h = a.req.headers;
+  const none = h.get("content-length") === "0" || (!h.has("content-length") && !h.has("transfer-encoding"));
+  const b = none ? {} : await body(a);
+  const { campaign } = await front.ports.automation.sendCampaign(
+    { ...campaignRef(a), scheduledAtMs: parseSchedule(b) },
+    front.records,
+  );
+  return json(202, campaignJson(campaign!), a.headers);
+});
+
+/** POST /api/v1/campaigns/{id}/cancel. */
+export const cancelCampaign = campaignRoute(async ({ ports, records }, a) =>
+  json(200, campaignJson((await ports.automation.cancelCampaign(campaignRef(a), records)).campaign!), a.headers),
+);

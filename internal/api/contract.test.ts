@@ -2,7 +2,7 @@
 // what they admit.
 import { describe, expect, test } from "bun:test";
 import { apiContracts } from "./contract";
-import { InvalidField } from "./emails";
+import { InvalidField } from "./invalid_field";
 
 const contracts = apiContracts();
 

@@ -1,6 +1,6 @@
 import Ajv2020, { type ErrorObject, type ValidateFunction } from "ajv/dist/2020";
 import addFormats from "ajv-formats";
-import { InvalidField } from "./emails";
+import { InvalidField } from "./invalid_field";
 import { openApiDocument } from "./openapi/document";
 import { API_FORMATS } from "./openapi/patterns";
 

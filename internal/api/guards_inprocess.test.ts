@@ -100,7 +100,7 @@ for (const [name, open] of hotStores(servers)) {
       expect(first.status).toBe(202);
       // Stand in for the lane scheduler, then let a real worker lease, simulate and ack it.
       while (await releaseNext(store.mail, Lane.TRANSACTIONAL, clock.nowMs()));
-      const worker = new Worker(svc.clients, new FileSink(tempDir()), {
+      const worker = new Worker(svc.clients.delivery, new FileSink(tempDir()), {
         workerId: "test",
         maxInFlight: 4,
         log: logger("worker"),

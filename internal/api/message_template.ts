@@ -1,6 +1,7 @@
 import { renderTemplateMarkdown } from "../automation/template";
 import { renderMarkdown } from "../markdown/markdown";
-import { InvalidField, parseSendRequest } from "./emails";
+import { InvalidField } from "./invalid_field";
+import { parseSendRequest } from "./send_request";
 
 /** parseSendRequest checks a message to one recipient; a campaign's or a workflow's recipients come later. */
 const SOME_RECIPIENT = "recipient@campaign.invalid";

@@ -1,6 +1,7 @@
 import type { Admission } from "../limiterclient/client";
 import { MAX_BODY_BYTES } from "../limits/limits";
 import { allowOf } from "../web/routes";
+import type { ApiPorts } from "./ports";
 
 // What every route handler of the API shares: the admitted request it is given, and the JSON
 // answers and body reading of /api/v1.
@@ -19,8 +20,18 @@ export interface Admitted {
   checkBody(value: unknown): void;
 }
 
+/** The front a handler serves in: its ports, and the deadline of a record-bound call (configuration, apart). */
+export interface Front {
+  ports: ApiPorts;
+  /** The options of a record-bound call: a batch of 1,000 writes takes longer than an admission. */
+  records: { timeoutMs: number };
+}
+
+/** One method of a path: the front it serves in and the admitted request, to the answer. */
+export type Handler = (front: Front, a: Admitted) => Promise<Response>;
+
 /** A path's handlers by method. */
-export type Route = Partial<Record<string, (a: Admitted) => Promise<Response>>>;
+export type Route = Partial<Record<string, Handler>>;
 
 /** A time of the daemon's (milliseconds since the epoch) as the API writes times. */
 export const iso = (ms: bigint) => new Date(Number(ms)).toISOString();

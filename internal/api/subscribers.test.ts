@@ -1,7 +1,7 @@
 // The audience bodies' validation: the subscriber address rule, and that hostile addresses
 // are refused in microseconds (a batch is validated on the event loop).
 import { expect, test } from "bun:test";
-import { InvalidField } from "./emails";
+import { InvalidField } from "./invalid_field";
 import { parseBatch, subscriberEmail } from "./subscribers";
 
 const accepted = (e: string) => {

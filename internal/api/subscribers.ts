@@ -1,6 +1,6 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { type SubscriberChangeSchema, SubscriberStatus } from "../gen/mailcore/limiter/v1/audience_pb";
-import { InvalidField } from "./emails";
+import { InvalidField } from "./invalid_field";
 
 // The bodies of the audience endpoints, validated into what the daemon takes. A refusal is
 // InvalidField (422 with `field`).

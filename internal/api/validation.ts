@@ -1,5 +1,6 @@
 import { JobTimeout, WorkerPool } from "../workerpool/pool";
-import { InvalidField, type SendInput, type Validated } from "./emails";
+import { InvalidField } from "./invalid_field";
+import type { SendInput, Validated } from "./send_request";
 
 export interface SendValidation {
   /** The validated send, or InvalidField; `key` (the organization) shares the threads fairly. */

@@ -1,37 +1,14 @@
 import {
-  type CreateWebhookResponse,
-  type ListWebhookDeliveriesResponse,
-  type ListWebhooksResponse,
-  type RetryWebhookDeliveryResponse,
-  type TestWebhookResponse,
   type WebhookDelivery,
   WebhookDeliveryState,
   type WebhookEndpoint,
 } from "../gen/mailcore/limiter/v1/webhooks_pb";
-import { checkEndpoint, type EndpointInput } from "../webhooks/endpoint";
-import { InvalidField } from "./emails";
-import { error, type Headers_, invalid, json, readJson, type Route } from "./respond";
-import { paging, route } from "./routing";
+import { checkEndpoint } from "../webhooks/endpoint";
+import { InvalidField } from "./invalid_field";
+import { error, type Handler, type Headers_, invalid, json, readJson } from "./respond";
+import { paging, route } from "./resource";
 
 // /api/v1/webhooks: an organization's endpoints and their deliveries, over the daemon.
-
-/** What the webhook routes need from the daemon; not found is undefined (or false), not an error. */
-export interface WebhookCalls {
-  /** idempotencyKey: the client's Idempotency-Key, null without one. */
-  create(orgId: string, input: EndpointInput, idempotencyKey: string | null): Promise<CreateWebhookResponse>;
-  list(orgId: string, limit: number, cursor: string): Promise<ListWebhooksResponse>;
-  delete(orgId: string, id: string): Promise<boolean>;
-  deliveries(
-    orgId: string,
-    id: string,
-    limit: number,
-    cursor: string,
-  ): Promise<ListWebhookDeliveriesResponse | undefined>;
-  /** undefined when the organization has no such webhook; idempotencyKey as for create. */
-  test(orgId: string, id: string, idempotencyKey: string | null): Promise<TestWebhookResponse | undefined>;
-  /** undefined when the organization has no such webhook or delivery; "pending" when it is not finished. */
-  retry(orgId: string, id: string, deliveryId: string): Promise<RetryWebhookDeliveryResponse | "pending" | undefined>;
-}
 
 const STATES: Record<number, string> = {
   [WebhookDeliveryState.PENDING]: "pending",
@@ -77,79 +54,60 @@ function deliveryJson(d: WebhookDelivery) {
 const noWebhook = (id: string, headers: Headers_) =>
   error(404, "NOT_FOUND", `No webhook ${id} in this organization.`, headers);
 
-export function webhookRoutes(calls: WebhookCalls): [string, Route][] {
-  return [
-    [
-      "/api/v1/webhooks",
-      {
-        POST: async ({ req, admission, headers, checkBody }) => {
-          const body = await readJson(req, headers);
-          if (body instanceof Response) return body;
-          try {
-            checkBody(body);
-          } catch (err) {
-            if (!(err instanceof InvalidField)) throw err;
-            return invalid(err.field, err.message, headers);
-          }
-          const input = checkEndpoint(body);
-          if ("field" in input) return invalid(input.field, input.message, headers);
-          const made = await calls.create(admission.orgId, input, req.headers.get("idempotency-key"));
-          return json(201, { ...endpointJson(made.endpoint!), secret: made.secret }, headers);
-        },
-        GET: route(async ({ req, admission, headers }) => {
-          const page = paging(new URL(req.url));
-          const res = await calls.list(admission.orgId, page.limit, page.cursor);
-          return json(200, { data: res.endpoints.map(endpointJson), nextCursor: res.nextCursor || null }, headers);
-        }),
-      },
-    ],
-    [
-      "/api/v1/webhooks/{id}",
-      {
-        DELETE: async ({ admission, headers, params: [id] }) => {
-          if (!(await calls.delete(admission.orgId, id!))) return noWebhook(id!, headers);
-          return new Response(null, { status: 204, headers });
-        },
-      },
-    ],
-    [
-      "/api/v1/webhooks/{id}/deliveries",
-      {
-        GET: route(async ({ req, admission, headers, params: [id] }) => {
-          const page = paging(new URL(req.url));
-          const res = await calls.deliveries(admission.orgId, id!, page.limit, page.cursor);
-          if (!res) return noWebhook(id!, headers);
-          return json(200, { data: res.deliveries.map(deliveryJson), nextCursor: res.nextCursor || null }, headers);
-        }),
-      },
-    ],
-    [
-      "/api/v1/webhooks/{id}/test",
-      {
-        POST: async ({ req, admission, headers, params: [id] }) => {
-          const res = await calls.test(admission.orgId, id!, req.headers.get("idempotency-key"));
-          if (!res) return noWebhook(id!, headers);
-          return json(202, deliveryJson(res.delivery!), headers);
-        },
-      },
-    ],
-    [
-      "/api/v1/webhooks/{id}/deliveries/{deliveryId}/retry",
-      {
-        POST: async ({ admission, headers, params: [id, deliveryId] }) => {
-          const res = await calls.retry(admission.orgId, id!, deliveryId!);
-          if (!res)
-            return error(404, "NOT_FOUND", `No delivery ${deliveryId} of webhook ${id} in this organization.`, headers);
-          if (res === "pending")
-            return error(
-              409,
-              "DELIVERY_PENDING",
-              `Delivery ${deliveryId} is still pending: its next attempt is already scheduled.`,
-              headers,
-            );
-          return json(202, deliveryJson(res.delivery!), headers);
-        },
-      },
-    ],
-  ];
-}
+/** POST /api/v1/webhooks: an endpoint, with its signing secret this once. */
+export const createWebhook: Handler = async ({ ports }, { req, admission, headers, checkBody }) => {
+  const body = await readJson(req, headers);
+  if (body instanceof Response) return body;
+  try {
+    checkBody(body);
+  } catch (err) {
+    if (!(err instanceof InvalidField)) throw err;
+    return invalid(err.field, err.message, headers);
+  }
+  const input = checkEndpoint(body);
+  if ("field" in input) return invalid(input.field, input.message, headers);
+  const made = await ports.webhooks.create(admission.orgId, input, req.headers.get("idempotency-key"));
+  return json(201, { ...endpointJson(made.endpoint!), secret: made.secret }, headers);
+};
+
+/** GET /api/v1/webhooks: a page of endpoints. */
+export const listWebhooks = route(async ({ ports }, { req, admission, headers }) => {
+  const page = paging(new URL(req.url));
+  const res = await ports.webhooks.list(admission.orgId, page.limit, page.cursor);
+  return json(200, { data: res.endpoints.map(endpointJson), nextCursor: res.nextCursor || null }, headers);
+});
+
+/** DELETE /api/v1/webhooks/{id}. */
+export const deleteWebhook: Handler = async ({ ports }, { admission, headers, params: [id] }) => {
+  if (!(await ports.webhooks.delete(admission.orgId, id!))) return noWebhook(id!, headers);
+  return new Response(null, { status: 204, headers });
+};
+
+/** GET /api/v1/webhooks/{id}/deliveries: a page of an endpoint's deliveries, newest first. */
+export const listWebhookDeliveries = route(async ({ ports }, { req, admission, headers, params: [id] }) => {
+  const page = paging(new URL(req.url));
+  const res = await ports.webhooks.deliveries(admission.orgId, id!, page.limit, page.cursor);
+  if (!res) return noWebhook(id!, headers);
+  return json(200, { data: res.deliveries.map(deliveryJson), nextCursor: res.nextCursor || null }, headers);
+});
+
+/** POST /api/v1/webhooks/{id}/test: a test event, delivered as any other. */
+export const testWebhook: Handler = async ({ ports }, { req, admission, headers, params: [id] }) => {
+  const res = await ports.webhooks.test(admission.orgId, id!, req.headers.get("idempotency-key"));
+  if (!res) return noWebhook(id!, headers);
+  return json(202, deliveryJson(res.delivery!), headers);
+};
+
+/** POST /api/v1/webhooks/{id}/deliveries/{deliveryId}/retry: a finished delivery, tried again. */
+export const retryWebhookDelivery: Handler = async ({ ports }, { admission, headers, params: [id, deliveryId] }) => {
+  const res = await ports.webhooks.retry(admission.orgId, id!, deliveryId!);
+  if (!res) return error(404, "NOT_FOUND", `No delivery ${deliveryId} of webhook ${id} in this organization.`, headers);
+  if (res === "pending")
+    return error(
+      409,
+      "DELIVERY_PENDING",
+      `Delivery ${deliveryId} is still pending: its next attempt is already scheduled.`,
+      headers,
+    );
+  return json(202, deliveryJson(res.delivery!), headers);
+};

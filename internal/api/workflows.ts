@@ -1,10 +1,9 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Workflow, WorkflowRun, WorkflowSchema } from "../gen/mailcore/limiter/v1/automation_pb";
-import type { AutomationCalls } from "./campaigns";
 import { parseMessageTemplate } from "./message_template";
-import { InvalidField } from "./emails";
-import { type Admitted, json, type Route } from "./respond";
-import { body, decoded, keyedCall, paging, route } from "./routing";
+import { InvalidField } from "./invalid_field";
+import { type Admitted, json } from "./respond";
+import { body, decoded, keyedCall, paging, route } from "./resource";
 import { tagName } from "./subscribers";
 
 // The workflow endpoints: create, list, read, change, delete, and a workflow's runs. Each
@@ -142,67 +141,58 @@ export function parseWorkflowPatch(b: unknown) {
   };
 }
 
-/** The workflow routes, by path template, for the API's route table. */
-export function workflowRoutes(automation: AutomationCalls, timeoutMs: number): [string, Route][] {
-  const call = { timeoutMs };
-  const ref = (a: Admitted) => ({ orgId: a.admission.orgId, id: decoded(a.params[0]!) });
-  return [
-    [
-      "/api/v1/workflows",
-      {
-        GET: route(async ({ req, admission, headers }) => {
-          const res = await automation.listWorkflows({ orgId: admission.orgId, ...paging(new URL(req.url)) }, call);
-          return json(200, { data: res.workflows.map(workflowJson), nextCursor: res.nextCursor || null }, headers);
-        }),
-        POST: route(async (a) => {
-          const { workflow, secret } = await automation.createWorkflow(
-            { orgId: a.admission.orgId, workflow: parseWorkflow(await body(a)) },
-            keyedCall(a, timeoutMs),
-          );
-          // The secret of its webhook steps, this once (like a webhook endpoint's).
-          return json(201, { ...workflowJson(workflow!), secret }, a.headers);
-        }),
-      },
-    ],
-    [
-      "/api/v1/workflows/{id}",
-      {
-        GET: route(async (a) =>
-          json(200, workflowJson((await automation.getWorkflow(ref(a), call)).workflow!), a.headers),
-        ),
-        PATCH: route(async (a) =>
-          json(
-            200,
-            workflowJson(
-              (await automation.updateWorkflow({ ...ref(a), ...parseWorkflowPatch(await body(a)) }, call)).workflow!,
-            ),
-            a.headers,
-          ),
-        ),
-        DELETE: route(async (a) => {
-          await automation.deleteWorkflow(ref(a), call);
-          return new Response(null, { status: 204, headers: a.headers });
-        }),
-      },
-    ],
-    [
-      "/api/v1/workflows/{id}/secret",
-      {
-        POST: route(async (a) => {
-          const { secret } = await automation.rotateWorkflowSecret(ref(a), call);
-          return json(200, { secret }, a.headers);
-        }),
-      },
-    ],
-    [
-      "/api/v1/workflows/{id}/runs",
-      {
-        GET: route(async (a) => {
-          const { orgId, id } = ref(a);
-          const res = await automation.listWorkflowRuns({ orgId, workflowId: id, ...paging(new URL(a.req.url)) }, call);
-          return json(200, { data: res.runs.map(runJson), nextCursor: res.nextCursor || null }, a.headers);
-        }),
-      },
-    ],
-  ];
-}
+const workflowRef = (a: Admitted) => ({ orgId: a.admission.orgId, id: decoded(a.params[0]!) });
+
+/** GET /api/v1/workflows: a page. */
+export const listWorkflows = route(async ({ ports, records }, { req, admission, headers }) => {
+  const res = await ports.automation.listWorkflows({ orgId: admission.orgId, ...paging(new URL(req.url)) }, records);
+  return json(200, { data: res.workflows.map(workflowJson), nextCursor: res.nextCursor || null }, headers);
+});
+
+/** POST /api/v1/workflows: with the secret of its webhook steps, this once (like a webhook endpoint's). */
+export const createWorkflow = route(async (front, a) => {
+  const { workflow, secret } = await front.ports.automation.createWorkflow(
+    { orgId: a.admission.orgId, workflow: parseWorkflow(await body(a)) },
+    keyedCall(front, a),
+  );
+  return json(201, { ...workflowJson(workflow!), secret }, a.headers);
+});
+
+/** GET /api/v1/workflows/{id}. */
+export const getWorkflow = route(async ({ ports, records }, a) =>
+  json(200, workflowJson((await ports.automation.getWorkflow(workflowRef(a), records)).workflow!), a.headers),
+);
+
+/** PATCH /api/v1/workflows/{id}: what is given changes. */
+export const updateWorkflow = route(async ({ ports, records }, a) =>
+  json(
+    200,
+    workflowJson(
+      (await ports.automation.updateWorkflow({ ...workflowRef(a), ...parseWorkflowPatch(await body(a)) }, records))
+        .workflow!,
+    ),
+    a.headers,
+  ),
+);
+
+/** DELETE /api/v1/workflows/{id}. */
+export const deleteWorkflow = route(async ({ ports, records }, a) => {
+  await ports.automation.deleteWorkflow(workflowRef(a), records);
+  return new Response(null, { status: 204, headers: a.headers });
+});
+
+/** POST /api/v1/workflows/{id}/secret: a new secret for its webhook steps. */
+export const rotateWorkflowSecret = route(async ({ ports, records }, a) => {
+  const { secret } = await ports.automation.rotateWorkflowSecret(workflowRef(a), records);
+  return json(200, { secret }, a.headers);
+});
+
+/** GET /api/v1/workflows/{id}/runs: a page of its runs. */
+export const listWorkflowRuns = route(async ({ ports, records }, a) => {
+  const { orgId, id } = workflowRef(a);
+  const res = await ports.automation.listWorkflowRuns(
+    { orgId, workflowId: id, ...paging(new URL(a.req.url)) },
+    records,
+  );
+  return json(200, { data: res.runs.map(runJson), nextCursor: res.nextCursor || null }, a.headers);
+});

@@ -9,7 +9,8 @@ import { isAllowedHeader, MAX_HEADER_VALUE } from "../mail/headers";
 import { EmbeddedHot } from "../hotstore/embedded/embedded";
 import { fuzzParams, reportFuzz } from "../testkit/fuzz";
 import { type InProcess, startInProcess } from "../testkit/inprocess";
-import { InvalidField, parseSendRequest } from "../api/emails";
+import { InvalidField } from "../api/invalid_field";
+import { parseSendRequest } from "../api/send_request";
 import { apiContracts } from "../api/contract";
 import { MAILBOX } from "../api/openapi/message";
 

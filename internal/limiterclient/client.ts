@@ -1,3 +1,4 @@
+import type { DescService } from "@bufbuild/protobuf";
 import { type Client, Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { Health } from "../gen/grpc/health/v1/health_pb";
 import { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
@@ -14,6 +15,7 @@ import { limiterSession, limiterTransport } from "./transport";
 
 export type { Admission, AdmitCall };
 
+/** Every client of the daemon, for the dev stack, the benches and the tests (a process makes only its own: daemonConnection). */
 export interface LimiterClients {
   /** LimiterService.AdmitBatch on the hot path, without Connect's client, on a connection of its own (see admit.ts). */
   admitBatch(calls: readonly AdmitCall[], timeoutMs: number): Promise<Admission[]>;
@@ -31,7 +33,14 @@ export interface LimiterClients {
 }
 
 /** A record-bound call that did not finish by its deadline: limiterd wrote nothing of it. */
-export class RecordsTimedOut extends ConnectError {}
+export class RecordsTimedOut extends ConnectError {
+  // ConnectError's instanceof takes any ConnectError (to work across copies of the library),
+  // and a subclass inherits it: without the ordinary instanceof here, every failed call would
+  // read as a records timeout.
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return Function.prototype[Symbol.hasInstance].call(RecordsTimedOut, value);
+  }
+}
 
 /**
  * A record-bound call tells limiterd by when to have committed or rolled back its records:
@@ -51,27 +60,43 @@ const recordsDeadline: Interceptor = (next) => async (req) => {
   }
 };
 
+/** The services whose calls write records: each call carries the records deadline (recordsDeadline). */
+const RECORD_BOUND: ReadonlySet<DescService> = new Set([WebhookService, AudienceService, AutomationService]);
+
+/** Clients of the daemon's services over one connection, made one by one: a process makes those it calls. */
+export interface DaemonConnection {
+  /** A client of one service; a record-bound service's calls carry their records deadline. */
+  client<S extends DescService>(service: S): Client<S>;
+}
+
 /**
- * gRPC clients of the daemon over one HTTP/2 connection (transport.ts); AdmitBatch, the hot path, over a second
- * connection of its own (admit.ts). With tls, baseUrl is https:// and both connections are
- * mutual TLS.
+ * One HTTP/2 connection to the daemon (transport.ts); with tls, baseUrl is https:// and the
+ * connection is mutual TLS. It opens at the first call.
  */
-export function limiterClients(baseUrl: string, tls?: ClientTls): LimiterClients {
+export function daemonConnection(baseUrl: string, tls?: ClientTls): DaemonConnection {
   const session = limiterSession(baseUrl, tls);
   const transport = limiterTransport(baseUrl, tls, { session });
   const recordsTransport = limiterTransport(baseUrl, tls, { session, interceptors: [recordsDeadline] });
   return {
+    client: (service) => createClient(service, RECORD_BOUND.has(service) ? recordsTransport : transport),
+  };
+}
+
+/** Every client of the daemon over one connection (daemonConnection); AdmitBatch, the hot path, over a second of its own (admit.ts). */
+export function limiterClients(baseUrl: string, tls?: ClientTls): LimiterClients {
+  const daemon = daemonConnection(baseUrl, tls);
+  return {
     admitBatch: admitBatchCaller(baseUrl, tls),
-    limiter: createClient(LimiterService, transport),
-    directory: createClient(DirectoryService, transport),
-    health: createClient(Health, transport),
-    mail: createClient(MailService, transport),
-    delivery: createClient(DeliveryService, transport),
-    lanes: createClient(LaneService, transport),
-    console: createClient(ConsoleService, transport),
-    webhooks: createClient(WebhookService, recordsTransport),
-    webhookDelivery: createClient(WebhookDeliveryService, transport),
-    audience: createClient(AudienceService, recordsTransport),
-    automation: createClient(AutomationService, recordsTransport),
+    limiter: daemon.client(LimiterService),
+    directory: daemon.client(DirectoryService),
+    health: daemon.client(Health),
+    mail: daemon.client(MailService),
+    delivery: daemon.client(DeliveryService),
+    lanes: daemon.client(LaneService),
+    console: daemon.client(ConsoleService),
+    webhooks: daemon.client(WebhookService),
+    webhookDelivery: daemon.client(WebhookDeliveryService),
+    audience: daemon.client(AudienceService),
+    automation: daemon.client(AutomationService),
   };
 }

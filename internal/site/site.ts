@@ -1,6 +1,7 @@
-import { type ConsoleOptions, consoleHandler } from "../console/handler";
+import type { ConsoleOptions, ConsolePorts } from "../console/context";
+import { consoleHandler } from "../console/handler";
 import { Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
-import type { Admission, AdmitCall } from "../limiterclient/client";
+import type { AdmissionPort } from "../api/ports";
 import { ASSETS_PATH, assetHandler } from "../web/assets";
 import { pageHeaders } from "../web/headers";
 import { OPENAPI_PATH } from "../api/openapi/service";
@@ -9,31 +10,37 @@ import { DOCS_PATH, READY_PATH, type SiteHandler } from "../api/server";
 import { getOnly } from "../api/respond";
 import { rateLimitDocsPage } from "./docs";
 import { clientIp } from "../clientip/clientip";
-import { unsubscribePages } from "./unsubscribe";
+import { type UnsubscribeCalls, unsubscribePages } from "./unsubscribe";
 import { landingPage, notFoundPage, wantsHtml } from "./landing";
 
 const API_PREFIX = "/api/";
 
+/** The daemon's calls the pages make: the console's, and the unsubscribe pages' beside them. */
+export interface SitePorts extends ConsolePorts {
+  /** The API's admission: the unsubscribe pages, which anyone may call, count against the client IP's limit through it (an admission without a token). */
+  admission: AdmissionPort;
+  automation: ConsolePorts["automation"] & UnsubscribeCalls;
+}
+
 /**
  * What the API process serves to browsers beside the API: the rate-limit page, the console, the API
- * reference, their assets, the unsubscribe pages. `admit` is the API's admission: the unsubscribe pages, which
- * anyone may call, count against the client IP's limit through it (an admission without a token).
+ * reference, their assets, the unsubscribe pages.
  */
-export function apiSite(console: ConsoleOptions, admit: (call: AdmitCall) => Promise<Admission>): SiteHandler {
+export function apiSite(ports: SitePorts, o: ConsoleOptions): SiteHandler {
   const docsPage = rateLimitDocsPage();
   const landing = landingPage();
   const assets = assetHandler();
   const reference = referenceHandler();
-  const pages = consoleHandler(console);
+  const pages = consoleHandler(ports, o);
   const gate = async (req: Request, peerIp: string) => {
-    const a = await admit({
+    const a = await ports.admission.admit({
       token: "",
-      clientIp: clientIp(peerIp, req.headers.get("x-forwarded-for"), console.trustProxy),
+      clientIp: clientIp(peerIp, req.headers.get("x-forwarded-for"), o.trustProxy),
       withTags: false,
     });
     return a.verdict === Verdict.IP_LIMITED ? a.retryAfterSeconds : undefined;
   };
-  const unsubscribe = unsubscribePages(console.automation, gate, console.timeoutMs, console.log);
+  const unsubscribe = unsubscribePages(ports.automation, gate, o.timeoutMs, o.log);
   return (req, url, peerIp) => {
     const path = url.pathname;
     if (path === DOCS_PATH) return getOnly(req, path, () => new Response(docsPage, { headers: pageHeaders() }));

@@ -1,8 +1,8 @@
-import { Code, ConnectError } from "@connectrpc/connect";
+import { type Client, Code, ConnectError } from "@connectrpc/connect";
+import type { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
 import type { Logger } from "../log/log";
 import { type Html, html } from "../web/html";
 import { pageHeaders } from "../web/headers";
-import type { AutomationCalls } from "../api/campaigns";
 
 // The one-click unsubscribe of campaign messages (RFC 8058), at PUBLIC_URL/u/{token}: a POST
 // (the mail client's one click, or the confirm page's button) unsubscribes and is idempotent;
@@ -29,10 +29,13 @@ function page(status: number, title: string, body: Html): Response {
  */
 export type IpGate = (req: Request, peerIp: string) => Promise<number | undefined>;
 
+/** The daemon's one call these pages make. */
+export type UnsubscribeCalls = Pick<Client<typeof AutomationService>, "unsubscribe">;
+
 const unknownLink = () => page(404, "Link not found", html`<p>This unsubscribe link is not valid (any more).</p>`);
 
 /** The /u/{token} pages; undefined for every other path. */
-export function unsubscribePages(automation: AutomationCalls, gate: IpGate, timeoutMs: number, log: Logger) {
+export function unsubscribePages(automation: UnsubscribeCalls, gate: IpGate, timeoutMs: number, log: Logger) {
   const tryAgain = () =>
     page(503, "Try again", html`<p>We could not unsubscribe you just now. Please try again in a moment.</p>`);
   return (req: Request, url: URL, peerIp: string): Promise<Response> | undefined => {

@@ -1,7 +1,7 @@
 // mailparser's result and the envelope -> the body of POST /api/v1/emails.
 import { describe, expect, test } from "bun:test";
 import { simpleParser } from "mailparser";
-import { parseSendRequest } from "../api/emails";
+import { parseSendRequest } from "../api/send_request";
 import { MAX_BODY_BYTES } from "../limits/limits";
 import { type Conversion, idempotencyKey, mailboxHeader, PARSE_OPTIONS, toSendRequest } from "./message";
 

@@ -1,6 +1,7 @@
-// Which SMTP reply for which situation, as pure functions (the table in docs/smtp.md, "Replies"). The
-// socket layer (server.ts) only asks these and sends the answer. Every reply carries an RFC 3463
-// enhanced status code and a reason a person can act on.
+// Which SMTP reply for which situation, as pure functions (the table in docs/smtp.md, "Replies").
+// The session's stages (connect.ts, auth.ts, mail_from.ts, rcpt_to.ts, data.ts) only ask these
+// and send the answer. Every reply carries an RFC 3463 enhanced status code and a reason a
+// person can act on.
 import { MAX_MESSAGE_BYTES } from "../limits/limits";
 
 /** An SMTP reply: the basic code, the enhanced status code, the human reason. */
@@ -192,6 +193,11 @@ export function invalidSender(reason: string): Reply {
 /** The client went away or was cut off mid-DATA: nothing was forwarded. */
 export function dataAborted(): Reply {
   return reply(451, "4.4.2", "The message was not received in full; nothing was queued");
+}
+
+/** The front failed while handling a message (a fault of ours): nothing was queued. */
+export function handlingFailed(): Reply {
+  return reply(451, "4.3.0", "Internal error while handling the message; nothing was queued, try again");
 }
 
 // ---- the API's answer ---------------------------------------------------------------------

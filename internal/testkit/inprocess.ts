@@ -1,6 +1,6 @@
 // The daemon's services and the API front in this test process, on real ports, with a
 // clock the test moves: for behaviour over hours and days (the recipient guards).
-import { daemonDeps } from "../api/deps";
+import { daemonPorts } from "../api/daemon_ports";
 import { serveApi } from "../api/server";
 import { apiSite } from "../site/site";
 import { offloadedValidation } from "../api/validation";
@@ -52,29 +52,24 @@ export async function startInProcess(
   const clients = limiterClients(`http://127.0.0.1:${rpc.port}`);
   const validation = offloadedValidation({ workers: 1, timeoutMs: 2_000 });
   const log = logger("api");
-  const deps = daemonDeps(clients, {
-    timeoutMs: 2_000,
-    audienceTimeoutMs: 10_000,
-    trustProxy: [],
-    docsUrl: undefined,
-    log,
-    validation,
-  });
-  const api = serveApi(deps, "127.0.0.1", 0, {
-    site: apiSite(
-      {
-        daemon: clients.console,
-        audience: clients.audience,
-        automation: clients.automation,
-        mail: clients.mail,
-        webhooks: clients.webhooks,
-        timeoutMs: 2_000,
-        trustProxy: [],
-        log,
-      },
-      deps.admit,
-    ),
-  });
+  const ports = { ...daemonPorts(clients, { timeoutMs: 2_000, recordsTimeoutMs: 10_000, log }), validation };
+  const site = apiSite(
+    {
+      console: clients.console,
+      audience: clients.audience,
+      automation: clients.automation,
+      mail: clients.mail,
+      webhooks: clients.webhooks,
+      admission: ports.admission,
+    },
+    { timeoutMs: 2_000, trustProxy: [], log },
+  );
+  const api = serveApi(
+    ports,
+    { trustProxy: [], docsUrl: undefined, recordsTimeoutMs: 10_000, log, site },
+    "127.0.0.1",
+    0,
+  );
   return {
     apiUrl: `http://127.0.0.1:${api.port}`,
     clients,

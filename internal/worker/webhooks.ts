@@ -1,10 +1,11 @@
+import type { Client } from "@connectrpc/connect";
 import { MicroBatcher } from "../batch/batcher";
 import {
   type WebhookAttemptReport,
   WebhookAttemptResult,
+  type WebhookDeliveryService,
   type WebhookTask,
 } from "../gen/mailcore/limiter/v1/webhooks_pb";
-import type { LimiterClients } from "../limiterclient/client";
 import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
 import { isPermanent } from "./retry_policy";
@@ -23,6 +24,12 @@ const REPORT_GIVE_UP_MS = 10_000;
 const ENDPOINT_SHARE = 0.25;
 /** Reports per call: the attempts that end while one report call is under way go in the next. */
 const MAX_REPORT_BATCH = 256;
+
+/** The daemon's calls the webhook deliverer makes: its claims and its reports. */
+export type WebhookDeliveryCalls = Pick<
+  Client<typeof WebhookDeliveryService>,
+  "claimWebhookDeliveries" | "reportWebhookAttempts"
+>;
 
 export interface WebhookDelivererOptions {
   workerId: string;
@@ -96,14 +103,13 @@ export class WebhookDeliverer {
   private readonly reports: MicroBatcher<Omit<WebhookAttemptReport, "$typeName">, WebhookAttemptResult>;
 
   constructor(
-    private readonly clients: LimiterClients,
+    private readonly calls: WebhookDeliveryCalls,
     private readonly o: WebhookDelivererOptions,
   ) {
     this.claimFailing = new FailureEpisode(o.log, "webhook claim");
     this.reportFailing = new FailureEpisode(o.log, "webhook report");
     this.reports = new MicroBatcher(
-      async (reports) =>
-        (await clients.webhookDelivery.reportWebhookAttempts({ reports }, { timeoutMs: CALL_TIMEOUT_MS })).results,
+      async (reports) => (await calls.reportWebhookAttempts({ reports }, { timeoutMs: CALL_TIMEOUT_MS })).results,
       MAX_REPORT_BATCH,
     );
   }
@@ -118,7 +124,7 @@ export class WebhookDeliverer {
       }
       let tasks: WebhookTask[] = [];
       try {
-        const res = await this.clients.webhookDelivery.claimWebhookDeliveries(
+        const res = await this.calls.claimWebhookDeliveries(
           {
             workerId: this.o.workerId,
             max: this.o.concurrency - this.inFlight.size,

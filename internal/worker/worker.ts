@@ -1,5 +1,10 @@
-import { DeliveryOutcome, type Lane, type LeaseResponse } from "../gen/mailcore/limiter/v1/mail_pb";
-import type { LimiterClients } from "../limiterclient/client";
+import type { Client } from "@connectrpc/connect";
+import {
+  DeliveryOutcome,
+  type DeliveryService,
+  type Lane,
+  type LeaseResponse,
+} from "../gen/mailcore/limiter/v1/mail_pb";
 import { REQUEST_ID_HEADER } from "../wire/metadata";
 import { type DiskSpace, isDiskFull } from "../diskspace/diskspace";
 import { FailureEpisode } from "../log/episodes";
@@ -18,6 +23,9 @@ const OUTCOMES: Record<number, string> = {
 const ACK_TIMEOUT_MS = 2_000;
 // Short: when the daemon is back, the ack must beat the recovery loop to a lease that expired meanwhile.
 const ACK_RETRY_MAX_MS = 1_000;
+
+/** The daemon's calls a worker makes for the mail: the lease stream and the acks. */
+export type DeliveryCalls = Pick<Client<typeof DeliveryService>, "lease" | "ack">;
 
 export interface WorkerOptions {
   workerId: string;
@@ -51,7 +59,7 @@ export class Worker {
   private readonly pacers = new Map<Lane, LanePacer>();
 
   constructor(
-    private readonly clients: LimiterClients,
+    private readonly delivery: DeliveryCalls,
     private readonly transport: Transport,
     private readonly o: WorkerOptions,
   ) {
@@ -65,7 +73,7 @@ export class Worker {
       // Bounded: while as many acks as deliveries in flight are owed, lease nothing more.
       while (this.unacked.size >= this.o.maxInFlight && !this.abort.signal.aborted) await Bun.sleep(100);
       try {
-        const stream = this.clients.delivery.lease(
+        const stream = this.delivery.lease(
           { workerId: this.o.workerId, maxInFlight: this.o.maxInFlight },
           { signal: this.abort.signal },
         );
@@ -183,7 +191,7 @@ export class Worker {
       for (;;) {
         try {
           const { leaseId, messageId, orgId, outcome, detail } = ack;
-          await this.clients.delivery.ack(
+          await this.delivery.ack(
             { leaseId, messageId, orgId, outcome, detail },
             { timeoutMs: ACK_TIMEOUT_MS, headers: { [REQUEST_ID_HEADER]: ack.requestId } },
           );

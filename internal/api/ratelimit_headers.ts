@@ -4,7 +4,7 @@ import { planName } from "../plans/plans";
 const WINDOW_SECONDS = 60;
 
 /**
- * The rate-limit headers, byte for byte as internal/api/rate-limits.md shows them, with the
+ * The rate-limit headers, byte for byte as internal/site/rate-limits.md shows them, with the
  * legacy X-RateLimit-* copies. Retry-After is added by the caller on a 429.
  */
 export function rateLimitHeaders(

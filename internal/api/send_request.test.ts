@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
-import { InvalidField, MAX_RENDERED_HTML, parseSendRequest } from "./emails";
+import { InvalidField } from "./invalid_field";
+import { MAX_RENDERED_HTML, parseSendRequest } from "./send_request";
 
 const base = { from: "Acme <hello@acme.example>", to: "jane@example.org", subject: "Your code", text: "123456" };
 

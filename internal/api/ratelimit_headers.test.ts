@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
-import { rateLimitHeaders } from "./headers";
+import { rateLimitHeaders } from "./ratelimit_headers";
 
 test("rate-limit headers are byte-exact", () => {
   expect(rateLimitHeaders({ plan: Plan.PREMIUM, limit: 700, remaining: 699, resetSeconds: 1 })).toEqual({

@@ -1,7 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { IDEMPOTENCY_KEY_HEADER } from "../wire/metadata";
-import { InvalidField } from "./emails";
-import { type Admitted, error, invalid, readJson } from "./respond";
+import { InvalidField } from "./invalid_field";
+import { type Admitted, error, type Front, type Handler, invalid, readJson } from "./respond";
 
 // What the resource endpoints (audience, campaigns, workflows, webhooks, the activity log)
 // share around their one call to the daemon: path segments, paging, the body, and the answers
@@ -29,9 +29,9 @@ export function createCall(timeoutMs: number, idempotencyKey: string | null) {
   return idempotencyKey === null ? { timeoutMs } : { timeoutMs, headers: { [IDEMPOTENCY_KEY_HEADER]: idempotencyKey } };
 }
 
-/** The create call of an admitted request (see createCall). */
-export const keyedCall = (a: Admitted, timeoutMs: number) =>
-  createCall(timeoutMs, a.req.headers.get("idempotency-key"));
+/** The record-bound create call of an admitted request (see createCall). */
+export const keyedCall = (front: Front, a: Admitted) =>
+  createCall(front.records.timeoutMs, a.req.headers.get("idempotency-key"));
 
 /** A body refused before it was parsed (415, 413, 400). */
 class Refused extends Error {
@@ -53,10 +53,10 @@ export async function body(a: Admitted): Promise<unknown> {
  * readJson says, an invalid field 422, a subscriber or tag the daemon does not find (another
  * organization's too) 404, a cursor it does not know 422. Other failures go to the caller (503).
  */
-export function route(run: (a: Admitted) => Promise<Response>): (a: Admitted) => Promise<Response> {
-  return async (a) => {
+export function route(run: Handler): Handler {
+  return async (front, a) => {
     try {
-      return await run(a);
+      return await run(front, a);
     } catch (err) {
       if (err instanceof Refused) return err.response;
       if (err instanceof InvalidField) return invalid(err.field, err.message, a.headers);
