@@ -58,6 +58,14 @@ for (const [name, open] of hotStores(servers)) {
       expect(await send()).toEqual({ kind: "limited", reason: "short_window", retryAfterMs: MIN });
     });
 
+    test("a call stamped before the accepts that filled the window waits the window, never more", async () => {
+      // Calls are stamped by the daemon before they reach the store, so a refused one can run
+      // after accepts stamped a few ms later than itself.
+      for (let i = 0; i < 5; i++) expect((await send()).kind).toBe("accepted");
+      clock.advance(-3);
+      expect(await send()).toEqual({ kind: "limited", reason: "short_window", retryAfterMs: 10 * MIN });
+    });
+
     test("windows are per organization and mailbox, and mailboxes are compared as given", async () => {
       for (let i = 0; i < 5; i++) await send();
       expect((await send()).kind).toBe("limited");

@@ -92,10 +92,17 @@ export class EmbeddedMail implements MailStore {
           .all(orgId, mailbox) as { at_ms: number }[]
       ).map((r) => r.at_ms);
       const recent = times.filter((t) => t > now - guards.shortWindowMs);
+      // At most the window, as the Redis script does (an accept stamped after this call's now).
       if (recent.length >= guards.shortMax)
-        refuse(recent[recent.length - guards.shortMax]! + guards.shortWindowMs - now, "short_window");
+        refuse(
+          Math.min(guards.shortWindowMs, recent[recent.length - guards.shortMax]! + guards.shortWindowMs - now),
+          "short_window",
+        );
       if (times.length >= guards.longMax)
-        refuse(times[times.length - guards.longMax]! + guards.longWindowMs - now, "long_window");
+        refuse(
+          Math.min(guards.longWindowMs, times[times.length - guards.longMax]! + guards.longWindowMs - now),
+          "long_window",
+        );
     }
     if (retry > 0) return { kind: "limited", reason, retryAfterMs: retry };
 

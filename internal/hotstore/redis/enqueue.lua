@@ -50,13 +50,15 @@ if ARGV[8] == '1' then
   local n = #recent / 2
   if n >= shortMax then
     -- The (n - shortMax + 1)-th oldest recent accept must leave the window.
-    local wait = tonumber(recent[(n - shortMax + 1) * 2]) + shortWin - now
+    -- At most the window: an accept stamped a few ms after this call's now (calls are stamped
+    -- before they reach Redis, so they can run out of order) must not ask for 600.003 s.
+    local wait = math.min(shortWin, tonumber(recent[(n - shortMax + 1) * 2]) + shortWin - now)
     if wait > retry then retry, reason = wait, 'short_window' end
   end
   local total = redis.call('ZCARD', KEYS[2])
   if total >= longMax then
     local e = redis.call('ZRANGE', KEYS[2], total - longMax, total - longMax, 'WITHSCORES')
-    local wait = tonumber(e[2]) + longWin - now
+    local wait = math.min(longWin, tonumber(e[2]) + longWin - now)
     if wait > retry then retry, reason = wait, 'long_window' end
   end
 end
