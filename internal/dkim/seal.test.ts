@@ -160,3 +160,16 @@ test("a key file that is missing or damaged is an error naming the file, never r
   );
   expect(() => readMasterKeyFile(dir)).toThrow(`cannot read the DKIM master key file ${dir}: EISDIR`);
 });
+
+test("derived keys: 32 bytes each, one per purpose and per master key, stable", () => {
+  const master = MasterKey.generate();
+  const other = MasterKey.generate();
+  const purposes = ["return-path", "tracking", "plane-ticket"] as const;
+  const keys = purposes.map((p) => master.derive(p).toString("hex"));
+  expect(new Set(keys).size).toBe(3);
+  for (const [i, p] of purposes.entries()) {
+    expect(master.derive(p).length).toBe(32);
+    expect(master.derive(p).toString("hex")).toBe(keys[i]!);
+    expect(other.derive(p).toString("hex")).not.toBe(keys[i]!);
+  }
+});

@@ -3,6 +3,7 @@ import {
   createDecipheriv,
   createHmac,
   createPrivateKey,
+  hkdfSync,
   type KeyObject,
   randomBytes,
 } from "node:crypto";
@@ -24,6 +25,9 @@ const INSPECT = Symbol.for("nodejs.util.inspect.custom");
 export const MASTER_KEY_FILE = "dkim-master.key";
 
 export class MasterKeyError extends Error {}
+
+/** What a key derived from the master key is for: the return path's HMAC, tracking links, plane tickets. */
+export type DerivedKeyPurpose = "return-path" | "tracking" | "plane-ticket";
 
 /** Each master key's bytes, out of reach of everything outside this module. */
 const masterBytes = new WeakMap<MasterKey, Buffer>();
@@ -53,6 +57,14 @@ export class MasterKey {
         `${source} must be the base64 of ${MASTER_KEY_BYTES} random bytes (make one with: openssl rand -base64 32)`,
       );
     return new MasterKey(bytes);
+  }
+
+  /**
+   * A key of its own for one purpose, derived with HKDF-SHA256: the daemon keeps one secret, and
+   * a key of one purpose reveals nothing of the others or of the master key.
+   */
+  derive(purpose: DerivedKeyPurpose): Buffer {
+    return Buffer.from(hkdfSync("sha256", masterBytes.get(this)!, Buffer.alloc(0), `mailcore ${purpose} v1`, 32));
   }
 
   toString(): string {

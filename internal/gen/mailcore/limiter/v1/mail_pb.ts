@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file mailcore/limiter/v1/mail.proto.
  */
 export const file_mailcore_limiter_v1_mail: GenFile = /*@__PURE__*/
-  fileDesc("Ch5tYWlsY29yZS9saW1pdGVyL3YxL21haWwucHJvdG8SE21haWxjb3JlLmxpbWl0ZXIudjEiwQIKBUVtYWlsEgwKBGZyb20YASABKAkSFAoMZnJvbV9hZGRyZXNzGAIgASgJEgoKAnRvGAMgASgJEhIKCnRvX2FkZHJlc3MYBCABKAkSDwoHc3ViamVjdBgFIAEoCRIMCgRodG1sGAYgASgJEgwKBHRleHQYByABKAkSEAoIcmVwbHlfdG8YCCABKAkSOAoHaGVhZGVycxgJIAMoCzInLm1haWxjb3JlLmxpbWl0ZXIudjEuRW1haWwuSGVhZGVyc0VudHJ5EgwKBHRhZ3MYCiADKAkSEwoLdHJhY2tfb3BlbnMYCyABKAgSFAoMdHJhY2tfY2xpY2tzGAwgASgIEhIKCnJlcXVlc3RfaWQYDSABKAkaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEinQEKC1NlbmRSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRInCgRsYW5lGAIgASgOMhkubWFpbGNvcmUubGltaXRlci52MS5MYW5lEikKBWVtYWlsGAMgASgLMhoubWFpbGNvcmUubGltaXRlci52MS5FbWFpbBIXCg9pZGVtcG90ZW5jeV9rZXkYBCABKAkSEQoJYm9keV9oYXNoGAUgASgJIoIBCgxTZW5kUmVzcG9uc2USMQoHb3V0Y29tZRgBIAEoDjIgLm1haWxjb3JlLmxpbWl0ZXIudjEuU2VuZE91dGNvbWUSEgoKbWVzc2FnZV9pZBgCIAEoCRIbChNyZXRyeV9hZnRlcl9zZWNvbmRzGAMgASgNEg4KBnJlYXNvbhgEIAEoCSI3ChFHZXRNZXNzYWdlUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCSJhCgxNZXNzYWdlRXZlbnQSMgoGc3RhdHVzGAEgASgOMiIubWFpbGNvcmUubGltaXRlci52MS5NZXNzYWdlU3RhdHVzEg0KBWF0X21zGAIgASgDEg4KBmRldGFpbBgDIAEoCSKiAgoLTWVzc2FnZUluZm8SCgoCaWQYASABKAkSJwoEbGFuZRgCIAEoDjIZLm1haWxjb3JlLmxpbWl0ZXIudjEuTGFuZRIyCgZzdGF0dXMYAyABKA4yIi5tYWlsY29yZS5saW1pdGVyLnYxLk1lc3NhZ2VTdGF0dXMSDAoEZnJvbRgEIAEoCRIKCgJ0bxgFIAEoCRIPCgdzdWJqZWN0GAYgASgJEhUKDWNyZWF0ZWRfYXRfbXMYByABKAMSFQoNdXBkYXRlZF9hdF9tcxgIIAEoAxIQCghhdHRlbXB0cxgJIAEoDRIxCgZldmVudHMYCiADKAsyIS5tYWlsY29yZS5saW1pdGVyLnYxLk1lc3NhZ2VFdmVudBIMCgR0YWdzGAsgAygJIkcKEkdldE1lc3NhZ2VSZXNwb25zZRIxCgdtZXNzYWdlGAEgASgLMiAubWFpbGNvcmUubGltaXRlci52MS5NZXNzYWdlSW5mbyLnAQoTTGlzdE1lc3NhZ2VzUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSDQoFbGltaXQYAiABKA0SDgoGY3Vyc29yGAMgASgJEjIKBnN0YXR1cxgEIAEoDjIiLm1haWxjb3JlLmxpbWl0ZXIudjEuTWVzc2FnZVN0YXR1cxISCgp0b19tYWlsYm94GAUgASgJEgsKA3RhZxgGIAEoCRInCgRsYW5lGAcgASgOMhkubWFpbGNvcmUubGltaXRlci52MS5MYW5lEhAKCGFmdGVyX21zGAggASgDEhEKCWJlZm9yZV9tcxgJIAEoAyJfChRMaXN0TWVzc2FnZXNSZXNwb25zZRIyCghtZXNzYWdlcxgBIAMoCzIgLm1haWxjb3JlLmxpbWl0ZXIudjEuTWVzc2FnZUluZm8SEwoLbmV4dF9jdXJzb3IYAiABKAkiTAoWR2V0TWVzc2FnZVN0YXRzUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSEAoIc2luY2VfbXMYAiABKAMSEAoIdW50aWxfbXMYAyABKAMixwEKEE1lc3NhZ2VTdGF0c0hvdXISFQoNaG91cl9zdGFydF9tcxgBIAEoAxIQCghhY2NlcHRlZBgCIAEoBBIRCglkZWxpdmVyZWQYAyABKAQSDwoHYm91bmNlZBgEIAEoBBIOCgZmYWlsZWQYBSABKAQSEAoIZGVmZXJyZWQYBiABKAQSFQoNcmVmdXNlZF9xdW90YRgHIAEoBBISCgpyZWZ1c2VkX2lwGAggASgEEhkKEXJlZnVzZWRfcmVjaXBpZW50GAkgASgEIk8KF0dldE1lc3NhZ2VTdGF0c1Jlc3BvbnNlEjQKBWhvdXJzGAEgAygLMiUubWFpbGNvcmUubGltaXRlci52MS5NZXNzYWdlU3RhdHNIb3VyIjgKDExlYXNlUmVxdWVzdBIRCgl3b3JrZXJfaWQYASABKAkSFQoNbWF4X2luX2ZsaWdodBgCIAEoDSLUAQoNTGVhc2VSZXNwb25zZRIQCghsZWFzZV9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEg4KBm9yZ19pZBgDIAEoCRInCgRsYW5lGAQgASgOMhkubWFpbGNvcmUubGltaXRlci52MS5MYW5lEikKBWVtYWlsGAUgASgLMhoubWFpbGNvcmUubGltaXRlci52MS5FbWFpbBIPCgdhdHRlbXB0GAYgASgNEhUKDW5vdF9iZWZvcmVfbXMYByABKAMSEQoJbGFuZV9yYXRlGAggASgNIokBCgpBY2tSZXF1ZXN0EhAKCGxlYXNlX2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSDgoGb3JnX2lkGAMgASgJEjUKB291dGNvbWUYBCABKA4yJC5tYWlsY29yZS5saW1pdGVyLnYxLkRlbGl2ZXJ5T3V0Y29tZRIOCgZkZXRhaWwYBSABKAkiUgoLQWNrUmVzcG9uc2USDwoHY3VycmVudBgBIAEoCBIyCgZzdGF0dXMYAiABKA4yIi5tYWlsY29yZS5saW1pdGVyLnYxLk1lc3NhZ2VTdGF0dXMiuQEKCUxhbmVTdGF0cxInCgRsYW5lGAEgASgOMhkubWFpbGNvcmUubGltaXRlci52MS5MYW5lEg0KBWRlcHRoGAIgASgEEg0KBXJlYWR5GAMgASgEEhEKCWluX2ZsaWdodBgEIAEoBBIQCghkZWZlcnJlZBgFIAEoBBIVCg1vbGRlc3RfYWdlX21zGAYgASgEEgwKBHJhdGUYByABKAESGwoTcmVsZWFzZWRfcGVyX3NlY29uZBgIIAEoASIRCg9HZXRMYW5lc1JlcXVlc3QiQQoQR2V0TGFuZXNSZXNwb25zZRItCgVsYW5lcxgBIAMoCzIeLm1haWxjb3JlLmxpbWl0ZXIudjEuTGFuZVN0YXRzIlAKE0xpc3RSZWxlYXNlc1JlcXVlc3QSJwoEbGFuZRgBIAEoDjIZLm1haWxjb3JlLmxpbWl0ZXIudjEuTGFuZRIQCghzaW5jZV9tcxgCIAEoAyJZCgdSZWxlYXNlEhIKCm1lc3NhZ2VfaWQYASABKAkSDgoGb3JnX2lkGAIgASgJEhIKCnNsb3RfYXRfbXMYAyABKAMSFgoOcmVsZWFzZWRfYXRfbXMYBCABKAMiRgoUTGlzdFJlbGVhc2VzUmVzcG9uc2USLgoIcmVsZWFzZXMYASADKAsyHC5tYWlsY29yZS5saW1pdGVyLnYxLlJlbGVhc2UqQwoETGFuZRIUChBMQU5FX1VOU1BFQ0lGSUVEEAASFgoSTEFORV9UUkFOU0FDVElPTkFMEAESDQoJTEFORV9CVUxLEAIq2AEKDU1lc3NhZ2VTdGF0dXMSHgoaTUVTU0FHRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIZChVNRVNTQUdFX1NUQVRVU19RVUVVRUQQARIaChZNRVNTQUdFX1NUQVRVU19TRU5ESU5HEAISHAoYTUVTU0FHRV9TVEFUVVNfREVMSVZFUkVEEAMSGwoXTUVTU0FHRV9TVEFUVVNfREVGRVJSRUQQBBIaChZNRVNTQUdFX1NUQVRVU19CT1VOQ0VEEAUSGQoVTUVTU0FHRV9TVEFUVVNfRkFJTEVEEAYq0gEKC1NlbmRPdXRjb21lEhwKGFNFTkRfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhkKFVNFTkRfT1VUQ09NRV9BQ0NFUFRFRBABEhkKFVNFTkRfT1VUQ09NRV9SRVBMQVlFRBACEiUKIVNFTkRfT1VUQ09NRV9JREVNUE9URU5DWV9DT05GTElDVBADEiIKHlNFTkRfT1VUQ09NRV9SRUNJUElFTlRfTElNSVRFRBAEEiQKIFNFTkRfT1VUQ09NRV9ET01BSU5fTk9UX1ZFUklGSUVEEAUqkAEKD0RlbGl2ZXJ5T3V0Y29tZRIgChxERUxJVkVSWV9PVVRDT01FX1VOU1BFQ0lGSUVEEAASHgoaREVMSVZFUllfT1VUQ09NRV9ERUxJVkVSRUQQARIcChhERUxJVkVSWV9PVVRDT01FX0JPVU5DRUQQAhIdChlERUxJVkVSWV9PVVRDT01FX0RFRkVSUkVEEAMyjAMKC01haWxTZXJ2aWNlEksKBFNlbmQSIC5tYWlsY29yZS5saW1pdGVyLnYxLlNlbmRSZXF1ZXN0GiEubWFpbGNvcmUubGltaXRlci52MS5TZW5kUmVzcG9uc2USXQoKR2V0TWVzc2FnZRImLm1haWxjb3JlLmxpbWl0ZXIudjEuR2V0TWVzc2FnZVJlcXVlc3QaJy5tYWlsY29yZS5saW1pdGVyLnYxLkdldE1lc3NhZ2VSZXNwb25zZRJjCgxMaXN0TWVzc2FnZXMSKC5tYWlsY29yZS5saW1pdGVyLnYxLkxpc3RNZXNzYWdlc1JlcXVlc3QaKS5tYWlsY29yZS5saW1pdGVyLnYxLkxpc3RNZXNzYWdlc1Jlc3BvbnNlEmwKD0dldE1lc3NhZ2VTdGF0cxIrLm1haWxjb3JlLmxpbWl0ZXIudjEuR2V0TWVzc2FnZVN0YXRzUmVxdWVzdBosLm1haWxjb3JlLmxpbWl0ZXIudjEuR2V0TWVzc2FnZVN0YXRzUmVzcG9uc2UyrQEKD0RlbGl2ZXJ5U2VydmljZRJQCgVMZWFzZRIhLm1haWxjb3JlLmxpbWl0ZXIudjEuTGVhc2VSZXF1ZXN0GiIubWFpbGNvcmUubGltaXRlci52MS5MZWFzZVJlc3BvbnNlMAESSAoDQWNrEh8ubWFpbGNvcmUubGltaXRlci52MS5BY2tSZXF1ZXN0GiAubWFpbGNvcmUubGltaXRlci52MS5BY2tSZXNwb25zZTLLAQoLTGFuZVNlcnZpY2USVwoIR2V0TGFuZXMSJC5tYWlsY29yZS5saW1pdGVyLnYxLkdldExhbmVzUmVxdWVzdBolLm1haWxjb3JlLmxpbWl0ZXIudjEuR2V0TGFuZXNSZXNwb25zZRJjCgxMaXN0UmVsZWFzZXMSKC5tYWlsY29yZS5saW1pdGVyLnYxLkxpc3RSZWxlYXNlc1JlcXVlc3QaKS5tYWlsY29yZS5saW1pdGVyLnYxLkxpc3RSZWxlYXNlc1Jlc3BvbnNlYgZwcm90bzM");
+  fileDesc("Ch5tYWlsY29yZS9saW1pdGVyL3YxL21haWwucHJvdG8SE21haWxjb3JlLmxpbWl0ZXIudjEiwQIKBUVtYWlsEgwKBGZyb20YASABKAkSFAoMZnJvbV9hZGRyZXNzGAIgASgJEgoKAnRvGAMgASgJEhIKCnRvX2FkZHJlc3MYBCABKAkSDwoHc3ViamVjdBgFIAEoCRIMCgRodG1sGAYgASgJEgwKBHRleHQYByABKAkSEAoIcmVwbHlfdG8YCCABKAkSOAoHaGVhZGVycxgJIAMoCzInLm1haWxjb3JlLmxpbWl0ZXIudjEuRW1haWwuSGVhZGVyc0VudHJ5EgwKBHRhZ3MYCiADKAkSEwoLdHJhY2tfb3BlbnMYCyABKAgSFAoMdHJhY2tfY2xpY2tzGAwgASgIEhIKCnJlcXVlc3RfaWQYDSABKAkaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEinQEKC1NlbmRSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRInCgRsYW5lGAIgASgOMhkubWFpbGNvcmUubGltaXRlci52MS5MYW5lEikKBWVtYWlsGAMgASgLMhoubWFpbGNvcmUubGltaXRlci52MS5FbWFpbBIXCg9pZGVtcG90ZW5jeV9rZXkYBCABKAkSEQoJYm9keV9oYXNoGAUgASgJIoIBCgxTZW5kUmVzcG9uc2USMQoHb3V0Y29tZRgBIAEoDjIgLm1haWxjb3JlLmxpbWl0ZXIudjEuU2VuZE91dGNvbWUSEgoKbWVzc2FnZV9pZBgCIAEoCRIbChNyZXRyeV9hZnRlcl9zZWNvbmRzGAMgASgNEg4KBnJlYXNvbhgEIAEoCSI3ChFHZXRNZXNzYWdlUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCSJhCgxNZXNzYWdlRXZlbnQSMgoGc3RhdHVzGAEgASgOMiIubWFpbGNvcmUubGltaXRlci52MS5NZXNzYWdlU3RhdHVzEg0KBWF0X21zGAIgASgDEg4KBmRldGFpbBgDIAEoCSKiAgoLTWVzc2FnZUluZm8SCgoCaWQYASABKAkSJwoEbGFuZRgCIAEoDjIZLm1haWxjb3JlLmxpbWl0ZXIudjEuTGFuZRIyCgZzdGF0dXMYAyABKA4yIi5tYWlsY29yZS5saW1pdGVyLnYxLk1lc3NhZ2VTdGF0dXMSDAoEZnJvbRgEIAEoCRIKCgJ0bxgFIAEoCRIPCgdzdWJqZWN0GAYgASgJEhUKDWNyZWF0ZWRfYXRfbXMYByABKAMSFQoNdXBkYXRlZF9hdF9tcxgIIAEoAxIQCghhdHRlbXB0cxgJIAEoDRIxCgZldmVudHMYCiADKAsyIS5tYWlsY29yZS5saW1pdGVyLnYxLk1lc3NhZ2VFdmVudBIMCgR0YWdzGAsgAygJIkcKEkdldE1lc3NhZ2VSZXNwb25zZRIxCgdtZXNzYWdlGAEgASgLMiAubWFpbGNvcmUubGltaXRlci52MS5NZXNzYWdlSW5mbyLnAQoTTGlzdE1lc3NhZ2VzUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSDQoFbGltaXQYAiABKA0SDgoGY3Vyc29yGAMgASgJEjIKBnN0YXR1cxgEIAEoDjIiLm1haWxjb3JlLmxpbWl0ZXIudjEuTWVzc2FnZVN0YXR1cxISCgp0b19tYWlsYm94GAUgASgJEgsKA3RhZxgGIAEoCRInCgRsYW5lGAcgASgOMhkubWFpbGNvcmUubGltaXRlci52MS5MYW5lEhAKCGFmdGVyX21zGAggASgDEhEKCWJlZm9yZV9tcxgJIAEoAyJfChRMaXN0TWVzc2FnZXNSZXNwb25zZRIyCghtZXNzYWdlcxgBIAMoCzIgLm1haWxjb3JlLmxpbWl0ZXIudjEuTWVzc2FnZUluZm8SEwoLbmV4dF9jdXJzb3IYAiABKAkiTAoWR2V0TWVzc2FnZVN0YXRzUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSEAoIc2luY2VfbXMYAiABKAMSEAoIdW50aWxfbXMYAyABKAMixwEKEE1lc3NhZ2VTdGF0c0hvdXISFQoNaG91cl9zdGFydF9tcxgBIAEoAxIQCghhY2NlcHRlZBgCIAEoBBIRCglkZWxpdmVyZWQYAyABKAQSDwoHYm91bmNlZBgEIAEoBBIOCgZmYWlsZWQYBSABKAQSEAoIZGVmZXJyZWQYBiABKAQSFQoNcmVmdXNlZF9xdW90YRgHIAEoBBISCgpyZWZ1c2VkX2lwGAggASgEEhkKEXJlZnVzZWRfcmVjaXBpZW50GAkgASgEIk8KF0dldE1lc3NhZ2VTdGF0c1Jlc3BvbnNlEjQKBWhvdXJzGAEgAygLMiUubWFpbGNvcmUubGltaXRlci52MS5NZXNzYWdlU3RhdHNIb3VyIjgKDExlYXNlUmVxdWVzdBIRCgl3b3JrZXJfaWQYASABKAkSFQoNbWF4X2luX2ZsaWdodBgCIAEoDSKgAgoNTGVhc2VSZXNwb25zZRIQCghsZWFzZV9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEg4KBm9yZ19pZBgDIAEoCRInCgRsYW5lGAQgASgOMhkubWFpbGNvcmUubGltaXRlci52MS5MYW5lEikKBWVtYWlsGAUgASgLMhoubWFpbGNvcmUubGltaXRlci52MS5FbWFpbBIPCgdhdHRlbXB0GAYgASgNEhUKDW5vdF9iZWZvcmVfbXMYByABKAMSEQoJbGFuZV9yYXRlGAggASgNEhMKC3JldHVybl9wYXRoGAkgASgJEjUKDHNpZ25pbmdfa2V5cxgKIAMoCzIfLm1haWxjb3JlLmxpbWl0ZXIudjEuU2lnbmluZ0tleSJWCgpTaWduaW5nS2V5Eg4KBmRvbWFpbhgBIAEoCRIQCghzZWxlY3RvchgCIAEoCRIRCglhbGdvcml0aG0YAyABKAkSEwoLcHJpdmF0ZV9rZXkYBCABKAwiOgoGQm91bmNlEgwKBHR5cGUYASABKAkSDgoGc3RhdHVzGAIgASgJEhIKCmRpYWdub3N0aWMYAyABKAkigQEKD0RlbGl2ZXJ5QXR0ZW1wdBINCgVhdF9tcxgBIAEoAxIMCgRob3N0GAIgASgJEg8KB2FkZHJlc3MYAyABKAkSCwoDdGxzGAQgASgJEg0KBXN0YWdlGAUgASgJEg0KBXJlcGx5GAYgASgJEhUKDWVuaGFuY2VkX2NvZGUYByABKAkihgIKCkFja1JlcXVlc3QSEAoIbGVhc2VfaWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIOCgZvcmdfaWQYAyABKAkSNQoHb3V0Y29tZRgEIAEoDjIkLm1haWxjb3JlLmxpbWl0ZXIudjEuRGVsaXZlcnlPdXRjb21lEg4KBmRldGFpbBgFIAEoCRIWCg5yZXRyeV9hZnRlcl9tcxgGIAEoAxIrCgZib3VuY2UYByABKAsyGy5tYWlsY29yZS5saW1pdGVyLnYxLkJvdW5jZRI2CghhdHRlbXB0cxgIIAMoCzIkLm1haWxjb3JlLmxpbWl0ZXIudjEuRGVsaXZlcnlBdHRlbXB0IlIKC0Fja1Jlc3BvbnNlEg8KB2N1cnJlbnQYASABKAgSMgoGc3RhdHVzGAIgASgOMiIubWFpbGNvcmUubGltaXRlci52MS5NZXNzYWdlU3RhdHVzIrkBCglMYW5lU3RhdHMSJwoEbGFuZRgBIAEoDjIZLm1haWxjb3JlLmxpbWl0ZXIudjEuTGFuZRINCgVkZXB0aBgCIAEoBBINCgVyZWFkeRgDIAEoBBIRCglpbl9mbGlnaHQYBCABKAQSEAoIZGVmZXJyZWQYBSABKAQSFQoNb2xkZXN0X2FnZV9tcxgGIAEoBBIMCgRyYXRlGAcgASgBEhsKE3JlbGVhc2VkX3Blcl9zZWNvbmQYCCABKAEiEQoPR2V0TGFuZXNSZXF1ZXN0IkEKEEdldExhbmVzUmVzcG9uc2USLQoFbGFuZXMYASADKAsyHi5tYWlsY29yZS5saW1pdGVyLnYxLkxhbmVTdGF0cyJQChNMaXN0UmVsZWFzZXNSZXF1ZXN0EicKBGxhbmUYASABKA4yGS5tYWlsY29yZS5saW1pdGVyLnYxLkxhbmUSEAoIc2luY2VfbXMYAiABKAMiWQoHUmVsZWFzZRISCgptZXNzYWdlX2lkGAEgASgJEg4KBm9yZ19pZBgCIAEoCRISCgpzbG90X2F0X21zGAMgASgDEhYKDnJlbGVhc2VkX2F0X21zGAQgASgDIkYKFExpc3RSZWxlYXNlc1Jlc3BvbnNlEi4KCHJlbGVhc2VzGAEgAygLMhwubWFpbGNvcmUubGltaXRlci52MS5SZWxlYXNlKkMKBExhbmUSFAoQTEFORV9VTlNQRUNJRklFRBAAEhYKEkxBTkVfVFJBTlNBQ1RJT05BTBABEg0KCUxBTkVfQlVMSxACKtgBCg1NZXNzYWdlU3RhdHVzEh4KGk1FU1NBR0VfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGQoVTUVTU0FHRV9TVEFUVVNfUVVFVUVEEAESGgoWTUVTU0FHRV9TVEFUVVNfU0VORElORxACEhwKGE1FU1NBR0VfU1RBVFVTX0RFTElWRVJFRBADEhsKF01FU1NBR0VfU1RBVFVTX0RFRkVSUkVEEAQSGgoWTUVTU0FHRV9TVEFUVVNfQk9VTkNFRBAFEhkKFU1FU1NBR0VfU1RBVFVTX0ZBSUxFRBAGKtIBCgtTZW5kT3V0Y29tZRIcChhTRU5EX09VVENPTUVfVU5TUEVDSUZJRUQQABIZChVTRU5EX09VVENPTUVfQUNDRVBURUQQARIZChVTRU5EX09VVENPTUVfUkVQTEFZRUQQAhIlCiFTRU5EX09VVENPTUVfSURFTVBPVEVOQ1lfQ09ORkxJQ1QQAxIiCh5TRU5EX09VVENPTUVfUkVDSVBJRU5UX0xJTUlURUQQBBIkCiBTRU5EX09VVENPTUVfRE9NQUlOX05PVF9WRVJJRklFRBAFKq8BCg9EZWxpdmVyeU91dGNvbWUSIAocREVMSVZFUllfT1VUQ09NRV9VTlNQRUNJRklFRBAAEh4KGkRFTElWRVJZX09VVENPTUVfREVMSVZFUkVEEAESHAoYREVMSVZFUllfT1VUQ09NRV9CT1VOQ0VEEAISHQoZREVMSVZFUllfT1VUQ09NRV9ERUZFUlJFRBADEh0KGURFTElWRVJZX09VVENPTUVfUkVKRUNURUQQBDKMAwoLTWFpbFNlcnZpY2USSwoEU2VuZBIgLm1haWxjb3JlLmxpbWl0ZXIudjEuU2VuZFJlcXVlc3QaIS5tYWlsY29yZS5saW1pdGVyLnYxLlNlbmRSZXNwb25zZRJdCgpHZXRNZXNzYWdlEiYubWFpbGNvcmUubGltaXRlci52MS5HZXRNZXNzYWdlUmVxdWVzdBonLm1haWxjb3JlLmxpbWl0ZXIudjEuR2V0TWVzc2FnZVJlc3BvbnNlEmMKDExpc3RNZXNzYWdlcxIoLm1haWxjb3JlLmxpbWl0ZXIudjEuTGlzdE1lc3NhZ2VzUmVxdWVzdBopLm1haWxjb3JlLmxpbWl0ZXIudjEuTGlzdE1lc3NhZ2VzUmVzcG9uc2USbAoPR2V0TWVzc2FnZVN0YXRzEisubWFpbGNvcmUubGltaXRlci52MS5HZXRNZXNzYWdlU3RhdHNSZXF1ZXN0GiwubWFpbGNvcmUubGltaXRlci52MS5HZXRNZXNzYWdlU3RhdHNSZXNwb25zZTKtAQoPRGVsaXZlcnlTZXJ2aWNlElAKBUxlYXNlEiEubWFpbGNvcmUubGltaXRlci52MS5MZWFzZVJlcXVlc3QaIi5tYWlsY29yZS5saW1pdGVyLnYxLkxlYXNlUmVzcG9uc2UwARJICgNBY2sSHy5tYWlsY29yZS5saW1pdGVyLnYxLkFja1JlcXVlc3QaIC5tYWlsY29yZS5saW1pdGVyLnYxLkFja1Jlc3BvbnNlMssBCgtMYW5lU2VydmljZRJXCghHZXRMYW5lcxIkLm1haWxjb3JlLmxpbWl0ZXIudjEuR2V0TGFuZXNSZXF1ZXN0GiUubWFpbGNvcmUubGltaXRlci52MS5HZXRMYW5lc1Jlc3BvbnNlEmMKDExpc3RSZWxlYXNlcxIoLm1haWxjb3JlLmxpbWl0ZXIudjEuTGlzdFJlbGVhc2VzUmVxdWVzdBopLm1haWxjb3JlLmxpbWl0ZXIudjEuTGlzdFJlbGVhc2VzUmVzcG9uc2ViBnByb3RvMw");
 
 /**
  * Email is a validated message, as the API accepted it.
@@ -1019,6 +1019,22 @@ export type LeaseResponse = Message<"mailcore.limiter.v1.LeaseResponse"> & {
    * @generated from field: uint32 lane_rate = 8;
    */
   laneRate: number;
+
+  /**
+   * The envelope sender (MAIL FROM): an address at the From domain's return-path subdomain that
+   * names this message and carries an HMAC only the daemon can make. Empty for a fixture.
+   *
+   * @generated from field: string return_path = 9;
+   */
+  returnPath: string;
+
+  /**
+   * The keys to sign the message with, last, after every change to it: the From domain's active
+   * selector(s). Empty only for a fixture: a message with no key is never sent unsigned.
+   *
+   * @generated from field: repeated mailcore.limiter.v1.SigningKey signing_keys = 10;
+   */
+  signingKeys: SigningKey[];
 };
 
 /**
@@ -1072,6 +1088,22 @@ export type LeaseResponseJson = {
    * @generated from field: uint32 lane_rate = 8;
    */
   laneRate?: number;
+
+  /**
+   * The envelope sender (MAIL FROM): an address at the From domain's return-path subdomain that
+   * names this message and carries an HMAC only the daemon can make. Empty for a fixture.
+   *
+   * @generated from field: string return_path = 9;
+   */
+  returnPath?: string;
+
+  /**
+   * The keys to sign the message with, last, after every change to it: the From domain's active
+   * selector(s). Empty only for a fixture: a message with no key is never sent unsigned.
+   *
+   * @generated from field: repeated mailcore.limiter.v1.SigningKey signing_keys = 10;
+   */
+  signingKeys?: SigningKeyJson[];
 };
 
 /**
@@ -1080,6 +1112,251 @@ export type LeaseResponseJson = {
  */
 export const LeaseResponseSchema: GenMessage<LeaseResponse, {jsonType: LeaseResponseJson}> = /*@__PURE__*/
   messageDesc(file_mailcore_limiter_v1_mail, 13);
+
+/**
+ * A DKIM key a worker signs with. Sent only to the worker role.
+ *
+ * @generated from message mailcore.limiter.v1.SigningKey
+ */
+export type SigningKey = Message<"mailcore.limiter.v1.SigningKey"> & {
+  /**
+   * The signing domain (d=) and selector (s=).
+   *
+   * @generated from field: string domain = 1;
+   */
+  domain: string;
+
+  /**
+   * @generated from field: string selector = 2;
+   */
+  selector: string;
+
+  /**
+   * "rsa-sha256" or "ed25519-sha256".
+   *
+   * @generated from field: string algorithm = 3;
+   */
+  algorithm: string;
+
+  /**
+   * The private key, PKCS#8 DER.
+   *
+   * @generated from field: bytes private_key = 4;
+   */
+  privateKey: Uint8Array;
+};
+
+/**
+ * A DKIM key a worker signs with. Sent only to the worker role.
+ *
+ * @generated from message mailcore.limiter.v1.SigningKey
+ */
+export type SigningKeyJson = {
+  /**
+   * The signing domain (d=) and selector (s=).
+   *
+   * @generated from field: string domain = 1;
+   */
+  domain?: string;
+
+  /**
+   * @generated from field: string selector = 2;
+   */
+  selector?: string;
+
+  /**
+   * "rsa-sha256" or "ed25519-sha256".
+   *
+   * @generated from field: string algorithm = 3;
+   */
+  algorithm?: string;
+
+  /**
+   * The private key, PKCS#8 DER.
+   *
+   * @generated from field: bytes private_key = 4;
+   */
+  privateKey?: string;
+};
+
+/**
+ * Describes the message mailcore.limiter.v1.SigningKey.
+ * Use `create(SigningKeySchema)` to create a new message.
+ */
+export const SigningKeySchema: GenMessage<SigningKey, {jsonType: SigningKeyJson}> = /*@__PURE__*/
+  messageDesc(file_mailcore_limiter_v1_mail, 14);
+
+/**
+ * How a refusal was classified (internal/feedback), for the history, the events and the
+ * suppression rules.
+ *
+ * @generated from message mailcore.limiter.v1.Bounce
+ */
+export type Bounce = Message<"mailcore.limiter.v1.Bounce"> & {
+  /**
+   * "hard", "soft", "policy" or "transient".
+   *
+   * @generated from field: string type = 1;
+   */
+  type: string;
+
+  /**
+   * The enhanced status code (RFC 3463), e.g. "5.1.1"; empty when none was given.
+   *
+   * @generated from field: string status = 2;
+   */
+  status: string;
+
+  /**
+   * The receiver's reply or diagnostic, as given (at most 1,000 characters).
+   *
+   * @generated from field: string diagnostic = 3;
+   */
+  diagnostic: string;
+};
+
+/**
+ * How a refusal was classified (internal/feedback), for the history, the events and the
+ * suppression rules.
+ *
+ * @generated from message mailcore.limiter.v1.Bounce
+ */
+export type BounceJson = {
+  /**
+   * "hard", "soft", "policy" or "transient".
+   *
+   * @generated from field: string type = 1;
+   */
+  type?: string;
+
+  /**
+   * The enhanced status code (RFC 3463), e.g. "5.1.1"; empty when none was given.
+   *
+   * @generated from field: string status = 2;
+   */
+  status?: string;
+
+  /**
+   * The receiver's reply or diagnostic, as given (at most 1,000 characters).
+   *
+   * @generated from field: string diagnostic = 3;
+   */
+  diagnostic?: string;
+};
+
+/**
+ * Describes the message mailcore.limiter.v1.Bounce.
+ * Use `create(BounceSchema)` to create a new message.
+ */
+export const BounceSchema: GenMessage<Bounce, {jsonType: BounceJson}> = /*@__PURE__*/
+  messageDesc(file_mailcore_limiter_v1_mail, 15);
+
+/**
+ * One attempt at a receiver: kept in the message's history.
+ *
+ * @generated from message mailcore.limiter.v1.DeliveryAttempt
+ */
+export type DeliveryAttempt = Message<"mailcore.limiter.v1.DeliveryAttempt"> & {
+  /**
+   * @generated from field: int64 at_ms = 1;
+   */
+  atMs: bigint;
+
+  /**
+   * The MX host (or relay) and the address connected to.
+   *
+   * @generated from field: string host = 2;
+   */
+  host: string;
+
+  /**
+   * @generated from field: string address = 3;
+   */
+  address: string;
+
+  /**
+   * "none", "unverified" or "verified".
+   *
+   * @generated from field: string tls = 4;
+   */
+  tls: string;
+
+  /**
+   * Where it ended: "connect", "greeting", "ehlo", "starttls", "mail", "rcpt", "data", "queue".
+   *
+   * @generated from field: string stage = 5;
+   */
+  stage: string;
+
+  /**
+   * The last reply line (at most 1,000 characters), or the error.
+   *
+   * @generated from field: string reply = 6;
+   */
+  reply: string;
+
+  /**
+   * @generated from field: string enhanced_code = 7;
+   */
+  enhancedCode: string;
+};
+
+/**
+ * One attempt at a receiver: kept in the message's history.
+ *
+ * @generated from message mailcore.limiter.v1.DeliveryAttempt
+ */
+export type DeliveryAttemptJson = {
+  /**
+   * @generated from field: int64 at_ms = 1;
+   */
+  atMs?: string;
+
+  /**
+   * The MX host (or relay) and the address connected to.
+   *
+   * @generated from field: string host = 2;
+   */
+  host?: string;
+
+  /**
+   * @generated from field: string address = 3;
+   */
+  address?: string;
+
+  /**
+   * "none", "unverified" or "verified".
+   *
+   * @generated from field: string tls = 4;
+   */
+  tls?: string;
+
+  /**
+   * Where it ended: "connect", "greeting", "ehlo", "starttls", "mail", "rcpt", "data", "queue".
+   *
+   * @generated from field: string stage = 5;
+   */
+  stage?: string;
+
+  /**
+   * The last reply line (at most 1,000 characters), or the error.
+   *
+   * @generated from field: string reply = 6;
+   */
+  reply?: string;
+
+  /**
+   * @generated from field: string enhanced_code = 7;
+   */
+  enhancedCode?: string;
+};
+
+/**
+ * Describes the message mailcore.limiter.v1.DeliveryAttempt.
+ * Use `create(DeliveryAttemptSchema)` to create a new message.
+ */
+export const DeliveryAttemptSchema: GenMessage<DeliveryAttempt, {jsonType: DeliveryAttemptJson}> = /*@__PURE__*/
+  messageDesc(file_mailcore_limiter_v1_mail, 16);
 
 /**
  * @generated from message mailcore.limiter.v1.AckRequest
@@ -1109,6 +1386,27 @@ export type AckRequest = Message<"mailcore.limiter.v1.AckRequest"> & {
    * @generated from field: string detail = 5;
    */
   detail: string;
+
+  /**
+   * For DEFERRED: the least wait the receiver asked for ("try again in N seconds"), in ms; 0: none.
+   *
+   * @generated from field: int64 retry_after_ms = 6;
+   */
+  retryAfterMs: bigint;
+
+  /**
+   * For BOUNCED, REJECTED and DEFERRED: how the refusal was classified.
+   *
+   * @generated from field: mailcore.limiter.v1.Bounce bounce = 7;
+   */
+  bounce?: Bounce | undefined;
+
+  /**
+   * The attempts this delivery made (an MX delivery may try several hosts).
+   *
+   * @generated from field: repeated mailcore.limiter.v1.DeliveryAttempt attempts = 8;
+   */
+  attempts: DeliveryAttempt[];
 };
 
 /**
@@ -1139,6 +1437,27 @@ export type AckRequestJson = {
    * @generated from field: string detail = 5;
    */
   detail?: string;
+
+  /**
+   * For DEFERRED: the least wait the receiver asked for ("try again in N seconds"), in ms; 0: none.
+   *
+   * @generated from field: int64 retry_after_ms = 6;
+   */
+  retryAfterMs?: string;
+
+  /**
+   * For BOUNCED, REJECTED and DEFERRED: how the refusal was classified.
+   *
+   * @generated from field: mailcore.limiter.v1.Bounce bounce = 7;
+   */
+  bounce?: BounceJson;
+
+  /**
+   * The attempts this delivery made (an MX delivery may try several hosts).
+   *
+   * @generated from field: repeated mailcore.limiter.v1.DeliveryAttempt attempts = 8;
+   */
+  attempts?: DeliveryAttemptJson[];
 };
 
 /**
@@ -1146,7 +1465,7 @@ export type AckRequestJson = {
  * Use `create(AckRequestSchema)` to create a new message.
  */
 export const AckRequestSchema: GenMessage<AckRequest, {jsonType: AckRequestJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_mail, 14);
+  messageDesc(file_mailcore_limiter_v1_mail, 17);
 
 /**
  * @generated from message mailcore.limiter.v1.AckResponse
@@ -1187,7 +1506,7 @@ export type AckResponseJson = {
  * Use `create(AckResponseSchema)` to create a new message.
  */
 export const AckResponseSchema: GenMessage<AckResponse, {jsonType: AckResponseJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_mail, 15);
+  messageDesc(file_mailcore_limiter_v1_mail, 18);
 
 /**
  * @generated from message mailcore.limiter.v1.LaneStats
@@ -1308,7 +1627,7 @@ export type LaneStatsJson = {
  * Use `create(LaneStatsSchema)` to create a new message.
  */
 export const LaneStatsSchema: GenMessage<LaneStats, {jsonType: LaneStatsJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_mail, 16);
+  messageDesc(file_mailcore_limiter_v1_mail, 19);
 
 /**
  * @generated from message mailcore.limiter.v1.GetLanesRequest
@@ -1327,7 +1646,7 @@ export type GetLanesRequestJson = {
  * Use `create(GetLanesRequestSchema)` to create a new message.
  */
 export const GetLanesRequestSchema: GenMessage<GetLanesRequest, {jsonType: GetLanesRequestJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_mail, 17);
+  messageDesc(file_mailcore_limiter_v1_mail, 20);
 
 /**
  * @generated from message mailcore.limiter.v1.GetLanesResponse
@@ -1354,7 +1673,7 @@ export type GetLanesResponseJson = {
  * Use `create(GetLanesResponseSchema)` to create a new message.
  */
 export const GetLanesResponseSchema: GenMessage<GetLanesResponse, {jsonType: GetLanesResponseJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_mail, 18);
+  messageDesc(file_mailcore_limiter_v1_mail, 21);
 
 /**
  * @generated from message mailcore.limiter.v1.ListReleasesRequest
@@ -1395,7 +1714,7 @@ export type ListReleasesRequestJson = {
  * Use `create(ListReleasesRequestSchema)` to create a new message.
  */
 export const ListReleasesRequestSchema: GenMessage<ListReleasesRequest, {jsonType: ListReleasesRequestJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_mail, 19);
+  messageDesc(file_mailcore_limiter_v1_mail, 22);
 
 /**
  * @generated from message mailcore.limiter.v1.Release
@@ -1458,7 +1777,7 @@ export type ReleaseJson = {
  * Use `create(ReleaseSchema)` to create a new message.
  */
 export const ReleaseSchema: GenMessage<Release, {jsonType: ReleaseJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_mail, 20);
+  messageDesc(file_mailcore_limiter_v1_mail, 23);
 
 /**
  * @generated from message mailcore.limiter.v1.ListReleasesResponse
@@ -1485,7 +1804,7 @@ export type ListReleasesResponseJson = {
  * Use `create(ListReleasesResponseSchema)` to create a new message.
  */
 export const ListReleasesResponseSchema: GenMessage<ListReleasesResponse, {jsonType: ListReleasesResponseJson}> = /*@__PURE__*/
-  messageDesc(file_mailcore_limiter_v1_mail, 21);
+  messageDesc(file_mailcore_limiter_v1_mail, 24);
 
 /**
  * @generated from enum mailcore.limiter.v1.Lane
@@ -1654,24 +1973,33 @@ export enum DeliveryOutcome {
   DELIVERED = 1,
 
   /**
-   * permanent (a 5xx): bounce cooldown for the mailbox
+   * Permanent, and the mailbox's fault (a hard bounce: no such user, disabled): the message
+   * bounced, the mailbox goes on bounce cooldown and on the organization's suppression list.
    *
    * @generated from enum value: DELIVERY_OUTCOME_BOUNCED = 2;
    */
   BOUNCED = 2,
 
   /**
-   * temporary (a 4xx, a connection failure): retried with backoff
+   * Temporary (a 4xx, a connection failure, a timeout, TLS): retried on the lane's schedule.
    *
    * @generated from enum value: DELIVERY_OUTCOME_DEFERRED = 3;
    */
   DEFERRED = 3,
+
+  /**
+   * Permanent, and not the mailbox's fault (the content or a policy refused, or our own
+   * configuration): the message failed; no cooldown, no suppression.
+   *
+   * @generated from enum value: DELIVERY_OUTCOME_REJECTED = 4;
+   */
+  REJECTED = 4,
 }
 
 /**
  * @generated from enum mailcore.limiter.v1.DeliveryOutcome
  */
-export type DeliveryOutcomeJson = "DELIVERY_OUTCOME_UNSPECIFIED" | "DELIVERY_OUTCOME_DELIVERED" | "DELIVERY_OUTCOME_BOUNCED" | "DELIVERY_OUTCOME_DEFERRED";
+export type DeliveryOutcomeJson = "DELIVERY_OUTCOME_UNSPECIFIED" | "DELIVERY_OUTCOME_DELIVERED" | "DELIVERY_OUTCOME_BOUNCED" | "DELIVERY_OUTCOME_DEFERRED" | "DELIVERY_OUTCOME_REJECTED";
 
 /**
  * Describes the enum mailcore.limiter.v1.DeliveryOutcome.
