@@ -128,6 +128,8 @@ const daemon = limiterDaemon({
   webhookPolicy: webhookRetryPolicy(cfg.webhookScheduleDivisor),
   dnsServer: cfg.dnsServer,
   publicUrl: cfg.publicUrl,
+  ipv6PrefixBits: cfg.ipv6PrefixBits,
+  consoleIdleMs: cfg.consoleIdleMs,
   owner: `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`,
   log,
   metrics,

@@ -62,6 +62,7 @@ const server = submissionServer(
     authFailuresPerIp: cfg.authFailuresPerIp,
     socketTimeoutMs: cfg.socketTimeoutMs,
     sessionTimeoutMs: cfg.sessionTimeoutMs,
+    ipv6PrefixBits: cfg.ipv6PrefixBits,
   },
 );
 

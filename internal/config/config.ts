@@ -3,6 +3,7 @@ import { isIP } from "node:net";
 import { hostname } from "node:os";
 import { resolve } from "node:path";
 import { createSecureContext } from "node:tls";
+import { IPV6_PREFIX_BITS_DEFAULT } from "../clientip/clientip";
 import type { ClientTls, ServerTls } from "../plane/tls";
 
 // Configuration comes from environment variables, each with a default, all validated at
@@ -24,6 +25,11 @@ export function intVar(env: Env, name: string, def: number, min: number, max: nu
     throw new ConfigError(`${name}=${JSON.stringify(v)} is not a whole number from ${min} to ${max}`);
   }
   return Number(v);
+}
+
+/** IPV6_PREFIX_BITS: how many leading bits of an IPv6 client address every per-address limit counts by. */
+export function ipv6PrefixBitsVar(env: Env): number {
+  return intVar(env, "IPV6_PREFIX_BITS", IPV6_PREFIX_BITS_DEFAULT, 32, 128);
 }
 
 export function portVar(env: Env, name: string, def: number): number {
@@ -159,6 +165,10 @@ export interface LimiterdConfig {
   dnsServer: string | undefined;
   /** Where links in mail (one-click unsubscribe) point: the API process as the world reaches it. */
   publicUrl: string;
+  /** The IPv6 prefix every per-address limit counts a client by (the IP bucket, the console's sign-in). */
+  ipv6PrefixBits: number;
+  /** A console session unused this long has ended (it ends 12 hours after sign-in in any case). */
+  consoleIdleMs: number;
   /** Mutual TLS on the daemon's port; undefined: cleartext. */
   tls: ServerTls | undefined;
   /** LIMITER_INSECURE=1: cleartext on an address other than loopback, for a network isolated by other means. */
@@ -243,6 +253,8 @@ export function limiterdConfig(env: Env): LimiterdConfig {
     metricsPort: intVar(env, "LIMITER_METRICS_PORT", 0, 0, 65_535),
     dnsServer: dnsServerVar(env, "DNS_SERVER"),
     publicUrl: urlVar(env, "PUBLIC_URL", "http://127.0.0.1:8080", ["http", "https"])!,
+    ipv6PrefixBits: ipv6PrefixBitsVar(env),
+    consoleIdleMs: intVar(env, "CONSOLE_IDLE_TIMEOUT_MINUTES", 30, 1, 720) * 60_000,
     tls,
     insecure,
   };
@@ -454,6 +466,8 @@ export interface SmtpConfig {
   /** A connection without a successful AUTH this long after its greeting is closed (421); also the longest wait for a slot. */
   authTimeoutMs: number;
   authFailuresPerIp: number;
+  /** The IPv6 prefix the per-address limits count a client by. */
+  ipv6PrefixBits: number;
 }
 
 function existingFile(env: Env, name: string): string | undefined {
@@ -500,5 +514,6 @@ export function smtpConfig(env: Env): SmtpConfig {
     maxSessionsPerOrg: intVar(env, "SMTP_MAX_SESSIONS_PER_ORG", 200, 1, 100_000),
     authTimeoutMs: intVar(env, "SMTP_AUTH_TIMEOUT_MS", 10_000, 100, 3_600_000),
     authFailuresPerIp: intVar(env, "SMTP_AUTH_FAILURES_PER_IP", 10, 1, 1_000_000),
+    ipv6PrefixBits: ipv6PrefixBitsVar(env),
   };
 }

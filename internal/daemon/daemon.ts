@@ -62,6 +62,10 @@ export interface DaemonOptions {
   dnsServer?: string;
   /** Where links in mail (unsubscribe) point: PUBLIC_URL. */
   publicUrl: string;
+  /** Every per-address limit counts an IPv6 client by its network of this many bits (IPV6_PREFIX_BITS). */
+  ipv6PrefixBits: number;
+  /** A console session unused this long has ended (CONSOLE_IDLE_TIMEOUT_MINUTES). */
+  consoleIdleMs: number;
   log: Logger;
   /** Counts admissions, releases and the records writer's failures when set. */
   metrics?: LimiterMetrics;
@@ -154,6 +158,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
       tags: new TagCache(records.audience),
       verdicts: new VerdictCounts(metrics),
       clock,
+      ipv6PrefixBits: o.ipv6PrefixBits,
     },
     runner,
     fanout,
@@ -247,6 +252,8 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
       laneRate,
       lookupTxt: txtLookup(p.o.dnsServer),
       newToken,
+      ipv6PrefixBits: p.o.ipv6PrefixBits,
+      idleMs: p.o.consoleIdleMs,
     }),
   );
 

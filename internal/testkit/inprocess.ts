@@ -30,7 +30,7 @@ export async function startInProcess(
   clock: Clock,
   policy: DeliveryPolicy,
   visibilityMs = 60_000,
-  opts: { running?: boolean } = {},
+  opts: { running?: boolean; trustProxy?: string[] } = {},
 ): Promise<InProcess> {
   const records = await Records.open({ sqliteFile: ":memory:" });
   const daemon = limiterDaemon({
@@ -45,6 +45,8 @@ export async function startInProcess(
     webhookPolicy: webhookRetryPolicy(),
     owner: "test",
     publicUrl: "http://127.0.0.1:8080",
+    ipv6PrefixBits: 64,
+    consoleIdleMs: 30 * 60_000,
     log: logger("limiterd"),
   });
   if (opts.running) daemon.start();
@@ -62,11 +64,11 @@ export async function startInProcess(
       webhooks: clients.webhooks,
       admission: ports.admission,
     },
-    { timeoutMs: 2_000, trustProxy: [], log },
+    { timeoutMs: 2_000, trustProxy: opts.trustProxy ?? [], log },
   );
   const api = serveApi(
     ports,
-    { trustProxy: [], docsUrl: undefined, recordsTimeoutMs: 10_000, log, site },
+    { trustProxy: opts.trustProxy ?? [], docsUrl: undefined, recordsTimeoutMs: 10_000, log, site },
     "127.0.0.1",
     0,
   );
