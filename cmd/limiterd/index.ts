@@ -6,6 +6,7 @@ import { hostname } from "node:os";
 import { join } from "node:path";
 import { systemClock } from "../../internal/clock/clock";
 import { limiterdConfig, loadOrExit } from "../../internal/config/config";
+import { privateDataDir } from "../../internal/datadir/datadir";
 import { EmbeddedHot, embeddedHotFile } from "../../internal/hotstore/embedded/embedded";
 import type { HotStore } from "../../internal/hotstore/hotstore";
 import {
@@ -35,6 +36,7 @@ import { webhookRetryPolicy } from "../../internal/webhooks/schedule";
 const log = logger("limiterd");
 const cfg = loadOrExit("limiterd", () => limiterdConfig(process.env));
 setLogFormat(cfg.logFormat);
+privateDataDir(cfg.dataDir, log);
 
 let records: Records;
 let hot: HotStore;

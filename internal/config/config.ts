@@ -492,8 +492,16 @@ export function smtpConfig(env: Env): SmtpConfig {
       "SMTP_TLS_CERT and SMTP_TLS_KEY go together: set both (PEM files) or neither (a self-signed development certificate)",
     );
   }
+  const host = hostVar(env, "SMTP_HOST", "127.0.0.1");
+  const allowSelfSigned = intVar(env, "SMTP_ALLOW_SELF_SIGNED", 0, 0, 1) === 1;
+  // A client cannot tell a self-signed certificate from an attacker's: off loopback, it would be
+  // told to send its API token over a STARTTLS anyone on the path can intercept.
+  if (tlsCert === undefined && !isLoopback(host) && !allowSelfSigned)
+    throw new ConfigError(
+      `SMTP_HOST=${host} is not a loopback address, and without SMTP_TLS_CERT and SMTP_TLS_KEY the front would offer a self-signed certificate no client can verify: set both (PEM files), or SMTP_ALLOW_SELF_SIGNED=1 to serve it anyway`,
+    );
   return {
-    host: hostVar(env, "SMTP_HOST", "127.0.0.1"),
+    host,
     port: portVar(env, "SMTP_PORT", 587),
     tlsCert,
     tlsKey,
