@@ -9,6 +9,7 @@ import { WebhookDeliveryService } from "../../internal/gen/mailcore/limiter/v1/w
 import { daemonConnection } from "../../internal/limiterclient/client";
 import { logger, setLogFormat } from "../../internal/log/log";
 import { DiskSpace } from "../../internal/diskspace/diskspace";
+import { dnsResolver } from "../../internal/dnsquery/resolver";
 import {
   certificateExpiry,
   diskFullCounter,
@@ -46,6 +47,7 @@ const webhooks = new WebhookDeliverer(daemon.client(WebhookDeliveryService), {
   workerId,
   concurrency: cfg.webhookConcurrency,
   allowPrivateUrls: cfg.webhookAllowPrivateUrls,
+  resolve: dnsResolver({ server: cfg.dnsServer }),
   log,
   metrics,
 });

@@ -386,6 +386,8 @@ export interface WorkerConfig {
   webhookConcurrency: number;
   /** Whether webhooks may be sent to loopback and private networks (development, tests). */
   webhookAllowPrivateUrls: boolean;
+  /** Where webhook hosts are looked up; undefined: the system's resolvers. */
+  dnsServer: string | undefined;
   metricsHost: string;
   /** 0: no metrics endpoint. */
   metricsPort: number;
@@ -401,6 +403,7 @@ export function workerConfig(env: Env): WorkerConfig {
     maxInFlight: intVar(env, "WORKER_CONCURRENCY", 16, 1, 256),
     webhookConcurrency: intVar(env, "WEBHOOK_CONCURRENCY", 64, 1, 1_024),
     webhookAllowPrivateUrls: intVar(env, "WEBHOOK_ALLOW_PRIVATE_URLS", 0, 0, 1) === 1,
+    dnsServer: dnsServerVar(env, "DNS_SERVER"),
     metricsHost: hostVar(env, "METRICS_HOST", "127.0.0.1"),
     metricsPort: intVar(env, "WORKER_METRICS_PORT", 0, 0, 65_535),
     logFormat: logFormatVar(env),

@@ -12,7 +12,8 @@ import { isPermanent } from "./retry_policy";
 import type { WorkerMetrics } from "../metrics/metrics";
 import { ATTEMPT_TIMEOUT_MS } from "../webhooks/schedule";
 import { readExcerpt } from "../webhooks/excerpt";
-import { refusedTarget } from "../webhooks/target";
+import { webhookTarget } from "../webhooks/target";
+import type { Resolve } from "../dnsquery/resolver";
 
 /** The wait after a claim that found nothing: doubled on each such claim up to the second figure, so an idle worker stays quiet. */
 const IDLE_POLL_MS = 250;
@@ -37,6 +38,8 @@ export interface WebhookDelivererOptions {
   concurrency: number;
   /** Whether URLs on loopback and private networks may be called (development, tests). */
   allowPrivateUrls: boolean;
+  /** Resolves each attempt's host (DNS_SERVER, or the system's resolvers). */
+  resolve: Resolve;
   log: Logger;
   metrics?: WorkerMetrics;
 }
@@ -50,21 +53,31 @@ export interface AttemptOutcome {
   responseExcerpt: string;
 }
 
+/** How an attempt finds its receiver. */
+export interface AttemptOptions {
+  /** Whether URLs on loopback and private networks may be called (development, tests). */
+  allowPrivateUrls: boolean;
+  /** Resolves the URL's host: once per attempt, and the request connects to what it answered. */
+  resolve: Resolve;
+}
+
 /**
- * POSTs one signed webhook. Redirects are not followed (a 3xx is a failure, like any non-2xx);
- * of the answer's body only an excerpt is read. The duration is until the answer's status. A host on a private network is refused unless allowed (the
- * name is resolved again by fetch: a name that changes its answer in between is not caught).
+ * POSTs one signed webhook to the address its host resolved to and was checked (target.ts), with
+ * the URL's Host and TLS server name. Redirects are not followed (a 3xx is a failure, like any
+ * non-2xx); of the answer's body only an excerpt is read. The duration is until the answer's status.
  */
-export async function attemptWebhook(task: WebhookTask, allowPrivateUrls: boolean): Promise<AttemptOutcome> {
+export async function attemptWebhook(task: WebhookTask, o: AttemptOptions): Promise<AttemptOutcome> {
   const started = performance.now();
   const took = () => Math.round(performance.now() - started);
   try {
-    const refused = allowPrivateUrls ? undefined : await refusedTarget(task.url);
-    if (refused) return { statusCode: 0, error: refused, durationMs: took(), responseExcerpt: "" };
-    const res = await fetch(task.url, {
+    const found = await webhookTarget(task.url, o.resolve, o.allowPrivateUrls);
+    if (!found.ok) return { statusCode: 0, error: found.error, durationMs: took(), responseExcerpt: "" };
+    const { target } = found;
+    const res = await fetch(target.connectUrl, {
       method: "POST",
       redirect: "manual",
       headers: {
+        Host: target.host,
         "Content-Type": "application/json",
         "User-Agent": "mailcore-webhooks",
         "webhook-id": task.webhookId,
@@ -72,6 +85,7 @@ export async function attemptWebhook(task: WebhookTask, allowPrivateUrls: boolea
         "webhook-signature": task.webhookSignature,
       },
       body: task.body,
+      tls: target.serverName === undefined ? undefined : { serverName: target.serverName },
       signal: AbortSignal.timeout(ATTEMPT_TIMEOUT_MS),
     });
     const durationMs = took();
@@ -167,7 +181,7 @@ export class WebhookDeliverer {
 
   private async deliver(task: WebhookTask): Promise<void> {
     this.countEndpoint(task.endpointId, 1);
-    const outcome = await attemptWebhook(task, this.o.allowPrivateUrls); // never throws: a failure is an outcome
+    const outcome = await attemptWebhook(task, this.o); // never throws: a failure is an outcome
     this.countEndpoint(task.endpointId, -1);
     this.o.metrics?.webhookAttempts.inc({ result: resultLabel(outcome) });
     const result = await this.report(task, outcome);
