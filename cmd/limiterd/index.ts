@@ -132,6 +132,7 @@ const daemon = limiterDaemon({
   publicUrl: cfg.publicUrl,
   ipv6PrefixBits: cfg.ipv6PrefixBits,
   consoleIdleMs: cfg.consoleIdleMs,
+  queueCap: cfg.queueCap,
   owner: `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`,
   log,
   metrics,

@@ -169,6 +169,8 @@ export interface LimiterdConfig {
   ipv6PrefixBits: number;
   /** A console session unused this long has ended (it ends 12 hours after sign-in in any case). */
   consoleIdleMs: number;
+  /** The most one organization may have queued: messages not yet final, and their bytes. */
+  queueCap: { messages: number; bytes: number };
   /** Mutual TLS on the daemon's port; undefined: cleartext. */
   tls: ServerTls | undefined;
   /** LIMITER_INSECURE=1: cleartext on an address other than loopback, for a network isolated by other means. */
@@ -255,6 +257,11 @@ export function limiterdConfig(env: Env): LimiterdConfig {
     publicUrl: urlVar(env, "PUBLIC_URL", "http://127.0.0.1:8080", ["http", "https"])!,
     ipv6PrefixBits: ipv6PrefixBitsVar(env),
     consoleIdleMs: intVar(env, "CONSOLE_IDLE_TIMEOUT_MINUTES", 30, 1, 720) * 60_000,
+    queueCap: {
+      messages: intVar(env, "MAX_QUEUED_PER_ORG", 100_000, 1, 100_000_000),
+      // At least room for a few messages of the largest size, in their JSON form.
+      bytes: intVar(env, "MAX_QUEUED_BYTES_PER_ORG", 256 * 1024 * 1024, 8 * 1024 * 1024, 1024 ** 4),
+    },
     tls,
     insecure,
   };

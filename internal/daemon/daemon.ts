@@ -7,7 +7,7 @@ import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
 import { WebhookDeliveryService, WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
-import type { DeliveryPolicy, HotStore } from "../hotstore/hotstore";
+import type { DeliveryPolicy, HotStore, QueueCap } from "../hotstore/hotstore";
 import { type Lanes, startLanes } from "../lanes/lanes";
 import type { Logger } from "../log/log";
 import { laneName } from "../mail/policy";
@@ -66,6 +66,8 @@ export interface DaemonOptions {
   ipv6PrefixBits: number;
   /** A console session unused this long has ended (CONSOLE_IDLE_TIMEOUT_MINUTES). */
   consoleIdleMs: number;
+  /** The most one organization may have queued (MAX_QUEUED_PER_ORG, MAX_QUEUED_BYTES_PER_ORG). */
+  queueCap: QueueCap;
   log: Logger;
   /** Counts admissions, releases and the records writer's failures when set. */
   metrics?: LimiterMetrics;
@@ -131,7 +133,8 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     reconciler.wake();
   });
   const refusals = new RefusalCounter(usage, records.stats, clock, log);
-  const accepting: Accept = (send) => accept({ mail, projection, clock, onAccepted: () => runtime.onChange() }, send);
+  const accepting: Accept = (send) =>
+    accept({ mail, projection, clock, queueCap: o.queueCap, onAccepted: () => runtime.onChange() }, send);
   const sending = {
     records,
     mail,

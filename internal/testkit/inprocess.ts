@@ -5,7 +5,7 @@ import { serveApi } from "../api/server";
 import { apiSite } from "../site/site";
 import { offloadedValidation } from "../api/validation";
 import type { Clock } from "../clock/clock";
-import type { DeliveryPolicy, HotStore } from "../hotstore/hotstore";
+import type { DeliveryPolicy, HotStore, QueueCap } from "../hotstore/hotstore";
 import { limiterDaemon } from "../daemon/daemon";
 import { serveRpc } from "../daemon/server";
 import { type LimiterClients, limiterClients } from "../limiterclient/client";
@@ -30,7 +30,7 @@ export async function startInProcess(
   clock: Clock,
   policy: DeliveryPolicy,
   visibilityMs = 60_000,
-  opts: { running?: boolean; trustProxy?: string[] } = {},
+  opts: { running?: boolean; trustProxy?: string[]; queueCap?: QueueCap } = {},
 ): Promise<InProcess> {
   const records = await Records.open({ sqliteFile: ":memory:" });
   const daemon = limiterDaemon({
@@ -47,6 +47,7 @@ export async function startInProcess(
     publicUrl: "http://127.0.0.1:8080",
     ipv6PrefixBits: 64,
     consoleIdleMs: 30 * 60_000,
+    queueCap: opts.queueCap ?? { messages: 100_000, bytes: 256 * 1024 * 1024 },
     log: logger("limiterd"),
   });
   if (opts.running) daemon.start();

@@ -15,14 +15,23 @@ import { readExcerpt } from "../webhooks/excerpt";
 import { webhookTarget } from "../webhooks/target";
 import type { Resolve } from "../dnsquery/resolver";
 
-/** The wait after a claim that found nothing: doubled on each such claim up to the second figure, so an idle worker stays quiet. */
+/**
+ * The wait after a claim that found nothing: doubled on each such claim up to the second figure,
+ * so an idle worker stays quiet (two claims a second), and a delivery that comes due, or another
+ * organization's while one holds its share, is started within half a second.
+ */
 const IDLE_POLL_MS = 250;
-const IDLE_POLL_MAX_MS = 2_000;
+const IDLE_POLL_MAX_MS = 500;
 const CALL_TIMEOUT_MS = 2_000;
 /** A report is retried this long at most; then the lease runs out and the delivery is tried again. */
 const REPORT_GIVE_UP_MS = 10_000;
-/** One endpoint may hold at most this share of a worker's slots: one that hangs leaves the rest to the others. */
-const ENDPOINT_SHARE = 0.25;
+/**
+ * The slots of a worker are shared by organization first: one organization's endpoints hold at
+ * most this share of them (its failing endpoints leave the rest to the other organizations),
+ * and one endpoint at most half of that (one that hangs leaves its organization's others room).
+ */
+const ORG_SHARE = 1 / 4;
+const ENDPOINT_SHARE = 1 / 8;
 /** Reports per call: the attempts that end while one report call is under way go in the next. */
 const MAX_REPORT_BATCH = 256;
 
@@ -104,8 +113,9 @@ function resultLabel(o: AttemptOutcome): string {
 /**
  * Drains the daemon's queue of due webhook deliveries, apart from the mail: its own claims, its
  * own concurrency, so a receiver that hangs holds a webhook slot for 15 s at most and never a
- * mail delivery, and at most a quarter of the slots, so the other endpoints keep theirs. Each claim is a lease: a worker that dies mid-attempt leaves the delivery due
- * again when the lease ends (at-least-once, the same webhook-id).
+ * mail delivery; one organization's endpoints at most a quarter of the slots, and one endpoint
+ * an eighth, so the other organizations keep theirs. Each claim is a lease: a worker that dies
+ * mid-attempt leaves the delivery due again when the lease ends (at-least-once, the same webhook-id).
  */
 export class WebhookDeliverer {
   private readonly abort = new AbortController();
@@ -143,6 +153,7 @@ export class WebhookDeliverer {
             workerId: this.o.workerId,
             max: this.o.concurrency - this.inFlight.size,
             maxPerEndpoint: Math.max(1, Math.floor(this.o.concurrency * ENDPOINT_SHARE)),
+            maxPerOrg: Math.max(1, Math.floor(this.o.concurrency * ORG_SHARE)),
             inFlight: Object.fromEntries(this.byEndpoint),
           },
           { timeoutMs: CALL_TIMEOUT_MS, signal },
