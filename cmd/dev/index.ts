@@ -11,6 +11,7 @@ import {
 } from "../../internal/config/config";
 import { bootstrapDemo, DEMO, DevStack, limiterServing, waitUntil } from "../../internal/devstack/devstack";
 import { limiterClients } from "../../internal/limiterclient/client";
+import { clientCredential, ensurePlaneSecret } from "../../internal/plane/secret";
 
 const root = resolve(import.meta.dir, "../..");
 const daemon = loadOrExit("dev", () => limiterdConfig(process.env));
@@ -68,7 +69,9 @@ const stack = new DevStack(root, env);
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => void stack.stop(0));
 
 try {
-  const clients = limiterClients(limiterUrl);
+  // The plane secret before limiterd starts, so the dev stack's own calls carry it from the first.
+  ensurePlaneSecret(daemon.dataDir);
+  const clients = limiterClients(limiterUrl, clientCredential(undefined, daemon.dataDir));
   stack.start({ name: "limiterd", entry: "cmd/limiterd/index.ts" });
   await waitUntil("limiterd", () => limiterServing(clients));
   stack.start({ name: "api", entry: "cmd/api/index.ts" });

@@ -69,6 +69,19 @@ describe("configuration", () => {
     expect(() => limiterdConfig(env)).toThrow(message);
   });
 
+  test("the master key: DKIM_MASTER_KEY as given, the base64 of 32 bytes; unset, the file's", () => {
+    const key = Buffer.alloc(32, 9).toString("base64");
+    expect(limiterdConfig({ DKIM_MASTER_KEY: key }).masterKey).toBe(key);
+    expect(limiterdConfig({}).masterKey).toBeUndefined();
+    for (const bad of ["short", Buffer.alloc(31).toString("base64"), `${key.slice(0, -2)}!=`])
+      expect(() => limiterdConfig({ DKIM_MASTER_KEY: bad })).toThrow("DKIM_MASTER_KEY must be the base64 of 32");
+  });
+
+  test("a client's credential: the plane secret in DATA_DIR on http://, the certificate on https://", () => {
+    expect(apiConfig({ DATA_DIR: "/srv/mail" }).limiterCredential).toEqual({ secretFile: "/srv/mail/plane.secret" });
+    expect(workerConfig({}).limiterCredential).toEqual({ secretFile: "data/plane.secret" });
+  });
+
   test("the replicas a change waits for: detected by default, a count, the timeout; Sentinel", () => {
     const redis = { REDIS_URL: "redis://r:6379" };
     expect(limiterdConfig(redis).redisWait).toEqual({ replicas: "detect", timeoutMs: 250 });
