@@ -169,9 +169,7 @@ describe("every organization-scoped RPC, as each role, with another organization
     const list = { ...withOrgId(AudienceService.method.listSubscribers.input, beta.id), limit: 10 };
     const messages = MailService.method.listMessages.input;
     // The control: beta's ticket sees beta's subscriber and message.
-    expect((await audience.listSubscribers(list, ticketed(beta.ticket))).subscribers).toHaveLength(
-      1,
-    );
+    expect((await audience.listSubscribers(list, ticketed(beta.ticket))).subscribers).toHaveLength(1);
     await waitFor(
       "beta's message in the log",
       async () => (await mail.listMessages(withOrgId(messages, beta.id), ticketed(beta.ticket))).messages.length === 1,
