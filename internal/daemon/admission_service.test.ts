@@ -53,13 +53,13 @@ test("a records failure reading tags is UNAVAILABLE", async () => {
 test("an admission in whole seconds: the reset rounded up, a wait of at least one second; a ticket when allowed", () => {
   const tickets = { issue: (orgId: string) => `ticket of ${orgId}` };
   const base = { verdict: Verdict.ORG_LIMITED, org: org("a"), remaining: 0, resetMs: 1_001 };
-  expect(toAdmission({ ...base, retryAfterMs: 1 }, tickets)).toMatchObject({
+  expect(toAdmission({ ...base, retryAfterMs: 1 }, tickets, 0)).toMatchObject({
     resetSeconds: 2,
     retryAfterSeconds: 1,
     ticket: "",
   });
-  expect(toAdmission({ ...base, retryAfterMs: 2_500 }, tickets)).toMatchObject({ retryAfterSeconds: 3 });
-  expect(toAdmission({ ...base, verdict: Verdict.ALLOWED, retryAfterMs: 0 }, tickets)).toMatchObject({
+  expect(toAdmission({ ...base, retryAfterMs: 2_500 }, tickets, 0)).toMatchObject({ retryAfterSeconds: 3 });
+  expect(toAdmission({ ...base, verdict: Verdict.ALLOWED, retryAfterMs: 0 }, tickets, 0)).toMatchObject({
     orgId: "a",
     plan: Plan.FREE,
     retryAfterSeconds: 0,
@@ -67,7 +67,7 @@ test("an admission in whole seconds: the reset rounded up, a wait of at least on
   });
   // No organization: the minimum plan's limit, and no ticket.
   expect(
-    toAdmission({ verdict: Verdict.UNAUTHENTICATED, remaining: 0, resetMs: 0, retryAfterMs: 0 }, tickets),
+    toAdmission({ verdict: Verdict.UNAUTHENTICATED, remaining: 0, resetMs: 0, retryAfterMs: 0 }, tickets, 0),
   ).toMatchObject({ orgId: "", plan: Plan.FREE, ticket: "" });
 });
 

@@ -79,7 +79,8 @@ export function admitBatch(deps: AdmissionDeps, calls: readonly AdmitCall[]): Pr
 export async function admit(deps: AdmissionDeps, calls: readonly AdmitCall[]): Promise<Admission[]> {
   const inputs = calls.map(toAdmitInput);
   const results = await guard(() => admitAll(deps, inputs));
-  const responses = results.map((r) => toAdmission(r, deps.tickets));
+  const nowMs = deps.clock.nowMs();
+  const responses = results.map((r) => toAdmission(r, deps.tickets, nowMs));
   const withTags = results.flatMap((r, i) => (calls[i]!.withTags && r.verdict === Verdict.ALLOWED && r.org ? [i] : []));
   if (withTags.length > 0) {
     const tags = await deps.tags.tagsOf(withTags.map((i) => results[i]!.org!));
@@ -129,7 +130,7 @@ export function toAdmitInput(req: AdmitCall): AdmitInput {
  * An admission as the fronts read it: whole seconds, a wait of at least a second when there is
  * one, and when allowed the ticket of its organization.
  */
-export function toAdmission(r: AdmitResult, tickets: Pick<Tickets, "issue">): Admission {
+export function toAdmission(r: AdmitResult, tickets: Pick<Tickets, "issue">, nowMs: number): Admission {
   const plan = r.org?.plan ?? MINIMUM_PLAN;
   return {
     verdict: r.verdict,
@@ -141,7 +142,7 @@ export function toAdmission(r: AdmitResult, tickets: Pick<Tickets, "issue">): Ad
     resetSeconds: Math.ceil(r.resetMs / 1000),
     retryAfterSeconds: r.retryAfterMs > 0 ? Math.max(1, Math.ceil(r.retryAfterMs / 1000)) : 0,
     tags: [],
-    ticket: r.verdict === Verdict.ALLOWED && r.org ? tickets.issue(r.org.id) : "",
+    ticket: r.verdict === Verdict.ALLOWED && r.org ? tickets.issue(r.org.id, nowMs) : "",
   };
 }
 
