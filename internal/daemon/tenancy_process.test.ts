@@ -150,6 +150,23 @@ describe("every organization-scoped RPC, as each role, with another organization
       expect(stack.limiterd.stderr()).toContain(`"ticket":"${reason}"`);
   }, 120_000);
 
+  test("every RPC of a console session, with a session that is not one, is refused", async () => {
+    const all = await services();
+    const sessionRpcs = [...RPC_ACCESS].filter(([, a]) => a.tenancy === "session").map(([path]) => path);
+    expect(sessionRpcs.length).toBeGreaterThanOrEqual(5);
+    const outcomes: string[] = [];
+    for (const path of sessionRpcs) {
+      const [, typeName, name] = path.split("/");
+      const service = all.get(typeName!)!;
+      const method = service.methods.find((m) => m.name === name)!;
+      const request = create(method.input, { sessionToken: `mcs_${"A".repeat(43)}` } as never);
+      // Beta's ticket does not stand in for a session.
+      const headers = { [TICKET_HEADER]: beta.ticket };
+      outcomes.push(`${path}: ${await outcome(call(service, method, "front", request, headers))}`);
+    }
+    expect(outcomes.filter((line) => !line.endsWith(": Unauthenticated"))).toEqual([]);
+  }, 60_000);
+
   test("with a valid ticket, the call acts for the ticket's organization, whatever id the request carries", async () => {
     // Beta has a subscriber and a message; alpha has neither.
     const ticketed = (ticket: string) => ({ headers: { [TICKET_HEADER]: ticket }, timeoutMs: 10_000 });
