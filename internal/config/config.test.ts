@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { runToEnd } from "../testkit/testkit";
 import { writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { initCerts } from "../plane/certs";
 import { tempDir } from "../testkit/testkit";
 import { apiConfig, ConfigError, limiterdConfig, mxConfig, smtpConfig, workerConfig } from "./config";
@@ -79,7 +79,7 @@ describe("configuration", () => {
 
   test("a client's credential: the plane secret in DATA_DIR on http://, the certificate on https://", () => {
     expect(apiConfig({ DATA_DIR: "/srv/mail" }).limiterCredential).toEqual({ secretFile: "/srv/mail/plane.secret" });
-    expect(workerConfig({}).limiterCredential).toEqual({ secretFile: "data/plane.secret" });
+    expect(workerConfig({}).limiterCredential).toEqual({ secretFile: resolve("data/plane.secret") });
   });
 
   test("the replicas a change waits for: detected by default, a count, the timeout; Sentinel", () => {
