@@ -4,6 +4,7 @@ import { connect } from "node:net";
 import { resolve } from "node:path";
 import {
   apiConfig,
+  dirVar,
   limiterdConfig,
   limiterUrl as clientLimiterUrl,
   loadOrExit,
@@ -115,8 +116,14 @@ try {
       `  swaks --server ${smtpHost}:${smtp.port} --tls --auth-user ${DEMO.slug} --auth-password ${token} --from hello@${DEMO.domain} --to delivered@fixtures.test`,
     );
   } else {
-    // The admin CLI finds the daemon at its default address; anywhere else the line says where.
-    const at = limiterUrl === clientLimiterUrl({}) ? "" : `LIMITER_URL=${limiterUrl} `;
+    // The admin CLI finds the daemon at its default address, and the plane secret in the default
+    // DATA_DIR; anything else the line says.
+    const at = [
+      ...(limiterUrl === clientLimiterUrl({}) ? [] : [`LIMITER_URL=${limiterUrl}`]),
+      ...(daemon.dataDir === dirVar({}, "DATA_DIR", "data") ? [] : [`DATA_DIR=${daemon.dataDir}`]),
+    ]
+      .map((v) => `${v} `)
+      .join("");
     lines.push(
       `Organization "${DEMO.slug}" exists. A new token: ${at}npx bun run cmd/admin/index.ts token create ${DEMO.slug}`,
     );
