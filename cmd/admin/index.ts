@@ -1,7 +1,7 @@
 // admin: the operator's command line, talking to limiterd (and, for migrate, to the records).
 // Each command loads only the modules it uses: a call costs little CPU, and scripts make many.
 import { explain, runAdmin } from "../../internal/admin/cli";
-import { databaseUrl, dirVar, limiterTls, limiterUrl } from "../../internal/config/config";
+import { databaseUrl, dirVar, limiterCredential, limiterUrl } from "../../internal/config/config";
 import { ownerOnlyFiles } from "../../internal/datadir/datadir";
 import type { UnarySession } from "../../internal/limiterclient/unary";
 
@@ -16,7 +16,7 @@ function loadConfig() {
   try {
     return {
       limiterUrl: limiterUrl(process.env),
-      limiterTls: limiterTls(process.env, limiterUrl(process.env)),
+      limiterCredential: limiterCredential(process.env),
       databaseUrl: databaseUrl(process.env),
       dataDir: dirVar(process.env, "DATA_DIR", "data"),
     };
@@ -32,7 +32,7 @@ let session: Promise<UnarySession> | undefined;
 const deps = {
   rpc: () =>
     (session ??= import("../../internal/limiterclient/unary").then((m) =>
-      m.unarySession(cfg.limiterUrl, cfg.limiterTls),
+      m.unarySession(cfg.limiterUrl, cfg.limiterCredential),
     )),
   async migrate() {
     const { Db } = await import("../../internal/records/db");

@@ -32,7 +32,7 @@ const registry = newRegistry("worker");
 const disk = new DiskSpace(cfg.dataDir, log, diskFullCounter(registry));
 const transport = cfg.relayUrl ? new SmtpRelay(cfg.relayUrl) : new FileSink(join(cfg.dataDir, "sink"), disk);
 certificateExpiry(registry, { LIMITER_TLS_CLIENT_CERT: cfg.limiterTls?.cert, LIMITER_TLS_CA: cfg.limiterTls?.ca });
-const daemon = daemonConnection(cfg.limiterUrl, cfg.limiterTls);
+const daemon = daemonConnection(cfg.limiterUrl, cfg.limiterCredential);
 const workerId = `${hostname()}:${process.pid}`;
 const metrics = workerMetrics(registry);
 const worker = new Worker(daemon.client(DeliveryService), transport, {
