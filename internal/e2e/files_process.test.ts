@@ -28,7 +28,7 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-test("records, hot store, their WAL files, the sink, the ack journal and the SMTP certificate: files 0600, folders 0700", async () => {
+test("records, hot store, their WAL files, the sink, the ack journal, the SMTP certificate, the plane secret and the master key: files 0600, folders 0700", async () => {
   const token = await stack.org("files", "free");
   const sent = await sendEmail(stack.apiUrls[0]!, token, {
     from: "Files <no-reply@files.example>",
@@ -52,6 +52,8 @@ test("records, hot store, their WAL files, the sink, the ack journal and the SMT
     "tls",
     "tls/cert.pem",
     "tls/key.pem",
+    "plane.secret",
+    "dkim-master.key",
   ])
     expect([path, modes.has(path)]).toEqual([path, true]);
   const open = [...modes].filter(([path, mode]) => {
