@@ -6,14 +6,15 @@ import { type MxReceiver, startMxReceiver, startRawReceiver, type TestCa, testCa
 import { VirtualTime } from "../testkit/virtualtime";
 import { freePort, waitFor } from "../testkit/testkit";
 import { MxDelivery, type MxDeliveryOptions } from "./delivery";
-import type { MtaStsPolicy, RouteHost } from "./lookups";
+import type { RouteHost } from "./lookups";
+import type { StsRule } from "./mtasts";
 import { parseShaping, type Shaping } from "./shaping";
 
 let port: number;
 let ca: TestCa;
 const stops: (() => Promise<void>)[] = [];
 const routes = new Map<string, RouteHost[]>();
-const policies = new Map<string, MtaStsPolicy>();
+const policies = new Map<string, StsRule>();
 const FAST = { setupMs: 1_000, replyMs: 800, messageMs: 3_000 };
 const raw = (n: number) => Buffer.from(`From: a@sender.test\r\nTo: b@rcpt.test\r\nSubject: ${n}\r\n\r\nbody ${n}\r\n`);
 
@@ -47,7 +48,7 @@ function delivery(o: Partial<MxDeliveryOptions> = {}): MxDelivery {
   const d = new MxDelivery({
     resolveRoute: async (domain) => {
       const hosts = routes.get(domain);
-      if (!hosts) throw Object.assign(new Error(`${domain} has a null MX`), { permanent: true });
+      if (!hosts) throw Object.assign(new Error(`${domain} has a null MX`), { permanent: true, status: "5.1.10" });
       return { hosts };
     },
     lookupMtaSts: async (domain) => policies.get(domain),
@@ -216,6 +217,7 @@ test("a domain without a route fails at once; a resolver failure is temporary", 
   const nullMx = await send(d, "u@null.test");
   expect(nullMx.verdict).toBe("permanent");
   expect(nullMx.detail).toContain("null MX");
+  expect(nullMx.bounce).toMatchObject({ type: "hard", status: "5.1.10" });
   const flaky = delivery({
     resolveRoute: async () => {
       throw new Error("SERVFAIL");

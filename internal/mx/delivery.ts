@@ -2,17 +2,13 @@
 // the lookups passed in, the destination they make (its hosts and TLS mode), and the
 // destination's queue and connections. The result says delivered, permanent or temporary,
 // with every attempt's facts for the message's history.
+import { classify as classifyRefusal } from "../feedback/classify";
 import { domainOf } from "../mail/policy";
 import { type PacerTime, realPacerTime } from "../worker/pacer";
 import { Destination, type DestinationState, type MxResult } from "./destination";
-import {
-  isPermanentRouteError,
-  type LookupMtaSts,
-  policyListsHost,
-  type ResolveRoute,
-  type RouteHost,
-} from "./lookups";
-import type { Attempt } from "./outcome";
+import { isPermanentRouteError, type LookupMtaSts, type ResolveRoute, type RouteHost } from "./lookups";
+import { policyAllows } from "./mtasts";
+import { type Attempt, classify } from "./outcome";
 import { DEFAULT_TIMEOUTS, type SessionTimeouts, type TlsMode } from "./session";
 import { ruleFor, type Shaping } from "./shaping";
 
@@ -62,7 +58,7 @@ export class MxDelivery {
     const policy = await this.o.lookupMtaSts(domain).catch(() => undefined);
     const enforce = policy?.mode === "enforce";
     if (enforce) {
-      hosts = hosts.filter((h) => policyListsHost(policy, h.name));
+      hosts = hosts.filter((h) => policyAllows(policy, h.name));
       if (hosts.length === 0) {
         return temporary(this.now(), "mail", `no MX host of ${domain} is listed by its MTA-STS policy (enforce)`);
       }
@@ -129,10 +125,14 @@ function noRoute(domain: string, err: unknown, atMs: number): MxResult {
   const error = `no route to ${domain}: ${(err as Error).message ?? String(err)}`;
   if (!isPermanentRouteError(err)) return temporary(atMs, "connect", error);
   const attempt: Attempt = { atMs, host: "", address: "", tls: "none", stage: "connect", verdict: "permanent", error };
-  return { verdict: "permanent", attempts: [attempt], aboutMailbox: false, detail: error };
+  // What the status of the route's refusal says: a null MX or no such domain is the mailbox's,
+  // hosts on addresses we do not connect to are our policy's.
+  const status = (err as { status?: string }).status;
+  const bounce = classifyRefusal({ status, text: error, final: true });
+  return { verdict: "permanent", attempts: [attempt], bounce, detail: error };
 }
 
 function temporary(atMs: number, stage: Attempt["stage"], error: string): MxResult {
   const attempt: Attempt = { atMs, host: "", address: "", tls: "none", stage, verdict: "temporary", error };
-  return { verdict: "temporary", attempts: [attempt], aboutMailbox: false, detail: error };
+  return { verdict: "temporary", attempts: [attempt], bounce: classify({ stage, error }).bounce, detail: error };
 }

@@ -103,22 +103,27 @@ describe("mxRoute against dnsmasq", () => {
     expect(await mxRoute(resolve, "null.test", { allowPrivate: true })).toEqual({
       kind: "permanent",
       reason: 'null.test publishes a null MX ("0 ."): it accepts no mail (RFC 7505)',
+      status: "5.1.10",
     });
     expect(await mxRoute(resolve, "nowhere.test")).toEqual({
       kind: "permanent",
       reason: "nowhere.test does not exist (NXDOMAIN)",
+      status: "5.1.2",
     });
     expect(await mxRoute(resolve, "nothing.test")).toEqual({
       kind: "permanent",
       reason: "nothing.test has no MX record and no address (nothing.test has no address (no A or AAAA record))",
+      status: "5.1.2",
     });
     expect(await mxRoute(resolve, "dangling.test")).toEqual({
       kind: "permanent",
       reason: "no MX host of dangling.test has an address (gone.dangling.test has no address (no A or AAAA record))",
+      status: "5.1.2",
     });
     expect(await mxRoute(resolve, "[127.0.0.1]")).toEqual({
       kind: "permanent",
       reason: '"[127.0.0.1]" is not a domain name',
+      status: "5.1.3",
     });
   });
 
@@ -137,6 +142,7 @@ describe("mxRoute against dnsmasq", () => {
       kind: "permanent",
       reason:
         "the mail hosts of inside.test are on private or reserved addresses only (mx.inside.test 192.168.1.1, mx.inside.test 64:ff9b::a9fe:a9fe), which delivery does not connect to",
+      status: "5.7.0",
     });
   });
 
@@ -166,6 +172,7 @@ describe("mxRoute against dnsmasq", () => {
     const err = await lookup("null.test").catch((e) => e);
     expect(err).toBeInstanceOf(RouteError);
     expect((err as RouteError).permanent).toBe(true);
+    expect((err as RouteError).status).toBe("5.1.10");
     expect(((await lookup("broken.test").catch((e) => e)) as RouteError).permanent).toBe(false);
   });
 });
