@@ -14,6 +14,7 @@ import { laneName } from "../mail/policy";
 import type { LimiterMetrics } from "../metrics/metrics";
 import type { Records } from "../records/records";
 import type { RetryPolicy } from "../records/webhook_deliveries";
+import { type RetryPolicy as RetryInHours, retryPolicy } from "../mx/retry";
 import { newToken } from "../token/token";
 import { type Accept, accept } from "./accept";
 import {
@@ -52,7 +53,10 @@ export interface DaemonOptions {
   visibilityMs: number;
   /** How often the records are reconciled with the hot store. */
   reconcileEveryMs: number;
+  /** The short retry schedule (the relay, the file sink), and the bounce cooldown. */
   policy: DeliveryPolicy;
+  /** The retry schedule in hours of MX delivery; the default's (48 hours) when not given. */
+  retryInHours?: RetryInHours;
   retentionMs: number;
   /** When failed webhook attempts are retried, and when an endpoint is disabled. */
   webhookPolicy: RetryPolicy;
@@ -233,7 +237,15 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
   router.service(MailService, mailHandlers({ mail, records, accept: p.accept, refusals: p.refusals }));
   router.service(
     DeliveryService,
-    deliveryHandlers({ mail, runtime, clock, laneRate, visibilityMs: p.o.visibilityMs, policy: p.o.policy }),
+    deliveryHandlers({
+      mail,
+      runtime,
+      clock,
+      laneRate,
+      visibilityMs: p.o.visibilityMs,
+      policy: p.o.policy,
+      retryInHours: p.o.retryInHours ?? retryPolicy(),
+    }),
   );
   router.service(LaneService, laneHandlers({ mail, runtime, clock, laneRate }));
   router.service(
