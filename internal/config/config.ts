@@ -401,8 +401,7 @@ function deliveryVar(env: Env, relayUrl: string | undefined): DeliveryKind {
   if (v !== "mx" && v !== "relay" && v !== "file")
     throw new ConfigError(`DELIVERY=${JSON.stringify(v)} must be mx, relay or file`);
   if (v === "relay" && !relayUrl) throw new ConfigError("DELIVERY=relay needs SMTP_RELAY_URL");
-  if (v !== "relay" && relayUrl)
-    throw new ConfigError(`SMTP_RELAY_URL is set but DELIVERY=${v}: unset one of them`);
+  if (v !== "relay" && relayUrl) throw new ConfigError(`SMTP_RELAY_URL is set but DELIVERY=${v}: unset one of them`);
   return v;
 }
 
