@@ -415,7 +415,9 @@ export function workerConfig(env: Env): WorkerConfig {
     delivery,
     relayUrl,
     mx: delivery === "mx" ? mxConfig(env) : undefined,
-    maxInFlight: intVar(env, "WORKER_CONCURRENCY", 16, 1, 256),
+    // MX delivery waits on many receivers at once (a delivery takes a round trip or five to a
+    // far host), a relay on one nearby.
+    maxInFlight: intVar(env, "WORKER_CONCURRENCY", delivery === "mx" ? 128 : 16, 1, 256),
     webhookConcurrency: intVar(env, "WEBHOOK_CONCURRENCY", 64, 1, 1_024),
     webhookAllowPrivateUrls: intVar(env, "WEBHOOK_ALLOW_PRIVATE_URLS", 0, 0, 1) === 1,
     metricsHost: hostVar(env, "METRICS_HOST", "127.0.0.1"),

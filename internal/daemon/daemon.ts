@@ -6,6 +6,7 @@ import { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
 import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
+import { DestinationService } from "../gen/mailcore/limiter/v1/destinations_pb";
 import { WebhookDeliveryService, WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
 import type { DeliveryPolicy, HotStore } from "../hotstore/hotstore";
 import { type Lanes, startLanes } from "../lanes/lanes";
@@ -42,6 +43,7 @@ import { RecordsWriter } from "./recordswriter";
 import { RefusalCounter } from "./refusals";
 import type { RawUnary } from "./server";
 import { webhookDeliveryHandlers } from "./webhook_delivery_service";
+import { DestinationReports, destinationHandlers } from "./destination_service";
 import { webhookHandlers } from "./webhook_service";
 import { WorkflowRunner } from "./workflow_runner";
 
@@ -86,6 +88,8 @@ export interface Daemon {
 /** What the daemon's services share: its options and the parts that keep state. */
 export interface DaemonParts {
   o: DaemonOptions;
+  /** The workers' reports of MX delivery's destinations. */
+  destinations: DestinationReports;
   projection: Projection;
   runtime: MailRuntime;
   refusals: RefusalCounter;
@@ -146,6 +150,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
   const runner = new WorkflowRunner(sending);
   const parts: DaemonParts = {
     o,
+    destinations: new DestinationReports(clock),
     projection,
     runtime,
     refusals,
@@ -248,6 +253,7 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
     }),
   );
   router.service(LaneService, laneHandlers({ mail, runtime, clock, laneRate }));
+  router.service(DestinationService, destinationHandlers(p.destinations));
   router.service(
     ConsoleService,
     consoleHandlers({

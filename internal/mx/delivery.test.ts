@@ -259,3 +259,37 @@ test("a message that waits longer than maxWaitMs for a connection is deferred, n
   expect((await first).verdict).toBe("temporary");
   expect(r.received).toHaveLength(0);
 });
+
+test("a destination holds at most maxQueued messages waiting; one more is deferred at once, never sent", async () => {
+  const r = await receiver({ address: "127.0.0.35", data: (_to, nth) => (nth === 1 ? "hang" : undefined) });
+  routes.set("full.test", [{ name: "mx.full.test", addresses: ["127.0.0.35"] }]);
+  const d = delivery({ shaping: shaping({ connections: 1 }), maxQueued: 1 });
+  const first = send(d, "a@full.test");
+  await waitFor("the first connection", async () => r.connections() === 1);
+  const second = send(d, "b@full.test"); // waits for the one connection
+  const third = await send(d, "c@full.test");
+  expect(third.verdict).toBe("temporary");
+  expect(third.attempts[0]).toMatchObject({ stage: "queue", host: "" });
+  expect(third.detail).toContain("1 messages wait for mx.full.test already");
+  d.close();
+  expect((await second).verdict).toBe("temporary");
+  expect((await first).verdict).toBe("temporary");
+  expect(r.received).toHaveLength(0);
+});
+
+test("a destination is failing from its first failed try until a host answers for good; forgotten destinations keep it", async () => {
+  let down = true;
+  await receiver({ address: "127.0.0.36", rcpt: () => (down ? "451 4.3.0 try later" : undefined) });
+  routes.set("flaky.test", [{ name: "mx.flaky.test", addresses: ["127.0.0.36"] }]);
+  const d = delivery();
+  const failing = () => d.states().find((s) => s.key === "mx.flaky.test")?.failingSinceMs ?? 0;
+  const before = Date.now();
+  expect((await send(d, "a@flaky.test")).verdict).toBe("temporary");
+  const since = failing();
+  expect(since).toBeGreaterThanOrEqual(before);
+  await send(d, "b@flaky.test");
+  expect(failing()).toBe(since);
+  down = false;
+  expect((await send(d, "c@flaky.test")).verdict).toBe("delivered");
+  expect(failing()).toBe(0);
+});

@@ -38,6 +38,8 @@ export interface DestinationOptions {
   time: PacerTime;
   /** Longest a message waits in the queue for a connection or its turn before it is deferred. */
   maxWaitMs: number;
+  /** Most messages waiting in the queue; one more is deferred at once (a slow destination holds no more of the worker). */
+  maxQueued: number;
   /** An idle connection is closed after this. */
   idleMs: number;
   /** Addresses tried to open one connection (RFC 5321 5.1 asks for a limit). */
@@ -69,6 +71,8 @@ export interface DestinationState {
   idle: number;
   slowedUntilMs: number;
   suspendedUntilMs: number;
+  /** Since when its tries have failed for now, with no success or final answer since (0: not failing). */
+  failingSinceMs: number;
 }
 
 export class Destination {
@@ -89,6 +93,8 @@ export class Destination {
   deliver(job: Job): Promise<MxResult> {
     return new Promise((done) => {
       if (this.closed) return done(this.deferred("the transport is closed"));
+      if (this.queue.length >= this.o.maxQueued)
+        return done(this.deferred(`${this.o.maxQueued} messages wait for ${this.o.key} already`));
       const w: Waiting = {
         job,
         done,
@@ -125,6 +131,7 @@ export class Destination {
       idle: this.idle.length,
       slowedUntilMs: this.slowedUntilMs,
       suspendedUntilMs: this.suspendedUntilMs,
+      failingSinceMs: 0,
     };
   }
 

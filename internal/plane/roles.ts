@@ -9,6 +9,7 @@ import { Health } from "../gen/grpc/health/v1/health_pb";
 import { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
 import { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
 import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
+import { DestinationService } from "../gen/mailcore/limiter/v1/destinations_pb";
 import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
 import { WebhookDeliveryService, WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
@@ -42,6 +43,7 @@ export const RPC_ROLES: ReadonlyMap<string, Role> = new Map([
   ...service(MailService, { send: "front", getMessage: "front", listMessages: "front", getMessageStats: "front" }),
   ...service(DeliveryService, { lease: "worker", ack: "worker" }),
   ...service(LaneService, { getLanes: "admin", listReleases: "admin" }),
+  ...service(DestinationService, { reportDestinations: "worker", listDestinations: "admin" }),
   ...service(ConsoleService, {
     createUser: "admin",
     signIn: "front",
