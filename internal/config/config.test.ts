@@ -321,6 +321,14 @@ describe("MX delivery", () => {
       dnsServer: "127.0.0.1:5353",
       allowPrivate: true,
       trustedCa: undefined,
+      timeouts: { setupMs: 30_000, replyMs: 60_000, messageMs: 300_000 },
+    });
+    expect(
+      mxConfig({ MX_SETUP_TIMEOUT_MS: "1000", MX_REPLY_TIMEOUT_MS: "2000", MX_MESSAGE_TIMEOUT_MS: "3000" }).timeouts,
+    ).toEqual({
+      setupMs: 1_000,
+      replyMs: 2_000,
+      messageMs: 3_000,
     });
   });
 
@@ -349,6 +357,7 @@ describe("MX delivery", () => {
     [{ MX_SHAPING_FILE: "/nonexistent/shaping.json" }, "MX_SHAPING_FILE"],
     [{ MX_PORT: "70000" }, "MX_PORT"],
     [{ MX_TRUSTED_CA: "/nonexistent/ca.pem" }, "MX_TRUSTED_CA"],
+    [{ MX_REPLY_TIMEOUT_MS: "10" }, "MX_REPLY_TIMEOUT_MS"],
   ])("%p is refused with its name", (env, name) => {
     expect(() => mxConfig(env)).toThrow(ConfigError);
     expect(() => mxConfig(env)).toThrow(name);

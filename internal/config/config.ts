@@ -440,6 +440,8 @@ export interface MxConfig {
   allowPrivate: boolean;
   /** MX_TRUSTED_CA: CAs trusted besides the system's for verified TLS and MTA-STS policy fetches (tests, a private network). */
   trustedCa: Buffer | undefined;
+  /** A session's deadlines: connecting and setting up (greeting, EHLO, STARTTLS), a reply's silence, a whole message. */
+  timeouts: { setupMs: number; replyMs: number; messageMs: number };
 }
 
 export function mxConfig(env: Env): MxConfig {
@@ -457,6 +459,11 @@ export function mxConfig(env: Env): MxConfig {
     dnsServer: dnsServerVar(env, "DNS_SERVER"),
     allowPrivate: intVar(env, "MX_ALLOW_PRIVATE", 0, 0, 1) === 1,
     trustedCa: pemVar(env, "MX_TRUSTED_CA"),
+    timeouts: {
+      setupMs: intVar(env, "MX_SETUP_TIMEOUT_MS", 30_000, 100, 600_000),
+      replyMs: intVar(env, "MX_REPLY_TIMEOUT_MS", 60_000, 100, 600_000),
+      messageMs: intVar(env, "MX_MESSAGE_TIMEOUT_MS", 300_000, 100, 3_600_000),
+    },
   };
 }
 

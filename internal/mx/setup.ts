@@ -35,6 +35,7 @@ export function mxTransport(cfg: MxConfig, o: MxTransportOptions): MxTransport {
     shaping: loadShaping(cfg.shapingFile),
     heloName: cfg.heloName,
     port: cfg.port,
+    timeouts: cfg.timeouts,
     maxQueued: o.maxQueued,
     ...(ca ? { trustedCa: [ca] } : {}),
   });
