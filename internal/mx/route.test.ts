@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { dnsResolver, type Resolve } from "../dnsquery/resolver";
 import { type Dnsmasq, type DnsRecord, startDnsmasq } from "../testkit/dnsmasq";
-import { mxRoute, orderByPreference, RouteError, routeLookup } from "./route";
+import { cachedRouteLookup, mxRoute, orderByPreference, RouteError, type RouteHost, routeLookup } from "./route";
 
 const PUBLIC_A = "93.184.215.14";
 const PUBLIC_B = "93.184.215.15";
@@ -199,4 +199,34 @@ test("orderByPreference keeps preferences apart and shuffles only within one", (
     firsts.set(first, (firsts.get(first) ?? 0) + 1);
   }
   for (const n of ["a", "b", "c"]) expect(firsts.get(n)!).toBeGreaterThan(850);
+});
+
+test("cachedRouteLookup: a route and a permanent refusal are kept for the TTL, shared while under way; a temporary failure is not kept", async () => {
+  let now = 0;
+  const asked: string[] = [];
+  const answers: Record<string, () => Promise<{ hosts: RouteHost[] }>> = {
+    "ok.test": async () => ({ hosts: [{ name: "mx.ok.test", preference: 10, addresses: ["192.0.2.1"] }] }),
+    "null.test": async () => {
+      throw new RouteError("null MX", true, "5.1.10");
+    },
+    "flaky.test": async () => {
+      throw new RouteError("SERVFAIL", false);
+    },
+  };
+  const lookup = cachedRouteLookup(
+    (domain) => {
+      asked.push(domain);
+      return answers[domain]!();
+    },
+    { ttlMs: 60_000, nowMs: () => now },
+  );
+  await Promise.all([lookup("ok.test"), lookup("OK.test")]);
+  await lookup("null.test").catch(() => {});
+  await lookup("null.test").catch(() => {});
+  await lookup("flaky.test").catch(() => {});
+  await lookup("flaky.test").catch(() => {});
+  expect(asked).toEqual(["ok.test", "null.test", "flaky.test", "flaky.test"]);
+  now = 60_000;
+  await lookup("ok.test");
+  expect(asked.at(-1)).toBe("ok.test");
 });

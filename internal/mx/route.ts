@@ -154,3 +154,47 @@ export function routeLookup(
     throw new RouteError(r.reason, r.kind === "permanent", r.kind === "permanent" ? r.status : undefined);
   };
 }
+
+export interface RouteCacheOptions {
+  /** How long a route, or a permanent refusal, is used without asking DNS again. */
+  ttlMs?: number;
+  /** The most domains kept; the oldest go first. */
+  maxDomains?: number;
+  nowMs?: () => number;
+}
+
+/**
+ * A route lookup whose answers are kept a while (a minute by default: MX and address records
+ * commonly live 5 minutes or more, and a minute bounds how long a changed record is missed),
+ * so a campaign to one domain asks DNS once a minute rather than three times a message; lookups
+ * of a domain under way are shared. A temporary failure is not kept: the next message asks again.
+ */
+export function cachedRouteLookup(
+  lookup: (domain: string) => Promise<{ hosts: RouteHost[] }>,
+  opts: RouteCacheOptions = {},
+): (domain: string) => Promise<{ hosts: RouteHost[] }> {
+  const ttlMs = opts.ttlMs ?? 60_000;
+  const maxDomains = opts.maxDomains ?? 10_000;
+  const now = opts.nowMs ?? Date.now;
+  const kept = new Map<string, { untilMs: number; answer: Promise<{ hosts: RouteHost[] }> }>();
+  return (domain) => {
+    const key = domain.toLowerCase();
+    const hit = kept.get(key);
+    if (hit && now() < hit.untilMs) return hit.answer;
+    kept.delete(key);
+    const answer = lookup(domain);
+    const entry = { untilMs: Number.POSITIVE_INFINITY, answer };
+    kept.set(key, entry);
+    if (kept.size > maxDomains) kept.delete(kept.keys().next().value!);
+    answer.then(
+      () => {
+        entry.untilMs = now() + ttlMs;
+      },
+      (err: unknown) => {
+        if (err instanceof RouteError && err.permanent) entry.untilMs = now() + ttlMs;
+        else if (kept.get(key) === entry) kept.delete(key);
+      },
+    );
+    return answer;
+  };
+}

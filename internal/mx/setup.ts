@@ -1,5 +1,5 @@
 // The MX transport as a worker runs it, from its configuration: the route over the project's
-// resolver (DNS_SERVER, MX_ALLOW_PRIVATE), MTA-STS policies fetched over HTTPS and cached, the
+// resolver (DNS_SERVER, MX_ALLOW_PRIVATE), kept a minute, MTA-STS policies fetched over HTTPS and cached, the
 // shaping file, and the composer (and signer) of the worker's other transports.
 import type { MxConfig } from "../config/config";
 import { dnsResolver } from "../dnsquery/resolver";
@@ -7,7 +7,7 @@ import type { LeaseResponse } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { Prepared } from "../worker/transport";
 import { MxDelivery } from "./delivery";
 import { httpsPolicyFetch, MtaStsCache } from "./mtasts";
-import { routeLookup } from "./route";
+import { cachedRouteLookup, routeLookup } from "./route";
 import { loadShaping } from "./shaping";
 import { MxTransport } from "./transport";
 
@@ -30,7 +30,7 @@ export function mxTransport(cfg: MxConfig, o: MxTransportOptions): MxTransport {
     fetch: httpsPolicyFetch({ resolve, allowPrivate: cfg.allowPrivate, ...(ca ? { ca } : {}) }),
   });
   const delivery = new MxDelivery({
-    resolveRoute: routeLookup(resolve, { allowPrivate: cfg.allowPrivate }),
+    resolveRoute: cachedRouteLookup(routeLookup(resolve, { allowPrivate: cfg.allowPrivate })),
     lookupMtaSts: async (domain) => (await sts.lookup(domain)).policy,
     shaping: loadShaping(cfg.shapingFile),
     heloName: cfg.heloName,

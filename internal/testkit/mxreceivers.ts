@@ -57,6 +57,8 @@ export interface ReceivedMessage {
   helo: string;
   /** Which connection (one per session) it came on. */
   connection: string;
+  /** When its final dot was read (ms). */
+  at: number;
 }
 
 export interface MxReceiver {
@@ -120,6 +122,7 @@ export async function startMxReceiver(opts: MxReceiverOptions): Promise<MxReceiv
       const chunks: Buffer[] = [];
       stream.on("data", (c: Buffer) => chunks.push(c));
       stream.on("end", async () => {
+        const at = Date.now();
         if (opts.dataDelayMs) await Bun.sleep(opts.dataDelayMs);
         const to = session.envelope.rcptTo[0]!.address;
         const answer = opts.data?.(to, nth(dataSeen, to));
@@ -132,6 +135,7 @@ export async function startMxReceiver(opts: MxReceiverOptions): Promise<MxReceiv
           secure: session.secure,
           helo: session.hostNameAppearsAs,
           connection: session.id,
+          at,
         });
         done();
       });
