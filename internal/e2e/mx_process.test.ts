@@ -41,6 +41,7 @@ let token: string;
 let dns: Dnsmasq;
 let ca: TestCa;
 let port: number;
+let metricsPort: number;
 const stops: (() => Promise<void>)[] = [];
 
 const A = (name: string, address: string): DnsRecord => ({ type: "A", name, address });
@@ -83,6 +84,7 @@ let shaped: MxReceiver;
 
 beforeAll(async () => {
   port = await freePort();
+  metricsPort = await freePort();
   ca = await testCa();
   // The well-behaved and the hostile receivers.
   preferred = await receiver({ address: "127.0.0.52" });
@@ -162,6 +164,7 @@ beforeAll(async () => {
     MX_SETUP_TIMEOUT_MS: "1000",
     MX_REPLY_TIMEOUT_MS: "1500",
     MX_MESSAGE_TIMEOUT_MS: "5000",
+    WORKER_METRICS_PORT: String(metricsPort),
   });
   token = await stack.org("mxsender", "enterprise");
 });
@@ -307,4 +310,38 @@ test("shaping: a destination limited to 2 connections never sees a third, and 50
   expect(perConnection.size).toBeGreaterThanOrEqual(3);
   expect(new Set(shaped.received.map((r) => r.to)).size).toBe(120); // each once
   expect((await email(ids[0]!)).status).toBe("delivered");
+});
+
+test("operators see the destinations: the worker's mailcore_mx_* metrics, and admin destinations", async () => {
+  const id = await send("lou@silent.test"); // a destination that fails while this test looks
+  await until(id, (e) => e.deliveryAttempts.length >= 1, "tried");
+  const scrape = async () => (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  await waitFor("the failing destination in the metrics", async () =>
+    /mailcore_mx_destination_failing_since_seconds\{[^}]*destination="mx.silent.test"[^}]*\} [1-9]/.test(
+      await scrape(),
+    ),
+  );
+  expect(await scrape()).toMatch(/mailcore_mx_destination_connections\{[^}]*destination="mx\.[a-z]+\.test"/);
+  // Reported every 5 s: the daemon has the worker's report within a few.
+  let rows: Record<string, unknown>[] = [];
+  await waitFor(
+    "admin destinations to list mx.silent.test",
+    async () => {
+      const out = await stack.admin("destinations", "--json");
+      rows = out.stdout
+        .trim()
+        .split("\n")
+        .filter((l) => l !== "")
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
+      return rows.some((r) => r.destination === "mx.silent.test" && Number(r.failingSinceMs) > 0);
+    },
+    15_000,
+  );
+  expect(rows.find((r) => r.destination === "mx.silent.test")).toMatchObject({
+    rule: "default",
+    worker: expect.any(String),
+  });
+  const people = await stack.admin("destinations");
+  expect(people.code).toBe(0);
+  expect(people.stdout).toMatch(/mx\.silent\.test +default .*failing since 20\d\d-/);
 });
