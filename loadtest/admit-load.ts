@@ -8,7 +8,7 @@
 //        env: WARMUP_MS, DURATION_MS, BATCH, INFLIGHT, IPS; for an https:// url, the front's
 //        LIMITER_TLS_CA, LIMITER_TLS_CLIENT_CERT and LIMITER_TLS_CLIENT_KEY
 import { readFileSync } from "node:fs";
-import { limiterTls, loadOrExit } from "../internal/config/config";
+import { limiterCredential, loadOrExit } from "../internal/config/config";
 import { Verdict } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
 import { type AdmitCall, limiterClients } from "../internal/limiterclient/client";
 import { percentile } from "./report";
@@ -42,7 +42,7 @@ for (let b = 0; b < RING; b++) {
 
 const { admitBatch } = limiterClients(
   url,
-  loadOrExit("admit-load", () => limiterTls(process.env, url)),
+  loadOrExit("admit-load", () => limiterCredential({ ...process.env, LIMITER_URL: url })),
 );
 
 interface Stats {

@@ -67,10 +67,10 @@ async function redisPostgres(): Promise<Backend> {
 
 async function measure(backend: Backend) {
   // wrk's requests name their client IPs in X-Forwarded-For (4,096 of them), so the IP limit does not cap the run.
-  const { limiterUrl, api, limiterd, apiProc } = await startLimiterAndApi(ROOT, LOGS, backend.env, {
+  const { limiterUrl, api, limiterd, apiProc, credential } = await startLimiterAndApi(ROOT, LOGS, backend.env, {
     TRUST_PROXY: "127.0.0.1",
   });
-  const clients = limiterClients(limiterUrl);
+  const clients = limiterClients(limiterUrl, credential);
   const orgs = await pool(ORGS, 8, async (i) => {
     const slug = `bench-${i}`;
     const { organization } = await clients.directory.createOrganization({ slug, plan: Plan.ENTERPRISE });

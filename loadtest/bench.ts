@@ -31,7 +31,8 @@ import { cpus, release, totalmem } from "node:os";
 import { join, resolve } from "node:path";
 import { HealthCheckResponse_ServingStatus } from "../internal/gen/grpc/health/v1/health_pb";
 import { Plan } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
-import { limiterTls } from "../internal/config/config";
+import { limiterCredential } from "../internal/config/config";
+import { ensurePlaneSecret } from "../internal/plane/secret";
 import { limiterClients } from "../internal/limiterclient/client";
 import { initCerts } from "../internal/plane/certs";
 import type { Role } from "../internal/plane/tls";
@@ -197,6 +198,9 @@ async function startDaemon(label: string, certs?: string, root = REPO_ROOT) {
   const limiterPort = await freePort();
   const limiterUrl = `${certs ? "https" : "http"}://127.0.0.1:${limiterPort}`;
   const env = { DATA_DIR: dataDir, LIMITER_URL: limiterUrl, REDIS_URL: redis.url };
+  // The plane secret before limiterd starts (as the dev stack makes it): the bench's own clients
+  // send it from their first call, whichever checkout's limiterd runs.
+  if (!certs) ensurePlaneSecret(dataDir);
   /** A client process's variables: env and, on mutual TLS, the certificate of its role. */
   const roleEnv = (role: Role): Record<string, string> => ({ ...env, ...(certs ? clientTlsEnv(certs, role) : {}) });
   const limiterd = trackProc(
@@ -209,8 +213,7 @@ async function startDaemon(label: string, certs?: string, root = REPO_ROOT) {
   );
   // The bench's own clients read their certificates from the variables, as the processes do:
   // the operator's for the Directory, the front's for the health check (a front's RPC).
-  const clientsOf = (role: Role) =>
-    limiterClients(limiterUrl, limiterTls(certs ? clientTlsEnv(certs, role) : {}, limiterUrl));
+  const clientsOf = (role: Role) => limiterClients(limiterUrl, limiterCredential(roleEnv(role)));
   const clients = clientsOf("admin");
   const { health } = clientsOf("front");
   await waitFor(
@@ -473,6 +476,7 @@ async function daemonPart(s: Settings, cores: number) {
   const gen = trackProc(
     "admit-load",
     runBun("loadtest/admit-load.ts", [d.limiterUrl, tokensFile], {
+      DATA_DIR: d.dataDir,
       WARMUP_MS: String(s.warmup * 1000),
       DURATION_MS: String(s.duration * 1000),
       BATCH: String(s.batch),

@@ -102,10 +102,10 @@ const FILTERS: [string, string][] = [
 
 async function measure(backend: Backend) {
   // A loaded machine can hold an admission past the 1 s default; a 503 would end the run.
-  const { limiterUrl, api, limiterd, apiProc } = await startLimiterAndApi(REPO_ROOT, LOGS, backend.env, {
+  const { limiterUrl, api, limiterd, apiProc, credential } = await startLimiterAndApi(REPO_ROOT, LOGS, backend.env, {
     LIMITER_TIMEOUT_MS: "5000",
   });
-  const clients = limiterClients(limiterUrl);
+  const clients = limiterClients(limiterUrl, credential);
   const { organization } = await clients.directory.createOrganization({ slug: "bench", plan: Plan.ENTERPRISE });
   const token = (await clients.directory.createToken({ slug: "bench" })).token;
   log(`${backend.name}: filling ${MESSAGES.toLocaleString("en")} messages`);

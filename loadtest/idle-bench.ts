@@ -44,7 +44,7 @@ async function firstAfterQuiet(stack: Stack, token: string) {
     headers: { Authorization: `Bearer ${token}`, "X-Forwarded-For": "10.99.0.9" },
   });
   const acceptedAt = Date.parse(((await res.json()) as { createdAt: string }).createdAt);
-  const { releases } = await limiterClients(stack.limiterUrl).lanes.listReleases({
+  const { releases } = await limiterClients(stack.limiterUrl, stack.credential).lanes.listReleases({
     lane: Lane.TRANSACTIONAL,
     sinceMs: BigInt(acceptedAt - 1_000),
   });

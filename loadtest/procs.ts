@@ -4,6 +4,7 @@ import { spawn, spawnSync } from "bun";
 import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { withAllocatorEnv } from "../internal/config/allocator";
+import { limiterCredential } from "../internal/config/config";
 import { startPostgres } from "../internal/testkit/postgres";
 import { cpuSeconds, machineTicks, statFields, statSeconds } from "../internal/testkit/machine";
 import { freePort, type Proc, startRedis, tempDir, waitFor } from "../internal/testkit/testkit";
@@ -273,7 +274,9 @@ export async function startLimiterAndApi(
     LIMITER_URL: limiterUrl,
   });
   await waitFor("the API", async () => (await fetch(`${api}/readyz`)).ok, 30_000);
-  return { limiterUrl, api, limiterd, apiProc };
+  // The plane secret limiterd made in the store's DATA_DIR, for the caller's own clients.
+  const credential = limiterCredential({ ...storeEnv, LIMITER_URL: limiterUrl });
+  return { limiterUrl, api, limiterd, apiProc, credential };
 }
 
 /** A redis-server and a PostgreSQL database of their own (stopped on exit), and the environment that puts limiterd on them. */

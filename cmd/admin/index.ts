@@ -1,7 +1,7 @@
 // admin: the operator's command line, talking to limiterd (and, for migrate, to the records).
 // Each command loads only the modules it uses: a call costs little CPU, and scripts make many.
 import { explain, runAdmin } from "../../internal/admin/cli";
-import { databaseUrl, dirVar, limiterTls, limiterUrl } from "../../internal/config/config";
+import { databaseUrl, dirVar, limiterCredential, limiterUrl } from "../../internal/config/config";
 import type { UnarySession } from "../../internal/limiterclient/unary";
 
 /** Prints a failure as every failure of the CLI is printed (JSON with --json) and exits with its code. */
@@ -15,7 +15,7 @@ function loadConfig() {
   try {
     return {
       limiterUrl: limiterUrl(process.env),
-      limiterTls: limiterTls(process.env, limiterUrl(process.env)),
+      limiterCredential: limiterCredential(process.env),
       databaseUrl: databaseUrl(process.env),
       dataDir: dirVar(process.env, "DATA_DIR", "data"),
     };
@@ -29,7 +29,7 @@ let session: Promise<UnarySession> | undefined;
 const deps = {
   rpc: () =>
     (session ??= import("../../internal/limiterclient/unary").then((m) =>
-      m.unarySession(cfg.limiterUrl, cfg.limiterTls),
+      m.unarySession(cfg.limiterUrl, cfg.limiterCredential),
     )),
   async migrate() {
     const { Db } = await import("../../internal/records/db");

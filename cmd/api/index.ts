@@ -20,9 +20,9 @@ import { apiSite } from "../../internal/site/site";
 const log = logger("api");
 const cfg = loadOrExit("api", () => apiConfig(process.env));
 setLogFormat(cfg.logFormat);
-const daemon = daemonConnection(cfg.limiterUrl, cfg.limiterTls);
+const daemon = daemonConnection(cfg.limiterUrl, cfg.limiterCredential);
 const clients = {
-  admitBatch: admitBatchCaller(cfg.limiterUrl, cfg.limiterTls),
+  admitBatch: admitBatchCaller(cfg.limiterUrl, cfg.limiterCredential),
   health: daemon.client(Health),
   mail: daemon.client(MailService),
   webhooks: daemon.client(WebhookService),

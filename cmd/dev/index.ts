@@ -4,6 +4,7 @@ import { connect } from "node:net";
 import { resolve } from "node:path";
 import {
   apiConfig,
+  dirVar,
   limiterdConfig,
   limiterUrl as clientLimiterUrl,
   loadOrExit,
@@ -11,6 +12,7 @@ import {
 } from "../../internal/config/config";
 import { bootstrapDemo, DEMO, DevStack, limiterServing, waitUntil } from "../../internal/devstack/devstack";
 import { limiterClients } from "../../internal/limiterclient/client";
+import { clientCredential, ensurePlaneSecret } from "../../internal/plane/secret";
 
 const root = resolve(import.meta.dir, "../..");
 const daemon = loadOrExit("dev", () => limiterdConfig(process.env));
@@ -68,7 +70,9 @@ const stack = new DevStack(root, env);
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => void stack.stop(0));
 
 try {
-  const clients = limiterClients(limiterUrl);
+  // The plane secret before limiterd starts, so the dev stack's own calls carry it from the first.
+  ensurePlaneSecret(daemon.dataDir);
+  const clients = limiterClients(limiterUrl, clientCredential(undefined, daemon.dataDir));
   stack.start({ name: "limiterd", entry: "cmd/limiterd/index.ts" });
   await waitUntil("limiterd", () => limiterServing(clients));
   stack.start({ name: "api", entry: "cmd/api/index.ts" });
@@ -112,8 +116,14 @@ try {
       `  swaks --server ${smtpHost}:${smtp.port} --tls --auth-user ${DEMO.slug} --auth-password ${token} --from hello@${DEMO.domain} --to delivered@fixtures.test`,
     );
   } else {
-    // The admin CLI finds the daemon at its default address; anywhere else the line says where.
-    const at = limiterUrl === clientLimiterUrl({}) ? "" : `LIMITER_URL=${limiterUrl} `;
+    // The admin CLI finds the daemon at its default address, and the plane secret in the default
+    // DATA_DIR; anything else the line says.
+    const at = [
+      ...(limiterUrl === clientLimiterUrl({}) ? [] : [`LIMITER_URL=${limiterUrl}`]),
+      ...(daemon.dataDir === dirVar({}, "DATA_DIR", "data") ? [] : [`DATA_DIR=${daemon.dataDir}`]),
+    ]
+      .map((v) => `${v} `)
+      .join("");
     lines.push(
       `Organization "${DEMO.slug}" exists. A new token: ${at}npx bun run cmd/admin/index.ts token create ${DEMO.slug}`,
     );

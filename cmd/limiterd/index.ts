@@ -6,6 +6,7 @@ import { hostname } from "node:os";
 import { join } from "node:path";
 import { systemClock } from "../../internal/clock/clock";
 import { limiterdConfig, loadOrExit } from "../../internal/config/config";
+import { ensureMasterKeyFile, MasterKey } from "../../internal/dkim/seal";
 import { EmbeddedHot, embeddedHotFile } from "../../internal/hotstore/embedded/embedded";
 import type { HotStore } from "../../internal/hotstore/hotstore";
 import {
@@ -18,6 +19,7 @@ import { limiterDaemon } from "../../internal/daemon/daemon";
 import { daemonInterceptors } from "../../internal/daemon/observe";
 import { serveRpc } from "../../internal/daemon/server";
 import { roleGate } from "../../internal/plane/roles";
+import { ensurePlaneSecret } from "../../internal/plane/secret";
 import { logger, setLogFormat } from "../../internal/log/log";
 import { laneName } from "../../internal/mail/policy";
 import { DiskSpace } from "../../internal/diskspace/diskspace";
@@ -107,9 +109,23 @@ if (cfg.retryScheduleDivisor !== 1) {
 
 if (cfg.insecure && !cfg.tls) {
   log.warn(
-    "LIMITER_INSECURE=1: cleartext, and every RPC is served to anyone who reaches the port; set LIMITER_TLS_CERT, LIMITER_TLS_KEY and LIMITER_TLS_CLIENT_CA for mutual TLS",
+    "LIMITER_INSECURE=1: cleartext, and every RPC is served to anyone who reaches the port with the plane secret; set LIMITER_TLS_CERT, LIMITER_TLS_KEY and LIMITER_TLS_CLIENT_CA for mutual TLS",
     { addr: `${cfg.host}:${cfg.port}` },
   );
+}
+
+// The master key (every daemon's secrets derive from it) and, on a cleartext port, the plane
+// secret every caller must send: both made in DATA_DIR on the first start when not given.
+let masterKey: MasterKey;
+let planeSecret: string | undefined;
+try {
+  masterKey = cfg.masterKey
+    ? MasterKey.fromBase64(cfg.masterKey, "DKIM_MASTER_KEY")
+    : ensureMasterKeyFile(cfg.dataDir).key;
+  planeSecret = cfg.tls ? undefined : ensurePlaneSecret(cfg.dataDir);
+} catch (err) {
+  log.error("cannot read or make a secret under DATA_DIR", { dataDir: cfg.dataDir, error: (err as Error).message });
+  process.exit(1);
 }
 
 const registry = newRegistry("limiterd");
@@ -139,13 +155,18 @@ const daemon = limiterDaemon({
   owner: `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`,
   log,
   metrics,
+  ticketKey: masterKey.derive("plane-ticket"),
 });
 // The SQLite files under DATA_DIR (records, embedded hot store): a full disk refuses the calls
 // that write (UNAVAILABLE: the API answers 503, the worker retries its acks) until there is space.
 const disk = new DiskSpace(cfg.dataDir, log, diskFullCounter(registry));
 const server = await serveRpc((router) => daemon.routes(router), cfg.host, cfg.port, {
-  interceptors: daemonInterceptors({ log, disk }),
+  interceptors: [...daemon.interceptors, ...daemonInterceptors({ log, disk })],
   raw: daemon.raw,
+  secret:
+    planeSecret === undefined
+      ? undefined
+      : { value: planeSecret, refused: (rpc) => log.warn("refused an RPC: no plane secret", { rpc }) },
   tls: cfg.tls && {
     ...cfg.tls,
     authorize: roleGate(log),
@@ -156,7 +177,7 @@ daemon.start();
 const metricsServer = serveMetrics(registry, cfg.metricsHost, cfg.metricsPort, log);
 log.info("listening", {
   addr: `${cfg.host}:${server.port}`,
-  tls: cfg.tls ? "mutual TLS, an RPC to its role only" : "cleartext",
+  tls: cfg.tls ? "mutual TLS, an RPC to its role only" : "cleartext, calls with the plane secret only",
   hot: hotKind,
   records: records.db.where,
   laneRate: cfg.laneRate,

@@ -39,7 +39,7 @@ if (files.source === "self-signed") {
   });
 }
 
-const directory = daemonConnection(cfg.limiterUrl, cfg.limiterTls).client(DirectoryService);
+const directory = daemonConnection(cfg.limiterUrl, cfg.limiterCredential).client(DirectoryService);
 certificateExpiry(registry, {
   LIMITER_TLS_CLIENT_CERT: cfg.limiterTls?.cert,
   LIMITER_TLS_CA: cfg.limiterTls?.ca,

@@ -33,7 +33,7 @@ const registry = newRegistry("worker");
 const disk = new DiskSpace(cfg.dataDir, log, diskFullCounter(registry));
 const transport = deliveryTransport(cfg, disk);
 certificateExpiry(registry, { LIMITER_TLS_CLIENT_CERT: cfg.limiterTls?.cert, LIMITER_TLS_CA: cfg.limiterTls?.ca });
-const daemon = daemonConnection(cfg.limiterUrl, cfg.limiterTls);
+const daemon = daemonConnection(cfg.limiterUrl, cfg.limiterCredential);
 const workerId = `${hostname()}:${process.pid}`;
 const metrics = workerMetrics(registry);
 // MX delivery's destinations: in the metrics, and reported to the daemon for `admin destinations`.

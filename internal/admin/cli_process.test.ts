@@ -1,10 +1,10 @@
 // The admin CLI as scripts use it: its exact interface, stdout, and exit codes.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { DirectoryService } from "../gen/mailcore/limiter/v1/limiter_pb";
+import { daemonConnection } from "../limiterclient/client";
+import { clientCredential } from "../plane/secret";
 import { freePort, type Proc, REPO_ROOT, runBun, runToEnd, tempDir, waitFor } from "../testkit/testkit";
 
 let limiterd: Proc;
@@ -17,7 +17,9 @@ const parsed = (r: { code: number; stdout: string; stderr: string }) => {
 };
 /** The organization a token admits for, as the fronts ask the daemon; "" when it admits none. */
 const tokenOwner = async (token: string) => {
-  const directory = createClient(DirectoryService, createGrpcTransport({ baseUrl: env.LIMITER_URL! }));
+  const directory = daemonConnection(env.LIMITER_URL!, clientCredential(undefined, env.DATA_DIR!)).client(
+    DirectoryService,
+  );
   const res = await directory.verifyToken({ token });
   return res.valid ? res.orgSlug : "";
 };
@@ -117,6 +119,8 @@ describe("cmd/admin", () => {
     const port = await freePort();
     const r = await runToEnd("cmd/admin/index.ts", ["org", "show", "acme"], {
       LIMITER_URL: `http://127.0.0.1:${port}`,
+      // A DATA_DIR with a plane secret: the daemon is what is missing.
+      DATA_DIR: env.DATA_DIR!,
     });
     expect(r.code).toBe(1);
     expect(r.stderr.trim()).toMatch(
@@ -221,6 +225,8 @@ describe("cmd/admin", () => {
     const port = await freePort();
     const r = await runToEnd("cmd/admin/index.ts", ["org", "show", "acme", "--json"], {
       LIMITER_URL: `http://127.0.0.1:${port}`,
+      // A DATA_DIR with a plane secret: the daemon is what is missing.
+      DATA_DIR: env.DATA_DIR!,
     });
     expect(r.code).toBe(1);
     expect(JSON.parse(r.stderr).error).toEqual({

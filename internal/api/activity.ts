@@ -144,31 +144,28 @@ export function statsRows(range: { widthMs: number; sinceMs: number; untilMs: nu
 }
 
 /** GET /api/v1/emails: a page of the activity log, filtered. */
-export const listEmails = route(async ({ ports, records }, { req, admission, headers }) => {
+export const listEmails = route(async ({ ports, records }, { req, headers }) => {
   const url = new URL(req.url);
   const page = paging(url);
-  const res = await ports.activity.listMessages(
-    { orgId: admission.orgId, ...page, ...emailFilters(url.searchParams) },
-    records,
-  );
+  const res = await ports.activity.listMessages({ ...page, ...emailFilters(url.searchParams) }, records);
   return json(200, { data: res.messages.map(emailListItem), nextCursor: res.nextCursor || null }, headers);
 });
 
 /** GET /api/v1/emails/{id}: one message with its attempts and events. */
 export const getEmail: Handler = async ({ ports }, { admission, headers, params }) => {
-  const message = await ports.mail.getMessage(admission.orgId, params[0]!);
+  const message = await ports.mail.getMessage(admission.ticket, params[0]!);
   if (!message) return error(404, "NOT_FOUND", `No email ${params[0]} in this organization.`, headers);
   return json(200, emailJson(message), headers);
 };
 
 /** GET /api/v1/stats/emails: the delivery figures by hour or day. */
-export const emailStats = route(async ({ ports, records }, { req, admission, headers }) => {
+export const emailStats = route(async ({ ports, records }, { req, headers }) => {
   const range = statsRange(new URL(req.url), Date.now());
   const res =
     range.untilMs === range.sinceMs
       ? { hours: [] }
       : await ports.activity.getMessageStats(
-          { orgId: admission.orgId, sinceMs: BigInt(range.sinceMs), untilMs: BigInt(range.untilMs) },
+          { sinceMs: BigInt(range.sinceMs), untilMs: BigInt(range.untilMs) },
           records,
         );
   return json(

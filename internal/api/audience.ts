@@ -52,21 +52,17 @@ function resultJson(r: UpsertResult | undefined, headers: Headers_): Response {
 
 /** A partial update of the path's subscriber: 200 and the subscriber. */
 async function updated({ ports, records }: Front, a: Admitted, change: ChangeInit, removeTags: string[] = []) {
-  const { result } = await ports.audience.updateSubscriber(
-    { orgId: a.admission.orgId, ref: decoded(a.params[0]!), change, removeTags },
-    records,
-  );
+  const { result } = await ports.audience.updateSubscriber({ ref: decoded(a.params[0]!), change, removeTags }, records);
   return json(200, subscriberJson(result!.subscriber!), a.headers);
 }
 
 /** GET /api/v1/subscribers: a page, filtered by tag, status and email prefix. */
-export const listSubscribers = route(async ({ ports, records }, { req, admission, headers }) => {
+export const listSubscribers = route(async ({ ports, records }, { req, headers }) => {
   const url = new URL(req.url);
   const status = url.searchParams.get("status");
   const tag = url.searchParams.get("tag");
   const res = await ports.audience.listSubscribers(
     {
-      orgId: admission.orgId,
       ...paging(url),
       tag: tag === null ? "" : tagName("tag", tag),
       status: status === null ? SubscriberStatus.UNSPECIFIED : subscriberStatus("status", status),
@@ -80,10 +76,7 @@ export const listSubscribers = route(async ({ ports, records }, { req, admission
 /** POST /api/v1/subscribers: creates or updates one subscriber by email. */
 export const upsertSubscriber = route(async (front, a) => {
   const change = parseUpsert(await body(a));
-  const { results } = await front.ports.audience.upsertSubscribers(
-    { orgId: a.admission.orgId, subscribers: [change] },
-    keyedCall(front, a),
-  );
+  const { results } = await front.ports.audience.upsertSubscribers({ subscribers: [change] }, keyedCall(front, a));
   return resultJson(results[0], a.headers);
 });
 
@@ -93,10 +86,7 @@ export const upsertSubscribers = route(async (front, a) => {
   const valid = items.flatMap((item) => (item.ok ? [item.change] : []));
   const { results } =
     valid.length > 0
-      ? await front.ports.audience.upsertSubscribers(
-          { orgId: a.admission.orgId, subscribers: valid, brief: true },
-          keyedCall(front, a),
-        )
+      ? await front.ports.audience.upsertSubscribers({ subscribers: valid, brief: true }, keyedCall(front, a))
       : { results: [] as UpsertResult[] };
   let next = 0;
   const data = items.map((item) => {
@@ -115,11 +105,8 @@ export const upsertSubscribers = route(async (front, a) => {
 });
 
 /** GET /api/v1/subscribers/{id}: by id or email. */
-export const getSubscriber = route(async ({ ports, records }, { admission, headers, params }) => {
-  const { subscriber } = await ports.audience.getSubscriber(
-    { orgId: admission.orgId, ref: decoded(params[0]!) },
-    records,
-  );
+export const getSubscriber = route(async ({ ports, records }, { headers, params }) => {
+  const { subscriber } = await ports.audience.getSubscriber({ ref: decoded(params[0]!) }, records);
   return json(200, subscriberJson(subscriber!), headers);
 });
 
@@ -127,8 +114,8 @@ export const getSubscriber = route(async ({ ports, records }, { admission, heade
 export const updateSubscriber = route(async (front, a) => updated(front, a, parsePatch(await body(a))));
 
 /** DELETE /api/v1/subscribers/{id}. */
-export const deleteSubscriber = route(async ({ ports, records }, { admission, headers, params }) => {
-  await ports.audience.deleteSubscriber({ orgId: admission.orgId, ref: decoded(params[0]!) }, records);
+export const deleteSubscriber = route(async ({ ports, records }, { headers, params }) => {
+  await ports.audience.deleteSubscriber({ ref: decoded(params[0]!) }, records);
   return new Response(null, { status: 204, headers });
 });
 
@@ -145,9 +132,9 @@ export const untagSubscriber = route(async (front, a) => {
 });
 
 /** GET /api/v1/subscribers/{id}/events: a page of the subscriber's history. */
-export const listSubscriberEvents = route(async ({ ports, records }, { req, admission, headers, params }) => {
+export const listSubscriberEvents = route(async ({ ports, records }, { req, headers, params }) => {
   const res = await ports.audience.listSubscriberEvents(
-    { orgId: admission.orgId, ref: decoded(params[0]!), ...paging(new URL(req.url)) },
+    { ref: decoded(params[0]!), ...paging(new URL(req.url)) },
     records,
   );
   const data = res.events.map((e) => ({
@@ -166,12 +153,12 @@ export const listTags: Handler = async (_front, { admission, headers }) =>
 /** POST /api/v1/tags: 201 when created, 200 when the organization had it. */
 export const createTag = route(async (front, a) => {
   const name = parseTagCreate(await body(a));
-  const { created } = await front.ports.audience.createTag({ orgId: a.admission.orgId, name }, keyedCall(front, a));
+  const { created } = await front.ports.audience.createTag({ name }, keyedCall(front, a));
   return json(created ? 201 : 200, { name }, a.headers);
 });
 
 /** DELETE /api/v1/tags/{name}: the tag, off every subscriber. */
-export const deleteTag = route(async ({ ports, records }, { admission, headers, params }) => {
-  await ports.audience.deleteTag({ orgId: admission.orgId, name: decoded(params[0]!) }, records);
+export const deleteTag = route(async ({ ports, records }, { headers, params }) => {
+  await ports.audience.deleteTag({ name: decoded(params[0]!) }, records);
   return new Response(null, { status: 204, headers });
 });

@@ -95,18 +95,18 @@ function campaignRoute(run: Handler): Handler {
   };
 }
 
-const campaignRef = (a: Admitted) => ({ orgId: a.admission.orgId, id: decoded(a.params[0]!) });
+const campaignRef = (a: Admitted) => ({ id: decoded(a.params[0]!) });
 
 /** GET /api/v1/campaigns: a page, newest first. */
-export const listCampaigns = campaignRoute(async ({ ports, records }, { req, admission, headers }) => {
-  const res = await ports.automation.listCampaigns({ orgId: admission.orgId, ...paging(new URL(req.url)) }, records);
+export const listCampaigns = campaignRoute(async ({ ports, records }, { req, headers }) => {
+  const res = await ports.automation.listCampaigns({ ...paging(new URL(req.url)) }, records);
   return json(200, { data: res.campaigns.map(campaignJson), nextCursor: res.nextCursor || null }, headers);
 });
 
 /** POST /api/v1/campaigns: a draft. */
 export const createCampaign = campaignRoute(async (front, a) => {
   const { campaign } = await front.ports.automation.createCampaign(
-    { orgId: a.admission.orgId, ...parseCampaign(await body(a)) },
+    { ...parseCampaign(await body(a)) },
     keyedCall(front, a),
   );
   return json(201, campaignJson(campaign!), a.headers);

@@ -5,9 +5,10 @@ import type { Admission, AdmitCall, LimiterClients } from "../limiterclient/clie
 import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
 import { MAX_ADMIT_BATCH } from "../wire/admit";
-import { DEADLINE_HEADER, NOT_QUEUED_HEADER, REQUEST_ID_HEADER, SEND_GRACE_MS } from "../wire/metadata";
+import { DEADLINE_HEADER, NOT_QUEUED_HEADER, REQUEST_ID_HEADER, SEND_GRACE_MS, TICKET_HEADER } from "../wire/metadata";
 import { type ApiPorts, type MailPort, NotQueued, type WebhookCalls } from "./ports";
 import { createCall } from "./resource";
+import { ticketed } from "./respond";
 
 /** The daemon's clients the API's ports call. */
 export type ApiClients = Pick<
@@ -21,11 +22,15 @@ export function mailPort(mail: ApiClients["mail"], timeoutMs: number, log: Logge
   return {
     // The daemon refuses a send it reads after the deadline; the front waits a little longer
     // than that for the answer, so an answer that comes is the truth (deadline_process.test.ts).
-    send: (req, requestId) =>
+    send: (ticket, req, requestId) =>
       mail
         .send(req, {
           timeoutMs: timeoutMs + SEND_GRACE_MS,
-          headers: { [DEADLINE_HEADER]: String(Date.now() + timeoutMs), [REQUEST_ID_HEADER]: requestId },
+          headers: {
+            [DEADLINE_HEADER]: String(Date.now() + timeoutMs),
+            [REQUEST_ID_HEADER]: requestId,
+            [TICKET_HEADER]: ticket,
+          },
         })
         .then(
           (res) => {
@@ -39,27 +44,27 @@ export function mailPort(mail: ApiClients["mail"], timeoutMs: number, log: Logge
               : err;
           },
         ),
-    getMessage: async (orgId, messageId) =>
-      (await unlessNotFound(mail.getMessage({ orgId, messageId }, { timeoutMs })))?.message,
+    getMessage: async (ticket, messageId) =>
+      (await unlessNotFound(mail.getMessage({ messageId }, ticketed({ timeoutMs }, ticket))))?.message,
   };
 }
 
 /** The webhook calls over WebhookService, record-bound; what the daemon does not find is undefined. */
 export function webhookPort(webhooks: ApiClients["webhooks"], recordsTimeoutMs: number): WebhookCalls {
-  const recordsCall = { timeoutMs: recordsTimeoutMs };
+  const recordsCall = (ticket: string) => ticketed({ timeoutMs: recordsTimeoutMs }, ticket);
+  const keyed = (ticket: string, key: string | null) => createCall(recordsCall(ticket), key);
   return {
-    create: async (orgId, input, idempotencyKey) =>
-      webhooks.createWebhook({ orgId, ...input }, createCall(recordsTimeoutMs, idempotencyKey)),
-    list: async (orgId, limit, cursor) => webhooks.listWebhooks({ orgId, limit, cursor }, recordsCall),
-    delete: async (orgId, webhookId) =>
-      (await unlessNotFound(webhooks.deleteWebhook({ orgId, webhookId }, recordsCall))) !== undefined,
-    deliveries: (orgId, webhookId, limit, cursor) =>
-      unlessNotFound(webhooks.listWebhookDeliveries({ orgId, webhookId, limit, cursor }, recordsCall)),
-    test: (orgId, webhookId, idempotencyKey) =>
-      unlessNotFound(webhooks.testWebhook({ orgId, webhookId }, createCall(recordsTimeoutMs, idempotencyKey))),
-    retry: async (orgId, webhookId, deliveryId) => {
+    create: async (ticket, input, idempotencyKey) => webhooks.createWebhook(input, keyed(ticket, idempotencyKey)),
+    list: async (ticket, limit, cursor) => webhooks.listWebhooks({ limit, cursor }, recordsCall(ticket)),
+    delete: async (ticket, webhookId) =>
+      (await unlessNotFound(webhooks.deleteWebhook({ webhookId }, recordsCall(ticket)))) !== undefined,
+    deliveries: (ticket, webhookId, limit, cursor) =>
+      unlessNotFound(webhooks.listWebhookDeliveries({ webhookId, limit, cursor }, recordsCall(ticket))),
+    test: (ticket, webhookId, idempotencyKey) =>
+      unlessNotFound(webhooks.testWebhook({ webhookId }, keyed(ticket, idempotencyKey))),
+    retry: async (ticket, webhookId, deliveryId) => {
       try {
-        return await unlessNotFound(webhooks.retryWebhookDelivery({ orgId, webhookId, deliveryId }, recordsCall));
+        return await unlessNotFound(webhooks.retryWebhookDelivery({ webhookId, deliveryId }, recordsCall(ticket)));
       } catch (err) {
         if (err instanceof ConnectError && err.code === Code.FailedPrecondition) return "pending";
         throw err;

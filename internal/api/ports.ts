@@ -29,13 +29,17 @@ export interface HealthPort {
 
 /** A send, and a read of one message. */
 export interface MailPort {
-  /** Rejects with NotQueued when the daemon is certain it queued nothing; any other rejection leaves it open. */
+  /**
+   * For the organization of the admission ticket. Rejects with NotQueued when the daemon is
+   * certain it queued nothing; any other rejection leaves it open.
+   */
   send(
-    req: { orgId: string; lane: Lane; email: Email; idempotencyKey: string; bodyHash: string },
+    ticket: string,
+    req: { lane: Lane; email: Email; idempotencyKey: string; bodyHash: string },
     requestId: string,
   ): Promise<SendResponse>;
-  /** undefined when the organization has no such message. */
-  getMessage(orgId: string, messageId: string): Promise<MessageInfo | undefined>;
+  /** undefined when the ticket's organization has no such message. */
+  getMessage(ticket: string, messageId: string): Promise<MessageInfo | undefined>;
 }
 
 /** The daemon refused a send and is certain it queued nothing. */
@@ -44,22 +48,25 @@ export class NotQueued extends Error {}
 /** The activity log and the delivery figures: the daemon's RPCs as they are. */
 export type ActivityCalls = Pick<Client<typeof MailService>, "listMessages" | "getMessageStats">;
 
-/** What the webhook routes need from the daemon; not found is undefined (or false), not an error. */
+/**
+ * What the webhook routes need from the daemon, each for the organization of the admission
+ * ticket; not found is undefined (or false), not an error.
+ */
 export interface WebhookCalls {
   /** idempotencyKey: the client's Idempotency-Key, null without one. */
-  create(orgId: string, input: EndpointInput, idempotencyKey: string | null): Promise<CreateWebhookResponse>;
-  list(orgId: string, limit: number, cursor: string): Promise<ListWebhooksResponse>;
-  delete(orgId: string, id: string): Promise<boolean>;
+  create(ticket: string, input: EndpointInput, idempotencyKey: string | null): Promise<CreateWebhookResponse>;
+  list(ticket: string, limit: number, cursor: string): Promise<ListWebhooksResponse>;
+  delete(ticket: string, id: string): Promise<boolean>;
   deliveries(
-    orgId: string,
+    ticket: string,
     id: string,
     limit: number,
     cursor: string,
   ): Promise<ListWebhookDeliveriesResponse | undefined>;
   /** undefined when the organization has no such webhook; idempotencyKey as for create. */
-  test(orgId: string, id: string, idempotencyKey: string | null): Promise<TestWebhookResponse | undefined>;
+  test(ticket: string, id: string, idempotencyKey: string | null): Promise<TestWebhookResponse | undefined>;
   /** undefined when the organization has no such webhook or delivery; "pending" when it is not finished. */
-  retry(orgId: string, id: string, deliveryId: string): Promise<RetryWebhookDeliveryResponse | "pending" | undefined>;
+  retry(ticket: string, id: string, deliveryId: string): Promise<RetryWebhookDeliveryResponse | "pending" | undefined>;
 }
 
 /** The daemon's audience RPCs, as they are. */

@@ -1,7 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { IDEMPOTENCY_KEY_HEADER } from "../wire/metadata";
 import { InvalidField } from "./invalid_field";
-import { type Admitted, error, type Front, type Handler, invalid, readJson } from "./respond";
+import { type Admitted, type CallOptions, error, type Front, type Handler, invalid, readJson } from "./respond";
 
 // What the resource endpoints (audience, campaigns, workflows, webhooks, the activity log)
 // share around their one call to the daemon: path segments, paging, the body, and the answers
@@ -24,14 +24,13 @@ export function paging(url: URL): { limit: number; cursor: string } {
   return { limit: raw === null ? DEFAULT_LIMIT : Number(raw), cursor: url.searchParams.get("cursor") ?? "" };
 }
 
-/** A create's call options: its deadline, and the client's Idempotency-Key when it sent one. */
-export function createCall(timeoutMs: number, idempotencyKey: string | null) {
-  return idempotencyKey === null ? { timeoutMs } : { timeoutMs, headers: { [IDEMPOTENCY_KEY_HEADER]: idempotencyKey } };
+/** A create's call options: o's, with the client's Idempotency-Key when it sent one. */
+export function createCall(o: CallOptions, idempotencyKey: string | null): CallOptions {
+  return idempotencyKey === null ? o : { ...o, headers: { ...o.headers, [IDEMPOTENCY_KEY_HEADER]: idempotencyKey } };
 }
 
 /** The record-bound create call of an admitted request (see createCall). */
-export const keyedCall = (front: Front, a: Admitted) =>
-  createCall(front.records.timeoutMs, a.req.headers.get("idempotency-key"));
+export const keyedCall = (front: Front, a: Admitted) => createCall(front.records, a.req.headers.get("idempotency-key"));
 
 /** A body refused before it was parsed (415, 413, 400). */
 class Refused extends Error {

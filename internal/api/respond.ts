@@ -1,6 +1,7 @@
 import type { Admission } from "../limiterclient/client";
 import { MAX_BODY_BYTES } from "../limits/limits";
 import { allowOf } from "../web/routes";
+import { TICKET_HEADER } from "../wire/metadata";
 import type { ApiPorts } from "./ports";
 
 // What every route handler of the API shares: the admitted request it is given, and the JSON
@@ -20,11 +21,26 @@ export interface Admitted {
   checkBody(value: unknown): void;
 }
 
-/** The front a handler serves in: its ports, and the deadline of a record-bound call (configuration, apart). */
+/** A call's options: its deadline, and the metadata it carries. */
+export interface CallOptions {
+  timeoutMs: number;
+  headers?: Record<string, string>;
+}
+
+/** A call's options with the admission ticket of the organization it is for. */
+export function ticketed(o: CallOptions, ticket: string): CallOptions {
+  return { ...o, headers: { ...o.headers, [TICKET_HEADER]: ticket } };
+}
+
+/** The front a handler serves in: its ports, and the options of the request's calls to the daemon. */
 export interface Front {
   ports: ApiPorts;
-  /** The options of a record-bound call: a batch of 1,000 writes takes longer than an admission. */
-  records: { timeoutMs: number };
+  /**
+   * The options of the request's record-bound calls (and the activity log's): the deadline (a
+   * batch of 1,000 writes takes longer than an admission) and, for an admitted request, its
+   * admission ticket, which names the organization to the daemon (serveRoute adds it).
+   */
+  records: CallOptions;
 }
 
 /** One method of a path: the front it serves in and the admitted request, to the answer. */

@@ -72,8 +72,8 @@ export const sendEmail: Handler = async ({ ports }, { req, requestId, admission,
   let res: SendResponse;
   try {
     res = await ports.mail.send(
+      admission.ticket,
       {
-        orgId: admission.orgId,
         lane: input.lane,
         email: input.email,
         idempotencyKey: key ?? "",

@@ -15,7 +15,17 @@ import { InvalidField } from "./invalid_field";
 import { rateLimitHeaders } from "./ratelimit_headers";
 import { observed } from "./observe";
 import type { ApiPorts } from "./ports";
-import { type Admitted, error, type Front, getOnly, type Headers_, invalid, json, methodNotAllowed } from "./respond";
+import {
+  type Admitted,
+  error,
+  type Front,
+  getOnly,
+  type Headers_,
+  invalid,
+  json,
+  methodNotAllowed,
+  ticketed,
+} from "./respond";
 import { ROUTES, TAGS_PATH } from "./routes";
 import { keyReused } from "./send";
 
@@ -145,8 +155,10 @@ export async function serveRoute(
       "Idempotency-Key must be 1 to 255 printable ASCII characters.",
       headers,
     );
+  // Every call the handler makes for the organization carries the admission's ticket.
+  const admitted: Front = { ports: front.ports, records: ticketed(front.records, a.admission.ticket) };
   try {
-    return await handler(front, { ...a, params: found.params, checkBody: contract.body });
+    return await handler(admitted, { ...a, params: found.params, checkBody: contract.body });
   } catch (err) {
     if (err instanceof ConnectError && err.metadata.get(IDEMPOTENCY_CONFLICT_HEADER) === "1") return keyReused(headers);
     log.warn("daemon call failed", { path, error: (err as Error).message });

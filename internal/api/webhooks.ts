@@ -66,41 +66,41 @@ export const createWebhook: Handler = async ({ ports }, { req, admission, header
   }
   const input = checkEndpoint(body);
   if ("field" in input) return invalid(input.field, input.message, headers);
-  const made = await ports.webhooks.create(admission.orgId, input, req.headers.get("idempotency-key"));
+  const made = await ports.webhooks.create(admission.ticket, input, req.headers.get("idempotency-key"));
   return json(201, { ...endpointJson(made.endpoint!), secret: made.secret }, headers);
 };
 
 /** GET /api/v1/webhooks: a page of endpoints. */
 export const listWebhooks = route(async ({ ports }, { req, admission, headers }) => {
   const page = paging(new URL(req.url));
-  const res = await ports.webhooks.list(admission.orgId, page.limit, page.cursor);
+  const res = await ports.webhooks.list(admission.ticket, page.limit, page.cursor);
   return json(200, { data: res.endpoints.map(endpointJson), nextCursor: res.nextCursor || null }, headers);
 });
 
 /** DELETE /api/v1/webhooks/{id}. */
 export const deleteWebhook: Handler = async ({ ports }, { admission, headers, params: [id] }) => {
-  if (!(await ports.webhooks.delete(admission.orgId, id!))) return noWebhook(id!, headers);
+  if (!(await ports.webhooks.delete(admission.ticket, id!))) return noWebhook(id!, headers);
   return new Response(null, { status: 204, headers });
 };
 
 /** GET /api/v1/webhooks/{id}/deliveries: a page of an endpoint's deliveries, newest first. */
 export const listWebhookDeliveries = route(async ({ ports }, { req, admission, headers, params: [id] }) => {
   const page = paging(new URL(req.url));
-  const res = await ports.webhooks.deliveries(admission.orgId, id!, page.limit, page.cursor);
+  const res = await ports.webhooks.deliveries(admission.ticket, id!, page.limit, page.cursor);
   if (!res) return noWebhook(id!, headers);
   return json(200, { data: res.deliveries.map(deliveryJson), nextCursor: res.nextCursor || null }, headers);
 });
 
 /** POST /api/v1/webhooks/{id}/test: a test event, delivered as any other. */
 export const testWebhook: Handler = async ({ ports }, { req, admission, headers, params: [id] }) => {
-  const res = await ports.webhooks.test(admission.orgId, id!, req.headers.get("idempotency-key"));
+  const res = await ports.webhooks.test(admission.ticket, id!, req.headers.get("idempotency-key"));
   if (!res) return noWebhook(id!, headers);
   return json(202, deliveryJson(res.delivery!), headers);
 };
 
 /** POST /api/v1/webhooks/{id}/deliveries/{deliveryId}/retry: a finished delivery, tried again. */
 export const retryWebhookDelivery: Handler = async ({ ports }, { admission, headers, params: [id, deliveryId] }) => {
-  const res = await ports.webhooks.retry(admission.orgId, id!, deliveryId!);
+  const res = await ports.webhooks.retry(admission.ticket, id!, deliveryId!);
   if (!res) return error(404, "NOT_FOUND", `No delivery ${deliveryId} of webhook ${id} in this organization.`, headers);
   if (res === "pending")
     return error(

@@ -141,18 +141,18 @@ export function parseWorkflowPatch(b: unknown) {
   };
 }
 
-const workflowRef = (a: Admitted) => ({ orgId: a.admission.orgId, id: decoded(a.params[0]!) });
+const workflowRef = (a: Admitted) => ({ id: decoded(a.params[0]!) });
 
 /** GET /api/v1/workflows: a page. */
-export const listWorkflows = route(async ({ ports, records }, { req, admission, headers }) => {
-  const res = await ports.automation.listWorkflows({ orgId: admission.orgId, ...paging(new URL(req.url)) }, records);
+export const listWorkflows = route(async ({ ports, records }, { req, headers }) => {
+  const res = await ports.automation.listWorkflows({ ...paging(new URL(req.url)) }, records);
   return json(200, { data: res.workflows.map(workflowJson), nextCursor: res.nextCursor || null }, headers);
 });
 
 /** POST /api/v1/workflows: with the secret of its webhook steps, this once (like a webhook endpoint's). */
 export const createWorkflow = route(async (front, a) => {
   const { workflow, secret } = await front.ports.automation.createWorkflow(
-    { orgId: a.admission.orgId, workflow: parseWorkflow(await body(a)) },
+    { workflow: parseWorkflow(await body(a)) },
     keyedCall(front, a),
   );
   return json(201, { ...workflowJson(workflow!), secret }, a.headers);
@@ -189,10 +189,7 @@ export const rotateWorkflowSecret = route(async ({ ports, records }, a) => {
 
 /** GET /api/v1/workflows/{id}/runs: a page of its runs. */
 export const listWorkflowRuns = route(async ({ ports, records }, a) => {
-  const { orgId, id } = workflowRef(a);
-  const res = await ports.automation.listWorkflowRuns(
-    { orgId, workflowId: id, ...paging(new URL(a.req.url)) },
-    records,
-  );
+  const { id } = workflowRef(a);
+  const res = await ports.automation.listWorkflowRuns({ workflowId: id, ...paging(new URL(a.req.url)) }, records);
   return json(200, { data: res.runs.map(runJson), nextCursor: res.nextCursor || null }, a.headers);
 });

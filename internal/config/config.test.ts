@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { runToEnd } from "../testkit/testkit";
 import { writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { initCerts } from "../plane/certs";
 import { tempDir } from "../testkit/testkit";
 import { apiConfig, ConfigError, limiterdConfig, mxConfig, smtpConfig, workerConfig } from "./config";
@@ -67,6 +67,19 @@ describe("configuration", () => {
     [{ MESSAGE_RETENTION_DAYS: "0" }, "MESSAGE_RETENTION_DAYS"],
   ])("limiterd rejects %p", (env, message) => {
     expect(() => limiterdConfig(env)).toThrow(message);
+  });
+
+  test("the master key: DKIM_MASTER_KEY as given, the base64 of 32 bytes; unset, the file's", () => {
+    const key = Buffer.alloc(32, 9).toString("base64");
+    expect(limiterdConfig({ DKIM_MASTER_KEY: key }).masterKey).toBe(key);
+    expect(limiterdConfig({}).masterKey).toBeUndefined();
+    for (const bad of ["short", Buffer.alloc(31).toString("base64"), `${key.slice(0, -2)}!=`])
+      expect(() => limiterdConfig({ DKIM_MASTER_KEY: bad })).toThrow("DKIM_MASTER_KEY must be the base64 of 32");
+  });
+
+  test("a client's credential: the plane secret in DATA_DIR on http://, the certificate on https://", () => {
+    expect(apiConfig({ DATA_DIR: "/srv/mail" }).limiterCredential).toEqual({ secretFile: "/srv/mail/plane.secret" });
+    expect(workerConfig({}).limiterCredential).toEqual({ secretFile: resolve("data/plane.secret") });
   });
 
   test("the replicas a change waits for: detected by default, a count, the timeout; Sentinel", () => {

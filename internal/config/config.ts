@@ -3,6 +3,7 @@ import { isIP } from "node:net";
 import { hostname } from "node:os";
 import { resolve } from "node:path";
 import { createSecureContext } from "node:tls";
+import { type ClientCredential, clientCredential } from "../plane/secret";
 import type { ClientTls, ServerTls } from "../plane/tls";
 
 // Configuration comes from environment variables, each with a default, all validated at
@@ -168,6 +169,11 @@ export interface LimiterdConfig {
   tls: ServerTls | undefined;
   /** LIMITER_INSECURE=1: cleartext on an address other than loopback, for a network isolated by other means. */
   insecure: boolean;
+  /**
+   * DKIM_MASTER_KEY as given (checked: the base64 of 32 bytes; limiterd reads it with
+   * internal/dkim's MasterKey); undefined: the key in DATA_DIR/dkim-master.key, made on the first start.
+   */
+  masterKey: string | undefined;
 }
 
 /** Whether an address LIMITER_HOST may take is reachable from this host only. */
@@ -252,7 +258,22 @@ export function limiterdConfig(env: Env): LimiterdConfig {
     publicUrl: urlVar(env, "PUBLIC_URL", "http://127.0.0.1:8080", ["http", "https"])!,
     tls,
     insecure,
+    masterKey: masterKeyVar(env),
   };
+}
+
+/**
+ * DKIM_MASTER_KEY: the base64 of 32 random bytes, from which every secret of the daemons is
+ * derived. Checked here without internal/dkim, which the fronts, who read this file too, never load.
+ */
+function masterKeyVar(env: Env): string | undefined {
+  const v = raw(env, "DKIM_MASTER_KEY");
+  if (v === undefined) return undefined;
+  if (!/^[A-Za-z0-9+/]{43}=$/.test(v) || Buffer.from(v, "base64").toString("base64") !== v)
+    throw new ConfigError(
+      "DKIM_MASTER_KEY must be the base64 of 32 random bytes (make one with: openssl rand -base64 32)",
+    );
+  return v;
 }
 
 /** A PEM file's contents, read at start. */
@@ -324,6 +345,14 @@ export function databaseUrl(env: Env): string | undefined {
   return urlVar(env, "DATABASE_URL", undefined, ["postgres", "postgresql"]);
 }
 
+/**
+ * How a client proves itself to limiterd: on https:// its certificate (limiterTls), on http://
+ * the plane secret in DATA_DIR (plane.secret, made by limiterd), which the client reads there.
+ */
+export function limiterCredential(env: Env): ClientCredential {
+  return clientCredential(limiterTls(env, limiterUrl(env)), dirVar(env, "DATA_DIR", "data"));
+}
+
 export function limiterUrl(env: Env): string {
   return urlVar(env, "LIMITER_URL", "http://127.0.0.1:7070", ["http", "https"])!;
 }
@@ -333,6 +362,8 @@ export interface ApiConfig {
   port: number;
   limiterUrl: string;
   limiterTls: ClientTls | undefined;
+  /** The certificate (mutual TLS) or, on http://, the plane secret under DATA_DIR. */
+  limiterCredential: ClientCredential;
   limiterTimeoutMs: number;
   /**
    * The deadline of a record-bound call (audience, campaigns, workflows, webhooks): a batch of
@@ -359,6 +390,7 @@ export function apiConfig(env: Env): ApiConfig {
     port: portVar(env, "API_PORT", 8080),
     limiterUrl: limiterUrl(env),
     limiterTls: limiterTls(env, limiterUrl(env)),
+    limiterCredential: limiterCredential(env),
     limiterTimeoutMs: intVar(env, "LIMITER_TIMEOUT_MS", 1_000, 10, 60_000),
     audienceTimeoutMs: intVar(env, "AUDIENCE_TIMEOUT_MS", 5_000, 1_000, 120_000),
     trustProxy: ipListVar(env, "TRUST_PROXY"),
@@ -378,6 +410,8 @@ export interface WorkerConfig {
   dataDir: string;
   limiterUrl: string;
   limiterTls: ClientTls | undefined;
+  /** As ApiConfig's. */
+  limiterCredential: ClientCredential;
   /** DELIVERY; unset: relay when SMTP_RELAY_URL is set, else file. */
   delivery: DeliveryKind;
   relayUrl: string | undefined;
@@ -412,6 +446,7 @@ export function workerConfig(env: Env): WorkerConfig {
     dataDir: dirVar(env, "DATA_DIR", "data"),
     limiterUrl: limiterUrl(env),
     limiterTls: limiterTls(env, limiterUrl(env)),
+    limiterCredential: limiterCredential(env),
     delivery,
     relayUrl,
     mx: delivery === "mx" ? mxConfig(env) : undefined,
@@ -476,6 +511,8 @@ export interface SmtpConfig {
   apiUrl: string;
   limiterUrl: string;
   limiterTls: ClientTls | undefined;
+  /** As ApiConfig's. */
+  limiterCredential: ClientCredential;
   limiterTimeoutMs: number;
   dataDir: string;
   maxClients: number;
@@ -530,6 +567,7 @@ export function smtpConfig(env: Env): SmtpConfig {
     apiUrl: urlVar(env, "API_URL", "http://127.0.0.1:8080", ["http", "https"])!,
     limiterUrl: limiterUrl(env),
     limiterTls: limiterTls(env, limiterUrl(env)),
+    limiterCredential: limiterCredential(env),
     limiterTimeoutMs: intVar(env, "LIMITER_TIMEOUT_MS", 1_000, 10, 60_000),
     dataDir: dirVar(env, "DATA_DIR", "data"),
     maxClients: intVar(env, "SMTP_MAX_CLIENTS", 1_000, 1, 100_000),

@@ -8,6 +8,7 @@ import type { ConsoleContext } from "./context";
 import { type Notice, PATHS } from "./pages";
 import { noticeOf, type PageRequest, page, pathParam, redirect } from "./request";
 import { ownChange, reading, signedIn } from "./session";
+import { ticketed } from "../api/respond";
 
 // What happened to the organization's mail: the emails and their events, the webhook endpoints
 // and their deliveries, with a test event and a replay.
@@ -60,8 +61,8 @@ export function showEmails(cx: ConsoleContext, r: PageRequest): Promise<Response
   }
   return reading(cx, r, async (s) => {
     const res = await cx.ports.mail.listMessages(
-      { orgId: s.orgId, limit: EMAILS_PER_PAGE, cursor: q.get("cursor") ?? "", ...filters },
-      cx.call,
+      { limit: EMAILS_PER_PAGE, cursor: q.get("cursor") ?? "", ...filters },
+      ticketed(cx.call, s.ticket),
     );
     return emailsPage({ session: s, filters: form, messages: res.messages, nextCursor: res.nextCursor });
   });
@@ -70,7 +71,7 @@ export function showEmails(cx: ConsoleContext, r: PageRequest): Promise<Response
 /** GET /console/emails/{id}: one message with its events. */
 export function showEmail(cx: ConsoleContext, r: PageRequest, [id]: string[]): Promise<Response> {
   return signedIn(cx, r, async (s) => {
-    const { message } = await cx.ports.mail.getMessage({ orgId: s.orgId, messageId: pathParam(id!) }, cx.call);
+    const { message } = await cx.ports.mail.getMessage({ messageId: pathParam(id!) }, ticketed(cx.call, s.ticket));
     return page(200, emailPage({ session: s, message: message! }));
   });
 }
@@ -78,12 +79,12 @@ export function showEmail(cx: ConsoleContext, r: PageRequest, [id]: string[]): P
 /** The webhooks page: a page of endpoints, each with its latest deliveries. */
 async function webhooksView(cx: ConsoleContext, s: GetSessionResponse, r: PageRequest, n?: Notice): Promise<string> {
   const cursor = r.url.searchParams.get("cursor") ?? "";
-  const list = await cx.ports.webhooks.listWebhooks({ orgId: s.orgId, limit: WEBHOOKS_PER_PAGE, cursor }, cx.call);
+  const list = await cx.ports.webhooks.listWebhooks({ limit: WEBHOOKS_PER_PAGE, cursor }, ticketed(cx.call, s.ticket));
   const endpoints = await Promise.all(
     list.endpoints.map(async (endpoint) => {
       const got = await cx.ports.webhooks.listWebhookDeliveries(
-        { orgId: s.orgId, webhookId: endpoint.id, limit: DELIVERIES_PER_WEBHOOK },
-        cx.call,
+        { webhookId: endpoint.id, limit: DELIVERIES_PER_WEBHOOK },
+        ticketed(cx.call, s.ticket),
       );
       return { endpoint, deliveries: got.deliveries, nextCursor: got.nextCursor };
     }),
@@ -102,8 +103,8 @@ export function showWebhookDeliveries(cx: ConsoleContext, r: PageRequest, [id]: 
     const webhookId = pathParam(id!);
     const cursor = r.url.searchParams.get("cursor") ?? "";
     const got = await cx.ports.webhooks.listWebhookDeliveries(
-      { orgId: s.orgId, webhookId, limit: DELIVERIES_PER_WEBHOOK, cursor },
-      cx.call,
+      { webhookId, limit: DELIVERIES_PER_WEBHOOK, cursor },
+      ticketed(cx.call, s.ticket),
     );
     return webhookDeliveriesPage({ session: s, webhookId, cursor, ...got });
   });
@@ -112,7 +113,7 @@ export function showWebhookDeliveries(cx: ConsoleContext, r: PageRequest, [id]: 
 /** POST /console/webhooks/{id}/test: a webhook.test event on its way. */
 export function testWebhook(cx: ConsoleContext, r: PageRequest, [id]: string[]): Promise<Response> {
   return ownChange(cx, r, async (s) => {
-    await cx.ports.webhooks.testWebhook({ orgId: s.orgId, webhookId: pathParam(id!) }, cx.call);
+    await cx.ports.webhooks.testWebhook({ webhookId: pathParam(id!) }, ticketed(cx.call, s.ticket));
     return redirect(`${PATHS.webhooks}?done=tested`);
   });
 }
@@ -126,8 +127,8 @@ export function retryWebhookDelivery(
   return ownChange(cx, r, async (s) => {
     try {
       await cx.ports.webhooks.retryWebhookDelivery(
-        { orgId: s.orgId, webhookId: pathParam(id!), deliveryId: pathParam(deliveryId!) },
-        cx.call,
+        { webhookId: pathParam(id!), deliveryId: pathParam(deliveryId!) },
+        ticketed(cx.call, s.ticket),
       );
     } catch (err) {
       if (err instanceof ConnectError && err.code === Code.FailedPrecondition)

@@ -5,6 +5,7 @@ import { campaignsPage, subscriberPage, subscribersPage, workflowPage, workflows
 import type { ConsoleContext } from "./context";
 import { type PageRequest, page, pathParam } from "./request";
 import { reading, signedIn } from "./session";
+import { ticketed } from "../api/respond";
 
 // The audience and what is sent to it: subscribers and their events, campaigns, workflows and
 // their runs. Read only; the records are asked for the session's organization.
@@ -47,7 +48,7 @@ export function showSubscribers(cx: ConsoleContext, r: PageRequest): Promise<Res
     );
   return reading(cx, r, async (s) => {
     const p = paging(r);
-    const res = await cx.ports.audience.listSubscribers({ orgId: s.orgId, ...p, emailPrefix: email, tag }, cx.slow);
+    const res = await cx.ports.audience.listSubscribers({ ...p, emailPrefix: email, tag }, ticketed(cx.slow, s.ticket));
     return subscribersPage({
       session: s,
       subscribers: res.subscribers,
@@ -60,11 +61,11 @@ export function showSubscribers(cx: ConsoleContext, r: PageRequest): Promise<Res
 /** GET /console/subscribers/{id}: a subscriber and a page of its events. */
 export function showSubscriber(cx: ConsoleContext, r: PageRequest, [id]: string[]): Promise<Response> {
   return reading(cx, r, async (s) => {
-    const ref = { orgId: s.orgId, ref: pathParam(id!) };
+    const ref = { ref: pathParam(id!) };
     const p = paging(r);
     const [{ subscriber }, res] = await Promise.all([
-      cx.ports.audience.getSubscriber(ref, cx.slow),
-      cx.ports.audience.listSubscriberEvents({ ...ref, ...p }, cx.slow),
+      cx.ports.audience.getSubscriber(ref, ticketed(cx.slow, s.ticket)),
+      cx.ports.audience.listSubscriberEvents({ ...ref, ...p }, ticketed(cx.slow, s.ticket)),
     ]);
     return subscriberPage({
       session: s,
@@ -79,7 +80,7 @@ export function showSubscriber(cx: ConsoleContext, r: PageRequest, [id]: string[
 export function showCampaigns(cx: ConsoleContext, r: PageRequest): Promise<Response> {
   return reading(cx, r, async (s) => {
     const p = paging(r);
-    const res = await cx.ports.automation.listCampaigns({ orgId: s.orgId, ...p }, cx.slow);
+    const res = await cx.ports.automation.listCampaigns(p, ticketed(cx.slow, s.ticket));
     return campaignsPage({
       session: s,
       campaigns: res.campaigns,
@@ -92,7 +93,7 @@ export function showCampaigns(cx: ConsoleContext, r: PageRequest): Promise<Respo
 export function showWorkflows(cx: ConsoleContext, r: PageRequest): Promise<Response> {
   return reading(cx, r, async (s) => {
     const p = paging(r);
-    const res = await cx.ports.automation.listWorkflows({ orgId: s.orgId, ...p }, cx.slow);
+    const res = await cx.ports.automation.listWorkflows(p, ticketed(cx.slow, s.ticket));
     return workflowsPage({
       session: s,
       workflows: res.workflows,
@@ -107,8 +108,8 @@ export function showWorkflow(cx: ConsoleContext, r: PageRequest, [id]: string[])
     const workflowId = pathParam(id!);
     const p = paging(r);
     const [{ workflow }, res] = await Promise.all([
-      cx.ports.automation.getWorkflow({ orgId: s.orgId, id: workflowId }, cx.slow),
-      cx.ports.automation.listWorkflowRuns({ orgId: s.orgId, workflowId, ...p }, cx.slow),
+      cx.ports.automation.getWorkflow({ id: workflowId }, ticketed(cx.slow, s.ticket)),
+      cx.ports.automation.listWorkflowRuns({ workflowId, ...p }, ticketed(cx.slow, s.ticket)),
     ]);
     return workflowPage({
       session: s,

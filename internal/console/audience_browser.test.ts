@@ -50,7 +50,7 @@ beforeAll(async () => {
     const r = await runToEnd(
       "cmd/admin/index.ts",
       ["user", "create", o.slug, o.email],
-      { LIMITER_URL: stack.limiterUrl },
+      { LIMITER_URL: stack.limiterUrl, DATA_DIR: stack.dataDir },
       `${PASSWORD}\n`,
     );
     if (r.code !== 0) throw new Error(`user create: ${r.stderr}`);

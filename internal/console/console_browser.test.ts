@@ -32,7 +32,7 @@ async function createUser(slug: string, email: string) {
   const r = await runToEnd(
     "cmd/admin/index.ts",
     ["user", "create", slug, email],
-    { LIMITER_URL: stack.limiterUrl },
+    { LIMITER_URL: stack.limiterUrl, DATA_DIR: stack.dataDir },
     `${PASSWORD}\n`,
   );
   if (r.code !== 0) throw new Error(`user create: ${r.stderr}`);

@@ -3,6 +3,7 @@ import type { ConsoleContext } from "./context";
 import { usagePage } from "./pages";
 import { type PageRequest, page } from "./request";
 import { signedIn } from "./session";
+import { ticketed } from "../api/respond";
 
 // The plan and its usage, with the delivery figures of the last 30 days.
 
@@ -24,7 +25,7 @@ export function showUsage(cx: ConsoleContext, r: PageRequest): Promise<Response>
     const nowMs = Date.now();
     const [usage, stats] = await Promise.all([
       cx.ports.console.getUsage({ sessionToken: token }, cx.call),
-      cx.ports.mail.getMessageStats({ orgId: s.orgId, ...figuresRange(nowMs) }, cx.call),
+      cx.ports.mail.getMessageStats(figuresRange(nowMs), ticketed(cx.call, s.ticket)),
     ]);
     return page(200, usagePage({ session: s, usage, figures: deliveryFigures(stats.hours, nowMs) }));
   });

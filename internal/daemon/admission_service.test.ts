@@ -50,20 +50,25 @@ test("a records failure reading tags is UNAVAILABLE", async () => {
   expect((err as ConnectError).code).toBe(Code.Unavailable);
 });
 
-test("an admission in whole seconds: the reset rounded up, a wait of at least one second", () => {
+test("an admission in whole seconds: the reset rounded up, a wait of at least one second; a ticket when allowed", () => {
+  const tickets = { issue: (orgId: string) => `ticket of ${orgId}` };
   const base = { verdict: Verdict.ORG_LIMITED, org: org("a"), remaining: 0, resetMs: 1_001 };
-  expect(toAdmission({ ...base, retryAfterMs: 1 })).toMatchObject({ resetSeconds: 2, retryAfterSeconds: 1 });
-  expect(toAdmission({ ...base, retryAfterMs: 2_500 })).toMatchObject({ retryAfterSeconds: 3 });
-  expect(toAdmission({ ...base, verdict: Verdict.ALLOWED, retryAfterMs: 0 })).toMatchObject({
+  expect(toAdmission({ ...base, retryAfterMs: 1 }, tickets, 0)).toMatchObject({
+    resetSeconds: 2,
+    retryAfterSeconds: 1,
+    ticket: "",
+  });
+  expect(toAdmission({ ...base, retryAfterMs: 2_500 }, tickets, 0)).toMatchObject({ retryAfterSeconds: 3 });
+  expect(toAdmission({ ...base, verdict: Verdict.ALLOWED, retryAfterMs: 0 }, tickets, 0)).toMatchObject({
     orgId: "a",
     plan: Plan.FREE,
     retryAfterSeconds: 0,
+    ticket: "ticket of a",
   });
-  // No organization: the minimum plan's limit.
-  expect(toAdmission({ verdict: Verdict.UNAUTHENTICATED, remaining: 0, resetMs: 0, retryAfterMs: 0 })).toMatchObject({
-    orgId: "",
-    plan: Plan.FREE,
-  });
+  // No organization: the minimum plan's limit, and no ticket.
+  expect(
+    toAdmission({ verdict: Verdict.UNAUTHENTICATED, remaining: 0, resetMs: 0, retryAfterMs: 0 }, tickets, 0),
+  ).toMatchObject({ orgId: "", plan: Plan.FREE, ticket: "" });
 });
 
 test("an admission's input: a malformed token counts against the IP as no token; a client IP must be one", () => {

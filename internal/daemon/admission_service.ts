@@ -20,6 +20,7 @@ import type { RecordsWriter } from "./recordswriter";
 import type { RefusalCounter } from "./refusals";
 import { guard } from "./rpc_errors";
 import type { RawUnary } from "./server";
+import type { Tickets } from "./tickets";
 
 // The admission service (LimiterService): every API request and SMTP submission is admitted
 // here against the hot store's buckets, with the organization's tags when the front asks for
@@ -39,6 +40,8 @@ export interface AdmissionDeps {
   refusals: Pick<RefusalCounter, "count">;
   tags: TagCache;
   verdicts: VerdictCounts;
+  /** Make each allowed admission's ticket. */
+  tickets: Pick<Tickets, "issue">;
   clock: Clock;
 }
 
@@ -76,7 +79,8 @@ export function admitBatch(deps: AdmissionDeps, calls: readonly AdmitCall[]): Pr
 export async function admit(deps: AdmissionDeps, calls: readonly AdmitCall[]): Promise<Admission[]> {
   const inputs = calls.map(toAdmitInput);
   const results = await guard(() => admitAll(deps, inputs));
-  const responses = results.map(toAdmission);
+  const nowMs = deps.clock.nowMs();
+  const responses = results.map((r) => toAdmission(r, deps.tickets, nowMs));
   const withTags = results.flatMap((r, i) => (calls[i]!.withTags && r.verdict === Verdict.ALLOWED && r.org ? [i] : []));
   if (withTags.length > 0) {
     const tags = await deps.tags.tagsOf(withTags.map((i) => results[i]!.org!));
@@ -122,8 +126,11 @@ export function toAdmitInput(req: AdmitCall): AdmitInput {
   return { tokenHash: isWellFormed(req.token) ? hashToken(req.token) : null, ip: req.clientIp };
 }
 
-/** An admission as the fronts read it: whole seconds, and a wait of at least a second when there is one. */
-export function toAdmission(r: AdmitResult): Admission {
+/**
+ * An admission as the fronts read it: whole seconds, a wait of at least a second when there is
+ * one, and when allowed the ticket of its organization.
+ */
+export function toAdmission(r: AdmitResult, tickets: Pick<Tickets, "issue">, nowMs: number): Admission {
   const plan = r.org?.plan ?? MINIMUM_PLAN;
   return {
     verdict: r.verdict,
@@ -135,6 +142,7 @@ export function toAdmission(r: AdmitResult): Admission {
     resetSeconds: Math.ceil(r.resetMs / 1000),
     retryAfterSeconds: r.retryAfterMs > 0 ? Math.max(1, Math.ceil(r.retryAfterMs / 1000)) : 0,
     tags: [],
+    ticket: r.verdict === Verdict.ALLOWED && r.org ? tickets.issue(r.org.id, nowMs) : "",
   };
 }
 

@@ -23,6 +23,7 @@ import type { UpsertResult } from "../records/audience";
 import type { Fields, Subscriber, SubscriberChange, SubscriberStatus as Status } from "../records/audience_types";
 import type { Records } from "../records/records";
 import { guard, pageCursor } from "./rpc_errors";
+import { tenantOf } from "./tenant";
 
 // The audience RPCs over the records. The API front has validated every request; here the
 // messages become record changes and back.
@@ -108,59 +109,58 @@ function notFound(ref: string): ConnectError {
 /** AudienceService's methods, by name. */
 export function audienceHandlers(deps: AudienceDeps): ServiceImpl<typeof AudienceService> {
   return {
-    upsertSubscribers: (req) => upsertSubscribers(deps, req),
-    updateSubscriber: (req) => updateSubscriber(deps, req),
-    getSubscriber: (req) => getSubscriber(deps, req),
-    deleteSubscriber: (req) => deleteSubscriber(deps, req),
-    listSubscribers: (req) => listSubscribers(deps, req),
-    listSubscriberEvents: (req) => listSubscriberEvents(deps, req),
-    createTag: (req) => createTag(deps, req),
-    deleteTag: (req) => deleteTag(deps, req),
+    upsertSubscribers: (req, ctx) => upsertSubscribers(deps, tenantOf(ctx.values), req),
+    updateSubscriber: (req, ctx) => updateSubscriber(deps, tenantOf(ctx.values), req),
+    getSubscriber: (req, ctx) => getSubscriber(deps, tenantOf(ctx.values), req),
+    deleteSubscriber: (req, ctx) => deleteSubscriber(deps, tenantOf(ctx.values), req),
+    listSubscribers: (req, ctx) => listSubscribers(deps, tenantOf(ctx.values), req),
+    listSubscriberEvents: (req, ctx) => listSubscriberEvents(deps, tenantOf(ctx.values), req),
+    createTag: (req, ctx) => createTag(deps, tenantOf(ctx.values), req),
+    deleteTag: (req, ctx) => deleteTag(deps, tenantOf(ctx.values), req),
   };
 }
 
-export async function upsertSubscribers(deps: AudienceDeps, req: UpsertSubscribersRequest) {
+export async function upsertSubscribers(deps: AudienceDeps, orgId: string, req: UpsertSubscribersRequest) {
   const inputs = req.subscribers.map((m) => ({ ...toChange(m), email: m.email }));
-  const results = await guard(() => deps.records.audience.upsertMany(req.orgId, inputs, deps.clock.nowMs()));
+  const results = await guard(() => deps.records.audience.upsertMany(orgId, inputs, deps.clock.nowMs()));
   deps.onChange();
   return { results: results.map((r) => (req.brief ? briefResultMsg(r) : toResultMsg(r))) };
 }
 
-export async function updateSubscriber(deps: AudienceDeps, req: UpdateSubscriberRequest) {
+export async function updateSubscriber(deps: AudienceDeps, orgId: string, req: UpdateSubscriberRequest) {
   const result = await guard(() =>
-    deps.records.audience.update(req.orgId, req.ref, toChange(req.change, req.removeTags), deps.clock.nowMs()),
+    deps.records.audience.update(orgId, req.ref, toChange(req.change, req.removeTags), deps.clock.nowMs()),
   );
   if (!result) throw notFound(req.ref);
   deps.onChange();
   return { result: toResultMsg(result) };
 }
 
-export async function getSubscriber(deps: AudienceDeps, req: GetSubscriberRequest) {
-  const s = await guard(() => deps.records.audience.get(req.orgId, req.ref));
+export async function getSubscriber(deps: AudienceDeps, orgId: string, req: GetSubscriberRequest) {
+  const s = await guard(() => deps.records.audience.get(orgId, req.ref));
   if (!s) throw notFound(req.ref);
   return { subscriber: toSubscriberMsg(s) };
 }
 
-export async function deleteSubscriber(deps: AudienceDeps, req: DeleteSubscriberRequest) {
-  if (!(await guard(() => deps.records.audience.delete(req.orgId, req.ref, deps.clock.nowMs()))))
-    throw notFound(req.ref);
+export async function deleteSubscriber(deps: AudienceDeps, orgId: string, req: DeleteSubscriberRequest) {
+  if (!(await guard(() => deps.records.audience.delete(orgId, req.ref, deps.clock.nowMs())))) throw notFound(req.ref);
   return {};
 }
 
-export async function listSubscribers(deps: AudienceDeps, req: ListSubscribersRequest) {
+export async function listSubscribers(deps: AudienceDeps, orgId: string, req: ListSubscribersRequest) {
   const p = page(req.limit, req.cursor);
   const filter = {
     tag: req.tag || undefined,
     status: STATUS_OF[req.status],
     emailPrefix: req.emailPrefix || undefined,
   };
-  const found = await guard(() => deps.records.audience.list(req.orgId, filter, p.limit, p.cursor));
+  const found = await guard(() => deps.records.audience.list(orgId, filter, p.limit, p.cursor));
   return { subscribers: found.data.map(toSubscriberMsg), nextCursor: found.nextCursor ?? "" };
 }
 
-export async function listSubscriberEvents(deps: AudienceDeps, req: ListSubscriberEventsRequest) {
+export async function listSubscriberEvents(deps: AudienceDeps, orgId: string, req: ListSubscriberEventsRequest) {
   const p = page(req.limit, req.cursor);
-  const found = await guard(() => deps.records.audience.events(req.orgId, req.ref, p.limit, p.cursor));
+  const found = await guard(() => deps.records.audience.events(orgId, req.ref, p.limit, p.cursor));
   if (!found) throw notFound(req.ref);
   return {
     events: found.data.map((e) => ({
@@ -173,12 +173,12 @@ export async function listSubscriberEvents(deps: AudienceDeps, req: ListSubscrib
   };
 }
 
-export async function createTag(deps: AudienceDeps, req: CreateTagRequest) {
-  return { created: await guard(() => deps.records.audience.createTag(req.orgId, req.name, deps.clock.nowMs())) };
+export async function createTag(deps: AudienceDeps, orgId: string, req: CreateTagRequest) {
+  return { created: await guard(() => deps.records.audience.createTag(orgId, req.name, deps.clock.nowMs())) };
 }
 
-export async function deleteTag(deps: AudienceDeps, req: DeleteTagRequest) {
-  if (!(await guard(() => deps.records.audience.deleteTag(req.orgId, req.name))))
+export async function deleteTag(deps: AudienceDeps, orgId: string, req: DeleteTagRequest) {
+  if (!(await guard(() => deps.records.audience.deleteTag(orgId, req.name))))
     throw new ConnectError(`no tag ${req.name}`, Code.NotFound);
   return {};
 }

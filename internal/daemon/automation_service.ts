@@ -29,6 +29,7 @@ import type { Records } from "../records/records";
 import type { Step, Trigger, TriggerType, Workflow, WorkflowRun } from "../records/workflows";
 import { newWebhookSecret } from "../webhooks/signature";
 import { guard, pageCursor } from "./rpc_errors";
+import { tenantOf } from "./tenant";
 
 // The automation RPCs over the records: campaigns (their fan-out is campaign_fanout.ts), the
 // one-click unsubscribe of their messages, and workflows (their runs: workflow_runner.ts). The
@@ -129,44 +130,44 @@ const workflowNotFound = (id: string) => new ConnectError(`no workflow ${id} in 
 /** AutomationService's methods, by name. */
 export function automationHandlers(deps: AutomationDeps): ServiceImpl<typeof AutomationService> {
   return {
-    createCampaign: (req) => createCampaign(deps, req),
-    getCampaign: (req) => getCampaign(deps, req),
-    listCampaigns: (req) => listCampaigns(deps, req),
-    sendCampaign: (req) => sendCampaign(deps, req),
-    cancelCampaign: (req) => cancelCampaign(deps, req),
+    createCampaign: (req, ctx) => createCampaign(deps, tenantOf(ctx.values), req),
+    getCampaign: (req, ctx) => getCampaign(deps, tenantOf(ctx.values), req),
+    listCampaigns: (req, ctx) => listCampaigns(deps, tenantOf(ctx.values), req),
+    sendCampaign: (req, ctx) => sendCampaign(deps, tenantOf(ctx.values), req),
+    cancelCampaign: (req, ctx) => cancelCampaign(deps, tenantOf(ctx.values), req),
     unsubscribe: (req) => unsubscribe(deps, req),
-    createWorkflow: (req) => createWorkflow(deps, req),
-    getWorkflow: (req) => getWorkflow(deps, req),
-    listWorkflows: (req) => listWorkflows(deps, req),
-    updateWorkflow: (req) => updateWorkflow(deps, req),
-    deleteWorkflow: (req) => deleteWorkflow(deps, req),
-    rotateWorkflowSecret: (req) => rotateWorkflowSecret(deps, req),
-    listWorkflowRuns: (req) => listWorkflowRuns(deps, req),
+    createWorkflow: (req, ctx) => createWorkflow(deps, tenantOf(ctx.values), req),
+    getWorkflow: (req, ctx) => getWorkflow(deps, tenantOf(ctx.values), req),
+    listWorkflows: (req, ctx) => listWorkflows(deps, tenantOf(ctx.values), req),
+    updateWorkflow: (req, ctx) => updateWorkflow(deps, tenantOf(ctx.values), req),
+    deleteWorkflow: (req, ctx) => deleteWorkflow(deps, tenantOf(ctx.values), req),
+    rotateWorkflowSecret: (req, ctx) => rotateWorkflowSecret(deps, tenantOf(ctx.values), req),
+    listWorkflowRuns: (req, ctx) => listWorkflowRuns(deps, tenantOf(ctx.values), req),
   };
 }
 
-export async function createCampaign(deps: AutomationDeps, req: CreateCampaignRequest) {
-  if (!req.orgId || !req.name || !req.fromAddress.includes("@") || !req.subject || (!req.html && !req.text)) {
-    throw new ConnectError("org_id, name, from_address, subject and html or text are required", Code.InvalidArgument);
+export async function createCampaign(deps: AutomationDeps, orgId: string, req: CreateCampaignRequest) {
+  if (!req.name || !req.fromAddress.includes("@") || !req.subject || (!req.html && !req.text)) {
+    throw new ConnectError("name, from_address, subject and html or text are required", Code.InvalidArgument);
   }
-  const c = await guard(() => deps.records.campaigns.create(req.orgId, req, deps.clock.nowMs()));
+  const c = await guard(() => deps.records.campaigns.create(orgId, req, deps.clock.nowMs()));
   return { campaign: toCampaignMsg(c) };
 }
 
-export async function getCampaign(deps: AutomationDeps, req: GetCampaignRequest) {
-  const c = await guard(() => deps.records.campaigns.get(req.orgId, req.id));
+export async function getCampaign(deps: AutomationDeps, orgId: string, req: GetCampaignRequest) {
+  const c = await guard(() => deps.records.campaigns.get(orgId, req.id));
   if (!c) throw notFound(req.id);
   return { campaign: toCampaignMsg(c) };
 }
 
-export async function listCampaigns(deps: AutomationDeps, req: ListCampaignsRequest) {
-  const page = await guard(() => deps.records.campaigns.list(req.orgId, limitOf(req.limit), pageCursor(req.cursor)));
+export async function listCampaigns(deps: AutomationDeps, orgId: string, req: ListCampaignsRequest) {
+  const page = await guard(() => deps.records.campaigns.list(orgId, limitOf(req.limit), pageCursor(req.cursor)));
   return { campaigns: page.data.map(toCampaignMsg), nextCursor: page.nextCursor ?? "" };
 }
 
-export async function sendCampaign(deps: AutomationDeps, req: SendCampaignRequest) {
+export async function sendCampaign(deps: AutomationDeps, orgId: string, req: SendCampaignRequest) {
   const scheduled = req.scheduledAtMs > 0n ? Number(req.scheduledAtMs) : undefined;
-  const c = await guard(() => deps.records.campaigns.send(req.orgId, req.id, scheduled, deps.clock.nowMs()));
+  const c = await guard(() => deps.records.campaigns.send(orgId, req.id, scheduled, deps.clock.nowMs()));
   if (c === undefined) throw notFound(req.id);
   if (c === "not_draft")
     throw new ConnectError(
@@ -177,8 +178,8 @@ export async function sendCampaign(deps: AutomationDeps, req: SendCampaignReques
   return { campaign: toCampaignMsg(c) };
 }
 
-export async function cancelCampaign(deps: AutomationDeps, req: CancelCampaignRequest) {
-  const c = await guard(() => deps.records.campaigns.cancel(req.orgId, req.id, deps.clock.nowMs()));
+export async function cancelCampaign(deps: AutomationDeps, orgId: string, req: CancelCampaignRequest) {
+  const c = await guard(() => deps.records.campaigns.cancel(orgId, req.id, deps.clock.nowMs()));
   if (c === undefined) throw notFound(req.id);
   if (c === "finished") throw new ConnectError(`campaign ${req.id} has finished`, Code.FailedPrecondition);
   return { campaign: toCampaignMsg(c) };
@@ -201,9 +202,9 @@ export async function unsubscribe(deps: AutomationDeps, req: UnsubscribeRequest)
   return { email: changed.subscriber.email };
 }
 
-export async function createWorkflow(deps: AutomationDeps, req: CreateWorkflowRequest) {
+export async function createWorkflow(deps: AutomationDeps, orgId: string, req: CreateWorkflowRequest) {
   const w = req.workflow;
-  if (!req.orgId || !w?.name) throw new ConnectError("org_id and workflow.name are required", Code.InvalidArgument);
+  if (!w?.name) throw new ConnectError("workflow.name is required", Code.InvalidArgument);
   const input = {
     name: w.name,
     trigger: toTrigger(w.triggerType, w.triggerTag),
@@ -212,23 +213,23 @@ export async function createWorkflow(deps: AutomationDeps, req: CreateWorkflowRe
   };
   // Returned this once: the records keep it for signing, and no read gives it back.
   const secret = newWebhookSecret();
-  const made = await guard(() => deps.records.workflows.create(req.orgId, input, deps.clock.nowMs(), secret));
+  const made = await guard(() => deps.records.workflows.create(orgId, input, deps.clock.nowMs(), secret));
   return { workflow: toWorkflowMsg(made), secret };
 }
 
-export async function getWorkflow(deps: AutomationDeps, req: GetWorkflowRequest) {
-  const w = await guard(() => deps.records.workflows.get(req.orgId, req.id));
+export async function getWorkflow(deps: AutomationDeps, orgId: string, req: GetWorkflowRequest) {
+  const w = await guard(() => deps.records.workflows.get(orgId, req.id));
   if (!w) throw workflowNotFound(req.id);
   return { workflow: toWorkflowMsg(w) };
 }
 
-export async function listWorkflows(deps: AutomationDeps, req: ListWorkflowsRequest) {
-  const page = await guard(() => deps.records.workflows.list(req.orgId, limitOf(req.limit), pageCursor(req.cursor)));
+export async function listWorkflows(deps: AutomationDeps, orgId: string, req: ListWorkflowsRequest) {
+  const page = await guard(() => deps.records.workflows.list(orgId, limitOf(req.limit), pageCursor(req.cursor)));
   return { workflows: page.data.map(toWorkflowMsg), nextCursor: page.nextCursor ?? "" };
 }
 
-export async function updateWorkflow(deps: AutomationDeps, req: UpdateWorkflowRequest) {
-  const current = await guard(() => deps.records.workflows.get(req.orgId, req.id));
+export async function updateWorkflow(deps: AutomationDeps, orgId: string, req: UpdateWorkflowRequest) {
+  const current = await guard(() => deps.records.workflows.get(orgId, req.id));
   if (!current) throw workflowNotFound(req.id);
   const trigger = req.triggerType === undefined ? undefined : toTrigger(req.triggerType, req.triggerTag ?? "");
   const change = {
@@ -238,26 +239,26 @@ export async function updateWorkflow(deps: AutomationDeps, req: UpdateWorkflowRe
     active: req.active,
   };
   const defined = Object.fromEntries(Object.entries(change).filter(([, v]) => v !== undefined));
-  const w = await guard(() => deps.records.workflows.update(req.orgId, req.id, defined, deps.clock.nowMs()));
+  const w = await guard(() => deps.records.workflows.update(orgId, req.id, defined, deps.clock.nowMs()));
   if (!w) throw workflowNotFound(req.id);
   return { workflow: toWorkflowMsg(w) };
 }
 
-export async function deleteWorkflow(deps: AutomationDeps, req: DeleteWorkflowRequest) {
-  if (!(await guard(() => deps.records.workflows.delete(req.orgId, req.id)))) throw workflowNotFound(req.id);
+export async function deleteWorkflow(deps: AutomationDeps, orgId: string, req: DeleteWorkflowRequest) {
+  if (!(await guard(() => deps.records.workflows.delete(orgId, req.id)))) throw workflowNotFound(req.id);
   return {};
 }
 
-export async function rotateWorkflowSecret(deps: AutomationDeps, req: RotateWorkflowSecretRequest) {
+export async function rotateWorkflowSecret(deps: AutomationDeps, orgId: string, req: RotateWorkflowSecretRequest) {
   const secret = newWebhookSecret();
-  if (!(await guard(() => deps.records.workflows.rotateSecret(req.orgId, req.id, secret, deps.clock.nowMs()))))
+  if (!(await guard(() => deps.records.workflows.rotateSecret(orgId, req.id, secret, deps.clock.nowMs()))))
     throw workflowNotFound(req.id);
   return { secret };
 }
 
-export async function listWorkflowRuns(deps: AutomationDeps, req: ListWorkflowRunsRequest) {
+export async function listWorkflowRuns(deps: AutomationDeps, orgId: string, req: ListWorkflowRunsRequest) {
   const page = await guard(() =>
-    deps.records.workflows.runs(req.orgId, req.workflowId, limitOf(req.limit), pageCursor(req.cursor)),
+    deps.records.workflows.runs(orgId, req.workflowId, limitOf(req.limit), pageCursor(req.cursor)),
   );
   if (!page) throw workflowNotFound(req.workflowId);
   return { runs: page.data.map(toRunMsg), nextCursor: page.nextCursor ?? "" };

@@ -32,6 +32,7 @@ import type { TxtLookup } from "./dns";
 import type { Projection } from "./projection";
 import type { RefusalCounter } from "./refusals";
 import { guard } from "./rpc_errors";
+import type { Tickets } from "./tickets";
 
 // The console's service (ConsoleService): accounts and sessions, and a signed-in user's view of
 // their own organization (API tokens, sending domains, usage).
@@ -58,6 +59,8 @@ export interface ConsoleDeps {
   laneRate: number;
   lookupTxt: TxtLookup;
   newToken: () => string;
+  /** Make a session's ticket, for the console's organization-scoped calls. */
+  tickets: Pick<Tickets, "issue">;
 }
 
 /** ConsoleService's methods, by name. */
@@ -178,7 +181,14 @@ export async function signOut(deps: ConsoleDeps, req: SignOutRequest) {
 
 export async function getSession(deps: ConsoleDeps, req: GetSessionRequest) {
   const s = await session(deps, req.sessionToken);
-  return { email: s.email, orgSlug: s.orgSlug, plan: s.plan, csrfToken: s.csrf, orgId: s.orgId };
+  return {
+    email: s.email,
+    orgSlug: s.orgSlug,
+    plan: s.plan,
+    csrfToken: s.csrf,
+    orgId: s.orgId,
+    ticket: deps.tickets.issue(s.orgId),
+  };
 }
 
 export async function listApiTokens(deps: ConsoleDeps, req: ListApiTokensRequest) {

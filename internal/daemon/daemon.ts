@@ -1,4 +1,4 @@
-import type { ConnectRouter } from "@connectrpc/connect";
+import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import type { Clock } from "../clock/clock";
 import { Health } from "../gen/grpc/health/v1/health_pb";
 import { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
@@ -41,6 +41,8 @@ import { recordBoundRouter } from "./records_deadline";
 import { Reconciler } from "./reconciler";
 import { RecordsWriter } from "./recordswriter";
 import { RefusalCounter } from "./refusals";
+import { tenantGate } from "./tenant";
+import { Tickets } from "./tickets";
 import type { RawUnary } from "./server";
 import { webhookDeliveryHandlers } from "./webhook_delivery_service";
 import { DestinationReports, destinationHandlers } from "./destination_service";
@@ -71,12 +73,19 @@ export interface DaemonOptions {
   log: Logger;
   /** Counts admissions, releases and the records writer's failures when set. */
   metrics?: LimiterMetrics;
+  /** The key of the admission tickets' MAC: masterKey.derive("plane-ticket"), the same on every daemon. */
+  ticketKey: Buffer;
 }
 
 export interface Daemon {
   routes(router: ConnectRouter): void;
   /** The methods served outside Connect's router (serveRpc's `raw`): AdmitBatch in binary gRPC. */
   raw: Record<string, RawUnary>;
+  /**
+   * What serveRpc must put before every other interceptor: tenantGate, which gives each
+   * organization-scoped call its ticket's organization (without it, those calls fail).
+   */
+  interceptors: Interceptor[];
   /** Starts the lane schedulers and the records writer. */
   start(): void;
   /** Stops releasing and ends the lease streams (their leases stay with the workers). */
@@ -99,6 +108,7 @@ export interface DaemonParts {
   /** Wake the leased loops that a change gives work: the workflow runs, the campaigns' fan-out. */
   runner: Pick<WorkflowRunner, "wake">;
   fanout: Pick<CampaignFanout, "wake">;
+  tickets: Tickets;
 }
 
 /** The limiter daemon's parts, wired: its RPCs (daemonRoutes), the lanes, the records writer and the leased loops. */
@@ -148,6 +158,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
   };
   const fanout = new CampaignFanout(sending);
   const runner = new WorkflowRunner(sending);
+  const tickets = new Tickets(o.ticketKey, () => clock.nowMs());
   const parts: DaemonParts = {
     o,
     destinations: new DestinationReports(clock),
@@ -162,10 +173,12 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
       refusals,
       tags: new TagCache(records.audience),
       verdicts: new VerdictCounts(metrics),
+      tickets,
       clock,
     },
     runner,
     fanout,
+    tickets,
   };
   // Releases by any daemon on the store wake this daemon's idle lease streams (from its
   // construction: a daemon's RPCs serve before its lanes start); any lane signal wakes the
@@ -179,6 +192,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
   return {
     routes: (router) => daemonRoutes(router, parts),
     raw: admissionRawHandlers(parts.admissionDeps),
+    interceptors: [tenantGate(tickets, log)],
     start() {
       writer.start();
       refusals.start();
@@ -265,6 +279,7 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
       laneRate,
       lookupTxt: txtLookup(p.o.dnsServer),
       newToken,
+      tickets: p.tickets,
     }),
   );
 

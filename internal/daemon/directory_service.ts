@@ -7,7 +7,6 @@ import {
   type CreateTokenRequest,
   type DirectoryService,
   type GetOrganizationRequest,
-  type ListTagsRequest,
   type Organization as OrganizationMsg,
   OrganizationSchema,
   type Plan,
@@ -23,6 +22,7 @@ import type { Records } from "../records/records";
 import { hashToken, isWellFormed } from "../token/token";
 import type { Projection } from "./projection";
 import { guard } from "./rpc_errors";
+import { tenantOf } from "./tenant";
 
 // The directory service (DirectoryService): organizations, their plans, domains and API tokens
 // in the records, each change written through to the hot store's projection; the admin CLI's
@@ -62,7 +62,7 @@ export function directoryHandlers(deps: DirectoryDeps): ServiceImpl<typeof Direc
     revokeToken: (req) => revokeToken(deps, req),
     addDomain: (req) => addDomain(deps, req),
     verifyToken: (req) => verifyToken(deps, req),
-    listTags: (req) => listTags(deps, req),
+    listTags: (_req, ctx) => listTags(deps, tenantOf(ctx.values)),
   };
 }
 
@@ -147,9 +147,9 @@ export async function verifyToken(deps: DirectoryDeps, req: VerifyTokenRequest) 
     : { valid: false };
 }
 
-export async function listTags(deps: DirectoryDeps, req: ListTagsRequest) {
-  const tags = await guard(() => deps.records.audience.tagCounts([req.orgId]));
-  return { tags: tags.get(req.orgId)! };
+export async function listTags(deps: DirectoryDeps, orgId: string) {
+  const tags = await guard(() => deps.records.audience.tagCounts([orgId]));
+  return { tags: tags.get(orgId)! };
 }
 
 /** Creates an API token in the records and writes it through to the projection (the CLI's path and the console's). */

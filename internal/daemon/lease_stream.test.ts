@@ -5,7 +5,7 @@ import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryOutcome, Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { EmbeddedHot } from "../hotstore/embedded/embedded";
 import { releaseNext } from "../testkit/hotstores";
-import { type InProcess, startInProcess } from "../testkit/inprocess";
+import { type InProcess, startInProcess, ticketFor } from "../testkit/inprocess";
 
 const HOUR = 3_600_000;
 const POLICY = { maxAttempts: 3, retryBaseMs: 1_000, bounceCooldownMs: HOUR };
@@ -25,19 +25,20 @@ afterAll(async () => {
 });
 
 test("a stream whose ack never came is not stalled: the expired lease stops counting and the message comes again", async () => {
-  const org = (await svc.clients.directory.getOrganization({ slug: "acme" })).organization!;
-  const sent = await svc.clients.mail.send({
-    orgId: org.id,
-    lane: Lane.TRANSACTIONAL,
-    email: {
-      from: "a@acme.example",
-      fromAddress: "a@acme.example",
-      to: "b@example.org",
-      toAddress: "b@example.org",
-      subject: "s",
-      text: "t",
+  const sent = await svc.clients.mail.send(
+    {
+      lane: Lane.TRANSACTIONAL,
+      email: {
+        from: "a@acme.example",
+        fromAddress: "a@acme.example",
+        to: "b@example.org",
+        toAddress: "b@example.org",
+        subject: "s",
+        text: "t",
+      },
     },
-  });
+    await ticketFor(svc.clients, "acme"),
+  );
   await releaseNext(store.mail, Lane.TRANSACTIONAL, clock.nowMs());
 
   const abort = new AbortController();

@@ -1,10 +1,12 @@
 // limiterd as its own process, called by a @grpc/grpc-js client and by Connect clients
-// speaking each of the three protocols it serves on its one port.
+// speaking each of the three protocols it serves on its one port, each with the plane secret
+// (and refused without it).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createClient } from "@connectrpc/connect";
+import { createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { DirectoryService, LimiterService, Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { freePort, REPO_ROOT, type Proc, runBun, runToEnd, tempDir, waitFor } from "../testkit/testkit";
@@ -13,6 +15,8 @@ let limiterd: Proc;
 let port: number;
 let env: Record<string, string>;
 let token: string;
+/** The plane secret limiterd made, as every call carries it. */
+let bearer: string;
 
 beforeAll(async () => {
   port = await freePort();
@@ -23,12 +27,14 @@ beforeAll(async () => {
     async () => (await runToEnd("cmd/admin/index.ts", ["org", "create", "rpc", "--plan", "premium"], env)).code === 0,
   );
   token = (await runToEnd("cmd/admin/index.ts", ["token", "create", "rpc"], env)).stdout.trim();
+  bearer = `Bearer ${readFileSync(join(env.DATA_DIR!, "plane.secret"), "utf8").trim()}`;
 });
 afterAll(async () => {
   await limiterd?.stop("SIGKILL");
 });
 
-function grpcJs() {
+/** grpc-js clients; each call carries `authorization` unless it is null. */
+function grpcJs(authorization: string | null = bearer) {
   const def = protoLoader.loadSync(["mailcore/limiter/v1/limiter.proto", "grpc/health/v1/health.proto"], {
     includeDirs: [join(REPO_ROOT, "proto")],
     longs: Number,
@@ -38,9 +44,17 @@ function grpcJs() {
   // A package loaded at run time by grpc-js is untyped.
   const pkg = grpc.loadPackageDefinition(def) as any;
   const creds = grpc.credentials.createInsecure();
+  const withSecret: grpc.Interceptor = (options, nextCall) =>
+    new grpc.InterceptingCall(nextCall(options), {
+      start(metadata, listener, next) {
+        if (authorization !== null) metadata.set("authorization", authorization);
+        next(metadata, listener);
+      },
+    });
+  const o = { interceptors: [withSecret] };
   return {
-    limiter: new pkg.mailcore.limiter.v1.LimiterService(`127.0.0.1:${port}`, creds),
-    health: new pkg.grpc.health.v1.Health(`127.0.0.1:${port}`, creds),
+    limiter: new pkg.mailcore.limiter.v1.LimiterService(`127.0.0.1:${port}`, creds, o),
+    health: new pkg.grpc.health.v1.Health(`127.0.0.1:${port}`, creds, o),
   };
 }
 
@@ -61,6 +75,8 @@ describe("limiterd over gRPC with @grpc/grpc-js", () => {
         limit: 700,
         remaining: 699,
         resetSeconds: 1,
+        // The admission ticket: the organization, an expiry in Unix seconds, a 128-bit MAC.
+        ticket: expect.stringMatching(/^org_[0-9a-f]{16}\.\d{10}\.[A-Za-z0-9_-]{22}$/),
       });
       const batch = await unary<{ responses: Record<string, unknown>[] }>(limiter, "AdmitBatch", {
         requests: [
@@ -105,14 +121,39 @@ describe("limiterd over gRPC with @grpc/grpc-js", () => {
       health.close();
     }
   });
+
+  test("without the plane secret, or with another, every call is UNAUTHENTICATED, AdmitBatch's raw path too", async () => {
+    for (const authorization of [null, `Bearer ${"A".repeat(43)}`, bearer.toLowerCase()]) {
+      const { limiter, health } = grpcJs(authorization);
+      try {
+        for (const [client, method, req] of [
+          [limiter, "Admit", { token, clientIp: "192.0.2.1" }],
+          [limiter, "AdmitBatch", { requests: [{ token, clientIp: "192.0.2.1" }] }],
+          [health, "Check", { service: "" }],
+        ] as const) {
+          const err: grpc.ServiceError = await unary<never>(client, method, req).catch((e: grpc.ServiceError) => e);
+          expect([method, err.code]).toEqual([method, grpc.status.UNAUTHENTICATED]);
+        }
+      } finally {
+        limiter.close();
+        health.close();
+      }
+    }
+    expect(limiterd.stderr()).toContain('"msg":"refused an RPC: no plane secret"');
+  });
 });
 
 describe("limiterd over Connect, gRPC-Web and Connect's gRPC client", () => {
+  const withSecret: Interceptor = (next) => (req) => {
+    req.header.set("authorization", bearer);
+    return next(req);
+  };
+  const o = () => ({ baseUrl: `http://127.0.0.1:${port}`, interceptors: [withSecret] });
   for (const [name, transport] of [
-    ["Connect", () => createConnectTransport({ baseUrl: `http://127.0.0.1:${port}`, httpVersion: "2" })],
-    ["gRPC-Web", () => createGrpcWebTransport({ baseUrl: `http://127.0.0.1:${port}`, httpVersion: "2" })],
+    ["Connect", () => createConnectTransport({ ...o(), httpVersion: "2" })],
+    ["gRPC-Web", () => createGrpcWebTransport({ ...o(), httpVersion: "2" })],
     // Connect's gRPC client: its AdmitBatch takes the daemon's raw path, like the API's.
-    ["gRPC", () => createGrpcTransport({ baseUrl: `http://127.0.0.1:${port}` })],
+    ["gRPC", () => createGrpcTransport(o())],
   ] as const) {
     test(`${name}: Admit`, async () => {
       const client = createClient(LimiterService, transport());

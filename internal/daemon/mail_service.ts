@@ -21,9 +21,10 @@ import { HOUR_MS } from "../records/stats";
 import type { Accept } from "./accept";
 import type { RefusalCounter } from "./refusals";
 import { guard, pageCursor } from "./rpc_errors";
+import { tenantOf } from "./tenant";
 
 // The mail service (MailService): a send through the accept step, a message as it stands, the
-// activity log and the hourly delivery figures.
+// activity log and the hourly delivery figures, each for the organization of the call's ticket.
 
 const MAX_PAGE = 100;
 const DEFAULT_PAGE = 20;
@@ -41,23 +42,23 @@ export interface MailDeps {
 /** MailService's methods, by name. */
 export function mailHandlers(deps: MailDeps): ServiceImpl<typeof MailService> {
   return {
-    send: (req) => send(deps, req),
-    getMessage: (req) => getMessage(deps, req),
-    listMessages: (req) => listMessages(deps, req),
-    getMessageStats: (req) => getMessageStats(deps, req),
+    send: (req, ctx) => send(deps, tenantOf(ctx.values), req),
+    getMessage: (req, ctx) => getMessage(deps, tenantOf(ctx.values), req),
+    listMessages: (req, ctx) => listMessages(deps, tenantOf(ctx.values), req),
+    getMessageStats: (req, ctx) => getMessageStats(deps, tenantOf(ctx.values), req),
   };
 }
 
-export async function send(deps: MailDeps, req: SendRequest) {
+export async function send(deps: MailDeps, orgId: string, req: SendRequest) {
   const email = req.email;
-  if (!req.orgId || !email?.fromAddress.includes("@") || !email.toAddress.includes("@")) {
-    throw new ConnectError("org_id, email.from_address and email.to_address are required", Code.InvalidArgument);
+  if (!email?.fromAddress.includes("@") || !email.toAddress.includes("@")) {
+    throw new ConnectError("email.from_address and email.to_address are required", Code.InvalidArgument);
   }
   if (req.lane !== Lane.TRANSACTIONAL && req.lane !== Lane.BULK)
     throw new ConnectError("lane must be transactional or bulk", Code.InvalidArgument);
   const result = await guard(() =>
     deps.accept({
-      orgId: req.orgId,
+      orgId,
       lane: req.lane,
       email,
       idempotencyKey: req.idempotencyKey,
@@ -74,23 +75,22 @@ export async function send(deps: MailDeps, req: SendRequest) {
     case "domain_not_verified":
       return { outcome: SendOutcome.DOMAIN_NOT_VERIFIED };
     case "limited":
-      deps.refusals.count(req.orgId, "recipient");
+      deps.refusals.count(orgId, "recipient");
       return {
         outcome: SendOutcome.RECIPIENT_LIMITED,
         retryAfterSeconds: Math.max(1, Math.ceil(result.retryAfterMs / 1_000)),
         reason: result.reason,
       };
     case "miss":
-      throw new ConnectError(`no organization ${req.orgId}`, Code.NotFound);
+      throw new ConnectError(`no organization ${orgId}`, Code.NotFound);
   }
 }
 
-export async function getMessage(deps: MailDeps, req: GetMessageRequest) {
+export async function getMessage(deps: MailDeps, orgId: string, req: GetMessageRequest) {
   // The hot store has the latest of a message until it is settled in the records.
   const record = await guard(
     async () =>
-      (await deps.mail.getMessage(req.orgId, req.messageId)) ??
-      (await deps.records.history.get(req.orgId, req.messageId)),
+      (await deps.mail.getMessage(orgId, req.messageId)) ?? (await deps.records.history.get(orgId, req.messageId)),
   );
   if (!record) throw new ConnectError(`no message ${req.messageId}`, Code.NotFound);
   return { message: toMessageInfo(record) };
@@ -100,22 +100,22 @@ export async function getMessage(deps: MailDeps, req: GetMessageRequest) {
  * From the records: a message shows here once the history writer has written it (within a
  * flush, 200 ms), and its status as of the last flush.
  */
-export async function listMessages(deps: MailDeps, req: ListMessagesRequest) {
+export async function listMessages(deps: MailDeps, orgId: string, req: ListMessagesRequest) {
   if (req.limit > MAX_PAGE) throw new ConnectError(`limit must be 1 to ${MAX_PAGE}`, Code.InvalidArgument);
   const filter = messageFilter(req);
   const cursor = pageCursor(req.cursor);
-  const page = await guard(() => deps.records.history.list(req.orgId, filter, req.limit || DEFAULT_PAGE, cursor));
+  const page = await guard(() => deps.records.history.list(orgId, filter, req.limit || DEFAULT_PAGE, cursor));
   return { messages: page.data.map(toMessageInfo), nextCursor: page.nextCursor ?? "" };
 }
 
-export async function getMessageStats(deps: MailDeps, req: GetMessageStatsRequest) {
+export async function getMessageStats(deps: MailDeps, orgId: string, req: GetMessageStatsRequest) {
   const since = Number(req.sinceMs);
   const until = Number(req.untilMs);
   if (since % HOUR_MS !== 0 || until % HOUR_MS !== 0 || since < 0 || until <= since)
     throw new ConnectError("since_ms and until_ms must be whole hours, since before until", Code.InvalidArgument);
   if ((until - since) / HOUR_MS > MAX_STATS_HOURS)
     throw new ConnectError(`at most ${MAX_STATS_HOURS} hours at once`, Code.InvalidArgument);
-  const hours = await guard(() => deps.records.stats.hours(req.orgId, since, until));
+  const hours = await guard(() => deps.records.stats.hours(orgId, since, until));
   return {
     hours: hours.map((h) => ({
       hourStartMs: BigInt(h.hourStartMs),

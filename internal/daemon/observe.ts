@@ -5,11 +5,12 @@ import { DEADLINE_HEADER, NOT_QUEUED_HEADER, REQUEST_ID_HEADER } from "../wire/m
 import { type DiskSpace, isDiskFull } from "../diskspace/diskspace";
 import type { Logger } from "../log/log";
 import { laneName } from "../mail/policy";
+import { tenantOf } from "./tenant";
 
 /**
  * What the daemon does around its RPCs, whatever the store: a Send read after its caller's
  * deadline is refused before it touches the store; the request id rides into the message (so
- * the worker logs it) and into the daemon's line about it; a call refused because the store's
+ * the worker logs it) and into the daemon's line about it (after tenantGate, whose organization it names); a call refused because the store's
  * disk is full (UNAVAILABLE, which the caller retries or answers 503) is noted on `disk`.
  * (Admissions are counted where they are decided, in the limiter service: AdmitBatch also
  * arrives outside the router.)
@@ -42,7 +43,12 @@ export function daemonInterceptors(o: { log: Logger; disk?: DiskSpace; now?: () 
       const res = await next(req);
       const answer = res.message as SendResponse;
       if (answer.outcome === SendOutcome.ACCEPTED)
-        o.log.info("queued", { requestId, message: answer.messageId, org: send.orgId, lane: laneName(send.lane) });
+        o.log.info("queued", {
+          requestId,
+          message: answer.messageId,
+          org: tenantOf(req.contextValues),
+          lane: laneName(send.lane),
+        });
       return res;
     }
     return next(req);

@@ -4,6 +4,7 @@ import { createHash } from "node:crypto";
 import { DeadlinePassed, isUniqueViolation } from "../records/db";
 import type { Records } from "../records/records";
 import { DEADLINE_HEADER, IDEMPOTENCY_CONFLICT_HEADER, IDEMPOTENCY_KEY_HEADER } from "../wire/metadata";
+import { tenantIn } from "./tenant";
 
 // The record-bound RPCs (audience, automation, webhooks). A call with a deadline does its
 // records work in one transaction, committed by the deadline or rolled back (Db.within), so the
@@ -57,7 +58,8 @@ async function recordBound(
   const call = () =>
     records.db.within(deadline, async () => {
       if (key === null) return run(req, ctx);
-      const orgId = (req as { orgId?: string }).orgId ?? "";
+      // An organization's keys are its own; the RPCs of no organization share "".
+      const orgId = tenantIn(ctx.values) ?? "";
       const keyHash = sha256(key);
       const requestHash = sha256(`${method.parent.typeName}/${method.name}\n${sha256(toBinary(method.input, req))}`);
       const kept = await records.idempotency.find(orgId, keyHash, now());

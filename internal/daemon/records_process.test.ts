@@ -22,6 +22,7 @@ import {
   tempDir,
   waitFor,
 } from "../testkit/testkit";
+import { clientCredential } from "../plane/secret";
 
 let pg: PostgresServer;
 beforeAll(async () => {
@@ -118,7 +119,7 @@ describe("Redis + PostgreSQL: 20,000 messages", () => {
     // Workers deliver; the history is written to PostgreSQL and the messages leave Redis.
     stack.startWorker();
     stack.startWorker();
-    const lanes = limiterClients(stack.limiterUrl).lanes;
+    const lanes = limiterClients(stack.limiterUrl, stack.credential).lanes;
     await waitFor(
       "every message delivered and settled",
       async () => {
@@ -296,14 +297,17 @@ describe("migrations at start", () => {
     try {
       for (const port of ports) {
         await waitFor(`limiterd on ${port}`, async () => {
-          await limiterClients(`http://127.0.0.1:${port}`).health.check({});
+          await limiterClients(`http://127.0.0.1:${port}`, clientCredential(undefined, dataDir)).health.check({});
           return true;
         });
       }
       const versions = await db.run((sql) => sql`SELECT version FROM schema_migrations ORDER BY version`);
       expect(versions.map((r: { version: unknown }) => Number(r.version))).toEqual(MIGRATIONS.map((m) => m.version));
       for (const port of ports) {
-        const org = await limiterClients(`http://127.0.0.1:${port}`).directory.getOrganization({ slug: "old" });
+        const org = await limiterClients(
+          `http://127.0.0.1:${port}`,
+          clientCredential(undefined, dataDir),
+        ).directory.getOrganization({ slug: "old" });
         expect(org.organization).toMatchObject({ id: "org_0123456789abcdef", plan: 3 });
       }
       // Neither daemon said that it could not migrate.

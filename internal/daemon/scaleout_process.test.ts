@@ -24,6 +24,7 @@ import {
   waitFor,
   waitHttpOk,
 } from "../testkit/testkit";
+import { limiterCredential } from "../config/config";
 
 const canConnect = (port: number) =>
   new Promise<boolean>((done) => {
@@ -185,7 +186,10 @@ describe("two daemons, three APIs, two SMTP fronts, two workers on Redis + Postg
       (
         await Promise.all(
           limiters.map(
-            async (url) => (await limiterClients(url).lanes.listReleases({ lane, sinceMs: BigInt(since) })).releases,
+            async (url) =>
+              (
+                await limiterClients(url, limiterCredential(env)).lanes.listReleases({ lane, sinceMs: BigInt(since) })
+              ).releases,
           ),
         )
       )

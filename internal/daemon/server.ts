@@ -20,6 +20,7 @@ import {
 } from "node:http2";
 import type { TLSSocket } from "node:tls";
 import type { Authorize } from "../plane/roles";
+import { bearerMatcher, PLANE_SECRET_HEADER } from "../plane/secret";
 import { type Peer, peerOf, type ServerTls } from "../plane/tls";
 import { envelope, unenvelope } from "../wire/grpc";
 
@@ -59,6 +60,12 @@ export interface RpcOptions {
    * the certificate's holder may make it.
    */
   tls?: ServerTls & { authorize: Authorize; handshakeRefused(err: Error, remoteAddress: string | undefined): void };
+  /**
+   * Without tls: the plane secret (plane/secret.ts) every call must carry as a bearer token;
+   * each call refused is told to refused. Unset: a cleartext port open to every caller (tests
+   * of this server alone; limiterd always sets it).
+   */
+  secret?: { value: string; refused(path: string): void };
 }
 
 /** The verified client certificate's holder, for the authorizing interceptor (undefined without TLS). */
@@ -78,6 +85,30 @@ function authorizing(authorize: Authorize): Interceptor {
   };
 }
 
+/** On a cleartext port: the refusal of a call without the plane secret, undefined for one with it. */
+type SecretCheck = (path: string, authorization: string | null | undefined) => ConnectError | undefined;
+
+function secretCheck(secret: NonNullable<RpcOptions["secret"]>): SecretCheck {
+  const matches = bearerMatcher(secret.value);
+  return (path, authorization) => {
+    if (matches(authorization)) return undefined;
+    secret.refused(path);
+    return new ConnectError(
+      "this port takes calls with the plane secret only (DATA_DIR/plane.secret, sent as a bearer token)",
+      Code.Unauthenticated,
+    );
+  };
+}
+
+/** Refuses a call without the plane secret, before any handler sees it. */
+function withSecret(check: SecretCheck): Interceptor {
+  return (next) => async (req) => {
+    const refused = check(`/${req.service.typeName}/${req.method.name}`, req.header.get(PLANE_SECRET_HEADER));
+    if (refused) throw refused;
+    return next(req);
+  };
+}
+
 /**
  * Serves Connect, gRPC and gRPC-Web on one HTTP/2 port, cleartext or (with o.tls) mutual TLS
  * only. node:http2, not Bun.serve: gRPC needs trailers, which Bun.serve cannot send.
@@ -89,6 +120,7 @@ export async function serveRpc(
   o: RpcOptions = {},
 ): Promise<RpcServer> {
   const tls = o.tls;
+  const secret = !tls && o.secret ? secretCheck(o.secret) : undefined;
   /** Each TLS connection's verified client, read once when the connection is made. */
   const peers = new WeakMap<ServerHttp2Session, Peer>();
   const peerOfRequest = (req: Http2ServerRequest) => peers.get(req.stream.session as ServerHttp2Session);
@@ -96,8 +128,12 @@ export async function serveRpc(
   const connect = connectNodeAdapter({
     routes,
     acceptCompression: [],
-    // Authorization outermost: nothing else runs for a call the certificate does not allow.
-    interceptors: tls ? [authorizing(tls.authorize), ...(o.interceptors ?? [])] : o.interceptors,
+    // Authorization outermost: nothing else runs for a call the certificate (or, in cleartext,
+    // the plane secret) does not allow.
+    interceptors: [
+      ...(tls ? [authorizing(tls.authorize)] : secret ? [withSecret(secret)] : []),
+      ...(o.interceptors ?? []),
+    ],
     shutdownSignal: o.shutdownSignal,
     contextValues: tls ? (req) => createContextValues().set(PEER, peerOfRequest(req as Http2ServerRequest)) : undefined,
   });
@@ -106,7 +142,10 @@ export async function serveRpc(
     const method = raw[req.url];
     const type = req.headers["content-type"];
     if (method !== undefined && req.method === "POST" && parseContentType(type ?? null)?.binary === true) {
-      serveUnary(req, res, type!, method, tls && refusal(tls.authorize, req.url, peerOfRequest(req)));
+      const refused = tls
+        ? refusal(tls.authorize, req.url, peerOfRequest(req))
+        : secret?.(req.url, req.headers[PLANE_SECRET_HEADER]);
+      serveUnary(req, res, type!, method, refused);
     } else {
       void connect(req, res);
     }

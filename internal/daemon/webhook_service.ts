@@ -19,6 +19,7 @@ import type { WebhookEndpoint } from "../records/webhook_endpoints";
 import { checkEndpoint } from "../webhooks/endpoint";
 import { newWebhookSecret } from "../webhooks/signature";
 import { guard, pageCursor } from "./rpc_errors";
+import { tenantOf } from "./tenant";
 
 // The webhook service (WebhookService): an organization's endpoints, and their deliveries with
 // every attempt, for the API front.
@@ -34,56 +35,56 @@ export interface WebhookDeps {
 /** WebhookService's methods, by name. */
 export function webhookHandlers(deps: WebhookDeps): ServiceImpl<typeof WebhookService> {
   return {
-    createWebhook: (req) => createWebhook(deps, req),
-    listWebhooks: (req) => listWebhooks(deps, req),
-    deleteWebhook: (req) => deleteWebhook(deps, req),
-    listWebhookDeliveries: (req) => listWebhookDeliveries(deps, req),
-    testWebhook: (req) => testWebhook(deps, req),
-    retryWebhookDelivery: (req) => retryWebhookDelivery(deps, req),
+    createWebhook: (req, ctx) => createWebhook(deps, tenantOf(ctx.values), req),
+    listWebhooks: (req, ctx) => listWebhooks(deps, tenantOf(ctx.values), req),
+    deleteWebhook: (req, ctx) => deleteWebhook(deps, tenantOf(ctx.values), req),
+    listWebhookDeliveries: (req, ctx) => listWebhookDeliveries(deps, tenantOf(ctx.values), req),
+    testWebhook: (req, ctx) => testWebhook(deps, tenantOf(ctx.values), req),
+    retryWebhookDelivery: (req, ctx) => retryWebhookDelivery(deps, tenantOf(ctx.values), req),
   };
 }
 
 /** A new endpoint, and its signing secret (returned this once). */
-export async function createWebhook(deps: WebhookDeps, req: CreateWebhookRequest) {
+export async function createWebhook(deps: WebhookDeps, orgId: string, req: CreateWebhookRequest) {
   const input = checkEndpoint({ url: req.url, events: req.events });
   if ("field" in input) throw new ConnectError(`${input.field}: ${input.message}`, Code.InvalidArgument);
   const secret = newWebhookSecret();
   const endpoint = await guard(() =>
-    deps.records.webhookEndpoints.create({ orgId: req.orgId, ...input, secret, nowMs: deps.clock.nowMs() }),
+    deps.records.webhookEndpoints.create({ orgId, ...input, secret, nowMs: deps.clock.nowMs() }),
   );
   return { endpoint: endpointMessage(endpoint), secret };
 }
 
-export async function listWebhooks(deps: WebhookDeps, req: ListWebhooksRequest) {
+export async function listWebhooks(deps: WebhookDeps, orgId: string, req: ListWebhooksRequest) {
   const page = await guard(() =>
-    deps.records.webhookEndpoints.list(req.orgId, pageSize(req.limit), pageCursor(req.cursor)),
+    deps.records.webhookEndpoints.list(orgId, pageSize(req.limit), pageCursor(req.cursor)),
   );
   return { endpoints: page.data.map(endpointMessage), nextCursor: page.nextCursor ?? "" };
 }
 
-export async function deleteWebhook(deps: WebhookDeps, req: DeleteWebhookRequest) {
-  if (!(await guard(() => deps.records.webhookEndpoints.delete(req.orgId, req.webhookId))))
+export async function deleteWebhook(deps: WebhookDeps, orgId: string, req: DeleteWebhookRequest) {
+  if (!(await guard(() => deps.records.webhookEndpoints.delete(orgId, req.webhookId))))
     throw new ConnectError(`no webhook ${req.webhookId}`, Code.NotFound);
   return {};
 }
 
-export async function listWebhookDeliveries(deps: WebhookDeps, req: ListWebhookDeliveriesRequest) {
+export async function listWebhookDeliveries(deps: WebhookDeps, orgId: string, req: ListWebhookDeliveriesRequest) {
   const page = await guard(() =>
-    deps.records.webhookDeliveries.list(req.orgId, req.webhookId, pageSize(req.limit), pageCursor(req.cursor)),
+    deps.records.webhookDeliveries.list(orgId, req.webhookId, pageSize(req.limit), pageCursor(req.cursor)),
   );
   if (!page) throw new ConnectError(`no webhook ${req.webhookId}`, Code.NotFound);
   return { deliveries: page.data.map(deliveryMessage), nextCursor: page.nextCursor ?? "" };
 }
 
-export async function testWebhook(deps: WebhookDeps, req: TestWebhookRequest) {
-  const made = await guard(() => deps.records.webhookDeliveries.test(req.orgId, req.webhookId, deps.clock.nowMs()));
+export async function testWebhook(deps: WebhookDeps, orgId: string, req: TestWebhookRequest) {
+  const made = await guard(() => deps.records.webhookDeliveries.test(orgId, req.webhookId, deps.clock.nowMs()));
   if (!made) throw new ConnectError(`no webhook ${req.webhookId}`, Code.NotFound);
   return { delivery: deliveryMessage(made) };
 }
 
-export async function retryWebhookDelivery(deps: WebhookDeps, req: RetryWebhookDeliveryRequest) {
+export async function retryWebhookDelivery(deps: WebhookDeps, orgId: string, req: RetryWebhookDeliveryRequest) {
   const retried = await guard(() =>
-    deps.records.webhookDeliveries.retry(req.orgId, req.webhookId, req.deliveryId, deps.clock.nowMs()),
+    deps.records.webhookDeliveries.retry(orgId, req.webhookId, req.deliveryId, deps.clock.nowMs()),
   );
   if (!retried) throw new ConnectError(`no delivery ${req.deliveryId} of webhook ${req.webhookId}`, Code.NotFound);
   if (retried === "pending")

@@ -127,7 +127,7 @@ test("cmd/dev starts limiterd, the API and the SMTP front, creates the demo orga
     // The line it prints for a new token is the README's (with where the daemon is, off its
     // default port), and works as a user would run it: in a shell, Bun through npx.
     const tokenLine = /A new token: (.*)$/m.exec(again.stdout())?.[1];
-    expect(tokenLine).toBe(`LIMITER_URL=http://127.0.0.1:${limiterPort} ${README_TOKEN_LINE}`);
+    expect(tokenLine).toBe(`LIMITER_URL=http://127.0.0.1:${limiterPort} DATA_DIR=${env.DATA_DIR} ${README_TOKEN_LINE}`);
     expect(readFileSync(join(REPO_ROOT, "README.md"), "utf8")).toContain(`\`${README_TOKEN_LINE}\``);
     const made = spawn(["sh", "-c", tokenLine!], { cwd: REPO_ROOT, stdout: "pipe", stderr: "pipe" });
     const [newToken, why] = [await new Response(made.stdout).text(), await new Response(made.stderr).text()];

@@ -33,7 +33,7 @@ beforeAll(async () => {
   second = runBun("cmd/limiterd/index.ts", [], { ...stack.env, LIMITER_PORT: String(port) });
   await waitFor(
     "the second daemon",
-    async () => (await limiterClients(url).lanes.getLanes({})).lanes.length === 2,
+    async () => (await limiterClients(url, stack.credential).lanes.getLanes({})).lanes.length === 2,
     15_000,
   );
   const apiPort = await freePort();

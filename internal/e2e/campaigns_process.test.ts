@@ -19,7 +19,7 @@ let stack: Stack;
 let daemon: LimiterClients;
 beforeAll(async () => {
   stack = await startStack({ workers: 1, env: { PUBLIC_URL, TRUST_PROXY: "127.0.0.1" } });
-  daemon = limiterClients(stack.limiterUrl);
+  daemon = limiterClients(stack.limiterUrl, stack.credential);
 }, 30_000);
 afterAll(async () => {
   await stack?.stop();

@@ -103,7 +103,7 @@ for (const deployment of ["embedded store, SQLite records", "Redis, PostgreSQL r
           audience: { all: true },
         })
       ).body;
-      const daemon = limiterClients(stack.limiterUrl);
+      const daemon = limiterClients(stack.limiterUrl, stack.credential);
       const bulkDepth = async () =>
         Number((await daemon.lanes.getLanes({})).lanes.find((l) => l.lane === Lane.BULK)!.depth);
 

@@ -96,7 +96,7 @@ test("2,000 recipients over 20 destinations, one down: the others delivered once
   expect(new Set(all.map((m) => m.to)).size).toBe(live);
   expect(all.some((m) => m.to.endsWith(`@d${DOWN}.test`))).toBe(false);
 
-  const daemon = limiterClients(stack.limiterUrl);
+  const daemon = limiterClients(stack.limiterUrl, stack.credential);
   // Every release since the start: the live destinations' messages, and the down one's retries.
   const bulk = (await daemon.lanes.listReleases({ lane: Lane.BULK, sinceMs: BigInt(started) })).releases;
   const slots = pacing(bulk);

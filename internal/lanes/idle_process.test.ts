@@ -52,7 +52,7 @@ for (const deployment of ["embedded", "redis"] as const) {
       const id = sent.body.id as string;
       const acceptedAt = Date.now();
       await waitFor("the delivery", async () => existsSync(join(stack.dataDir, "sink", `${id}.eml`)), 10_000, 10);
-      const { releases } = await limiterClients(stack.limiterUrl).lanes.listReleases({
+      const { releases } = await limiterClients(stack.limiterUrl, stack.credential).lanes.listReleases({
         lane: Lane.TRANSACTIONAL,
         sinceMs: BigInt(acceptedAt - 5_000),
       });

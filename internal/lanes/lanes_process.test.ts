@@ -23,10 +23,11 @@ import {
 
 const PROXY = { TRUST_PROXY: "127.0.0.1" };
 
-async function releases(limiterUrls: string[], lane: Lane, sinceMs: number): Promise<Release[]> {
+async function releases(stack: Stack, limiterUrls: string[], lane: Lane, sinceMs: number): Promise<Release[]> {
   const all = await Promise.all(
     limiterUrls.map(
-      async (url) => (await limiterClients(url).lanes.listReleases({ lane, sinceMs: BigInt(sinceMs) })).releases,
+      async (url) =>
+        (await limiterClients(url, stack.credential).lanes.listReleases({ lane, sinceMs: BigInt(sinceMs) })).releases,
     ),
   );
   return all.flat().sort((a, b) => Number(a.slotAtMs - b.slotAtMs));
@@ -67,10 +68,10 @@ describe("lane pacing on the embedded store", () => {
     const backlogged = Date.now();
     await waitFor(
       "400 releases",
-      async () => (await releases([stack.limiterUrl], Lane.TRANSACTIONAL, started)).length >= 400,
+      async () => (await releases(stack, [stack.limiterUrl], Lane.TRANSACTIONAL, started)).length >= 400,
       15_000,
     );
-    const all = await releases([stack.limiterUrl], Lane.TRANSACTIONAL, started);
+    const all = await releases(stack, [stack.limiterUrl], Lane.TRANSACTIONAL, started);
     expect(new Set(all.map((r) => r.messageId))).toEqual(new Set(ids));
     const rs = all.filter((r) => Number(r.slotAtMs) >= backlogged);
     const p = pacing(rs);
@@ -93,7 +94,7 @@ describe("lane pacing on the embedded store", () => {
     const [a, b] = [await stack.org("bulk-a", "enterprise"), await stack.org("bulk-b", "enterprise")];
     await backlog(stack, a, 1_000, fixture("bulk-a", "bulk"));
     await backlog(stack, b, 1_000, fixture("bulk-b", "bulk"));
-    const lanes = (await limiterClients(stack.limiterUrl).lanes.getLanes({})).lanes;
+    const lanes = (await limiterClients(stack.limiterUrl, stack.credential).lanes.getLanes({})).lanes;
     // (The bulk lane releases a second of slots ahead: 41 of them are no longer waiting.)
     expect(Number(lanes.find((l) => l.lane === Lane.BULK)!.depth)).toBeGreaterThan(1_700);
 
@@ -117,10 +118,12 @@ describe("lane pacing on the embedded store", () => {
       await waitFor(
         "the release",
         async () =>
-          (await releases([stack.limiterUrl], Lane.TRANSACTIONAL, acceptedAt)).some((r) => r.messageId === id),
+          (await releases(stack, [stack.limiterUrl], Lane.TRANSACTIONAL, acceptedAt)).some((r) => r.messageId === id),
         2_000,
       );
-      const r = (await releases([stack.limiterUrl], Lane.TRANSACTIONAL, acceptedAt)).find((x) => x.messageId === id)!;
+      const r = (await releases(stack, [stack.limiterUrl], Lane.TRANSACTIONAL, acceptedAt)).find(
+        (x) => x.messageId === id,
+      )!;
       delays.push(Number(r.slotAtMs) - acceptedAt);
       await Bun.sleep(37);
     }
@@ -142,13 +145,14 @@ describe("lane pacing on the embedded store", () => {
     const since = Date.now() - 5_000;
     await waitFor(
       "the small organization's release",
-      async () => (await releases([stack.limiterUrl], Lane.TRANSACTIONAL, since)).some((r) => r.messageId === id),
+      async () =>
+        (await releases(stack, [stack.limiterUrl], Lane.TRANSACTIONAL, since)).some((r) => r.messageId === id),
       2_000,
     );
     const message = (await (
       await fetch(`${stack.apiUrls[0]}/api/v1/emails/${id}`, { headers: { Authorization: `Bearer ${small}` } })
     ).json()) as { createdAt: string };
-    const r = (await releases([stack.limiterUrl], Lane.TRANSACTIONAL, since)).find((x) => x.messageId === id)!;
+    const r = (await releases(stack, [stack.limiterUrl], Lane.TRANSACTIONAL, since)).find((x) => x.messageId === id)!;
     const delay = Number(r.slotAtMs) - Date.parse(message.createdAt);
     console.log(`another organization's message behind 400 of one organization: its slot ${delay} ms after the accept`);
     expect(delay).toBeLessThanOrEqual(100);
@@ -179,7 +183,7 @@ for (const kind of ["one Redis", "a Redis Cluster"] as const) {
       second = runBun("cmd/limiterd/index.ts", [], { ...stack.env, LIMITER_PORT: String(port) });
       await waitFor(
         "the second daemon",
-        async () => (await limiterClients(secondUrl).lanes.getLanes({})).lanes.length === 2,
+        async () => (await limiterClients(secondUrl, stack.credential).lanes.getLanes({})).lanes.length === 2,
       );
     });
     afterAll(async () => {
@@ -195,10 +199,10 @@ for (const kind of ["one Redis", "a Redis Cluster"] as const) {
       const backlogged = Date.now();
       await waitFor(
         "200 releases",
-        async () => (await releases([stack.limiterUrl, secondUrl], Lane.TRANSACTIONAL, started)).length >= 200,
+        async () => (await releases(stack, [stack.limiterUrl, secondUrl], Lane.TRANSACTIONAL, started)).length >= 200,
         15_000,
       );
-      const rs = await releases([stack.limiterUrl, secondUrl], Lane.TRANSACTIONAL, backlogged);
+      const rs = await releases(stack, [stack.limiterUrl, secondUrl], Lane.TRANSACTIONAL, backlogged);
       expect(new Set(rs.map((r) => r.messageId)).size).toBe(rs.length); // each released once
       const p = pacing(rs);
       console.log(

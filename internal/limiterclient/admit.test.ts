@@ -4,7 +4,8 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { type RpcServer, serveRpc } from "../daemon/server";
-import { freePort } from "../testkit/testkit";
+import { clientCredential, ensurePlaneSecret } from "../plane/secret";
+import { freePort, tempDir } from "../testkit/testkit";
 import { ADMIT_BATCH_PATH, type Admission, decodeAdmitBatchRequest, encodeAdmitBatchResponse } from "../wire/admit";
 import { type AdmitBatchCaller, admitBatchCaller } from "./admit";
 
@@ -23,15 +24,22 @@ const admission = (remaining: number): Admission => ({
   resetSeconds: 1,
   retryAfterSeconds: 0,
   tags: [{ name: "vip", subscribers: 2 }],
+  ticket: "org_1.1700000120.AAAAAAAAAAAAAAAAAAAAAA",
 });
+
+// The daemon's port takes calls with the plane secret of this directory only.
+const dataDir = tempDir();
+const credential = clientCredential(undefined, dataDir);
+const secret = { value: ensurePlaneSecret(dataDir), refused: () => {} };
 
 beforeAll(async () => {
   server = await serveRpc(() => {}, "127.0.0.1", 0, {
     raw: {
       [ADMIT_BATCH_PATH]: async (req) => encodeAdmitBatchResponse(await answer(decodeAdmitBatchRequest(req))),
     },
+    secret,
   });
-  caller = admitBatchCaller(`http://127.0.0.1:${server.port}`);
+  caller = admitBatchCaller(`http://127.0.0.1:${server.port}`, credential);
 });
 afterAll(async () => {
   caller.close();
@@ -53,6 +61,31 @@ test("sends the calls and answers the admissions, in order", async () => {
     ["b@2001:db8::1", 698],
   ]);
   expect(out[0]!.tags).toEqual([{ name: "vip", subscribers: 2 }]);
+  expect(out[0]!.ticket).toBe(admission(0).ticket);
+});
+
+test("a call without the plane secret, or with another one, is refused before it is read", async () => {
+  let asked = 0;
+  answer = async (calls) => {
+    asked++;
+    return calls.map(() => admission(1));
+  };
+  const other = tempDir();
+  ensurePlaneSecret(other);
+  const stranger = admitBatchCaller(`http://127.0.0.1:${server.port}`, clientCredential(undefined, other));
+  const refused = await stranger([{ token: "", clientIp: "192.0.2.1", withTags: false }], 1_000).catch((e) => e);
+  stranger.close();
+  expect([refused.code, refused.rawMessage]).toEqual([
+    Code.Unauthenticated,
+    "this port takes calls with the plane secret only (DATA_DIR/plane.secret, sent as a bearer token)",
+  ]);
+  // A secret file that is not there yet fails the call, and opens no stream.
+  const early = admitBatchCaller(`http://127.0.0.1:${server.port}`, clientCredential(undefined, tempDir()));
+  const missing = await early([{ token: "", clientIp: "192.0.2.1", withTags: false }], 1_000).catch((e) => e);
+  early.close();
+  expect(missing.code).toBe(Code.Unavailable);
+  expect(missing.rawMessage).toContain("plane.secret is not there yet");
+  expect(asked).toBe(0);
 });
 
 test("a gRPC error from the daemon rejects with its code and message", async () => {
@@ -83,7 +116,7 @@ test("no answer within the deadline rejects with DEADLINE_EXCEEDED, on time", as
 
 test("a daemon that is not there rejects at once, and the session recovers when it is", async () => {
   const port = await freePort();
-  const missing = admitBatchCaller(`http://127.0.0.1:${port}`);
+  const missing = admitBatchCaller(`http://127.0.0.1:${port}`, credential);
   const err = await missing([{ token: "", clientIp: "192.0.2.1", withTags: false }], 1_000).catch((e) => e);
   expect(err).toBeInstanceOf(ConnectError);
   expect(err.code).not.toBe(Code.DeadlineExceeded);
@@ -91,6 +124,7 @@ test("a daemon that is not there rejects at once, and the session recovers when 
     raw: {
       [ADMIT_BATCH_PATH]: async (req) => encodeAdmitBatchResponse(decodeAdmitBatchRequest(req).map(() => admission(5))),
     },
+    secret,
   });
   try {
     expect((await missing([{ token: "", clientIp: "192.0.2.1", withTags: false }], 1_000))[0]!.remaining).toBe(5);

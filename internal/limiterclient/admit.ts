@@ -13,7 +13,7 @@ import {
   type IncomingHttpHeaders,
   type IncomingHttpStatusHeader,
 } from "node:http2";
-import type { ClientTls } from "../plane/tls";
+import { type ClientCredential, credentialHeaders } from "../plane/secret";
 import {
   ADMIT_BATCH_PATH,
   type Admission,
@@ -44,15 +44,17 @@ export interface AdmitBatchCaller {
  * again after it closed (a daemon that restarted sends GOAWAY; one that died closes it). No
  * pings: a call that reaches its deadline with nothing read on the connection since it began
  * closes the connection, so a daemon that vanished without a word is left on the next call.
- * With tls, baseUrl is https:// and the connection is mutual TLS.
+ * With a certificate, baseUrl is https:// and the connection is mutual TLS; otherwise each call
+ * carries the plane secret.
  */
-export function admitBatchCaller(baseUrl: string, tls?: ClientTls): AdmitBatchCaller {
+export function admitBatchCaller(baseUrl: string, cred: ClientCredential): AdmitBatchCaller {
+  const credential = credentialHeaders(cred);
   let session: ClientHttp2Session | undefined;
   /** When the connection last delivered a response (performance.now()). */
   let lastReadMs = 0;
   const open = (): ClientHttp2Session => {
     if (session && !session.closed && !session.destroyed) return session;
-    const s = connect(baseUrl, tls);
+    const s = connect(baseUrl, cred.tls);
     s.on("error", () => {}); // each stream under way fails with it
     const drop = () => {
       if (session === s) session = undefined;
@@ -79,6 +81,7 @@ export function admitBatchCaller(baseUrl: string, tls?: ClientTls): AdmitBatchCa
           "content-type": "application/grpc+proto",
           te: "trailers",
           "grpc-timeout": `${timeoutMs}m`,
+          ...credential(),
         });
       } catch (err) {
         return reject(

@@ -7,7 +7,7 @@ import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
 import { WebhookDeliveryService, WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
-import type { ClientTls } from "../plane/tls";
+import type { ClientCredential } from "../plane/secret";
 import { DEADLINE_HEADER, RECORDS_COMMIT_MARGIN_MS } from "../wire/metadata";
 import type { Admission, AdmitCall } from "../wire/admit";
 import { admitBatchCaller } from "./admit";
@@ -70,23 +70,24 @@ export interface DaemonConnection {
 }
 
 /**
- * One HTTP/2 connection to the daemon (transport.ts); with tls, baseUrl is https:// and the
- * connection is mutual TLS. It opens at the first call.
+ * One HTTP/2 connection to the daemon (transport.ts); with a certificate, baseUrl is https://
+ * and the connection is mutual TLS, otherwise each call carries the plane secret. It opens at
+ * the first call.
  */
-export function daemonConnection(baseUrl: string, tls?: ClientTls): DaemonConnection {
-  const session = limiterSession(baseUrl, tls);
-  const transport = limiterTransport(baseUrl, tls, { session });
-  const recordsTransport = limiterTransport(baseUrl, tls, { session, interceptors: [recordsDeadline] });
+export function daemonConnection(baseUrl: string, cred: ClientCredential): DaemonConnection {
+  const session = limiterSession(baseUrl, cred);
+  const transport = limiterTransport(baseUrl, cred, { session });
+  const recordsTransport = limiterTransport(baseUrl, cred, { session, interceptors: [recordsDeadline] });
   return {
     client: (service) => createClient(service, RECORD_BOUND.has(service) ? recordsTransport : transport),
   };
 }
 
 /** Every client of the daemon over one connection (daemonConnection); AdmitBatch, the hot path, over a second of its own (admit.ts). */
-export function limiterClients(baseUrl: string, tls?: ClientTls): LimiterClients {
-  const daemon = daemonConnection(baseUrl, tls);
+export function limiterClients(baseUrl: string, cred: ClientCredential): LimiterClients {
+  const daemon = daemonConnection(baseUrl, cred);
   return {
-    admitBatch: admitBatchCaller(baseUrl, tls),
+    admitBatch: admitBatchCaller(baseUrl, cred),
     limiter: daemon.client(LimiterService),
     directory: daemon.client(DirectoryService),
     health: daemon.client(Health),

@@ -1,13 +1,22 @@
 import type { Interceptor, Transport } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
-import type { ClientTls } from "../plane/tls";
+import { type ClientCredential, credentialHeaders } from "../plane/secret";
 
 /**
  * One HTTP/2 connection to the daemon, pinged while idle and re-established by the session
- * manager after the daemon restarts; mutual TLS when tls is given (baseUrl https://).
+ * manager after the daemon restarts; mutual TLS when the credential is a certificate (baseUrl https://).
  */
-export function limiterSession(baseUrl: string, tls?: ClientTls): Http2SessionManager {
-  return new Http2SessionManager(baseUrl, { pingIntervalMs: 5_000, pingTimeoutMs: 2_000 }, tls);
+export function limiterSession(baseUrl: string, cred: ClientCredential): Http2SessionManager {
+  return new Http2SessionManager(baseUrl, { pingIntervalMs: 5_000, pingTimeoutMs: 2_000 }, cred.tls);
+}
+
+/** Adds the credential's metadata (the plane secret on cleartext) to every call. */
+function credentialInterceptor(cred: ClientCredential): Interceptor {
+  const headers = credentialHeaders(cred);
+  return (next) => async (req) => {
+    for (const [name, value] of Object.entries(headers())) req.header.set(name, value);
+    return next(req);
+  };
 }
 
 /**
@@ -16,13 +25,13 @@ export function limiterSession(baseUrl: string, tls?: ClientTls): Http2SessionMa
  */
 export function limiterTransport(
   baseUrl: string,
-  tls?: ClientTls,
+  cred: ClientCredential,
   o: { session?: Http2SessionManager; interceptors?: Interceptor[] } = {},
 ): Transport {
   return createGrpcTransport({
     baseUrl,
-    sessionManager: o.session ?? limiterSession(baseUrl, tls),
+    sessionManager: o.session ?? limiterSession(baseUrl, cred),
     acceptCompression: [],
-    interceptors: o.interceptors,
+    interceptors: [...(cred.tls ? [] : [credentialInterceptor(cred)]), ...(o.interceptors ?? [])],
   });
 }

@@ -1,12 +1,15 @@
-// The JSON caller against the real daemon, in cleartext and on mutual TLS: answers in the JSON
-// form, the daemon's refusals with their codes, an unreachable or refusing daemon as unavailable,
-// and the admin CLI's exit codes for them over TLS.
+// The JSON caller against the real daemon, in cleartext (with the plane secret) and on mutual
+// TLS: answers in the JSON form, the daemon's refusals with their codes, an unreachable or
+// refusing daemon as unavailable, a call without the plane secret as unauthenticated, and the
+// admin CLI's exit codes for them.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { connect } from "node:http2";
 import { join } from "node:path";
 import type { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import type { DirectoryService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { issueCert, newCa, initCerts } from "../plane/certs";
+import { type ClientCredential, clientCredential, ensurePlaneSecret, PLANE_SECRET_FILE } from "../plane/secret";
 import type { ClientTls, Role } from "../plane/tls";
 import {
   clientTlsEnv,
@@ -26,13 +29,18 @@ let certs: string;
 const daemons: Proc[] = [];
 let cleartextUrl: string;
 let tlsUrl: string;
+/** The cleartext daemon's DATA_DIR, where it keeps the plane secret. */
+const clearDataDir = tempDir();
+const clear = clientCredential(undefined, clearDataDir);
 
 const roleTls = (role: Role): ClientTls => ({
   ca: readFileSync(join(certs, "ca.pem")),
   cert: readFileSync(join(certs, `${role}.pem`)),
   key: readFileSync(join(certs, `${role}.key`)),
 });
-const directory = (url: string, tls?: ClientTls) => unarySession(url, tls).client<typeof DirectoryService>(DIRECTORY);
+const asRole = (role: Role): ClientCredential => ({ tls: roleTls(role) });
+const directory = (url: string, cred: ClientCredential) =>
+  unarySession(url, cred).client<typeof DirectoryService>(DIRECTORY);
 /** The RpcError a call failed with (its code and message); fails the test when it succeeded. */
 const refusal = async (call: Promise<unknown>) => {
   const err = await call.then(
@@ -48,14 +56,16 @@ async function startDaemon(tls: boolean): Promise<string> {
   const url = `${tls ? "https" : "http"}://127.0.0.1:${port}`;
   daemons.push(
     runBun("cmd/limiterd/index.ts", [], {
-      DATA_DIR: tempDir(),
+      DATA_DIR: tls ? tempDir() : clearDataDir,
       LIMITER_PORT: String(port),
       ...(tls ? daemonTlsEnv(certs) : {}),
     }),
   );
-  // Ready when it answers a call (a refusal is an answer; an unreachable daemon is unavailable).
+  // Ready when it answers a call (a refusal is an answer; an unreachable daemon is unavailable),
+  // after it made the plane secret its clients read.
+  if (!tls) await waitFor("the plane secret", async () => existsSync(join(clearDataDir, PLANE_SECRET_FILE)));
   await waitFor(`limiterd at ${url}`, async () => {
-    const r = await directory(url, tls ? roleTls("admin") : undefined)
+    const r = await directory(url, tls ? asRole("admin") : clear)
       .getOrganization({ slug: "ready" })
       .catch((e: RpcError) => e);
     return !(r instanceof RpcError && r.code === "unavailable");
@@ -75,8 +85,8 @@ afterAll(async () => {
 describe("unarySession", () => {
   for (const mode of ["cleartext", "mutual TLS"] as const) {
     test(`${mode}: answers in the JSON form, and the daemon's refusals with their codes`, async () => {
-      const [url, tls] = mode === "cleartext" ? [cleartextUrl, undefined] : [tlsUrl, roleTls("admin")];
-      const session = unarySession(url, tls);
+      const [url, cred] = mode === "cleartext" ? [cleartextUrl, clear] : [tlsUrl, asRole("admin")];
+      const session = unarySession(url, cred);
       const dir = session.client<typeof DirectoryService>(DIRECTORY);
       const slug = mode === "cleartext" ? "json-clear" : "json-tls";
       const made = await dir.createOrganization({
@@ -136,7 +146,7 @@ describe("unarySession", () => {
   }
 
   test("a certificate without the RPC's role is permission_denied; the admin CLI exits 1 with that code", async () => {
-    expect((await refusal(directory(tlsUrl, roleTls("front")).getOrganization({ slug: "x" }))).code).toBe(
+    expect((await refusal(directory(tlsUrl, asRole("front")).getOrganization({ slug: "x" }))).code).toBe(
       "permission_denied",
     );
     const r = await runToEnd("cmd/admin/index.ts", ["org", "show", "json-tls", "--json"], {
@@ -153,14 +163,66 @@ describe("unarySession", () => {
 
   test("an unreachable daemon, and one that refuses the certificate at the handshake, are unavailable", async () => {
     const closed = `http://127.0.0.1:${await freePort()}`;
-    const refused = await refusal(directory(closed).getOrganization({ slug: "x" }));
+    const refused = await refusal(directory(closed, clear).getOrganization({ slug: "x" }));
     expect(refused).toEqual({ code: "unavailable", message: expect.stringContaining("ECONNREFUSED") });
     const stranger = await issueCert(await newCa("another CA"), { name: "stranger", roles: ["admin"] });
     const tls = { ca: roleTls("admin").ca, cert: Buffer.from(stranger.cert), key: Buffer.from(stranger.key) };
-    expect((await refusal(directory(tlsUrl, tls).getOrganization({ slug: "x" }))).code).toBe("unavailable");
+    expect((await refusal(directory(tlsUrl, { tls }).getOrganization({ slug: "x" }))).code).toBe("unavailable");
     // Cleartext to the TLS port: the daemon reads the preface as a broken handshake and closes.
-    expect((await refusal(directory(tlsUrl.replace("https:", "http:")).getOrganization({ slug: "x" }))).code).toBe(
-      "unavailable",
-    );
+    expect(
+      (await refusal(directory(tlsUrl.replace("https:", "http:"), clear).getOrganization({ slug: "x" }))).code,
+    ).toBe("unavailable");
+  }, 30_000);
+
+  test("cleartext: the plane secret is made 0600, and a call without it or with another is unauthenticated", async () => {
+    const file = join(clearDataDir, PLANE_SECRET_FILE);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    const unauthenticated = {
+      code: "unauthenticated" as const,
+      message: "this port takes calls with the plane secret only (DATA_DIR/plane.secret, sent as a bearer token)",
+    };
+    // Another secret: another DATA_DIR's.
+    const other = tempDir();
+    ensurePlaneSecret(other);
+    expect(
+      await refusal(directory(cleartextUrl, clientCredential(undefined, other)).getOrganization({ slug: "x" })),
+    ).toEqual(unauthenticated);
+    // No secret at all: a hand-made HTTP/2 call without the header.
+    const h2 = connect(cleartextUrl);
+    const status = await new Promise<number>((done, fail) => {
+      const stream = h2.request({
+        ":method": "POST",
+        ":path": `/${DIRECTORY}/GetOrganization`,
+        "content-type": "application/json",
+        "connect-protocol-version": "1",
+      });
+      stream.on("response", (h) => done(Number(h[":status"])));
+      stream.on("error", fail);
+      stream.end("{}");
+    });
+    h2.close();
+    expect(status).toBe(401);
+    // A client whose secret file is not there fails the call itself, unauthenticated.
+    const without = unarySession(cleartextUrl, clientCredential(undefined, tempDir()));
+    expect(
+      await refusal(without.client<typeof DirectoryService>(DIRECTORY).getOrganization({ slug: "x" })),
+    ).toMatchObject({ code: "unauthenticated", message: expect.stringContaining("is not there yet") });
+    // The admin CLI reads the secret in its DATA_DIR: with another one it exits 1, unauthenticated.
+    const cli = (dataDir: string) =>
+      runToEnd("cmd/admin/index.ts", ["org", "show", "json-clear", "--json"], {
+        LIMITER_URL: cleartextUrl,
+        DATA_DIR: dataDir,
+      });
+    const stranger = await cli(other);
+    expect([stranger.code, JSON.parse(stranger.stderr).error.code]).toEqual([1, "unauthenticated"]);
+    const own = await cli(clearDataDir);
+    expect([own.code, JSON.parse(own.stdout).slug]).toEqual([0, "json-clear"]);
+    // A secret file that others may read is refused, not used.
+    const loose = tempDir();
+    writeFileSync(join(loose, PLANE_SECRET_FILE), readFileSync(file), { mode: 0o644 });
+    expect(
+      (await refusal(directory(cleartextUrl, clientCredential(undefined, loose)).getOrganization({ slug: "x" })))
+        .message,
+    ).toContain("may be read by others than its owner (mode 0644): chmod 600 it");
   }, 30_000);
 });

@@ -7,7 +7,7 @@
 import { type ClientHttp2Session, connect, type IncomingHttpHeaders } from "node:http2";
 import type { MessageJsonType } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
-import type { ClientTls } from "../plane/tls";
+import { type ClientCredential, credentialHeaders } from "../plane/secret";
 import { isRpcCode, type RpcCode, RpcError } from "./rpcerror";
 
 /** The code of an HTTP status that came without a Connect error body (the Connect protocol's own mapping). */
@@ -40,8 +40,10 @@ export interface UnarySession {
   close(): void;
 }
 
-/** One HTTP/2 connection to baseUrl (http:// or https://, then with tls), made at the first call. */
-export function unarySession(baseUrl: string, tls?: ClientTls): UnarySession {
+/** One HTTP/2 connection to baseUrl (https:// with a certificate, http:// with the plane secret), made at the first call. */
+export function unarySession(baseUrl: string, cred: ClientCredential): UnarySession {
+  const { tls } = cred;
+  const credential = credentialHeaders(cred);
   let session: ClientHttp2Session | undefined;
   const open = () => {
     if (session && !session.closed && !session.destroyed) return session;
@@ -53,11 +55,18 @@ export function unarySession(baseUrl: string, tls?: ClientTls): UnarySession {
   };
   const call = (path: string, request: unknown) =>
     new Promise<unknown>((resolve, reject) => {
+      let credentials: Record<string, string>;
+      try {
+        credentials = credential();
+      } catch (err) {
+        return reject(new RpcError("unauthenticated", (err as Error).message));
+      }
       const stream = open().request({
         ":method": "POST",
         ":path": path,
         "content-type": "application/json",
         "connect-protocol-version": "1",
+        ...credentials,
       });
       let headers: IncomingHttpHeaders | undefined;
       const chunks: Buffer[] = [];

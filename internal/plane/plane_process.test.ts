@@ -32,6 +32,7 @@ import {
   waitFor,
 } from "../testkit/testkit";
 import { type CertPem, initCerts, issueCert, newCa } from "./certs";
+import { clientCredential, ensurePlaneSecret } from "./secret";
 import type { ClientTls, Role } from "./tls";
 
 let certs: string;
@@ -122,7 +123,7 @@ describe("limiterd on mutual TLS, with Redis and PostgreSQL", () => {
       API_URL: stack.apiUrls[0]!,
       SMTP_PORT: String(port),
       LIMITER_TIMEOUT_MS: "5000",
-      ...clientTlsEnv(certs, "front"),
+      ...clientTlsEnv(certs, "smtp"),
     });
     try {
       await waitFor(`smtp on ${port}`, async () => smtp.stderr().includes('"msg":"listening"'), 15_000);
@@ -243,8 +244,19 @@ describe("the stores over TLS", () => {
 });
 
 describe("refused", () => {
+  // Without a certificate: a cleartext client, with a plane secret of its own.
+  const cleartext = () => {
+    const dir = tempDir();
+    ensurePlaneSecret(dir);
+    return clientCredential(undefined, dir);
+  };
   const createToken = (url: string, tls?: Partial<ClientTls>) =>
-    codeOf(limiterClients(url, tls as ClientTls).directory.createToken({ slug: "acme" }, { timeoutMs: 5_000 }));
+    codeOf(
+      limiterClients(url, tls ? { tls: tls as ClientTls } : cleartext()).directory.createToken(
+        { slug: "acme" },
+        { timeoutMs: 5_000 },
+      ),
+    );
 
   test("cleartext h2c on the TLS port", async () => {
     // Connect's client sees the connection closed; the daemon read the h2c preface as a broken handshake.
@@ -280,12 +292,12 @@ describe("refused", () => {
 
   test("a certificate without the RPC's role: permission_denied, logged with the RPC and the subject", async () => {
     expect(await createToken(stack.limiterUrl, roleTls("front"))).toMatch(/^PermissionDenied: /);
-    const worker = limiterClients(stack.limiterUrl, roleTls("worker"));
+    const worker = limiterClients(stack.limiterUrl, { tls: roleTls("worker") });
     expect(await codeOf(worker.admitBatch([{ token, clientIp: "192.0.2.1", withTags: false }], 5_000))).toMatch(
       /^PermissionDenied: /,
     );
     expect(await codeOf(worker.limiter.admit({ token, clientIp: "192.0.2.1" }))).toMatch(/^PermissionDenied: /);
-    const admin = limiterClients(stack.limiterUrl, roleTls("admin"));
+    const admin = limiterClients(stack.limiterUrl, { tls: roleTls("admin") });
     const lease = async () => {
       for await (const _ of admin.delivery.lease({ maxInFlight: 1 }, { timeoutMs: 5_000 })) return;
     };
@@ -314,7 +326,9 @@ test("a certificate naming several roles is served the RPCs of each, and no othe
     { cert: ca.toString(), key: pem("ca.key").toString() },
     { name: "mailcore front and worker", roles: ["front", "worker"] },
   );
-  const clients = limiterClients(stack.limiterUrl, { ca, cert: Buffer.from(both.cert), key: Buffer.from(both.key) });
+  const clients = limiterClients(stack.limiterUrl, {
+    tls: { ca, cert: Buffer.from(both.cert), key: Buffer.from(both.key) },
+  });
   expect(await codeOf(clients.health.check({}))).toBe("answered");
   expect(await codeOf(clients.webhookDelivery.reportWebhookAttempts({ reports: [] }))).toBe("answered");
   expect(await codeOf(clients.directory.createToken({ slug: "acme" }))).toMatch(/^PermissionDenied: /);

@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import type { PeerCertificate } from "node:tls";
 import { join } from "node:path";
 import { REPO_ROOT } from "../testkit/testkit";
-import { RPC_ROLES } from "./roles";
+import { RPC_ACCESS, RPC_ROLES, TICKET_RPCS } from "./roles";
 import { peerOf } from "./tls";
 
 async function generatedRpcs(): Promise<string[]> {
@@ -30,9 +30,22 @@ test("every RPC in proto/ has exactly one role, and the table names no RPC that 
   expect([...RPC_ROLES.keys()].sort()).toEqual(rpcs);
 });
 
+test("every RPC says where its organization comes from; a ticket's RPCs are the API front's", async () => {
+  const rpcs = await generatedRpcs();
+  const tenancies = ["ticket", "session", "secret", "operator", "none"];
+  for (const path of rpcs) expect([path, tenancies.includes(RPC_ACCESS.get(path)!.tenancy)]).toEqual([path, true]);
+  for (const path of TICKET_RPCS) expect([path, RPC_ACCESS.get(path)!.role]).toEqual([path, "front"]);
+  // The SMTP front's role has the token check and nothing else.
+  expect([...RPC_ACCESS].filter(([, a]) => a.role === "smtp").map(([p]) => p)).toEqual([
+    "/mailcore.limiter.v1.DirectoryService/VerifyToken",
+  ]);
+  expect(TICKET_RPCS.has("/mailcore.limiter.v1.MailService/ListMessages")).toBe(true);
+  expect(TICKET_RPCS.has("/mailcore.limiter.v1.AudienceService/ListSubscribers")).toBe(true);
+});
+
 test("the roles of a handful of RPCs, as the operators' guide lists them", () => {
   expect(RPC_ROLES.get("/mailcore.limiter.v1.LimiterService/AdmitBatch")).toBe("front");
-  expect(RPC_ROLES.get("/mailcore.limiter.v1.DirectoryService/VerifyToken")).toBe("front");
+  expect(RPC_ROLES.get("/mailcore.limiter.v1.DirectoryService/VerifyToken")).toBe("smtp");
   expect(RPC_ROLES.get("/mailcore.limiter.v1.DirectoryService/CreateToken")).toBe("admin");
   expect(RPC_ROLES.get("/mailcore.limiter.v1.ConsoleService/CreateUser")).toBe("admin");
   expect(RPC_ROLES.get("/mailcore.limiter.v1.ConsoleService/SignIn")).toBe("front");

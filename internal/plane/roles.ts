@@ -1,8 +1,9 @@
-// Which role may call each of limiterd's RPCs: one role per RPC, decided per RPC (a service
-// may serve several roles). The fronts (api, smtp) admit, send and serve the console; the
-// workers lease, ack and deliver webhooks; the operator (cmd/admin) makes organizations,
-// plans, tokens, domains and console users and reads the lanes. A method missing here is
-// refused to everyone, and the table test fails for it.
+// Which role may call each of limiterd's RPCs, and where the organization it acts for comes
+// from: one role per RPC, decided per RPC (a service may serve several roles). The API front
+// admits, sends and serves the console; the SMTP front only checks tokens; the workers lease,
+// ack and deliver webhooks; the operator (cmd/admin) makes organizations, plans, tokens, domains
+// and console users and reads the lanes. A method missing here is refused to everyone, and the
+// table test fails for it.
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { DescService } from "@bufbuild/protobuf";
 import { Health } from "../gen/grpc/health/v1/health_pb";
@@ -16,82 +17,124 @@ import { WebhookDeliveryService, WebhookService } from "../gen/mailcore/limiter/
 import type { Logger } from "../log/log";
 import type { Peer, Role } from "./tls";
 
-/** The role of every method of one service, by its local name; the type makes every method required. */
-function service<S extends DescService>(s: S, roles: { [M in keyof S["method"]]: Role }): [string, Role][] {
-  return Object.entries(roles as Record<string, Role>).map(([m, role]) => [
+/**
+ * Where an RPC's organization comes from, decided for every RPC:
+ * - ticket: the admission ticket the daemon signed, sent in the call's metadata; the request
+ *   has no organization field, and a call without a valid ticket is refused;
+ * - session: the console session token in the request, which the daemon looks up;
+ * - secret: a secret in the request that names its organization (an API token, an unsubscribe
+ *   link's token);
+ * - operator: the admin role names the organization (its slug) in the request;
+ * - none: the RPC acts for no one organization (admission, health, the lanes, the workers'
+ *   leases and webhook claims, each bound to what the daemon handed out).
+ */
+export type Tenancy = "ticket" | "session" | "secret" | "operator" | "none";
+
+/** Who may call an RPC, and where its organization comes from. */
+export interface Access {
+  role: Role;
+  tenancy: Tenancy;
+}
+
+type Grant = [Role, Tenancy];
+
+/** The access of every method of one service, by its local name; the type makes every method required. */
+function service<S extends DescService>(s: S, grants: { [M in keyof S["method"]]: Grant }): [string, Access][] {
+  return Object.entries(grants as Record<string, Grant>).map(([m, [role, tenancy]]) => [
     `/${s.typeName}/${s.method[m]!.name}`,
-    role,
+    { role, tenancy },
   ]);
 }
 
-/** RPC path (/package.Service/Method) -> the one role allowed to call it. */
-export const RPC_ROLES: ReadonlyMap<string, Role> = new Map([
-  ...service(LimiterService, { admit: "front", admitBatch: "front" }),
+const TICKET: Grant = ["front", "ticket"];
+const SESSION: Grant = ["front", "session"];
+const OPERATOR: Grant = ["admin", "operator"];
+
+/** RPC path (/package.Service/Method) -> its one role and its tenancy. */
+export const RPC_ACCESS: ReadonlyMap<string, Access> = new Map([
+  // The admission answers the tickets.
+  ...service(LimiterService, { admit: ["front", "secret"], admitBatch: ["front", "secret"] }),
   ...service(DirectoryService, {
-    createOrganization: "admin",
-    provisionOrganizations: "admin",
-    setPlan: "admin",
-    getOrganization: "admin",
-    createToken: "admin",
-    revokeToken: "admin",
-    addDomain: "admin",
-    verifyToken: "front",
-    listTags: "front",
+    createOrganization: OPERATOR,
+    provisionOrganizations: OPERATOR,
+    setPlan: OPERATOR,
+    getOrganization: OPERATOR,
+    createToken: OPERATOR,
+    // The token names its organization.
+    revokeToken: ["admin", "secret"],
+    addDomain: OPERATOR,
+    // SMTP AUTH: the SMTP front's only RPC.
+    verifyToken: ["smtp", "secret"],
+    listTags: TICKET,
   }),
   // The API's readiness check (GET /readyz) asks it.
-  ...service(Health, { check: "front", watch: "front" }),
-  ...service(MailService, { send: "front", getMessage: "front", listMessages: "front", getMessageStats: "front" }),
-  ...service(DeliveryService, { lease: "worker", ack: "worker" }),
-  ...service(LaneService, { getLanes: "admin", listReleases: "admin" }),
-  ...service(DestinationService, { reportDestinations: "worker", listDestinations: "admin" }),
+  ...service(Health, { check: ["front", "none"], watch: ["front", "none"] }),
+  ...service(MailService, { send: TICKET, getMessage: TICKET, listMessages: TICKET, getMessageStats: TICKET }),
+  // A lease's message carries its organization; an ack names a lease the daemon handed out.
+  ...service(DeliveryService, { lease: ["worker", "none"], ack: ["worker", "none"] }),
+  ...service(LaneService, { getLanes: ["admin", "none"], listReleases: ["admin", "none"] }),
+  // A worker's destinations are its own; the admin CLI reads every worker's.
+  ...service(DestinationService, { reportDestinations: ["worker", "none"], listDestinations: ["admin", "none"] }),
   ...service(ConsoleService, {
-    createUser: "admin",
-    signIn: "front",
-    signOut: "front",
-    getSession: "front",
-    listApiTokens: "front",
-    createApiToken: "front",
-    revokeApiToken: "front",
-    listDomains: "front",
-    addSendingDomain: "front",
-    verifyDomain: "front",
-    getUsage: "front",
+    createUser: OPERATOR,
+    signIn: ["front", "secret"],
+    signOut: SESSION,
+    getSession: SESSION,
+    listApiTokens: SESSION,
+    createApiToken: SESSION,
+    revokeApiToken: SESSION,
+    listDomains: SESSION,
+    addSendingDomain: SESSION,
+    verifyDomain: SESSION,
+    getUsage: SESSION,
   }),
   ...service(WebhookService, {
-    createWebhook: "front",
-    listWebhooks: "front",
-    deleteWebhook: "front",
-    listWebhookDeliveries: "front",
-    testWebhook: "front",
-    retryWebhookDelivery: "front",
+    createWebhook: TICKET,
+    listWebhooks: TICKET,
+    deleteWebhook: TICKET,
+    listWebhookDeliveries: TICKET,
+    testWebhook: TICKET,
+    retryWebhookDelivery: TICKET,
   }),
-  ...service(WebhookDeliveryService, { claimWebhookDeliveries: "worker", reportWebhookAttempts: "worker" }),
+  ...service(WebhookDeliveryService, {
+    claimWebhookDeliveries: ["worker", "none"],
+    reportWebhookAttempts: ["worker", "none"],
+  }),
   ...service(AudienceService, {
-    upsertSubscribers: "front",
-    updateSubscriber: "front",
-    getSubscriber: "front",
-    deleteSubscriber: "front",
-    listSubscribers: "front",
-    listSubscriberEvents: "front",
-    createTag: "front",
-    deleteTag: "front",
+    upsertSubscribers: TICKET,
+    updateSubscriber: TICKET,
+    getSubscriber: TICKET,
+    deleteSubscriber: TICKET,
+    listSubscribers: TICKET,
+    listSubscriberEvents: TICKET,
+    createTag: TICKET,
+    deleteTag: TICKET,
   }),
   ...service(AutomationService, {
-    createCampaign: "front",
-    getCampaign: "front",
-    listCampaigns: "front",
-    sendCampaign: "front",
-    cancelCampaign: "front",
-    unsubscribe: "front",
-    createWorkflow: "front",
-    getWorkflow: "front",
-    listWorkflows: "front",
-    updateWorkflow: "front",
-    deleteWorkflow: "front",
-    listWorkflowRuns: "front",
-    rotateWorkflowSecret: "front",
+    createCampaign: TICKET,
+    getCampaign: TICKET,
+    listCampaigns: TICKET,
+    sendCampaign: TICKET,
+    cancelCampaign: TICKET,
+    // The link's token names the subscriber and its organization.
+    unsubscribe: ["front", "secret"],
+    createWorkflow: TICKET,
+    getWorkflow: TICKET,
+    listWorkflows: TICKET,
+    updateWorkflow: TICKET,
+    deleteWorkflow: TICKET,
+    listWorkflowRuns: TICKET,
+    rotateWorkflowSecret: TICKET,
   }),
 ]);
+
+/** RPC path -> the one role allowed to call it. */
+export const RPC_ROLES: ReadonlyMap<string, Role> = new Map([...RPC_ACCESS].map(([path, a]) => [path, a.role]));
+
+/** The RPCs whose organization is the admission ticket's. */
+export const TICKET_RPCS: ReadonlySet<string> = new Set(
+  [...RPC_ACCESS].filter(([, a]) => a.tenancy === "ticket").map(([path]) => path),
+);
 
 /** Decides whether a verified client may call an RPC: undefined when it may, else the error to answer. */
 export type Authorize = (path: string, peer: Peer) => ConnectError | undefined;

@@ -47,7 +47,7 @@ async function daemon(dir: string): Promise<string> {
 }
 
 const check = (url: string, dir: string, role: Role) =>
-  limiterClients(url, { ca: bundle, cert: file(dir, `${role}.pem`), key: file(dir, `${role}.key`) })
+  limiterClients(url, { tls: { ca: bundle, cert: file(dir, `${role}.pem`), key: file(dir, `${role}.key`) } })
     .health.check({}, { timeoutMs: 5_000 })
     .then(
       (r) => HealthCheckResponse_ServingStatus[r.status],

@@ -2,9 +2,12 @@
 // certificate says its holder is.
 import type { PeerCertificate } from "node:tls";
 
-/** The three roles a client certificate can name, each as a URI SAN urn:mailcore:role:<role>. */
-export type Role = "front" | "worker" | "admin";
-export const ROLES: readonly Role[] = ["front", "worker", "admin"];
+/**
+ * The roles a client certificate can name, each as a URI SAN urn:mailcore:role:<role>: the API
+ * front, the SMTP front (which only checks tokens), the delivery workers and the operator.
+ */
+export type Role = "front" | "smtp" | "worker" | "admin";
+export const ROLES: readonly Role[] = ["front", "smtp", "worker", "admin"];
 const ROLE_URI_PREFIX = "urn:mailcore:role:";
 
 export function roleUri(role: Role): string {

@@ -1,5 +1,7 @@
 // The daemon's services and the API front in this test process, on real ports, with a
 // clock the test moves: for behaviour over hours and days (the recipient guards).
+import { randomBytes } from "node:crypto";
+import { rmSync } from "node:fs";
 import { daemonPorts } from "../api/daemon_ports";
 import { serveApi } from "../api/server";
 import { apiSite } from "../site/site";
@@ -10,8 +12,25 @@ import { limiterDaemon } from "../daemon/daemon";
 import { serveRpc } from "../daemon/server";
 import { type LimiterClients, limiterClients } from "../limiterclient/client";
 import { logger } from "../log/log";
+import { clientCredential, ensurePlaneSecret } from "../plane/secret";
 import { Records } from "../records/records";
 import { webhookRetryPolicy } from "../webhooks/schedule";
+import { TICKET_HEADER } from "../wire/metadata";
+import { tempDir } from "./testkit";
+
+/**
+ * The metadata of an organization-scoped call for the organization `slug`: an admission
+ * ticket, got as a front gets it (a new token of the organization, admitted).
+ */
+export async function ticketFor(
+  clients: Pick<LimiterClients, "directory" | "admitBatch">,
+  slug: string,
+): Promise<{ headers: Record<string, string> }> {
+  const { token } = await clients.directory.createToken({ slug, name: "ticket" });
+  const [admission] = await clients.admitBatch([{ token, clientIp: "192.0.2.250", withTags: false }], 5_000);
+  if (!admission?.ticket) throw new Error(`no ticket for ${slug}: verdict ${admission?.verdict}`);
+  return { headers: { [TICKET_HEADER]: admission.ticket } };
+}
 
 export interface InProcess {
   apiUrl: string;
@@ -46,10 +65,16 @@ export async function startInProcess(
     owner: "test",
     publicUrl: "http://127.0.0.1:8080",
     log: logger("limiterd"),
+    ticketKey: randomBytes(32),
   });
   if (opts.running) daemon.start();
-  const rpc = await serveRpc((router) => daemon.routes(router), "127.0.0.1", 0, { raw: daemon.raw });
-  const clients = limiterClients(`http://127.0.0.1:${rpc.port}`);
+  const dataDir = tempDir();
+  const rpc = await serveRpc((router) => daemon.routes(router), "127.0.0.1", 0, {
+    raw: daemon.raw,
+    interceptors: daemon.interceptors,
+    secret: { value: ensurePlaneSecret(dataDir), refused: () => {} },
+  });
+  const clients = limiterClients(`http://127.0.0.1:${rpc.port}`, clientCredential(undefined, dataDir));
   const validation = offloadedValidation({ workers: 1, timeoutMs: 2_000 });
   const log = logger("api");
   const ports = { ...daemonPorts(clients, { timeoutMs: 2_000, recordsTimeoutMs: 10_000, log }), validation };
@@ -80,6 +105,7 @@ export async function startInProcess(
       await validation.close();
       await rpc.close();
       await records.close();
+      rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

@@ -6,6 +6,8 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { withAllocatorEnv } from "../config/allocator";
+import { limiterCredential } from "../config/config";
+import type { ClientCredential } from "../plane/secret";
 import type { Role } from "../plane/tls";
 
 export const REPO_ROOT = resolve(import.meta.dir, "../..");
@@ -231,6 +233,8 @@ export async function runToEnd(entry: string, args: string[], env: Record<string
 
 export interface Stack {
   limiterUrl: string;
+  /** The admin's certificate on a stack with certs; else the plane secret in dataDir, which limiterd makes. */
+  credential: ClientCredential;
   apiUrls: string[];
   dataDir: string;
   /** The environment every process of the stack was started with. */
@@ -324,6 +328,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const admin = (...args: string[]) => runToEnd("cmd/admin/index.ts", args, { ...base, ...roleEnv("admin") });
   const stack: Stack = {
     limiterUrl,
+    credential: limiterCredential({ ...base, ...roleEnv("admin") }),
     apiUrls,
     dataDir,
     env,

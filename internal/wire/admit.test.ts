@@ -42,6 +42,7 @@ function gen(seed: number) {
       resetSeconds: u32(),
       retryAfterSeconds: u32(),
       tags: Array.from({ length: int(4) }, () => ({ name: str(20), subscribers: u32() })),
+      ticket: r() < 0.3 ? "" : str(80),
     }),
     int,
   };
@@ -83,6 +84,26 @@ describe("AdmitBatchResponse", () => {
       expect(hex(encodeAdmitBatchResponse(responses))).toBe(hex(reference));
       expect(decodeAdmitBatchResponse(reference)).toEqual(responses);
     }
+  });
+
+  test("a real-looking allowed admission with tags and its ticket", () => {
+    const responses: Admission[] = [
+      {
+        verdict: Verdict.ALLOWED,
+        orgId: "org_01HZX3",
+        orgSlug: "acme",
+        plan: Plan.ENTERPRISE,
+        limit: 2000,
+        remaining: 1999,
+        resetSeconds: 1,
+        retryAfterSeconds: 0,
+        tags: [{ name: "newsletter", subscribers: 1250 }],
+        ticket: "org_01HZX3.1700000120.q3Yh0l5y7Wn1bBq0sVnN8A",
+      },
+    ];
+    const reference = toBinary(AdmitBatchResponseSchema, create(AdmitBatchResponseSchema, { responses }));
+    expect(hex(encodeAdmitBatchResponse(responses))).toBe(hex(reference));
+    expect(decodeAdmitBatchResponse(reference)).toEqual(responses);
   });
 
   test("a negative enum (sign-extended to 10 bytes by other encoders) decodes as protobuf-es decodes it", () => {
@@ -141,6 +162,7 @@ describe("decoding", () => {
       resetSeconds: 1,
       retryAfterSeconds: 0,
       tags: [{ name: "vip", subscribers: 3 }],
+      ticket: "org_1.1700000000.AAAAAAAAAAAAAAAAAAAAAA",
     };
     const res = Buffer.concat([
       unknown,

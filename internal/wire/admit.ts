@@ -106,13 +106,13 @@ export function encodeAdmitBatchRequest(calls: readonly AdmitCall[]): Buffer {
 /** AdmitBatchResponse, as bytes. */
 export function encodeAdmitBatchResponse(responses: readonly Admission[]): Buffer {
   const n = responses.length;
-  // Per response: its size, then the byte length of orgId, orgSlug and each tag name.
+  // Per response: its size, then the byte length of orgId, orgSlug, ticket and each tag name.
   const lens: number[] = [];
   let total = 0;
   for (let i = 0; i < n; i++) {
     const r = responses[i]!;
     const at = lens.length;
-    lens.push(0, strSize(r.orgId), strSize(r.orgSlug));
+    lens.push(0, strSize(r.orgId), strSize(r.orgSlug), strSize(r.ticket));
     let size =
       uintSize(r.verdict) +
       lenSize(lens[at + 1]!) +
@@ -121,7 +121,8 @@ export function encodeAdmitBatchResponse(responses: readonly Admission[]): Buffe
       uintSize(r.limit) +
       uintSize(r.remaining) +
       uintSize(r.resetSeconds) +
-      uintSize(r.retryAfterSeconds);
+      uintSize(r.retryAfterSeconds) +
+      lenSize(lens[at + 3]!);
     for (const t of r.tags) {
       const b = strSize(t.name);
       lens.push(b);
@@ -143,13 +144,15 @@ export function encodeAdmitBatchResponse(responses: readonly Admission[]): Buffe
     w.uint(key(6, VARINT), r.remaining);
     w.uint(key(7, VARINT), r.resetSeconds);
     w.uint(key(8, VARINT), r.retryAfterSeconds);
-    at += 3;
+    const ticketBytes = lens[at + 3]!;
+    at += 4;
     for (const t of r.tags) {
       const b = lens[at++]!;
       w.head(key(9, LEN), lenSize(b) + uintSize(t.subscribers));
       w.str(key(1, LEN), t.name, b);
       w.uint(key(2, VARINT), t.subscribers);
     }
+    w.str(key(10, LEN), r.ticket, ticketBytes);
   }
   return w.buf;
 }
@@ -280,6 +283,7 @@ export function decodeAdmitBatchResponse(bytes: Uint8Array): Admission[] {
       resetSeconds: 0,
       retryAfterSeconds: 0,
       tags: [],
+      ticket: "",
     };
     while (m.pos < m.end) {
       const [f, t] = m.tag();
@@ -291,6 +295,10 @@ export function decodeAdmitBatchResponse(bytes: Uint8Array): Admission[] {
         case 3:
           expectWire(f, t, LEN);
           a.orgSlug = m.str();
+          break;
+        case 10:
+          expectWire(f, t, LEN);
+          a.ticket = m.str();
           break;
         case 9: {
           expectWire(f, t, LEN);

@@ -34,3 +34,9 @@ export const IDEMPOTENCY_KEY_HEADER = "mailcore-idempotency-key";
 
 /** Set by limiterd on an error when the Idempotency-Key was used with another request. */
 export const IDEMPOTENCY_CONFLICT_HEADER = "mailcore-idempotency-conflict";
+
+/**
+ * The admission ticket (AdmitResponse.ticket, GetSessionResponse.ticket) a front sends with
+ * each organization-scoped call: the daemon takes the call's organization from it alone.
+ */
+export const TICKET_HEADER = "mailcore-ticket";

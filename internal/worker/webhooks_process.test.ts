@@ -259,7 +259,7 @@ describe("a receiver that hangs", () => {
 
   test("does not delay a transactional send by more than 50 ms (accept latency, lane release), nor take the other endpoints' slots", async () => {
     const token = await stack.org("hang", "enterprise");
-    const lanes = limiterClients(stack.limiterUrl).lanes;
+    const lanes = limiterClients(stack.limiterUrl, stack.credential).lanes;
     /** Sends n messages one by one; each one's accept latency, and the delay from its acceptance to its release from the lane. */
     const measure = async (n: number) => {
       const out: { acceptMs: number; releaseMs: number }[] = [];
@@ -439,7 +439,7 @@ describe("the daemon's side of a report", () => {
         headers: { Authorization: `Bearer ${token}` },
       });
       expect(queued.status).toBe(202);
-      const delivery = limiterClients(stack.limiterUrl).webhookDelivery;
+      const delivery = limiterClients(stack.limiterUrl, stack.credential).webhookDelivery;
       const { tasks } = await delivery.claimWebhookDeliveries({ workerId: "test", max: 10 });
       expect(tasks).toHaveLength(1);
       await delivery.reportWebhookAttempts({

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file mailcore/limiter/v1/audience.proto.
  */
 export const file_mailcore_limiter_v1_audience: GenFile = /*@__PURE__*/
-  fileDesc("CiJtYWlsY29yZS9saW1pdGVyL3YxL2F1ZGllbmNlLnByb3RvEhNtYWlsY29yZS5saW1pdGVyLnYxIt0BChBTdWJzY3JpYmVyQ2hhbmdlEg0KBWVtYWlsGAEgASgJEhEKBG5hbWUYAiABKAlIAIgBARITCgtmaWVsZHNfanNvbhgDIAEoCRIMCgR0YWdzGAQgAygJEjUKBnN0YXR1cxgFIAEoDjIlLm1haWxjb3JlLmxpbWl0ZXIudjEuU3Vic2NyaWJlclN0YXR1cxIUCgxyZXBsYWNlX3RhZ3MYBiABKAgSEwoLcmVzdWJzY3JpYmUYByABKAgSGQoRdHJpZ2dlcl93b3JrZmxvd3MYCCABKAhCBwoFX25hbWUivQEKClN1YnNjcmliZXISCgoCaWQYASABKAkSDQoFZW1haWwYAiABKAkSDAoEbmFtZRgDIAEoCRI1CgZzdGF0dXMYBCABKA4yJS5tYWlsY29yZS5saW1pdGVyLnYxLlN1YnNjcmliZXJTdGF0dXMSEwoLZmllbGRzX2pzb24YBSABKAkSDAoEdGFncxgGIAMoCRIVCg1jcmVhdGVkX2F0X21zGAcgASgDEhUKDXVwZGF0ZWRfYXRfbXMYCCABKAMieAoMVXBzZXJ0UmVzdWx0EjMKB291dGNvbWUYASABKA4yIi5tYWlsY29yZS5saW1pdGVyLnYxLlVwc2VydE91dGNvbWUSMwoKc3Vic2NyaWJlchgCIAEoCzIfLm1haWxjb3JlLmxpbWl0ZXIudjEuU3Vic2NyaWJlciJcCg9TdWJzY3JpYmVyRXZlbnQSDAoEdHlwZRgBIAEoCRINCgVhdF9tcxgCIAEoAxIRCglkYXRhX2pzb24YAyABKAkSGQoRdHJpZ2dlcl93b3JrZmxvd3MYBCABKAgidQoYVXBzZXJ0U3Vic2NyaWJlcnNSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRI6CgtzdWJzY3JpYmVycxgCIAMoCzIlLm1haWxjb3JlLmxpbWl0ZXIudjEuU3Vic2NyaWJlckNoYW5nZRINCgVicmllZhgDIAEoCCJPChlVcHNlcnRTdWJzY3JpYmVyc1Jlc3BvbnNlEjIKB3Jlc3VsdHMYASADKAsyIS5tYWlsY29yZS5saW1pdGVyLnYxLlVwc2VydFJlc3VsdCKCAQoXVXBkYXRlU3Vic2NyaWJlclJlcXVlc3QSDgoGb3JnX2lkGAEgASgJEgsKA3JlZhgCIAEoCRI1CgZjaGFuZ2UYAyABKAsyJS5tYWlsY29yZS5saW1pdGVyLnYxLlN1YnNjcmliZXJDaGFuZ2USEwoLcmVtb3ZlX3RhZ3MYBCADKAkiTQoYVXBkYXRlU3Vic2NyaWJlclJlc3BvbnNlEjEKBnJlc3VsdBgBIAEoCzIhLm1haWxjb3JlLmxpbWl0ZXIudjEuVXBzZXJ0UmVzdWx0IjMKFEdldFN1YnNjcmliZXJSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRILCgNyZWYYAiABKAkiTAoVR2V0U3Vic2NyaWJlclJlc3BvbnNlEjMKCnN1YnNjcmliZXIYASABKAsyHy5tYWlsY29yZS5saW1pdGVyLnYxLlN1YnNjcmliZXIiNgoXRGVsZXRlU3Vic2NyaWJlclJlcXVlc3QSDgoGb3JnX2lkGAEgASgJEgsKA3JlZhgCIAEoCSIaChhEZWxldGVTdWJzY3JpYmVyUmVzcG9uc2UioQEKFkxpc3RTdWJzY3JpYmVyc1JlcXVlc3QSDgoGb3JnX2lkGAEgASgJEg0KBWxpbWl0GAIgASgNEg4KBmN1cnNvchgDIAEoCRILCgN0YWcYBCABKAkSNQoGc3RhdHVzGAUgASgOMiUubWFpbGNvcmUubGltaXRlci52MS5TdWJzY3JpYmVyU3RhdHVzEhQKDGVtYWlsX3ByZWZpeBgGIAEoCSJkChdMaXN0U3Vic2NyaWJlcnNSZXNwb25zZRI0CgtzdWJzY3JpYmVycxgBIAMoCzIfLm1haWxjb3JlLmxpbWl0ZXIudjEuU3Vic2NyaWJlchITCgtuZXh0X2N1cnNvchgCIAEoCSJZChtMaXN0U3Vic2NyaWJlckV2ZW50c1JlcXVlc3QSDgoGb3JnX2lkGAEgASgJEgsKA3JlZhgCIAEoCRINCgVsaW1pdBgDIAEoDRIOCgZjdXJzb3IYBCABKAkiaQocTGlzdFN1YnNjcmliZXJFdmVudHNSZXNwb25zZRI0CgZldmVudHMYASADKAsyJC5tYWlsY29yZS5saW1pdGVyLnYxLlN1YnNjcmliZXJFdmVudBITCgtuZXh0X2N1cnNvchgCIAEoCSIwChBDcmVhdGVUYWdSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRIMCgRuYW1lGAIgASgJIiQKEUNyZWF0ZVRhZ1Jlc3BvbnNlEg8KB2NyZWF0ZWQYASABKAgiMAoQRGVsZXRlVGFnUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSDAoEbmFtZRgCIAEoCSITChFEZWxldGVUYWdSZXNwb25zZSp7ChBTdWJzY3JpYmVyU3RhdHVzEiEKHVNVQlNDUklCRVJfU1RBVFVTX1VOU1BFQ0lGSUVEEAASIAocU1VCU0NSSUJFUl9TVEFUVVNfU1VCU0NSSUJFRBABEiIKHlNVQlNDUklCRVJfU1RBVFVTX1VOU1VCU0NSSUJFRBACKoUBCg1VcHNlcnRPdXRjb21lEh4KGlVQU0VSVF9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGgoWVVBTRVJUX09VVENPTUVfQ1JFQVRFRBABEhoKFlVQU0VSVF9PVVRDT01FX1VQREFURUQQAhIcChhVUFNFUlRfT1VUQ09NRV9VTkNIQU5HRUQQAzLyBgoPQXVkaWVuY2VTZXJ2aWNlEnIKEVVwc2VydFN1YnNjcmliZXJzEi0ubWFpbGNvcmUubGltaXRlci52MS5VcHNlcnRTdWJzY3JpYmVyc1JlcXVlc3QaLi5tYWlsY29yZS5saW1pdGVyLnYxLlVwc2VydFN1YnNjcmliZXJzUmVzcG9uc2USbwoQVXBkYXRlU3Vic2NyaWJlchIsLm1haWxjb3JlLmxpbWl0ZXIudjEuVXBkYXRlU3Vic2NyaWJlclJlcXVlc3QaLS5tYWlsY29yZS5saW1pdGVyLnYxLlVwZGF0ZVN1YnNjcmliZXJSZXNwb25zZRJmCg1HZXRTdWJzY3JpYmVyEikubWFpbGNvcmUubGltaXRlci52MS5HZXRTdWJzY3JpYmVyUmVxdWVzdBoqLm1haWxjb3JlLmxpbWl0ZXIudjEuR2V0U3Vic2NyaWJlclJlc3BvbnNlEm8KEERlbGV0ZVN1YnNjcmliZXISLC5tYWlsY29yZS5saW1pdGVyLnYxLkRlbGV0ZVN1YnNjcmliZXJSZXF1ZXN0Gi0ubWFpbGNvcmUubGltaXRlci52MS5EZWxldGVTdWJzY3JpYmVyUmVzcG9uc2USbAoPTGlzdFN1YnNjcmliZXJzEisubWFpbGNvcmUubGltaXRlci52MS5MaXN0U3Vic2NyaWJlcnNSZXF1ZXN0GiwubWFpbGNvcmUubGltaXRlci52MS5MaXN0U3Vic2NyaWJlcnNSZXNwb25zZRJ7ChRMaXN0U3Vic2NyaWJlckV2ZW50cxIwLm1haWxjb3JlLmxpbWl0ZXIudjEuTGlzdFN1YnNjcmliZXJFdmVudHNSZXF1ZXN0GjEubWFpbGNvcmUubGltaXRlci52MS5MaXN0U3Vic2NyaWJlckV2ZW50c1Jlc3BvbnNlEloKCUNyZWF0ZVRhZxIlLm1haWxjb3JlLmxpbWl0ZXIudjEuQ3JlYXRlVGFnUmVxdWVzdBomLm1haWxjb3JlLmxpbWl0ZXIudjEuQ3JlYXRlVGFnUmVzcG9uc2USWgoJRGVsZXRlVGFnEiUubWFpbGNvcmUubGltaXRlci52MS5EZWxldGVUYWdSZXF1ZXN0GiYubWFpbGNvcmUubGltaXRlci52MS5EZWxldGVUYWdSZXNwb25zZWIGcHJvdG8z");
+  fileDesc("CiJtYWlsY29yZS9saW1pdGVyL3YxL2F1ZGllbmNlLnByb3RvEhNtYWlsY29yZS5saW1pdGVyLnYxIt0BChBTdWJzY3JpYmVyQ2hhbmdlEg0KBWVtYWlsGAEgASgJEhEKBG5hbWUYAiABKAlIAIgBARITCgtmaWVsZHNfanNvbhgDIAEoCRIMCgR0YWdzGAQgAygJEjUKBnN0YXR1cxgFIAEoDjIlLm1haWxjb3JlLmxpbWl0ZXIudjEuU3Vic2NyaWJlclN0YXR1cxIUCgxyZXBsYWNlX3RhZ3MYBiABKAgSEwoLcmVzdWJzY3JpYmUYByABKAgSGQoRdHJpZ2dlcl93b3JrZmxvd3MYCCABKAhCBwoFX25hbWUivQEKClN1YnNjcmliZXISCgoCaWQYASABKAkSDQoFZW1haWwYAiABKAkSDAoEbmFtZRgDIAEoCRI1CgZzdGF0dXMYBCABKA4yJS5tYWlsY29yZS5saW1pdGVyLnYxLlN1YnNjcmliZXJTdGF0dXMSEwoLZmllbGRzX2pzb24YBSABKAkSDAoEdGFncxgGIAMoCRIVCg1jcmVhdGVkX2F0X21zGAcgASgDEhUKDXVwZGF0ZWRfYXRfbXMYCCABKAMieAoMVXBzZXJ0UmVzdWx0EjMKB291dGNvbWUYASABKA4yIi5tYWlsY29yZS5saW1pdGVyLnYxLlVwc2VydE91dGNvbWUSMwoKc3Vic2NyaWJlchgCIAEoCzIfLm1haWxjb3JlLmxpbWl0ZXIudjEuU3Vic2NyaWJlciJcCg9TdWJzY3JpYmVyRXZlbnQSDAoEdHlwZRgBIAEoCRINCgVhdF9tcxgCIAEoAxIRCglkYXRhX2pzb24YAyABKAkSGQoRdHJpZ2dlcl93b3JrZmxvd3MYBCABKAgicwoYVXBzZXJ0U3Vic2NyaWJlcnNSZXF1ZXN0EjoKC3N1YnNjcmliZXJzGAIgAygLMiUubWFpbGNvcmUubGltaXRlci52MS5TdWJzY3JpYmVyQ2hhbmdlEg0KBWJyaWVmGAMgASgISgQIARACUgZvcmdfaWQiTwoZVXBzZXJ0U3Vic2NyaWJlcnNSZXNwb25zZRIyCgdyZXN1bHRzGAEgAygLMiEubWFpbGNvcmUubGltaXRlci52MS5VcHNlcnRSZXN1bHQigAEKF1VwZGF0ZVN1YnNjcmliZXJSZXF1ZXN0EgsKA3JlZhgCIAEoCRI1CgZjaGFuZ2UYAyABKAsyJS5tYWlsY29yZS5saW1pdGVyLnYxLlN1YnNjcmliZXJDaGFuZ2USEwoLcmVtb3ZlX3RhZ3MYBCADKAlKBAgBEAJSBm9yZ19pZCJNChhVcGRhdGVTdWJzY3JpYmVyUmVzcG9uc2USMQoGcmVzdWx0GAEgASgLMiEubWFpbGNvcmUubGltaXRlci52MS5VcHNlcnRSZXN1bHQiMQoUR2V0U3Vic2NyaWJlclJlcXVlc3QSCwoDcmVmGAIgASgJSgQIARACUgZvcmdfaWQiTAoVR2V0U3Vic2NyaWJlclJlc3BvbnNlEjMKCnN1YnNjcmliZXIYASABKAsyHy5tYWlsY29yZS5saW1pdGVyLnYxLlN1YnNjcmliZXIiNAoXRGVsZXRlU3Vic2NyaWJlclJlcXVlc3QSCwoDcmVmGAIgASgJSgQIARACUgZvcmdfaWQiGgoYRGVsZXRlU3Vic2NyaWJlclJlc3BvbnNlIp8BChZMaXN0U3Vic2NyaWJlcnNSZXF1ZXN0Eg0KBWxpbWl0GAIgASgNEg4KBmN1cnNvchgDIAEoCRILCgN0YWcYBCABKAkSNQoGc3RhdHVzGAUgASgOMiUubWFpbGNvcmUubGltaXRlci52MS5TdWJzY3JpYmVyU3RhdHVzEhQKDGVtYWlsX3ByZWZpeBgGIAEoCUoECAEQAlIGb3JnX2lkImQKF0xpc3RTdWJzY3JpYmVyc1Jlc3BvbnNlEjQKC3N1YnNjcmliZXJzGAEgAygLMh8ubWFpbGNvcmUubGltaXRlci52MS5TdWJzY3JpYmVyEhMKC25leHRfY3Vyc29yGAIgASgJIlcKG0xpc3RTdWJzY3JpYmVyRXZlbnRzUmVxdWVzdBILCgNyZWYYAiABKAkSDQoFbGltaXQYAyABKA0SDgoGY3Vyc29yGAQgASgJSgQIARACUgZvcmdfaWQiaQocTGlzdFN1YnNjcmliZXJFdmVudHNSZXNwb25zZRI0CgZldmVudHMYASADKAsyJC5tYWlsY29yZS5saW1pdGVyLnYxLlN1YnNjcmliZXJFdmVudBITCgtuZXh0X2N1cnNvchgCIAEoCSIuChBDcmVhdGVUYWdSZXF1ZXN0EgwKBG5hbWUYAiABKAlKBAgBEAJSBm9yZ19pZCIkChFDcmVhdGVUYWdSZXNwb25zZRIPCgdjcmVhdGVkGAEgASgIIi4KEERlbGV0ZVRhZ1JlcXVlc3QSDAoEbmFtZRgCIAEoCUoECAEQAlIGb3JnX2lkIhMKEURlbGV0ZVRhZ1Jlc3BvbnNlKnsKEFN1YnNjcmliZXJTdGF0dXMSIQodU1VCU0NSSUJFUl9TVEFUVVNfVU5TUEVDSUZJRUQQABIgChxTVUJTQ1JJQkVSX1NUQVRVU19TVUJTQ1JJQkVEEAESIgoeU1VCU0NSSUJFUl9TVEFUVVNfVU5TVUJTQ1JJQkVEEAIqhQEKDVVwc2VydE91dGNvbWUSHgoaVVBTRVJUX09VVENPTUVfVU5TUEVDSUZJRUQQABIaChZVUFNFUlRfT1VUQ09NRV9DUkVBVEVEEAESGgoWVVBTRVJUX09VVENPTUVfVVBEQVRFRBACEhwKGFVQU0VSVF9PVVRDT01FX1VOQ0hBTkdFRBADMvIGCg9BdWRpZW5jZVNlcnZpY2UScgoRVXBzZXJ0U3Vic2NyaWJlcnMSLS5tYWlsY29yZS5saW1pdGVyLnYxLlVwc2VydFN1YnNjcmliZXJzUmVxdWVzdBouLm1haWxjb3JlLmxpbWl0ZXIudjEuVXBzZXJ0U3Vic2NyaWJlcnNSZXNwb25zZRJvChBVcGRhdGVTdWJzY3JpYmVyEiwubWFpbGNvcmUubGltaXRlci52MS5VcGRhdGVTdWJzY3JpYmVyUmVxdWVzdBotLm1haWxjb3JlLmxpbWl0ZXIudjEuVXBkYXRlU3Vic2NyaWJlclJlc3BvbnNlEmYKDUdldFN1YnNjcmliZXISKS5tYWlsY29yZS5saW1pdGVyLnYxLkdldFN1YnNjcmliZXJSZXF1ZXN0GioubWFpbGNvcmUubGltaXRlci52MS5HZXRTdWJzY3JpYmVyUmVzcG9uc2USbwoQRGVsZXRlU3Vic2NyaWJlchIsLm1haWxjb3JlLmxpbWl0ZXIudjEuRGVsZXRlU3Vic2NyaWJlclJlcXVlc3QaLS5tYWlsY29yZS5saW1pdGVyLnYxLkRlbGV0ZVN1YnNjcmliZXJSZXNwb25zZRJsCg9MaXN0U3Vic2NyaWJlcnMSKy5tYWlsY29yZS5saW1pdGVyLnYxLkxpc3RTdWJzY3JpYmVyc1JlcXVlc3QaLC5tYWlsY29yZS5saW1pdGVyLnYxLkxpc3RTdWJzY3JpYmVyc1Jlc3BvbnNlEnsKFExpc3RTdWJzY3JpYmVyRXZlbnRzEjAubWFpbGNvcmUubGltaXRlci52MS5MaXN0U3Vic2NyaWJlckV2ZW50c1JlcXVlc3QaMS5tYWlsY29yZS5saW1pdGVyLnYxLkxpc3RTdWJzY3JpYmVyRXZlbnRzUmVzcG9uc2USWgoJQ3JlYXRlVGFnEiUubWFpbGNvcmUubGltaXRlci52MS5DcmVhdGVUYWdSZXF1ZXN0GiYubWFpbGNvcmUubGltaXRlci52MS5DcmVhdGVUYWdSZXNwb25zZRJaCglEZWxldGVUYWcSJS5tYWlsY29yZS5saW1pdGVyLnYxLkRlbGV0ZVRhZ1JlcXVlc3QaJi5tYWlsY29yZS5saW1pdGVyLnYxLkRlbGV0ZVRhZ1Jlc3BvbnNlYgZwcm90bzM");
 
 /**
  * What an upsert or a partial update sets; what is left out stays as it is.
@@ -350,11 +350,6 @@ export const SubscriberEventSchema: GenMessage<SubscriberEvent, {jsonType: Subsc
  */
 export type UpsertSubscribersRequest = Message<"mailcore.limiter.v1.UpsertSubscribersRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * Applied in order, in one transaction.
    *
    * @generated from field: repeated mailcore.limiter.v1.SubscriberChange subscribers = 2;
@@ -373,11 +368,6 @@ export type UpsertSubscribersRequest = Message<"mailcore.limiter.v1.UpsertSubscr
  * @generated from message mailcore.limiter.v1.UpsertSubscribersRequest
  */
 export type UpsertSubscribersRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * Applied in order, in one transaction.
    *
@@ -436,11 +426,6 @@ export const UpsertSubscribersResponseSchema: GenMessage<UpsertSubscribersRespon
  */
 export type UpdateSubscriberRequest = Message<"mailcore.limiter.v1.UpdateSubscriberRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * The subscriber's id, or its email.
    *
    * @generated from field: string ref = 2;
@@ -464,11 +449,6 @@ export type UpdateSubscriberRequest = Message<"mailcore.limiter.v1.UpdateSubscri
  * @generated from message mailcore.limiter.v1.UpdateSubscriberRequest
  */
 export type UpdateSubscriberRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * The subscriber's id, or its email.
    *
@@ -528,11 +508,6 @@ export const UpdateSubscriberResponseSchema: GenMessage<UpdateSubscriberResponse
  */
 export type GetSubscriberRequest = Message<"mailcore.limiter.v1.GetSubscriberRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * @generated from field: string ref = 2;
    */
   ref: string;
@@ -542,11 +517,6 @@ export type GetSubscriberRequest = Message<"mailcore.limiter.v1.GetSubscriberReq
  * @generated from message mailcore.limiter.v1.GetSubscriberRequest
  */
 export type GetSubscriberRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * @generated from field: string ref = 2;
    */
@@ -592,11 +562,6 @@ export const GetSubscriberResponseSchema: GenMessage<GetSubscriberResponse, {jso
  */
 export type DeleteSubscriberRequest = Message<"mailcore.limiter.v1.DeleteSubscriberRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * @generated from field: string ref = 2;
    */
   ref: string;
@@ -606,11 +571,6 @@ export type DeleteSubscriberRequest = Message<"mailcore.limiter.v1.DeleteSubscri
  * @generated from message mailcore.limiter.v1.DeleteSubscriberRequest
  */
 export type DeleteSubscriberRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * @generated from field: string ref = 2;
    */
@@ -648,11 +608,6 @@ export const DeleteSubscriberResponseSchema: GenMessage<DeleteSubscriberResponse
  */
 export type ListSubscribersRequest = Message<"mailcore.limiter.v1.ListSubscribersRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * @generated from field: uint32 limit = 2;
    */
   limit: number;
@@ -686,11 +641,6 @@ export type ListSubscribersRequest = Message<"mailcore.limiter.v1.ListSubscriber
  * @generated from message mailcore.limiter.v1.ListSubscribersRequest
  */
 export type ListSubscribersRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * @generated from field: uint32 limit = 2;
    */
@@ -778,11 +728,6 @@ export const ListSubscribersResponseSchema: GenMessage<ListSubscribersResponse, 
  */
 export type ListSubscriberEventsRequest = Message<"mailcore.limiter.v1.ListSubscriberEventsRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * @generated from field: string ref = 2;
    */
   ref: string;
@@ -802,11 +747,6 @@ export type ListSubscriberEventsRequest = Message<"mailcore.limiter.v1.ListSubsc
  * @generated from message mailcore.limiter.v1.ListSubscriberEventsRequest
  */
 export type ListSubscriberEventsRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * @generated from field: string ref = 2;
    */
@@ -876,11 +816,6 @@ export const ListSubscriberEventsResponseSchema: GenMessage<ListSubscriberEvents
  */
 export type CreateTagRequest = Message<"mailcore.limiter.v1.CreateTagRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * @generated from field: string name = 2;
    */
   name: string;
@@ -890,11 +825,6 @@ export type CreateTagRequest = Message<"mailcore.limiter.v1.CreateTagRequest"> &
  * @generated from message mailcore.limiter.v1.CreateTagRequest
  */
 export type CreateTagRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * @generated from field: string name = 2;
    */
@@ -944,11 +874,6 @@ export const CreateTagResponseSchema: GenMessage<CreateTagResponse, {jsonType: C
  */
 export type DeleteTagRequest = Message<"mailcore.limiter.v1.DeleteTagRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * @generated from field: string name = 2;
    */
   name: string;
@@ -958,11 +883,6 @@ export type DeleteTagRequest = Message<"mailcore.limiter.v1.DeleteTagRequest"> &
  * @generated from message mailcore.limiter.v1.DeleteTagRequest
  */
 export type DeleteTagRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * @generated from field: string name = 2;
    */

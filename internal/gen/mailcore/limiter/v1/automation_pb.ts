@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file mailcore/limiter/v1/automation.proto.
  */
 export const file_mailcore_limiter_v1_automation: GenFile = /*@__PURE__*/
-  fileDesc("CiRtYWlsY29yZS9saW1pdGVyL3YxL2F1dG9tYXRpb24ucHJvdG8SE21haWxjb3JlLmxpbWl0ZXIudjEieAoNQ2FtcGFpZ25TdGF0cxISCgpyZWNpcGllbnRzGAEgASgDEg4KBnF1ZXVlZBgCIAEoAxIRCglkZWxpdmVyZWQYAyABKAMSDwoHYm91bmNlZBgEIAEoAxIOCgZmYWlsZWQYBSABKAMSDwoHc2tpcHBlZBgGIAEoAyLLAgoIQ2FtcGFpZ24SCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIMCgRmcm9tGAMgASgJEhQKDGZyb21fYWRkcmVzcxgEIAEoCRIPCgdzdWJqZWN0GAUgASgJEgwKBGh0bWwYBiABKAkSDAoEdGV4dBgHIAEoCRIVCg1hdWRpZW5jZV90YWdzGAggAygJEjMKBnN0YXR1cxgJIAEoDjIjLm1haWxjb3JlLmxpbWl0ZXIudjEuQ2FtcGFpZ25TdGF0dXMSFwoPc2NoZWR1bGVkX2F0X21zGAogASgDEg4KBmRldGFpbBgLIAEoCRIxCgVzdGF0cxgMIAEoCzIiLm1haWxjb3JlLmxpbWl0ZXIudjEuQ2FtcGFpZ25TdGF0cxIVCg1jcmVhdGVkX2F0X21zGA0gASgDEhUKDXVwZGF0ZWRfYXRfbXMYDiABKAMinQEKFUNyZWF0ZUNhbXBhaWduUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIMCgRmcm9tGAMgASgJEhQKDGZyb21fYWRkcmVzcxgEIAEoCRIPCgdzdWJqZWN0GAUgASgJEgwKBGh0bWwYBiABKAkSDAoEdGV4dBgHIAEoCRIVCg1hdWRpZW5jZV90YWdzGAggAygJIkkKFkNyZWF0ZUNhbXBhaWduUmVzcG9uc2USLwoIY2FtcGFpZ24YASABKAsyHS5tYWlsY29yZS5saW1pdGVyLnYxLkNhbXBhaWduIjAKEkdldENhbXBhaWduUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSCgoCaWQYAiABKAkiRgoTR2V0Q2FtcGFpZ25SZXNwb25zZRIvCghjYW1wYWlnbhgBIAEoCzIdLm1haWxjb3JlLmxpbWl0ZXIudjEuQ2FtcGFpZ24iRQoUTGlzdENhbXBhaWduc1JlcXVlc3QSDgoGb3JnX2lkGAEgASgJEg0KBWxpbWl0GAIgASgNEg4KBmN1cnNvchgDIAEoCSJeChVMaXN0Q2FtcGFpZ25zUmVzcG9uc2USMAoJY2FtcGFpZ25zGAEgAygLMh0ubWFpbGNvcmUubGltaXRlci52MS5DYW1wYWlnbhITCgtuZXh0X2N1cnNvchgCIAEoCSJKChNTZW5kQ2FtcGFpZ25SZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRIKCgJpZBgCIAEoCRIXCg9zY2hlZHVsZWRfYXRfbXMYAyABKAMiRwoUU2VuZENhbXBhaWduUmVzcG9uc2USLwoIY2FtcGFpZ24YASABKAsyHS5tYWlsY29yZS5saW1pdGVyLnYxLkNhbXBhaWduIjMKFUNhbmNlbENhbXBhaWduUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSCgoCaWQYAiABKAkiSQoWQ2FuY2VsQ2FtcGFpZ25SZXNwb25zZRIvCghjYW1wYWlnbhgBIAEoCzIdLm1haWxjb3JlLmxpbWl0ZXIudjEuQ2FtcGFpZ24iIwoSVW5zdWJzY3JpYmVSZXF1ZXN0Eg0KBXRva2VuGAEgASgJIiQKE1Vuc3Vic2NyaWJlUmVzcG9uc2USDQoFZW1haWwYASABKAkioQEKCFdvcmtmbG93EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSFAoMdHJpZ2dlcl90eXBlGAMgASgJEhMKC3RyaWdnZXJfdGFnGAQgASgJEhIKCnN0ZXBzX2pzb24YBSABKAkSDgoGYWN0aXZlGAYgASgIEhUKDWNyZWF0ZWRfYXRfbXMYByABKAMSFQoNdXBkYXRlZF9hdF9tcxgIIAEoAyKwAQoLV29ya2Zsb3dSdW4SCgoCaWQYASABKAkSFQoNc3Vic2NyaWJlcl9pZBgCIAEoCRIMCgRzdGVwGAMgASgNEg0KBXN0YXRlGAQgASgJEhEKCWR1ZV9hdF9tcxgFIAEoAxIQCghhdHRlbXB0cxgGIAEoDRIOCgZkZXRhaWwYByABKAkSFQoNY3JlYXRlZF9hdF9tcxgIIAEoAxIVCg11cGRhdGVkX2F0X21zGAkgASgDIlgKFUNyZWF0ZVdvcmtmbG93UmVxdWVzdBIOCgZvcmdfaWQYASABKAkSLwoId29ya2Zsb3cYAiABKAsyHS5tYWlsY29yZS5saW1pdGVyLnYxLldvcmtmbG93IlkKFkNyZWF0ZVdvcmtmbG93UmVzcG9uc2USLwoId29ya2Zsb3cYASABKAsyHS5tYWlsY29yZS5saW1pdGVyLnYxLldvcmtmbG93Eg4KBnNlY3JldBgCIAEoCSIwChJHZXRXb3JrZmxvd1JlcXVlc3QSDgoGb3JnX2lkGAEgASgJEgoKAmlkGAIgASgJIkYKE0dldFdvcmtmbG93UmVzcG9uc2USLwoId29ya2Zsb3cYASABKAsyHS5tYWlsY29yZS5saW1pdGVyLnYxLldvcmtmbG93IkUKFExpc3RXb3JrZmxvd3NSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRINCgVsaW1pdBgCIAEoDRIOCgZjdXJzb3IYAyABKAkiXgoVTGlzdFdvcmtmbG93c1Jlc3BvbnNlEjAKCXdvcmtmbG93cxgBIAMoCzIdLm1haWxjb3JlLmxpbWl0ZXIudjEuV29ya2Zsb3cSEwoLbmV4dF9jdXJzb3IYAiABKAki7QEKFVVwZGF0ZVdvcmtmbG93UmVxdWVzdBIOCgZvcmdfaWQYASABKAkSCgoCaWQYAiABKAkSEQoEbmFtZRgDIAEoCUgAiAEBEhkKDHRyaWdnZXJfdHlwZRgEIAEoCUgBiAEBEhgKC3RyaWdnZXJfdGFnGAUgASgJSAKIAQESFwoKc3RlcHNfanNvbhgGIAEoCUgDiAEBEhMKBmFjdGl2ZRgHIAEoCEgEiAEBQgcKBV9uYW1lQg8KDV90cmlnZ2VyX3R5cGVCDgoMX3RyaWdnZXJfdGFnQg0KC19zdGVwc19qc29uQgkKB19hY3RpdmUiSQoWVXBkYXRlV29ya2Zsb3dSZXNwb25zZRIvCgh3b3JrZmxvdxgBIAEoCzIdLm1haWxjb3JlLmxpbWl0ZXIudjEuV29ya2Zsb3ciMwoVRGVsZXRlV29ya2Zsb3dSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRIKCgJpZBgCIAEoCSIYChZEZWxldGVXb3JrZmxvd1Jlc3BvbnNlIjkKG1JvdGF0ZVdvcmtmbG93U2VjcmV0UmVxdWVzdBIOCgZvcmdfaWQYASABKAkSCgoCaWQYAiABKAkiLgocUm90YXRlV29ya2Zsb3dTZWNyZXRSZXNwb25zZRIOCgZzZWNyZXQYASABKAkiXQoXTGlzdFdvcmtmbG93UnVuc1JlcXVlc3QSDgoGb3JnX2lkGAEgASgJEhMKC3dvcmtmbG93X2lkGAIgASgJEg0KBWxpbWl0GAMgASgNEg4KBmN1cnNvchgEIAEoCSJfChhMaXN0V29ya2Zsb3dSdW5zUmVzcG9uc2USLgoEcnVucxgBIAMoCzIgLm1haWxjb3JlLmxpbWl0ZXIudjEuV29ya2Zsb3dSdW4SEwoLbmV4dF9jdXJzb3IYAiABKAkq3QEKDkNhbXBhaWduU3RhdHVzEh8KG0NBTVBBSUdOX1NUQVRVU19VTlNQRUNJRklFRBAAEhkKFUNBTVBBSUdOX1NUQVRVU19EUkFGVBABEh0KGUNBTVBBSUdOX1NUQVRVU19TQ0hFRFVMRUQQAhIbChdDQU1QQUlHTl9TVEFUVVNfU0VORElORxADEhgKFENBTVBBSUdOX1NUQVRVU19TRU5UEAQSHQoZQ0FNUEFJR05fU1RBVFVTX0NBTkNFTExFRBAFEhoKFkNBTVBBSUdOX1NUQVRVU19GQUlMRUQQBjLzCgoRQXV0b21hdGlvblNlcnZpY2USaQoOQ3JlYXRlQ2FtcGFpZ24SKi5tYWlsY29yZS5saW1pdGVyLnYxLkNyZWF0ZUNhbXBhaWduUmVxdWVzdBorLm1haWxjb3JlLmxpbWl0ZXIudjEuQ3JlYXRlQ2FtcGFpZ25SZXNwb25zZRJgCgtHZXRDYW1wYWlnbhInLm1haWxjb3JlLmxpbWl0ZXIudjEuR2V0Q2FtcGFpZ25SZXF1ZXN0GigubWFpbGNvcmUubGltaXRlci52MS5HZXRDYW1wYWlnblJlc3BvbnNlEmYKDUxpc3RDYW1wYWlnbnMSKS5tYWlsY29yZS5saW1pdGVyLnYxLkxpc3RDYW1wYWlnbnNSZXF1ZXN0GioubWFpbGNvcmUubGltaXRlci52MS5MaXN0Q2FtcGFpZ25zUmVzcG9uc2USYwoMU2VuZENhbXBhaWduEigubWFpbGNvcmUubGltaXRlci52MS5TZW5kQ2FtcGFpZ25SZXF1ZXN0GikubWFpbGNvcmUubGltaXRlci52MS5TZW5kQ2FtcGFpZ25SZXNwb25zZRJpCg5DYW5jZWxDYW1wYWlnbhIqLm1haWxjb3JlLmxpbWl0ZXIudjEuQ2FuY2VsQ2FtcGFpZ25SZXF1ZXN0GisubWFpbGNvcmUubGltaXRlci52MS5DYW5jZWxDYW1wYWlnblJlc3BvbnNlEmAKC1Vuc3Vic2NyaWJlEicubWFpbGNvcmUubGltaXRlci52MS5VbnN1YnNjcmliZVJlcXVlc3QaKC5tYWlsY29yZS5saW1pdGVyLnYxLlVuc3Vic2NyaWJlUmVzcG9uc2USaQoOQ3JlYXRlV29ya2Zsb3cSKi5tYWlsY29yZS5saW1pdGVyLnYxLkNyZWF0ZVdvcmtmbG93UmVxdWVzdBorLm1haWxjb3JlLmxpbWl0ZXIudjEuQ3JlYXRlV29ya2Zsb3dSZXNwb25zZRJgCgtHZXRXb3JrZmxvdxInLm1haWxjb3JlLmxpbWl0ZXIudjEuR2V0V29ya2Zsb3dSZXF1ZXN0GigubWFpbGNvcmUubGltaXRlci52MS5HZXRXb3JrZmxvd1Jlc3BvbnNlEmYKDUxpc3RXb3JrZmxvd3MSKS5tYWlsY29yZS5saW1pdGVyLnYxLkxpc3RXb3JrZmxvd3NSZXF1ZXN0GioubWFpbGNvcmUubGltaXRlci52MS5MaXN0V29ya2Zsb3dzUmVzcG9uc2USaQoOVXBkYXRlV29ya2Zsb3cSKi5tYWlsY29yZS5saW1pdGVyLnYxLlVwZGF0ZVdvcmtmbG93UmVxdWVzdBorLm1haWxjb3JlLmxpbWl0ZXIudjEuVXBkYXRlV29ya2Zsb3dSZXNwb25zZRJpCg5EZWxldGVXb3JrZmxvdxIqLm1haWxjb3JlLmxpbWl0ZXIudjEuRGVsZXRlV29ya2Zsb3dSZXF1ZXN0GisubWFpbGNvcmUubGltaXRlci52MS5EZWxldGVXb3JrZmxvd1Jlc3BvbnNlEm8KEExpc3RXb3JrZmxvd1J1bnMSLC5tYWlsY29yZS5saW1pdGVyLnYxLkxpc3RXb3JrZmxvd1J1bnNSZXF1ZXN0Gi0ubWFpbGNvcmUubGltaXRlci52MS5MaXN0V29ya2Zsb3dSdW5zUmVzcG9uc2USewoUUm90YXRlV29ya2Zsb3dTZWNyZXQSMC5tYWlsY29yZS5saW1pdGVyLnYxLlJvdGF0ZVdvcmtmbG93U2VjcmV0UmVxdWVzdBoxLm1haWxjb3JlLmxpbWl0ZXIudjEuUm90YXRlV29ya2Zsb3dTZWNyZXRSZXNwb25zZWIGcHJvdG8z");
+  fileDesc("CiRtYWlsY29yZS9saW1pdGVyL3YxL2F1dG9tYXRpb24ucHJvdG8SE21haWxjb3JlLmxpbWl0ZXIudjEieAoNQ2FtcGFpZ25TdGF0cxISCgpyZWNpcGllbnRzGAEgASgDEg4KBnF1ZXVlZBgCIAEoAxIRCglkZWxpdmVyZWQYAyABKAMSDwoHYm91bmNlZBgEIAEoAxIOCgZmYWlsZWQYBSABKAMSDwoHc2tpcHBlZBgGIAEoAyLLAgoIQ2FtcGFpZ24SCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIMCgRmcm9tGAMgASgJEhQKDGZyb21fYWRkcmVzcxgEIAEoCRIPCgdzdWJqZWN0GAUgASgJEgwKBGh0bWwYBiABKAkSDAoEdGV4dBgHIAEoCRIVCg1hdWRpZW5jZV90YWdzGAggAygJEjMKBnN0YXR1cxgJIAEoDjIjLm1haWxjb3JlLmxpbWl0ZXIudjEuQ2FtcGFpZ25TdGF0dXMSFwoPc2NoZWR1bGVkX2F0X21zGAogASgDEg4KBmRldGFpbBgLIAEoCRIxCgVzdGF0cxgMIAEoCzIiLm1haWxjb3JlLmxpbWl0ZXIudjEuQ2FtcGFpZ25TdGF0cxIVCg1jcmVhdGVkX2F0X21zGA0gASgDEhUKDXVwZGF0ZWRfYXRfbXMYDiABKAMimwEKFUNyZWF0ZUNhbXBhaWduUmVxdWVzdBIMCgRuYW1lGAIgASgJEgwKBGZyb20YAyABKAkSFAoMZnJvbV9hZGRyZXNzGAQgASgJEg8KB3N1YmplY3QYBSABKAkSDAoEaHRtbBgGIAEoCRIMCgR0ZXh0GAcgASgJEhUKDWF1ZGllbmNlX3RhZ3MYCCADKAlKBAgBEAJSBm9yZ19pZCJJChZDcmVhdGVDYW1wYWlnblJlc3BvbnNlEi8KCGNhbXBhaWduGAEgASgLMh0ubWFpbGNvcmUubGltaXRlci52MS5DYW1wYWlnbiIuChJHZXRDYW1wYWlnblJlcXVlc3QSCgoCaWQYAiABKAlKBAgBEAJSBm9yZ19pZCJGChNHZXRDYW1wYWlnblJlc3BvbnNlEi8KCGNhbXBhaWduGAEgASgLMh0ubWFpbGNvcmUubGltaXRlci52MS5DYW1wYWlnbiJDChRMaXN0Q2FtcGFpZ25zUmVxdWVzdBINCgVsaW1pdBgCIAEoDRIOCgZjdXJzb3IYAyABKAlKBAgBEAJSBm9yZ19pZCJeChVMaXN0Q2FtcGFpZ25zUmVzcG9uc2USMAoJY2FtcGFpZ25zGAEgAygLMh0ubWFpbGNvcmUubGltaXRlci52MS5DYW1wYWlnbhITCgtuZXh0X2N1cnNvchgCIAEoCSJIChNTZW5kQ2FtcGFpZ25SZXF1ZXN0EgoKAmlkGAIgASgJEhcKD3NjaGVkdWxlZF9hdF9tcxgDIAEoA0oECAEQAlIGb3JnX2lkIkcKFFNlbmRDYW1wYWlnblJlc3BvbnNlEi8KCGNhbXBhaWduGAEgASgLMh0ubWFpbGNvcmUubGltaXRlci52MS5DYW1wYWlnbiIxChVDYW5jZWxDYW1wYWlnblJlcXVlc3QSCgoCaWQYAiABKAlKBAgBEAJSBm9yZ19pZCJJChZDYW5jZWxDYW1wYWlnblJlc3BvbnNlEi8KCGNhbXBhaWduGAEgASgLMh0ubWFpbGNvcmUubGltaXRlci52MS5DYW1wYWlnbiIjChJVbnN1YnNjcmliZVJlcXVlc3QSDQoFdG9rZW4YASABKAkiJAoTVW5zdWJzY3JpYmVSZXNwb25zZRINCgVlbWFpbBgBIAEoCSKhAQoIV29ya2Zsb3cSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIUCgx0cmlnZ2VyX3R5cGUYAyABKAkSEwoLdHJpZ2dlcl90YWcYBCABKAkSEgoKc3RlcHNfanNvbhgFIAEoCRIOCgZhY3RpdmUYBiABKAgSFQoNY3JlYXRlZF9hdF9tcxgHIAEoAxIVCg11cGRhdGVkX2F0X21zGAggASgDIrABCgtXb3JrZmxvd1J1bhIKCgJpZBgBIAEoCRIVCg1zdWJzY3JpYmVyX2lkGAIgASgJEgwKBHN0ZXAYAyABKA0SDQoFc3RhdGUYBCABKAkSEQoJZHVlX2F0X21zGAUgASgDEhAKCGF0dGVtcHRzGAYgASgNEg4KBmRldGFpbBgHIAEoCRIVCg1jcmVhdGVkX2F0X21zGAggASgDEhUKDXVwZGF0ZWRfYXRfbXMYCSABKAMiVgoVQ3JlYXRlV29ya2Zsb3dSZXF1ZXN0Ei8KCHdvcmtmbG93GAIgASgLMh0ubWFpbGNvcmUubGltaXRlci52MS5Xb3JrZmxvd0oECAEQAlIGb3JnX2lkIlkKFkNyZWF0ZVdvcmtmbG93UmVzcG9uc2USLwoId29ya2Zsb3cYASABKAsyHS5tYWlsY29yZS5saW1pdGVyLnYxLldvcmtmbG93Eg4KBnNlY3JldBgCIAEoCSIuChJHZXRXb3JrZmxvd1JlcXVlc3QSCgoCaWQYAiABKAlKBAgBEAJSBm9yZ19pZCJGChNHZXRXb3JrZmxvd1Jlc3BvbnNlEi8KCHdvcmtmbG93GAEgASgLMh0ubWFpbGNvcmUubGltaXRlci52MS5Xb3JrZmxvdyJDChRMaXN0V29ya2Zsb3dzUmVxdWVzdBINCgVsaW1pdBgCIAEoDRIOCgZjdXJzb3IYAyABKAlKBAgBEAJSBm9yZ19pZCJeChVMaXN0V29ya2Zsb3dzUmVzcG9uc2USMAoJd29ya2Zsb3dzGAEgAygLMh0ubWFpbGNvcmUubGltaXRlci52MS5Xb3JrZmxvdxITCgtuZXh0X2N1cnNvchgCIAEoCSLrAQoVVXBkYXRlV29ya2Zsb3dSZXF1ZXN0EgoKAmlkGAIgASgJEhEKBG5hbWUYAyABKAlIAIgBARIZCgx0cmlnZ2VyX3R5cGUYBCABKAlIAYgBARIYCgt0cmlnZ2VyX3RhZxgFIAEoCUgCiAEBEhcKCnN0ZXBzX2pzb24YBiABKAlIA4gBARITCgZhY3RpdmUYByABKAhIBIgBAUIHCgVfbmFtZUIPCg1fdHJpZ2dlcl90eXBlQg4KDF90cmlnZ2VyX3RhZ0INCgtfc3RlcHNfanNvbkIJCgdfYWN0aXZlSgQIARACUgZvcmdfaWQiSQoWVXBkYXRlV29ya2Zsb3dSZXNwb25zZRIvCgh3b3JrZmxvdxgBIAEoCzIdLm1haWxjb3JlLmxpbWl0ZXIudjEuV29ya2Zsb3ciMQoVRGVsZXRlV29ya2Zsb3dSZXF1ZXN0EgoKAmlkGAIgASgJSgQIARACUgZvcmdfaWQiGAoWRGVsZXRlV29ya2Zsb3dSZXNwb25zZSI3ChtSb3RhdGVXb3JrZmxvd1NlY3JldFJlcXVlc3QSCgoCaWQYAiABKAlKBAgBEAJSBm9yZ19pZCIuChxSb3RhdGVXb3JrZmxvd1NlY3JldFJlc3BvbnNlEg4KBnNlY3JldBgBIAEoCSJbChdMaXN0V29ya2Zsb3dSdW5zUmVxdWVzdBITCgt3b3JrZmxvd19pZBgCIAEoCRINCgVsaW1pdBgDIAEoDRIOCgZjdXJzb3IYBCABKAlKBAgBEAJSBm9yZ19pZCJfChhMaXN0V29ya2Zsb3dSdW5zUmVzcG9uc2USLgoEcnVucxgBIAMoCzIgLm1haWxjb3JlLmxpbWl0ZXIudjEuV29ya2Zsb3dSdW4SEwoLbmV4dF9jdXJzb3IYAiABKAkq3QEKDkNhbXBhaWduU3RhdHVzEh8KG0NBTVBBSUdOX1NUQVRVU19VTlNQRUNJRklFRBAAEhkKFUNBTVBBSUdOX1NUQVRVU19EUkFGVBABEh0KGUNBTVBBSUdOX1NUQVRVU19TQ0hFRFVMRUQQAhIbChdDQU1QQUlHTl9TVEFUVVNfU0VORElORxADEhgKFENBTVBBSUdOX1NUQVRVU19TRU5UEAQSHQoZQ0FNUEFJR05fU1RBVFVTX0NBTkNFTExFRBAFEhoKFkNBTVBBSUdOX1NUQVRVU19GQUlMRUQQBjLzCgoRQXV0b21hdGlvblNlcnZpY2USaQoOQ3JlYXRlQ2FtcGFpZ24SKi5tYWlsY29yZS5saW1pdGVyLnYxLkNyZWF0ZUNhbXBhaWduUmVxdWVzdBorLm1haWxjb3JlLmxpbWl0ZXIudjEuQ3JlYXRlQ2FtcGFpZ25SZXNwb25zZRJgCgtHZXRDYW1wYWlnbhInLm1haWxjb3JlLmxpbWl0ZXIudjEuR2V0Q2FtcGFpZ25SZXF1ZXN0GigubWFpbGNvcmUubGltaXRlci52MS5HZXRDYW1wYWlnblJlc3BvbnNlEmYKDUxpc3RDYW1wYWlnbnMSKS5tYWlsY29yZS5saW1pdGVyLnYxLkxpc3RDYW1wYWlnbnNSZXF1ZXN0GioubWFpbGNvcmUubGltaXRlci52MS5MaXN0Q2FtcGFpZ25zUmVzcG9uc2USYwoMU2VuZENhbXBhaWduEigubWFpbGNvcmUubGltaXRlci52MS5TZW5kQ2FtcGFpZ25SZXF1ZXN0GikubWFpbGNvcmUubGltaXRlci52MS5TZW5kQ2FtcGFpZ25SZXNwb25zZRJpCg5DYW5jZWxDYW1wYWlnbhIqLm1haWxjb3JlLmxpbWl0ZXIudjEuQ2FuY2VsQ2FtcGFpZ25SZXF1ZXN0GisubWFpbGNvcmUubGltaXRlci52MS5DYW5jZWxDYW1wYWlnblJlc3BvbnNlEmAKC1Vuc3Vic2NyaWJlEicubWFpbGNvcmUubGltaXRlci52MS5VbnN1YnNjcmliZVJlcXVlc3QaKC5tYWlsY29yZS5saW1pdGVyLnYxLlVuc3Vic2NyaWJlUmVzcG9uc2USaQoOQ3JlYXRlV29ya2Zsb3cSKi5tYWlsY29yZS5saW1pdGVyLnYxLkNyZWF0ZVdvcmtmbG93UmVxdWVzdBorLm1haWxjb3JlLmxpbWl0ZXIudjEuQ3JlYXRlV29ya2Zsb3dSZXNwb25zZRJgCgtHZXRXb3JrZmxvdxInLm1haWxjb3JlLmxpbWl0ZXIudjEuR2V0V29ya2Zsb3dSZXF1ZXN0GigubWFpbGNvcmUubGltaXRlci52MS5HZXRXb3JrZmxvd1Jlc3BvbnNlEmYKDUxpc3RXb3JrZmxvd3MSKS5tYWlsY29yZS5saW1pdGVyLnYxLkxpc3RXb3JrZmxvd3NSZXF1ZXN0GioubWFpbGNvcmUubGltaXRlci52MS5MaXN0V29ya2Zsb3dzUmVzcG9uc2USaQoOVXBkYXRlV29ya2Zsb3cSKi5tYWlsY29yZS5saW1pdGVyLnYxLlVwZGF0ZVdvcmtmbG93UmVxdWVzdBorLm1haWxjb3JlLmxpbWl0ZXIudjEuVXBkYXRlV29ya2Zsb3dSZXNwb25zZRJpCg5EZWxldGVXb3JrZmxvdxIqLm1haWxjb3JlLmxpbWl0ZXIudjEuRGVsZXRlV29ya2Zsb3dSZXF1ZXN0GisubWFpbGNvcmUubGltaXRlci52MS5EZWxldGVXb3JrZmxvd1Jlc3BvbnNlEm8KEExpc3RXb3JrZmxvd1J1bnMSLC5tYWlsY29yZS5saW1pdGVyLnYxLkxpc3RXb3JrZmxvd1J1bnNSZXF1ZXN0Gi0ubWFpbGNvcmUubGltaXRlci52MS5MaXN0V29ya2Zsb3dSdW5zUmVzcG9uc2USewoUUm90YXRlV29ya2Zsb3dTZWNyZXQSMC5tYWlsY29yZS5saW1pdGVyLnYxLlJvdGF0ZVdvcmtmbG93U2VjcmV0UmVxdWVzdBoxLm1haWxjb3JlLmxpbWl0ZXIudjEuUm90YXRlV29ya2Zsb3dTZWNyZXRSZXNwb25zZWIGcHJvdG8z");
 
 /**
  * @generated from message mailcore.limiter.v1.CampaignStats
@@ -281,11 +281,6 @@ export const CampaignSchema: GenMessage<Campaign, {jsonType: CampaignJson}> = /*
  */
 export type CreateCampaignRequest = Message<"mailcore.limiter.v1.CreateCampaignRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * @generated from field: string name = 2;
    */
   name: string;
@@ -325,11 +320,6 @@ export type CreateCampaignRequest = Message<"mailcore.limiter.v1.CreateCampaignR
  * @generated from message mailcore.limiter.v1.CreateCampaignRequest
  */
 export type CreateCampaignRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * @generated from field: string name = 2;
    */
@@ -405,11 +395,6 @@ export const CreateCampaignResponseSchema: GenMessage<CreateCampaignResponse, {j
  */
 export type GetCampaignRequest = Message<"mailcore.limiter.v1.GetCampaignRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * @generated from field: string id = 2;
    */
   id: string;
@@ -419,11 +404,6 @@ export type GetCampaignRequest = Message<"mailcore.limiter.v1.GetCampaignRequest
  * @generated from message mailcore.limiter.v1.GetCampaignRequest
  */
 export type GetCampaignRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * @generated from field: string id = 2;
    */
@@ -469,11 +449,6 @@ export const GetCampaignResponseSchema: GenMessage<GetCampaignResponse, {jsonTyp
  */
 export type ListCampaignsRequest = Message<"mailcore.limiter.v1.ListCampaignsRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * @generated from field: uint32 limit = 2;
    */
   limit: number;
@@ -488,11 +463,6 @@ export type ListCampaignsRequest = Message<"mailcore.limiter.v1.ListCampaignsReq
  * @generated from message mailcore.limiter.v1.ListCampaignsRequest
  */
 export type ListCampaignsRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * @generated from field: uint32 limit = 2;
    */
@@ -561,11 +531,6 @@ export const ListCampaignsResponseSchema: GenMessage<ListCampaignsResponse, {jso
  */
 export type SendCampaignRequest = Message<"mailcore.limiter.v1.SendCampaignRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * @generated from field: string id = 2;
    */
   id: string;
@@ -582,11 +547,6 @@ export type SendCampaignRequest = Message<"mailcore.limiter.v1.SendCampaignReque
  * @generated from message mailcore.limiter.v1.SendCampaignRequest
  */
 export type SendCampaignRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * @generated from field: string id = 2;
    */
@@ -643,11 +603,6 @@ export const SendCampaignResponseSchema: GenMessage<SendCampaignResponse, {jsonT
  */
 export type CancelCampaignRequest = Message<"mailcore.limiter.v1.CancelCampaignRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * @generated from field: string id = 2;
    */
   id: string;
@@ -657,11 +612,6 @@ export type CancelCampaignRequest = Message<"mailcore.limiter.v1.CancelCampaignR
  * @generated from message mailcore.limiter.v1.CancelCampaignRequest
  */
 export type CancelCampaignRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * @generated from field: string id = 2;
    */
@@ -1001,11 +951,6 @@ export const WorkflowRunSchema: GenMessage<WorkflowRun, {jsonType: WorkflowRunJs
  */
 export type CreateWorkflowRequest = Message<"mailcore.limiter.v1.CreateWorkflowRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * id, created_at_ms and updated_at_ms are ignored.
    *
    * @generated from field: mailcore.limiter.v1.Workflow workflow = 2;
@@ -1017,11 +962,6 @@ export type CreateWorkflowRequest = Message<"mailcore.limiter.v1.CreateWorkflowR
  * @generated from message mailcore.limiter.v1.CreateWorkflowRequest
  */
 export type CreateWorkflowRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * id, created_at_ms and updated_at_ms are ignored.
    *
@@ -1085,11 +1025,6 @@ export const CreateWorkflowResponseSchema: GenMessage<CreateWorkflowResponse, {j
  */
 export type GetWorkflowRequest = Message<"mailcore.limiter.v1.GetWorkflowRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * @generated from field: string id = 2;
    */
   id: string;
@@ -1099,11 +1034,6 @@ export type GetWorkflowRequest = Message<"mailcore.limiter.v1.GetWorkflowRequest
  * @generated from message mailcore.limiter.v1.GetWorkflowRequest
  */
 export type GetWorkflowRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * @generated from field: string id = 2;
    */
@@ -1149,11 +1079,6 @@ export const GetWorkflowResponseSchema: GenMessage<GetWorkflowResponse, {jsonTyp
  */
 export type ListWorkflowsRequest = Message<"mailcore.limiter.v1.ListWorkflowsRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * @generated from field: uint32 limit = 2;
    */
   limit: number;
@@ -1168,11 +1093,6 @@ export type ListWorkflowsRequest = Message<"mailcore.limiter.v1.ListWorkflowsReq
  * @generated from message mailcore.limiter.v1.ListWorkflowsRequest
  */
 export type ListWorkflowsRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * @generated from field: uint32 limit = 2;
    */
@@ -1237,11 +1157,6 @@ export const ListWorkflowsResponseSchema: GenMessage<ListWorkflowsResponse, {jso
  */
 export type UpdateWorkflowRequest = Message<"mailcore.limiter.v1.UpdateWorkflowRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * @generated from field: string id = 2;
    */
   id: string;
@@ -1276,11 +1191,6 @@ export type UpdateWorkflowRequest = Message<"mailcore.limiter.v1.UpdateWorkflowR
  * @generated from message mailcore.limiter.v1.UpdateWorkflowRequest
  */
 export type UpdateWorkflowRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * @generated from field: string id = 2;
    */
@@ -1351,11 +1261,6 @@ export const UpdateWorkflowResponseSchema: GenMessage<UpdateWorkflowResponse, {j
  */
 export type DeleteWorkflowRequest = Message<"mailcore.limiter.v1.DeleteWorkflowRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * @generated from field: string id = 2;
    */
   id: string;
@@ -1365,11 +1270,6 @@ export type DeleteWorkflowRequest = Message<"mailcore.limiter.v1.DeleteWorkflowR
  * @generated from message mailcore.limiter.v1.DeleteWorkflowRequest
  */
 export type DeleteWorkflowRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * @generated from field: string id = 2;
    */
@@ -1407,11 +1307,6 @@ export const DeleteWorkflowResponseSchema: GenMessage<DeleteWorkflowResponse, {j
  */
 export type RotateWorkflowSecretRequest = Message<"mailcore.limiter.v1.RotateWorkflowSecretRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * @generated from field: string id = 2;
    */
   id: string;
@@ -1421,11 +1316,6 @@ export type RotateWorkflowSecretRequest = Message<"mailcore.limiter.v1.RotateWor
  * @generated from message mailcore.limiter.v1.RotateWorkflowSecretRequest
  */
 export type RotateWorkflowSecretRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * @generated from field: string id = 2;
    */
@@ -1475,11 +1365,6 @@ export const RotateWorkflowSecretResponseSchema: GenMessage<RotateWorkflowSecret
  */
 export type ListWorkflowRunsRequest = Message<"mailcore.limiter.v1.ListWorkflowRunsRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * @generated from field: string workflow_id = 2;
    */
   workflowId: string;
@@ -1499,11 +1384,6 @@ export type ListWorkflowRunsRequest = Message<"mailcore.limiter.v1.ListWorkflowR
  * @generated from message mailcore.limiter.v1.ListWorkflowRunsRequest
  */
 export type ListWorkflowRunsRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * @generated from field: string workflow_id = 2;
    */

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file mailcore/limiter/v1/webhooks.proto.
  */
 export const file_mailcore_limiter_v1_webhooks: GenFile = /*@__PURE__*/
-  fileDesc("CiJtYWlsY29yZS9saW1pdGVyL3YxL3dlYmhvb2tzLnByb3RvEhNtYWlsY29yZS5saW1pdGVyLnYxItgBCg9XZWJob29rRW5kcG9pbnQSCgoCaWQYASABKAkSCwoDdXJsGAIgASgJEg4KBmV2ZW50cxgDIAMoCRIVCg1jcmVhdGVkX2F0X21zGAQgASgDEhYKDmRpc2FibGVkX2F0X21zGAUgASgDEhcKD2Rpc2FibGVkX3JlYXNvbhgGIAEoCRIaChJsYXN0X3N1Y2Nlc3NfYXRfbXMYByABKAMSGgoSbGFzdF9mYWlsdXJlX2F0X21zGAggASgDEhwKFGNvbnNlY3V0aXZlX2ZhaWx1cmVzGAkgASgNIkMKFENyZWF0ZVdlYmhvb2tSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRILCgN1cmwYAiABKAkSDgoGZXZlbnRzGAMgAygJIl8KFUNyZWF0ZVdlYmhvb2tSZXNwb25zZRI2CghlbmRwb2ludBgBIAEoCzIkLm1haWxjb3JlLmxpbWl0ZXIudjEuV2ViaG9va0VuZHBvaW50Eg4KBnNlY3JldBgCIAEoCSJEChNMaXN0V2ViaG9va3NSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRINCgVsaW1pdBgCIAEoDRIOCgZjdXJzb3IYAyABKAkiZAoUTGlzdFdlYmhvb2tzUmVzcG9uc2USNwoJZW5kcG9pbnRzGAEgAygLMiQubWFpbGNvcmUubGltaXRlci52MS5XZWJob29rRW5kcG9pbnQSEwoLbmV4dF9jdXJzb3IYAiABKAkiOgoURGVsZXRlV2ViaG9va1JlcXVlc3QSDgoGb3JnX2lkGAEgASgJEhIKCndlYmhvb2tfaWQYAiABKAkiFwoVRGVsZXRlV2ViaG9va1Jlc3BvbnNlImEKHExpc3RXZWJob29rRGVsaXZlcmllc1JlcXVlc3QSDgoGb3JnX2lkGAEgASgJEhIKCndlYmhvb2tfaWQYAiABKAkSDQoFbGltaXQYAyABKA0SDgoGY3Vyc29yGAQgASgJIoMBCg5XZWJob29rQXR0ZW1wdBIPCgdhdHRlbXB0GAEgASgNEg0KBWF0X21zGAIgASgDEhMKC2R1cmF0aW9uX21zGAMgASgNEhMKC3N0YXR1c19jb2RlGAQgASgNEg0KBWVycm9yGAUgASgJEhgKEHJlc3BvbnNlX2V4Y2VycHQYBiABKAki1QEKD1dlYmhvb2tEZWxpdmVyeRIKCgJpZBgBIAEoCRISCgpldmVudF90eXBlGAIgASgJEjgKBXN0YXRlGAMgASgOMikubWFpbGNvcmUubGltaXRlci52MS5XZWJob29rRGVsaXZlcnlTdGF0ZRI1CghhdHRlbXB0cxgEIAMoCzIjLm1haWxjb3JlLmxpbWl0ZXIudjEuV2ViaG9va0F0dGVtcHQSGgoSbmV4dF9hdHRlbXB0X2F0X21zGAUgASgDEhUKDWNyZWF0ZWRfYXRfbXMYBiABKAMibgodTGlzdFdlYmhvb2tEZWxpdmVyaWVzUmVzcG9uc2USOAoKZGVsaXZlcmllcxgBIAMoCzIkLm1haWxjb3JlLmxpbWl0ZXIudjEuV2ViaG9va0RlbGl2ZXJ5EhMKC25leHRfY3Vyc29yGAIgASgJIjgKElRlc3RXZWJob29rUmVxdWVzdBIOCgZvcmdfaWQYASABKAkSEgoKd2ViaG9va19pZBgCIAEoCSJNChNUZXN0V2ViaG9va1Jlc3BvbnNlEjYKCGRlbGl2ZXJ5GAEgASgLMiQubWFpbGNvcmUubGltaXRlci52MS5XZWJob29rRGVsaXZlcnkiVgobUmV0cnlXZWJob29rRGVsaXZlcnlSZXF1ZXN0Eg4KBm9yZ19pZBgBIAEoCRISCgp3ZWJob29rX2lkGAIgASgJEhMKC2RlbGl2ZXJ5X2lkGAMgASgJIlYKHFJldHJ5V2ViaG9va0RlbGl2ZXJ5UmVzcG9uc2USNgoIZGVsaXZlcnkYASABKAsyJC5tYWlsY29yZS5saW1pdGVyLnYxLldlYmhvb2tEZWxpdmVyeSLfAQodQ2xhaW1XZWJob29rRGVsaXZlcmllc1JlcXVlc3QSEQoJd29ya2VyX2lkGAEgASgJEgsKA21heBgCIAEoDRIYChBtYXhfcGVyX2VuZHBvaW50GAMgASgNElMKCWluX2ZsaWdodBgEIAMoCzJALm1haWxjb3JlLmxpbWl0ZXIudjEuQ2xhaW1XZWJob29rRGVsaXZlcmllc1JlcXVlc3QuSW5GbGlnaHRFbnRyeRovCg1JbkZsaWdodEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoDToCOAEiwgEKC1dlYmhvb2tUYXNrEhMKC2RlbGl2ZXJ5X2lkGAEgASgJEhMKC2xlYXNlX3Rva2VuGAIgASgJEgsKA3VybBgDIAEoCRISCgp3ZWJob29rX2lkGAQgASgJEhkKEXdlYmhvb2tfdGltZXN0YW1wGAUgASgDEhkKEXdlYmhvb2tfc2lnbmF0dXJlGAYgASgJEgwKBGJvZHkYByABKAkSDwoHYXR0ZW1wdBgIIAEoDRITCgtlbmRwb2ludF9pZBgJIAEoCSJRCh5DbGFpbVdlYmhvb2tEZWxpdmVyaWVzUmVzcG9uc2USLwoFdGFza3MYASADKAsyIC5tYWlsY29yZS5saW1pdGVyLnYxLldlYmhvb2tUYXNrIpMBChRXZWJob29rQXR0ZW1wdFJlcG9ydBITCgtkZWxpdmVyeV9pZBgBIAEoCRITCgtsZWFzZV90b2tlbhgCIAEoCRITCgtzdGF0dXNfY29kZRgDIAEoDRINCgVlcnJvchgEIAEoCRITCgtkdXJhdGlvbl9tcxgFIAEoDRIYChByZXNwb25zZV9leGNlcnB0GAYgASgJIloKHFJlcG9ydFdlYmhvb2tBdHRlbXB0c1JlcXVlc3QSOgoHcmVwb3J0cxgBIAMoCzIpLm1haWxjb3JlLmxpbWl0ZXIudjEuV2ViaG9va0F0dGVtcHRSZXBvcnQiWwodUmVwb3J0V2ViaG9va0F0dGVtcHRzUmVzcG9uc2USOgoHcmVzdWx0cxgBIAMoDjIpLm1haWxjb3JlLmxpbWl0ZXIudjEuV2ViaG9va0F0dGVtcHRSZXN1bHQqqwEKFFdlYmhvb2tEZWxpdmVyeVN0YXRlEiYKIldFQkhPT0tfREVMSVZFUllfU1RBVEVfVU5TUEVDSUZJRUQQABIiCh5XRUJIT09LX0RFTElWRVJZX1NUQVRFX1BFTkRJTkcQARIkCiBXRUJIT09LX0RFTElWRVJZX1NUQVRFX0RFTElWRVJFRBACEiEKHVdFQkhPT0tfREVMSVZFUllfU1RBVEVfRkFJTEVEEAMq8wEKFFdlYmhvb2tBdHRlbXB0UmVzdWx0EiYKIldFQkhPT0tfQVRURU1QVF9SRVNVTFRfVU5TUEVDSUZJRUQQABIkCiBXRUJIT09LX0FUVEVNUFRfUkVTVUxUX0RFTElWRVJFRBABEiMKH1dFQkhPT0tfQVRURU1QVF9SRVNVTFRfUkVUUllJTkcQAhIhCh1XRUJIT09LX0FUVEVNUFRfUkVTVUxUX0ZBSUxFRBADEiMKH1dFQkhPT0tfQVRURU1QVF9SRVNVTFRfRElTQUJMRUQQBBIgChxXRUJIT09LX0FUVEVNUFRfUkVTVUxUX1NUQUxFEAUypAUKDldlYmhvb2tTZXJ2aWNlEmYKDUNyZWF0ZVdlYmhvb2sSKS5tYWlsY29yZS5saW1pdGVyLnYxLkNyZWF0ZVdlYmhvb2tSZXF1ZXN0GioubWFpbGNvcmUubGltaXRlci52MS5DcmVhdGVXZWJob29rUmVzcG9uc2USYwoMTGlzdFdlYmhvb2tzEigubWFpbGNvcmUubGltaXRlci52MS5MaXN0V2ViaG9va3NSZXF1ZXN0GikubWFpbGNvcmUubGltaXRlci52MS5MaXN0V2ViaG9va3NSZXNwb25zZRJmCg1EZWxldGVXZWJob29rEikubWFpbGNvcmUubGltaXRlci52MS5EZWxldGVXZWJob29rUmVxdWVzdBoqLm1haWxjb3JlLmxpbWl0ZXIudjEuRGVsZXRlV2ViaG9va1Jlc3BvbnNlEn4KFUxpc3RXZWJob29rRGVsaXZlcmllcxIxLm1haWxjb3JlLmxpbWl0ZXIudjEuTGlzdFdlYmhvb2tEZWxpdmVyaWVzUmVxdWVzdBoyLm1haWxjb3JlLmxpbWl0ZXIudjEuTGlzdFdlYmhvb2tEZWxpdmVyaWVzUmVzcG9uc2USYAoLVGVzdFdlYmhvb2sSJy5tYWlsY29yZS5saW1pdGVyLnYxLlRlc3RXZWJob29rUmVxdWVzdBooLm1haWxjb3JlLmxpbWl0ZXIudjEuVGVzdFdlYmhvb2tSZXNwb25zZRJ7ChRSZXRyeVdlYmhvb2tEZWxpdmVyeRIwLm1haWxjb3JlLmxpbWl0ZXIudjEuUmV0cnlXZWJob29rRGVsaXZlcnlSZXF1ZXN0GjEubWFpbGNvcmUubGltaXRlci52MS5SZXRyeVdlYmhvb2tEZWxpdmVyeVJlc3BvbnNlMpwCChZXZWJob29rRGVsaXZlcnlTZXJ2aWNlEoEBChZDbGFpbVdlYmhvb2tEZWxpdmVyaWVzEjIubWFpbGNvcmUubGltaXRlci52MS5DbGFpbVdlYmhvb2tEZWxpdmVyaWVzUmVxdWVzdBozLm1haWxjb3JlLmxpbWl0ZXIudjEuQ2xhaW1XZWJob29rRGVsaXZlcmllc1Jlc3BvbnNlEn4KFVJlcG9ydFdlYmhvb2tBdHRlbXB0cxIxLm1haWxjb3JlLmxpbWl0ZXIudjEuUmVwb3J0V2ViaG9va0F0dGVtcHRzUmVxdWVzdBoyLm1haWxjb3JlLmxpbWl0ZXIudjEuUmVwb3J0V2ViaG9va0F0dGVtcHRzUmVzcG9uc2ViBnByb3RvMw");
+  fileDesc("CiJtYWlsY29yZS9saW1pdGVyL3YxL3dlYmhvb2tzLnByb3RvEhNtYWlsY29yZS5saW1pdGVyLnYxItgBCg9XZWJob29rRW5kcG9pbnQSCgoCaWQYASABKAkSCwoDdXJsGAIgASgJEg4KBmV2ZW50cxgDIAMoCRIVCg1jcmVhdGVkX2F0X21zGAQgASgDEhYKDmRpc2FibGVkX2F0X21zGAUgASgDEhcKD2Rpc2FibGVkX3JlYXNvbhgGIAEoCRIaChJsYXN0X3N1Y2Nlc3NfYXRfbXMYByABKAMSGgoSbGFzdF9mYWlsdXJlX2F0X21zGAggASgDEhwKFGNvbnNlY3V0aXZlX2ZhaWx1cmVzGAkgASgNIkEKFENyZWF0ZVdlYmhvb2tSZXF1ZXN0EgsKA3VybBgCIAEoCRIOCgZldmVudHMYAyADKAlKBAgBEAJSBm9yZ19pZCJfChVDcmVhdGVXZWJob29rUmVzcG9uc2USNgoIZW5kcG9pbnQYASABKAsyJC5tYWlsY29yZS5saW1pdGVyLnYxLldlYmhvb2tFbmRwb2ludBIOCgZzZWNyZXQYAiABKAkiQgoTTGlzdFdlYmhvb2tzUmVxdWVzdBINCgVsaW1pdBgCIAEoDRIOCgZjdXJzb3IYAyABKAlKBAgBEAJSBm9yZ19pZCJkChRMaXN0V2ViaG9va3NSZXNwb25zZRI3CgllbmRwb2ludHMYASADKAsyJC5tYWlsY29yZS5saW1pdGVyLnYxLldlYmhvb2tFbmRwb2ludBITCgtuZXh0X2N1cnNvchgCIAEoCSI4ChREZWxldGVXZWJob29rUmVxdWVzdBISCgp3ZWJob29rX2lkGAIgASgJSgQIARACUgZvcmdfaWQiFwoVRGVsZXRlV2ViaG9va1Jlc3BvbnNlIl8KHExpc3RXZWJob29rRGVsaXZlcmllc1JlcXVlc3QSEgoKd2ViaG9va19pZBgCIAEoCRINCgVsaW1pdBgDIAEoDRIOCgZjdXJzb3IYBCABKAlKBAgBEAJSBm9yZ19pZCKDAQoOV2ViaG9va0F0dGVtcHQSDwoHYXR0ZW1wdBgBIAEoDRINCgVhdF9tcxgCIAEoAxITCgtkdXJhdGlvbl9tcxgDIAEoDRITCgtzdGF0dXNfY29kZRgEIAEoDRINCgVlcnJvchgFIAEoCRIYChByZXNwb25zZV9leGNlcnB0GAYgASgJItUBCg9XZWJob29rRGVsaXZlcnkSCgoCaWQYASABKAkSEgoKZXZlbnRfdHlwZRgCIAEoCRI4CgVzdGF0ZRgDIAEoDjIpLm1haWxjb3JlLmxpbWl0ZXIudjEuV2ViaG9va0RlbGl2ZXJ5U3RhdGUSNQoIYXR0ZW1wdHMYBCADKAsyIy5tYWlsY29yZS5saW1pdGVyLnYxLldlYmhvb2tBdHRlbXB0EhoKEm5leHRfYXR0ZW1wdF9hdF9tcxgFIAEoAxIVCg1jcmVhdGVkX2F0X21zGAYgASgDIm4KHUxpc3RXZWJob29rRGVsaXZlcmllc1Jlc3BvbnNlEjgKCmRlbGl2ZXJpZXMYASADKAsyJC5tYWlsY29yZS5saW1pdGVyLnYxLldlYmhvb2tEZWxpdmVyeRITCgtuZXh0X2N1cnNvchgCIAEoCSI2ChJUZXN0V2ViaG9va1JlcXVlc3QSEgoKd2ViaG9va19pZBgCIAEoCUoECAEQAlIGb3JnX2lkIk0KE1Rlc3RXZWJob29rUmVzcG9uc2USNgoIZGVsaXZlcnkYASABKAsyJC5tYWlsY29yZS5saW1pdGVyLnYxLldlYmhvb2tEZWxpdmVyeSJUChtSZXRyeVdlYmhvb2tEZWxpdmVyeVJlcXVlc3QSEgoKd2ViaG9va19pZBgCIAEoCRITCgtkZWxpdmVyeV9pZBgDIAEoCUoECAEQAlIGb3JnX2lkIlYKHFJldHJ5V2ViaG9va0RlbGl2ZXJ5UmVzcG9uc2USNgoIZGVsaXZlcnkYASABKAsyJC5tYWlsY29yZS5saW1pdGVyLnYxLldlYmhvb2tEZWxpdmVyeSLfAQodQ2xhaW1XZWJob29rRGVsaXZlcmllc1JlcXVlc3QSEQoJd29ya2VyX2lkGAEgASgJEgsKA21heBgCIAEoDRIYChBtYXhfcGVyX2VuZHBvaW50GAMgASgNElMKCWluX2ZsaWdodBgEIAMoCzJALm1haWxjb3JlLmxpbWl0ZXIudjEuQ2xhaW1XZWJob29rRGVsaXZlcmllc1JlcXVlc3QuSW5GbGlnaHRFbnRyeRovCg1JbkZsaWdodEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoDToCOAEiwgEKC1dlYmhvb2tUYXNrEhMKC2RlbGl2ZXJ5X2lkGAEgASgJEhMKC2xlYXNlX3Rva2VuGAIgASgJEgsKA3VybBgDIAEoCRISCgp3ZWJob29rX2lkGAQgASgJEhkKEXdlYmhvb2tfdGltZXN0YW1wGAUgASgDEhkKEXdlYmhvb2tfc2lnbmF0dXJlGAYgASgJEgwKBGJvZHkYByABKAkSDwoHYXR0ZW1wdBgIIAEoDRITCgtlbmRwb2ludF9pZBgJIAEoCSJRCh5DbGFpbVdlYmhvb2tEZWxpdmVyaWVzUmVzcG9uc2USLwoFdGFza3MYASADKAsyIC5tYWlsY29yZS5saW1pdGVyLnYxLldlYmhvb2tUYXNrIpMBChRXZWJob29rQXR0ZW1wdFJlcG9ydBITCgtkZWxpdmVyeV9pZBgBIAEoCRITCgtsZWFzZV90b2tlbhgCIAEoCRITCgtzdGF0dXNfY29kZRgDIAEoDRINCgVlcnJvchgEIAEoCRITCgtkdXJhdGlvbl9tcxgFIAEoDRIYChByZXNwb25zZV9leGNlcnB0GAYgASgJIloKHFJlcG9ydFdlYmhvb2tBdHRlbXB0c1JlcXVlc3QSOgoHcmVwb3J0cxgBIAMoCzIpLm1haWxjb3JlLmxpbWl0ZXIudjEuV2ViaG9va0F0dGVtcHRSZXBvcnQiWwodUmVwb3J0V2ViaG9va0F0dGVtcHRzUmVzcG9uc2USOgoHcmVzdWx0cxgBIAMoDjIpLm1haWxjb3JlLmxpbWl0ZXIudjEuV2ViaG9va0F0dGVtcHRSZXN1bHQqqwEKFFdlYmhvb2tEZWxpdmVyeVN0YXRlEiYKIldFQkhPT0tfREVMSVZFUllfU1RBVEVfVU5TUEVDSUZJRUQQABIiCh5XRUJIT09LX0RFTElWRVJZX1NUQVRFX1BFTkRJTkcQARIkCiBXRUJIT09LX0RFTElWRVJZX1NUQVRFX0RFTElWRVJFRBACEiEKHVdFQkhPT0tfREVMSVZFUllfU1RBVEVfRkFJTEVEEAMq8wEKFFdlYmhvb2tBdHRlbXB0UmVzdWx0EiYKIldFQkhPT0tfQVRURU1QVF9SRVNVTFRfVU5TUEVDSUZJRUQQABIkCiBXRUJIT09LX0FUVEVNUFRfUkVTVUxUX0RFTElWRVJFRBABEiMKH1dFQkhPT0tfQVRURU1QVF9SRVNVTFRfUkVUUllJTkcQAhIhCh1XRUJIT09LX0FUVEVNUFRfUkVTVUxUX0ZBSUxFRBADEiMKH1dFQkhPT0tfQVRURU1QVF9SRVNVTFRfRElTQUJMRUQQBBIgChxXRUJIT09LX0FUVEVNUFRfUkVTVUxUX1NUQUxFEAUypAUKDldlYmhvb2tTZXJ2aWNlEmYKDUNyZWF0ZVdlYmhvb2sSKS5tYWlsY29yZS5saW1pdGVyLnYxLkNyZWF0ZVdlYmhvb2tSZXF1ZXN0GioubWFpbGNvcmUubGltaXRlci52MS5DcmVhdGVXZWJob29rUmVzcG9uc2USYwoMTGlzdFdlYmhvb2tzEigubWFpbGNvcmUubGltaXRlci52MS5MaXN0V2ViaG9va3NSZXF1ZXN0GikubWFpbGNvcmUubGltaXRlci52MS5MaXN0V2ViaG9va3NSZXNwb25zZRJmCg1EZWxldGVXZWJob29rEikubWFpbGNvcmUubGltaXRlci52MS5EZWxldGVXZWJob29rUmVxdWVzdBoqLm1haWxjb3JlLmxpbWl0ZXIudjEuRGVsZXRlV2ViaG9va1Jlc3BvbnNlEn4KFUxpc3RXZWJob29rRGVsaXZlcmllcxIxLm1haWxjb3JlLmxpbWl0ZXIudjEuTGlzdFdlYmhvb2tEZWxpdmVyaWVzUmVxdWVzdBoyLm1haWxjb3JlLmxpbWl0ZXIudjEuTGlzdFdlYmhvb2tEZWxpdmVyaWVzUmVzcG9uc2USYAoLVGVzdFdlYmhvb2sSJy5tYWlsY29yZS5saW1pdGVyLnYxLlRlc3RXZWJob29rUmVxdWVzdBooLm1haWxjb3JlLmxpbWl0ZXIudjEuVGVzdFdlYmhvb2tSZXNwb25zZRJ7ChRSZXRyeVdlYmhvb2tEZWxpdmVyeRIwLm1haWxjb3JlLmxpbWl0ZXIudjEuUmV0cnlXZWJob29rRGVsaXZlcnlSZXF1ZXN0GjEubWFpbGNvcmUubGltaXRlci52MS5SZXRyeVdlYmhvb2tEZWxpdmVyeVJlc3BvbnNlMpwCChZXZWJob29rRGVsaXZlcnlTZXJ2aWNlEoEBChZDbGFpbVdlYmhvb2tEZWxpdmVyaWVzEjIubWFpbGNvcmUubGltaXRlci52MS5DbGFpbVdlYmhvb2tEZWxpdmVyaWVzUmVxdWVzdBozLm1haWxjb3JlLmxpbWl0ZXIudjEuQ2xhaW1XZWJob29rRGVsaXZlcmllc1Jlc3BvbnNlEn4KFVJlcG9ydFdlYmhvb2tBdHRlbXB0cxIxLm1haWxjb3JlLmxpbWl0ZXIudjEuUmVwb3J0V2ViaG9va0F0dGVtcHRzUmVxdWVzdBoyLm1haWxjb3JlLmxpbWl0ZXIudjEuUmVwb3J0V2ViaG9va0F0dGVtcHRzUmVzcG9uc2ViBnByb3RvMw");
 
 /**
  * @generated from message mailcore.limiter.v1.WebhookEndpoint
@@ -142,11 +142,6 @@ export const WebhookEndpointSchema: GenMessage<WebhookEndpoint, {jsonType: Webho
  */
 export type CreateWebhookRequest = Message<"mailcore.limiter.v1.CreateWebhookRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * An absolute http or https URL.
    *
    * @generated from field: string url = 2;
@@ -163,11 +158,6 @@ export type CreateWebhookRequest = Message<"mailcore.limiter.v1.CreateWebhookReq
  * @generated from message mailcore.limiter.v1.CreateWebhookRequest
  */
 export type CreateWebhookRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * An absolute http or https URL.
    *
@@ -234,11 +224,6 @@ export const CreateWebhookResponseSchema: GenMessage<CreateWebhookResponse, {jso
  */
 export type ListWebhooksRequest = Message<"mailcore.limiter.v1.ListWebhooksRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * 1 to 100.
    *
    * @generated from field: uint32 limit = 2;
@@ -257,11 +242,6 @@ export type ListWebhooksRequest = Message<"mailcore.limiter.v1.ListWebhooksReque
  * @generated from message mailcore.limiter.v1.ListWebhooksRequest
  */
 export type ListWebhooksRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * 1 to 100.
    *
@@ -330,11 +310,6 @@ export const ListWebhooksResponseSchema: GenMessage<ListWebhooksResponse, {jsonT
  */
 export type DeleteWebhookRequest = Message<"mailcore.limiter.v1.DeleteWebhookRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * @generated from field: string webhook_id = 2;
    */
   webhookId: string;
@@ -344,11 +319,6 @@ export type DeleteWebhookRequest = Message<"mailcore.limiter.v1.DeleteWebhookReq
  * @generated from message mailcore.limiter.v1.DeleteWebhookRequest
  */
 export type DeleteWebhookRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * @generated from field: string webhook_id = 2;
    */
@@ -386,11 +356,6 @@ export const DeleteWebhookResponseSchema: GenMessage<DeleteWebhookResponse, {jso
  */
 export type ListWebhookDeliveriesRequest = Message<"mailcore.limiter.v1.ListWebhookDeliveriesRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * @generated from field: string webhook_id = 2;
    */
   webhookId: string;
@@ -410,11 +375,6 @@ export type ListWebhookDeliveriesRequest = Message<"mailcore.limiter.v1.ListWebh
  * @generated from message mailcore.limiter.v1.ListWebhookDeliveriesRequest
  */
 export type ListWebhookDeliveriesRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * @generated from field: string webhook_id = 2;
    */
@@ -652,11 +612,6 @@ export const ListWebhookDeliveriesResponseSchema: GenMessage<ListWebhookDeliveri
  */
 export type TestWebhookRequest = Message<"mailcore.limiter.v1.TestWebhookRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * @generated from field: string webhook_id = 2;
    */
   webhookId: string;
@@ -666,11 +621,6 @@ export type TestWebhookRequest = Message<"mailcore.limiter.v1.TestWebhookRequest
  * @generated from message mailcore.limiter.v1.TestWebhookRequest
  */
 export type TestWebhookRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * @generated from field: string webhook_id = 2;
    */
@@ -720,11 +670,6 @@ export const TestWebhookResponseSchema: GenMessage<TestWebhookResponse, {jsonTyp
  */
 export type RetryWebhookDeliveryRequest = Message<"mailcore.limiter.v1.RetryWebhookDeliveryRequest"> & {
   /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId: string;
-
-  /**
    * @generated from field: string webhook_id = 2;
    */
   webhookId: string;
@@ -739,11 +684,6 @@ export type RetryWebhookDeliveryRequest = Message<"mailcore.limiter.v1.RetryWebh
  * @generated from message mailcore.limiter.v1.RetryWebhookDeliveryRequest
  */
 export type RetryWebhookDeliveryRequestJson = {
-  /**
-   * @generated from field: string org_id = 1;
-   */
-  orgId?: string;
-
   /**
    * @generated from field: string webhook_id = 2;
    */
