@@ -45,7 +45,7 @@ export class EmbeddedOutbox implements OutboxStore {
         if (changes === 0) continue;
         const { changes: deleted } = this.db.query("DELETE FROM messages WHERE id = ? AND state = 'done'").run(w.id);
         if (deleted > 0) {
-          this.db.query("DELETE FROM message_events WHERE message_id = ?").run(w.id);
+          this.messages.forget(w.id);
           gone++;
         }
       }

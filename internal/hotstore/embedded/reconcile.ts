@@ -41,7 +41,7 @@ export class EmbeddedReconcile implements ReconcileStore {
           .query("DELETE FROM messages WHERE id = ? AND org_id = ? AND v = ?")
           .run(w.id, w.orgId, w.version);
         if (changes === 0) continue;
-        this.db.query("DELETE FROM message_events WHERE message_id = ?").run(w.id);
+        this.messages.forget(w.id);
         dropped++;
       }
       return dropped;
@@ -64,6 +64,7 @@ export class EmbeddedReconcile implements ReconcileStore {
           detail = ack.detail;
           if (ack.outcome === DeliveryOutcome.DELIVERED) status = MessageStatus.DELIVERED;
           else if (ack.outcome === DeliveryOutcome.BOUNCED) status = MessageStatus.BOUNCED;
+          else if (ack.outcome === DeliveryOutcome.REJECTED) status = MessageStatus.FAILED;
           else seq = this.messages.tail();
         }
         const state: State = status === MessageStatus.QUEUED ? "waiting" : "done";
@@ -90,7 +91,8 @@ export class EmbeddedReconcile implements ReconcileStore {
             seq,
             m.events.length,
           );
-        this.db.query("DELETE FROM message_events WHERE message_id = ?").run(m.id);
+        this.messages.forget(m.id);
+        this.messages.addAttempts(m.id, m.deliveryAttempts ?? []);
         for (const [i, e] of m.events.entries())
           this.db
             .query("INSERT INTO message_events (message_id, seq, at_ms, status, detail) VALUES (?, ?, ?, ?, ?)")
