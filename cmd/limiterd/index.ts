@@ -34,6 +34,7 @@ import {
 import { Records, sqliteRecordsFile } from "../../internal/records/records";
 import { exitGracefully } from "../../internal/shutdown/shutdown";
 import { webhookRetryPolicy } from "../../internal/webhooks/schedule";
+import { retryPolicy } from "../../internal/mx/retry";
 
 const log = logger("limiterd");
 const cfg = loadOrExit("limiterd", () => limiterdConfig(process.env));
@@ -102,6 +103,12 @@ if (cfg.webhookScheduleDivisor !== 1) {
   });
 }
 
+if (cfg.retryScheduleDivisor !== 1) {
+  log.warn("RETRY_SCHEDULE_DIVISOR shortens the retry schedule in hours of MX delivery: for tests only", {
+    divisor: cfg.retryScheduleDivisor,
+  });
+}
+
 if (cfg.insecure && !cfg.tls) {
   log.warn(
     "LIMITER_INSECURE=1: cleartext, and every RPC is served to anyone who reaches the port with the plane secret; set LIMITER_TLS_CERT, LIMITER_TLS_KEY and LIMITER_TLS_CLIENT_CA for mutual TLS",
@@ -142,6 +149,7 @@ const daemon = limiterDaemon({
   visibilityMs: cfg.visibilityMs,
   reconcileEveryMs: cfg.reconcileEveryMs,
   policy: { maxAttempts: cfg.maxAttempts, retryBaseMs: cfg.retryBaseMs, bounceCooldownMs: cfg.bounceCooldownMs },
+  retryInHours: retryPolicy(cfg.maxRetryHours, cfg.retryScheduleDivisor),
   retentionMs: cfg.retentionMs,
   webhookPolicy: webhookRetryPolicy(cfg.webhookScheduleDivisor),
   dnsServer: cfg.dnsServer,

@@ -13,13 +13,17 @@ import { dnsResolver } from "../../internal/dnsquery/resolver";
 import {
   certificateExpiry,
   diskFullCounter,
+  mxMetrics,
   newRegistry,
   serveMetrics,
   workerMetrics,
 } from "../../internal/metrics/metrics";
 import { exitGracefully } from "../../internal/shutdown/shutdown";
 import { AckJournal } from "../../internal/worker/acks";
-import { FileSink, SmtpRelay } from "../../internal/worker/transport";
+import { deliveryTransport } from "../../internal/worker/delivery";
+import { MxTransport } from "../../internal/mx/transport";
+import { DestinationReporter } from "../../internal/worker/destinations";
+import { DestinationService } from "../../internal/gen/mailcore/limiter/v1/destinations_pb";
 import { WebhookDeliverer } from "../../internal/worker/webhooks";
 import { Worker } from "../../internal/worker/worker";
 
@@ -30,11 +34,17 @@ privateDataDir(cfg.dataDir, log);
 const registry = newRegistry("worker");
 // The ack journal and the file sink write under DATA_DIR: a full disk defers, and is logged and counted.
 const disk = new DiskSpace(cfg.dataDir, log, diskFullCounter(registry));
-const transport = cfg.relayUrl ? new SmtpRelay(cfg.relayUrl) : new FileSink(join(cfg.dataDir, "sink"), disk);
+const transport = deliveryTransport(cfg, disk);
 certificateExpiry(registry, { LIMITER_TLS_CLIENT_CERT: cfg.limiterTls?.cert, LIMITER_TLS_CA: cfg.limiterTls?.ca });
 const daemon = daemonConnection(cfg.limiterUrl, cfg.limiterCredential);
 const workerId = `${hostname()}:${process.pid}`;
 const metrics = workerMetrics(registry);
+// MX delivery's destinations: in the metrics, and reported to the daemon for `admin destinations`.
+const reporter =
+  transport instanceof MxTransport
+    ? new DestinationReporter(daemon.client(DestinationService), workerId, () => transport.states())
+    : undefined;
+if (transport instanceof MxTransport) mxMetrics(registry, () => transport.states());
 const worker = new Worker(daemon.client(DeliveryService), transport, {
   workerId,
   maxInFlight: cfg.maxInFlight,
@@ -53,6 +63,7 @@ const webhooks = new WebhookDeliverer(daemon.client(WebhookDeliveryService), {
 });
 const metricsServer = serveMetrics(registry, cfg.metricsHost, cfg.metricsPort, log);
 log.info("started", {
+  delivery: cfg.delivery,
   transport: transport.name,
   limiter: cfg.limiterUrl,
   concurrency: cfg.maxInFlight,
@@ -60,10 +71,12 @@ log.info("started", {
 });
 void worker.run();
 void webhooks.run();
+reporter?.start();
 
 // Stop leasing, finish the deliveries under way (or cut them off: deferred, retried later),
 // ack what can be acked; the rest stays in DATA_DIR/acks for the next start.
 exitGracefully(log, async () => {
+  reporter?.stop();
   await Promise.all([worker.stop(), webhooks.stop()]);
   disk.stop();
   metricsServer.stop();

@@ -15,6 +15,8 @@ export const STATUS_NAMES: Record<number, string> = {
   [MessageStatus.BOUNCED]: "bounced",
   [MessageStatus.FAILED]: "failed",
 };
+/** The names of the events of a message's history: its statuses, and the delayed notice. */
+export const EVENT_NAMES: Record<number, string> = { ...STATUS_NAMES, [MessageStatus.DELAYED]: "delayed" };
 /** A status by its name in the API (the list's filter, the console's). */
 export const STATUS_OF_NAME: ReadonlyMap<string, MessageStatus> = new Map(
   Object.entries(STATUS_NAMES).map(([n, name]) => [name, Number(n) as MessageStatus]),
@@ -45,12 +47,21 @@ export function emailListItem(m: MessageInfo) {
   };
 }
 
-/** A message with its attempts and events (GET /api/v1/emails/{id}). */
+/** A message with its attempts, events and tries at receivers (GET /api/v1/emails/{id}). */
 export function emailJson(m: MessageInfo) {
   return {
     ...emailListItem(m),
     attempts: m.attempts,
-    events: m.events.map((e) => ({ status: STATUS_NAMES[e.status], at: iso(e.atMs), detail: e.detail })),
+    events: m.events.map((e) => ({ status: EVENT_NAMES[e.status], at: iso(e.atMs), detail: e.detail })),
+    deliveryAttempts: m.deliveryAttempts.map((a) => ({
+      at: iso(a.atMs),
+      host: a.host,
+      address: a.address,
+      tls: a.tls,
+      stage: a.stage,
+      reply: a.reply,
+      enhancedCode: a.enhancedCode,
+    })),
   };
 }
 

@@ -127,6 +127,21 @@ describe("configuration", () => {
     expect(() => workerConfig({ WEBHOOK_ALLOW_PRIVATE_URLS: "yes" })).toThrow("WEBHOOK_ALLOW_PRIVATE_URLS");
   });
 
+  test("retries: the short schedule, and the one in hours with its divisor (tests only)", () => {
+    expect(limiterdConfig({})).toMatchObject({
+      maxAttempts: 5,
+      retryBaseMs: 30_000,
+      maxRetryHours: 48,
+      retryScheduleDivisor: 1,
+    });
+    expect(limiterdConfig({ MAX_RETRY_HOURS: "72", RETRY_SCHEDULE_DIVISOR: "1000" })).toMatchObject({
+      maxRetryHours: 72,
+      retryScheduleDivisor: 1_000,
+    });
+    expect(() => limiterdConfig({ MAX_RETRY_HOURS: "0" })).toThrow("MAX_RETRY_HOURS");
+    expect(() => limiterdConfig({ RETRY_SCHEDULE_DIVISOR: "0" })).toThrow("RETRY_SCHEDULE_DIVISOR");
+  });
+
   test("limiterd: the stores", () => {
     expect(limiterdConfig({})).toMatchObject({
       databaseUrl: undefined,
@@ -308,12 +323,14 @@ describe("the internal plane's TLS", () => {
 });
 
 describe("MX delivery", () => {
-  test("defaults: port 25, this host's name, the repository's shaping file, 48 hours of retries", () => {
+  test("defaults: port 25, this host's name, the repository's shaping file, the system's DNS, public hosts only", () => {
     const c = mxConfig({});
     expect(c.port).toBe(25);
     expect(c.heloName.length).toBeGreaterThan(0);
     expect(c.shapingFile).toBeUndefined();
-    expect(c.maxRetryHours).toBe(48);
+    expect(c.dnsServer).toBeUndefined();
+    expect(c.allowPrivate).toBe(false);
+    expect(c.trustedCa).toBeUndefined();
   });
 
   test("set values are taken", () => {
@@ -323,17 +340,53 @@ describe("MX delivery", () => {
       MX_PORT: "2525",
       MX_HELO_NAME: "out.example.org",
       MX_SHAPING_FILE: file,
-      MAX_RETRY_HOURS: "72",
+      DNS_SERVER: "127.0.0.1:5353",
+      MX_ALLOW_PRIVATE: "1",
     });
-    expect(c).toEqual({ port: 2525, heloName: "out.example.org", shapingFile: file, maxRetryHours: 72 });
+    expect(c).toEqual({
+      port: 2525,
+      heloName: "out.example.org",
+      shapingFile: file,
+      dnsServer: "127.0.0.1:5353",
+      allowPrivate: true,
+      trustedCa: undefined,
+      timeouts: { setupMs: 30_000, replyMs: 60_000, messageMs: 300_000 },
+    });
+    expect(
+      mxConfig({ MX_SETUP_TIMEOUT_MS: "1000", MX_REPLY_TIMEOUT_MS: "2000", MX_MESSAGE_TIMEOUT_MS: "3000" }).timeouts,
+    ).toEqual({
+      setupMs: 1_000,
+      replyMs: 2_000,
+      messageMs: 3_000,
+    });
+  });
+
+  test("DELIVERY: unset, the relay when one is set and the file sink otherwise; mx reads the MX settings", () => {
+    expect(workerConfig({}).delivery).toBe("file");
+    expect(workerConfig({ SMTP_RELAY_URL: "smtp://relay.example:25" }).delivery).toBe("relay");
+    const mx = workerConfig({ DELIVERY: "mx", MX_PORT: "2525" });
+    expect(mx.delivery).toBe("mx");
+    expect(mx.mx?.port).toBe(2525);
+    expect(workerConfig({}).mx).toBeUndefined();
+  });
+
+  test.each([
+    [{ DELIVERY: "smtp" }, "DELIVERY"],
+    [{ DELIVERY: "relay" }, "DELIVERY=relay needs SMTP_RELAY_URL"],
+    [{ DELIVERY: "mx", SMTP_RELAY_URL: "smtp://relay.example:25" }, "SMTP_RELAY_URL is set but DELIVERY=mx"],
+    [{ DELIVERY: "mx", MX_ALLOW_PRIVATE: "yes" }, "MX_ALLOW_PRIVATE"],
+  ])("worker %p is refused with its name", (env, name) => {
+    expect(() => workerConfig(env)).toThrow(ConfigError);
+    expect(() => workerConfig(env)).toThrow(name);
   });
 
   test.each([
     [{ MX_HELO_NAME: "not a name" }, "MX_HELO_NAME"],
     [{ MX_HELO_NAME: "-bad.example" }, "MX_HELO_NAME"],
     [{ MX_SHAPING_FILE: "/nonexistent/shaping.json" }, "MX_SHAPING_FILE"],
-    [{ MAX_RETRY_HOURS: "0" }, "MAX_RETRY_HOURS"],
     [{ MX_PORT: "70000" }, "MX_PORT"],
+    [{ MX_TRUSTED_CA: "/nonexistent/ca.pem" }, "MX_TRUSTED_CA"],
+    [{ MX_REPLY_TIMEOUT_MS: "10" }, "MX_REPLY_TIMEOUT_MS"],
   ])("%p is refused with its name", (env, name) => {
     expect(() => mxConfig(env)).toThrow(ConfigError);
     expect(() => mxConfig(env)).toThrow(name);

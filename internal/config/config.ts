@@ -153,8 +153,13 @@ export interface LimiterdConfig {
   visibilityMs: number;
   /** How often the records are reconciled with the hot store (messages it lost are put back). */
   reconcileEveryMs: number;
+  /** The short retry schedule (the relay, the file sink): attempts at most, and the first wait (doubling). */
   maxAttempts: number;
   retryBaseMs: number;
+  /** The schedule in hours (MX delivery): how long a message is tried after its first attempt. */
+  maxRetryHours: number;
+  /** Divides the schedule in hours: tests only (1 in production). */
+  retryScheduleDivisor: number;
   retentionMs: number;
   /** Divides the webhook retry schedule and disable window: tests only (1 in production). */
   webhookScheduleDivisor: number;
@@ -254,6 +259,8 @@ export function limiterdConfig(env: Env): LimiterdConfig {
     reconcileEveryMs: intVar(env, "RECONCILE_EVERY_MS", 5_000, 100, 3_600_000),
     maxAttempts: intVar(env, "MAX_ATTEMPTS", 5, 1, 100),
     retryBaseMs: intVar(env, "RETRY_BASE_MS", 30_000, 1, 3_600_000),
+    maxRetryHours: intVar(env, "MAX_RETRY_HOURS", 48, 1, 720),
+    retryScheduleDivisor: intVar(env, "RETRY_SCHEDULE_DIVISOR", 1, 1, 100_000),
     retentionMs: intVar(env, "MESSAGE_RETENTION_DAYS", 30, 1, 3_650) * 86_400_000,
     webhookScheduleDivisor: intVar(env, "WEBHOOK_SCHEDULE_DIVISOR", 1, 1, 100_000),
     logFormat: logFormatVar(env),
@@ -415,13 +422,20 @@ export function apiConfig(env: Env): ApiConfig {
   };
 }
 
+/** Where a worker delivers: the recipients' MX hosts, one relay, or files under DATA_DIR/sink. */
+export type DeliveryKind = "mx" | "relay" | "file";
+
 export interface WorkerConfig {
   dataDir: string;
   limiterUrl: string;
   limiterTls: ClientTls | undefined;
   /** As ApiConfig's. */
   limiterCredential: ClientCredential;
+  /** DELIVERY; unset: relay when SMTP_RELAY_URL is set, else file. */
+  delivery: DeliveryKind;
   relayUrl: string | undefined;
+  /** For DELIVERY=mx. */
+  mx: MxConfig | undefined;
   maxInFlight: number;
   /** Webhook attempts under way at once, apart from the mail deliveries. */
   webhookConcurrency: number;
@@ -435,14 +449,31 @@ export interface WorkerConfig {
   logFormat: "json" | "pretty";
 }
 
+/** DELIVERY: mx, relay or file; unset, relay when a relay is set and file otherwise. */
+function deliveryVar(env: Env, relayUrl: string | undefined): DeliveryKind {
+  const v = raw(env, "DELIVERY");
+  if (v === undefined) return relayUrl ? "relay" : "file";
+  if (v !== "mx" && v !== "relay" && v !== "file")
+    throw new ConfigError(`DELIVERY=${JSON.stringify(v)} must be mx, relay or file`);
+  if (v === "relay" && !relayUrl) throw new ConfigError("DELIVERY=relay needs SMTP_RELAY_URL");
+  if (v !== "relay" && relayUrl) throw new ConfigError(`SMTP_RELAY_URL is set but DELIVERY=${v}: unset one of them`);
+  return v;
+}
+
 export function workerConfig(env: Env): WorkerConfig {
+  const relayUrl = urlVar(env, "SMTP_RELAY_URL", undefined, ["smtp", "smtps"]);
+  const delivery = deliveryVar(env, relayUrl);
   return {
     dataDir: dirVar(env, "DATA_DIR", "data"),
     limiterUrl: limiterUrl(env),
     limiterTls: limiterTls(env, limiterUrl(env)),
     limiterCredential: limiterCredential(env),
-    relayUrl: urlVar(env, "SMTP_RELAY_URL", undefined, ["smtp", "smtps"]),
-    maxInFlight: intVar(env, "WORKER_CONCURRENCY", 16, 1, 256),
+    delivery,
+    relayUrl,
+    mx: delivery === "mx" ? mxConfig(env) : undefined,
+    // MX delivery waits on many receivers at once (a delivery takes a round trip or five to a
+    // far host), a relay on one nearby.
+    maxInFlight: intVar(env, "WORKER_CONCURRENCY", delivery === "mx" ? 128 : 16, 1, 256),
     webhookConcurrency: intVar(env, "WEBHOOK_CONCURRENCY", 64, 1, 1_024),
     webhookAllowPrivateUrls: intVar(env, "WEBHOOK_ALLOW_PRIVATE_URLS", 0, 0, 1) === 1,
     dnsServer: dnsServerVar(env, "DNS_SERVER"),
@@ -460,8 +491,14 @@ export interface MxConfig {
   port: number;
   /** The per-destination shaping file (MX_SHAPING_FILE); undefined: the repository's default. Loaded and checked by internal/mx's loadShaping, whose error is a ConfigError. */
   shapingFile: string | undefined;
-  /** How long a temporarily failing message is retried after its first attempt. */
-  maxRetryHours: number;
+  /** Where the MX and MTA-STS lookups go (DNS_SERVER); undefined: the system's resolvers. */
+  dnsServer: string | undefined;
+  /** MX_ALLOW_PRIVATE=1: MX hosts (and MTA-STS policy hosts) on private, loopback or link-local addresses are used (tests, a closed network). */
+  allowPrivate: boolean;
+  /** MX_TRUSTED_CA: CAs trusted besides the system's for verified TLS and MTA-STS policy fetches (tests, a private network). */
+  trustedCa: Buffer | undefined;
+  /** A session's deadlines: connecting and setting up (greeting, EHLO, STARTTLS), a reply's silence, a whole message. */
+  timeouts: { setupMs: number; replyMs: number; messageMs: number };
 }
 
 export function mxConfig(env: Env): MxConfig {
@@ -476,7 +513,14 @@ export function mxConfig(env: Env): MxConfig {
     heloName,
     port: portVar(env, "MX_PORT", 25),
     shapingFile: existingFile(env, "MX_SHAPING_FILE"),
-    maxRetryHours: intVar(env, "MAX_RETRY_HOURS", 48, 1, 720),
+    dnsServer: dnsServerVar(env, "DNS_SERVER"),
+    allowPrivate: intVar(env, "MX_ALLOW_PRIVATE", 0, 0, 1) === 1,
+    trustedCa: pemVar(env, "MX_TRUSTED_CA"),
+    timeouts: {
+      setupMs: intVar(env, "MX_SETUP_TIMEOUT_MS", 30_000, 100, 600_000),
+      replyMs: intVar(env, "MX_REPLY_TIMEOUT_MS", 60_000, 100, 600_000),
+      messageMs: intVar(env, "MX_MESSAGE_TIMEOUT_MS", 300_000, 100, 3_600_000),
+    },
   };
 }
 

@@ -1,7 +1,7 @@
 import type { GetSessionResponse } from "../gen/mailcore/limiter/v1/console_pb";
 import type { MessageInfo, MessageStatsHour } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { WebhookDelivery, WebhookEndpoint } from "../gen/mailcore/limiter/v1/webhooks_pb";
-import { STATUS_NAMES, statsRows } from "../api/activity";
+import { EVENT_NAMES, STATUS_NAMES, statsRows } from "../api/activity";
 import { laneName } from "../mail/policy";
 import { type Html, html, time } from "../web/html";
 import { barChart, type Series } from "./chart";
@@ -89,7 +89,7 @@ export function emailPage(o: { session: GetSessionResponse; message: MessageInfo
   const { session: s, message: m } = o;
   const events = m.events.map(
     (e) => html`<tr>
-<th scope="row">${statusBadge(STATUS_NAMES[e.status] ?? "")}</th>
+<th scope="row">${statusBadge(EVENT_NAMES[e.status] ?? "")}</th>
 <td data-label="At">${time(Number(e.atMs))}</td>
 <td data-label="Detail">${e.detail}</td>
 </tr>`,
@@ -113,8 +113,27 @@ export function emailPage(o: { session: GetSessionResponse; message: MessageInfo
 <div class="table-wrap"><table class="stack">
 <caption class="visually-hidden">The message's events, oldest first</caption>
 <thead><tr><th scope="col">Status</th><th scope="col">At</th><th scope="col">Detail</th></tr></thead>
-<tbody>${events}</tbody></table></div>`,
+<tbody>${events}</tbody></table></div>
+${m.deliveryAttempts.length === 0 ? html`` : triesTable(m)}`,
   );
+}
+
+/** Each try at a receiver: when, the host and address, the channel, where it ended, the reply. */
+function triesTable(m: MessageInfo) {
+  const rows = m.deliveryAttempts.map(
+    (a) => html`<tr>
+<th scope="row">${time(Number(a.atMs))}</th>
+<td data-label="Host">${a.host || "none"}${a.address ? html` <span class="mono">[${a.address}]</span>` : html``}</td>
+<td data-label="TLS">${a.tls || "unknown"}</td>
+<td data-label="Stage">${a.stage}</td>
+<td data-label="Reply">${a.reply}${a.enhancedCode ? html` <span class="mono">(${a.enhancedCode})</span>` : html``}</td>
+</tr>`,
+  );
+  return html`<h2>Tries at receivers</h2>
+<div class="table-wrap"><table class="stack">
+<caption class="visually-hidden">Each try at a receiver, oldest first</caption>
+<thead><tr><th scope="col">At</th><th scope="col">Host</th><th scope="col">TLS</th><th scope="col">Stage</th><th scope="col">Reply</th></tr></thead>
+<tbody>${rows}</tbody></table></div>`;
 }
 
 const DELIVERY_STATES = ["", "pending", "delivered", "failed"];

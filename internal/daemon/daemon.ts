@@ -6,6 +6,7 @@ import { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
 import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
+import { DestinationService } from "../gen/mailcore/limiter/v1/destinations_pb";
 import { WebhookDeliveryService, WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
 import type { DeliveryPolicy, HotStore, QueueCap } from "../hotstore/hotstore";
 import { type Lanes, startLanes } from "../lanes/lanes";
@@ -14,6 +15,7 @@ import { laneName } from "../mail/policy";
 import type { LimiterMetrics } from "../metrics/metrics";
 import type { Records } from "../records/records";
 import type { RetryPolicy } from "../records/webhook_deliveries";
+import { type RetryPolicy as RetryInHours, retryPolicy } from "../mx/retry";
 import { newToken } from "../token/token";
 import { type Accept, accept } from "./accept";
 import {
@@ -43,6 +45,7 @@ import { tenantGate } from "./tenant";
 import { Tickets } from "./tickets";
 import type { RawUnary } from "./server";
 import { webhookDeliveryHandlers } from "./webhook_delivery_service";
+import { DestinationReports, destinationHandlers } from "./destination_service";
 import { webhookHandlers } from "./webhook_service";
 import { WorkflowRunner } from "./workflow_runner";
 
@@ -54,7 +57,10 @@ export interface DaemonOptions {
   visibilityMs: number;
   /** How often the records are reconciled with the hot store. */
   reconcileEveryMs: number;
+  /** The short retry schedule (the relay, the file sink), and the bounce cooldown. */
   policy: DeliveryPolicy;
+  /** The retry schedule in hours of MX delivery; the default's (48 hours) when not given. */
+  retryInHours?: RetryInHours;
   retentionMs: number;
   /** When failed webhook attempts are retried, and when an endpoint is disabled. */
   webhookPolicy: RetryPolicy;
@@ -97,6 +103,8 @@ export interface Daemon {
 /** What the daemon's services share: its options and the parts that keep state. */
 export interface DaemonParts {
   o: DaemonOptions;
+  /** The workers' reports of MX delivery's destinations. */
+  destinations: DestinationReports;
   projection: Projection;
   runtime: MailRuntime;
   refusals: RefusalCounter;
@@ -160,6 +168,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
   const tickets = new Tickets(o.ticketKey, () => clock.nowMs());
   const parts: DaemonParts = {
     o,
+    destinations: new DestinationReports(clock),
     projection,
     runtime,
     refusals,
@@ -255,9 +264,18 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
   router.service(MailService, mailHandlers({ mail, records, accept: p.accept, refusals: p.refusals }));
   router.service(
     DeliveryService,
-    deliveryHandlers({ mail, runtime, clock, laneRate, visibilityMs: p.o.visibilityMs, policy: p.o.policy }),
+    deliveryHandlers({
+      mail,
+      runtime,
+      clock,
+      laneRate,
+      visibilityMs: p.o.visibilityMs,
+      policy: p.o.policy,
+      retryInHours: p.o.retryInHours ?? retryPolicy(),
+    }),
   );
   router.service(LaneService, laneHandlers({ mail, runtime, clock, laneRate }));
+  router.service(DestinationService, destinationHandlers(p.destinations));
   router.service(
     ConsoleService,
     consoleHandlers({

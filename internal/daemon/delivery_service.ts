@@ -3,13 +3,17 @@ import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@conn
 import { type Clock, delayUntil } from "../clock/clock";
 import {
   type AckRequest,
+  type DeliveryAttempt,
   DeliveryOutcome,
   type DeliveryService,
   EmailSchema,
   type LeaseRequest,
   MessageStatus,
+  RetrySchedule,
 } from "../gen/mailcore/limiter/v1/mail_pb";
-import type { DeliveryPolicy, MailStore } from "../hotstore/hotstore";
+import type { AckInput, DeliveryPolicy, MailStore } from "../hotstore/hotstore";
+import type { DeliveryAttemptRecord } from "../model/history";
+import { nextRetry, type RetryPolicy as RetryInHours } from "../mx/retry";
 import { aheadOf } from "../lanes/scheduler";
 import { LANES } from "../mail/policy";
 import type { MailRuntime } from "./mail_runtime";
@@ -24,13 +28,22 @@ const DEFAULT_IN_FLIGHT = 16;
 const IDLE_LOOK_MS = 30_000;
 
 export interface DeliveryDeps {
-  mail: Pick<MailStore, "lease" | "ack">;
+  mail: Pick<MailStore, "lease" | "ack" | "retryState">;
   runtime: MailRuntime;
   clock: Clock;
   laneRate: number;
   visibilityMs: number;
+  /** The short retry schedule and the bounce cooldown. */
   policy: DeliveryPolicy;
+  /** The retry schedule in hours (MX delivery). */
+  retryInHours: RetryInHours;
+  /** The jitter's random source (Math.random unless a test gives one). */
+  random?: () => number;
 }
+
+/** The tries of one ack kept at most, and the length of a reply kept (the contract's 1,000 characters). */
+const MAX_TRIES_PER_ACK = 20;
+const MAX_REPLY = 1_000;
 
 /** DeliveryService's methods, by name. */
 export function deliveryHandlers(deps: DeliveryDeps): ServiceImpl<typeof DeliveryService> {
@@ -97,13 +110,17 @@ export async function* lease(deps: DeliveryDeps, req: LeaseRequest, ctx: Handler
 export async function ack(deps: DeliveryDeps, req: AckRequest) {
   const { runtime, clock } = deps;
   if (req.outcome === DeliveryOutcome.UNSPECIFIED) throw new ConnectError("outcome is required", Code.InvalidArgument);
-  const result = await guard(() =>
-    deps.mail.ack(
-      { orgId: req.orgId, messageId: req.messageId, leaseId: req.leaseId, outcome: req.outcome, detail: req.detail },
-      deps.policy,
-      clock.nowMs(),
-    ),
-  );
+  const input: AckInput = {
+    orgId: req.orgId,
+    messageId: req.messageId,
+    leaseId: req.leaseId,
+    outcome: req.outcome,
+    detail: req.detail,
+    attempts: req.attempts.slice(0, MAX_TRIES_PER_ACK).map(triedAt),
+  };
+  if (req.outcome === DeliveryOutcome.DEFERRED && req.retrySchedule === RetrySchedule.HOURS)
+    await guard(() => scheduleInHours(deps, req, input, clock.nowMs()));
+  const result = await guard(() => deps.mail.ack(input, deps.policy, clock.nowMs()));
   const owner = runtime.leaseOwners.get(req.leaseId);
   owner?.delete(req.leaseId);
   runtime.leaseOwners.delete(req.leaseId);
@@ -111,4 +128,59 @@ export async function ack(deps: DeliveryDeps, req: AckRequest) {
   runtime.onChange();
   if (result.status === MessageStatus.DEFERRED) runtime.dueBy(clock.nowMs()); // its retry: the recovery looks when it is due
   return result;
+}
+
+/**
+ * A deferral under the schedule in hours: when the message is tried next (internal/mx's
+ * nextRetry, from its first attempt and its attempts so far, honouring the wait the receiver
+ * asked for), whether its delayed notice is due, or that its retries are over (then it fails,
+ * its detail saying so, with the last reply). Nothing when the lease is no longer current: the
+ * ack is then only kept.
+ */
+async function scheduleInHours(deps: DeliveryDeps, req: AckRequest, input: AckInput, nowMs: number): Promise<void> {
+  const state = await deps.mail.retryState(req.orgId, req.messageId, req.leaseId);
+  if (!state) return;
+  const policy = deps.retryInHours;
+  const firstAttemptMs = state.firstAttemptMs ?? nowMs;
+  const untilMs = firstAttemptMs + policy.maxRetryMs;
+  const retryAfterMs = req.retryAfterMs > 0n ? Number(req.retryAfterMs) : undefined;
+  const decision = nextRetry(
+    { firstAttemptMs, attempts: state.attempts, nowMs, retryAfterMs, delayedSent: state.delayedSent },
+    policy,
+    deps.random,
+  );
+  if (decision.kind === "fail") {
+    input.detail = `not delivered ${duration(policy.maxRetryMs)} after its first attempt; the last try: ${req.detail}`;
+    input.scheduled = { firstAttemptMs, untilMs, retryAtMs: null };
+    return;
+  }
+  input.scheduled = {
+    firstAttemptMs,
+    untilMs,
+    retryAtMs: decision.atMs,
+    delayedNotice: decision.notifyDelayed
+      ? `not delivered ${duration(policy.delayedAfterMs)} after its first attempt; tried until ${new Date(untilMs).toISOString()}`
+      : undefined,
+  };
+}
+
+/** A duration in the words of an event's detail: "4 hours", "90 minutes", "14.4 seconds". */
+function duration(ms: number): string {
+  if (ms >= 3_600_000 && ms % 3_600_000 === 0) return `${ms / 3_600_000} hours`;
+  if (ms >= 60_000 && ms % 60_000 === 0) return `${ms / 60_000} minutes`;
+  return `${Math.round(ms / 100) / 10} seconds`;
+}
+
+/** One try as the history keeps it, its texts bounded. */
+function triedAt(a: DeliveryAttempt): DeliveryAttemptRecord {
+  const cut = (s: string, n: number) => (s.length > n ? s.slice(0, n) : s);
+  return {
+    atMs: Number(a.atMs),
+    host: cut(a.host, 255),
+    address: cut(a.address, 64),
+    tls: cut(a.tls, 16),
+    stage: cut(a.stage, 16),
+    reply: cut(a.reply, MAX_REPLY),
+    enhancedCode: cut(a.enhancedCode, 16),
+  };
 }

@@ -168,5 +168,6 @@ function toMessageInfo(r: MessageHistory): MessageInfo {
     updatedAtMs: BigInt(r.updatedMs),
     attempts: r.attempts,
     events: r.events.map((e) => ({ status: e.status, atMs: BigInt(e.atMs), detail: e.detail })),
+    deliveryAttempts: (r.deliveryAttempts ?? []).map((a) => ({ ...a, atMs: BigInt(a.atMs) })),
   });
 }

@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
 import type { Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
-import type { DeliveryOutcome, Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
+import { DeliveryOutcome, type Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { GuardLimits } from "../mail/policy";
 import type { OrgProjection } from "../model/projection";
-import type { MessageHistory } from "../model/history";
+import type { DeliveryAttemptRecord, MessageHistory } from "../model/history";
 
 // The hot store: what the hot path and the lanes touch many times a second. Token buckets,
 // guard logs, idempotency records, bounce cooldowns, the lanes with the payload of every
@@ -207,15 +207,88 @@ export interface AckInput {
   orgId: string;
   messageId: string;
   leaseId: string;
+  /**
+   * DELIVERED; BOUNCED (final, the mailbox on cooldown); REJECTED (final, no cooldown: not the
+   * mailbox's fault); DEFERRED (a retry, or FAILED when the retries are over).
+   */
   outcome: DeliveryOutcome;
   detail: string;
+  /** The tries this delivery made at receivers, appended to the message's history. */
+  attempts?: DeliveryAttemptRecord[];
+  /**
+   * For DEFERRED under the schedule in hours (MX delivery): what the schedule decided, from the
+   * message's retryState. Absent: the policy's short schedule (maxAttempts, retryBaseMs).
+   */
+  scheduled?: ScheduledRetry;
+}
+
+/** What the schedule in hours decided for a deferred message (internal/mx's nextRetry). */
+export interface ScheduledRetry {
+  /** When the message was first tried: kept from the first ack that gives it. */
+  firstAttemptMs: number;
+  /** The end of its retries: a lease that expires after it fails the message. */
+  untilMs: number;
+  /** The next try; null: the retries are over, the message fails with the ack's detail. */
+  retryAtMs: number | null;
+  /** The delayed notice to record with this ack (a DELAYED event, once per message); absent: none now. */
+  delayedNotice?: string;
+}
+
+/** What the schedule in hours reads of a message whose lease is current. */
+export interface RetryState {
+  /** Attempts so far, the one just acked included. */
+  attempts: number;
+  /** When it was first tried (null until an ack under the schedule in hours kept it). */
+  firstAttemptMs: number | null;
+  /** Whether its delayed notice was recorded. */
+  delayedSent: boolean;
 }
 
 export interface DeliveryPolicy {
+  /** The short schedule (the relay, the file sink): attempts at most... */
   maxAttempts: number;
-  /** The n-th retry waits retryBaseMs * 2^(n-1). */
+  /** ...and the n-th retry waits retryBaseMs * 2^(n-1). */
   retryBaseMs: number;
   bounceCooldownMs: number;
+}
+
+/**
+ * The status an ack that counts gives its message, as both adapters decide it (ack.lua too):
+ * DELIVERED; BOUNCED (the mailbox goes on cooldown); REJECTED fails it at once, without
+ * cooldown; DEFERRED follows its schedule: in hours (scheduled), a retry at retryAtMs or FAILED
+ * when they are over; the short one, a retry after retryBaseMs * 2^(n-1), FAILED after
+ * maxAttempts. dueMs: when a deferred message is tried again.
+ */
+export function ackedStatus(
+  input: Pick<AckInput, "outcome" | "scheduled">,
+  attempts: number,
+  policy: DeliveryPolicy,
+  nowMs: number,
+): { status: MessageStatus; dueMs: number | null } {
+  switch (input.outcome) {
+    case DeliveryOutcome.DELIVERED:
+      return { status: MessageStatus.DELIVERED, dueMs: null };
+    case DeliveryOutcome.BOUNCED:
+      return { status: MessageStatus.BOUNCED, dueMs: null };
+    case DeliveryOutcome.REJECTED:
+      return { status: MessageStatus.FAILED, dueMs: null };
+  }
+  const s = input.scheduled;
+  if (s)
+    return s.retryAtMs === null
+      ? { status: MessageStatus.FAILED, dueMs: null }
+      : { status: MessageStatus.DEFERRED, dueMs: s.retryAtMs };
+  if (attempts >= policy.maxAttempts) return { status: MessageStatus.FAILED, dueMs: null };
+  return { status: MessageStatus.DEFERRED, dueMs: nowMs + policy.retryBaseMs * 2 ** (attempts - 1) };
+}
+
+/**
+ * Whether a message whose lease expired (its worker died or hung) fails rather than going back
+ * to its lane: after the end of its retries under the schedule in hours (untilMs, kept by its
+ * first deferral), otherwise on its last attempt of the short schedule.
+ */
+export function leaseExpiryFails(attempts: number, untilMs: number | null, policy: DeliveryPolicy, nowMs: number) {
+  return untilMs !== null ? nowMs >= untilMs : attempts >= policy.maxAttempts;
 }
 
 export interface AckResult {
@@ -237,7 +310,7 @@ export interface RecoverResult {
   expired: number;
   /** Deferred messages whose retry came due: back in their lane. */
   retried: number;
-  /** Leases that expired on a message's last attempt: the message failed. */
+  /** Leases that expired on a message's last attempt, or after the end of its retries: the message failed. */
   failed: number;
   /** When the earliest lease left runs out or the earliest retry left comes due (wall ms); null when there is none. */
   nextDueMs: number | null;
@@ -295,6 +368,8 @@ export interface MailStore {
    * not have) is kept KEPT_ACK_MS for the reconciliation: that message must not be delivered again.
    */
   ack(input: AckInput, policy: DeliveryPolicy, nowMs: number): Promise<AckResult>;
+  /** What the schedule in hours needs of a message, while leaseId is its current lease; null otherwise. */
+  retryState(orgId: string, messageId: string, leaseId: string): Promise<RetryState | null>;
   /** Puts messages of expired leases and due retries back in their lanes (through the pacing again). */
   recover(nowMs: number, policy: DeliveryPolicy): Promise<RecoverResult>;
   /** A message that is still in the hot store (not yet settled in the records); null otherwise. */

@@ -310,6 +310,120 @@ for (const [name, open] of hotStores(servers)) {
       expect((await send({ mailbox: "gone@example.com" })).kind).toBe("accepted");
     });
 
+    test("a REJECTED ack fails the message at once and puts no mailbox on cooldown", async () => {
+      await send({ mailbox: "refused@example.com" });
+      await drain(Lane.TRANSACTIONAL);
+      const [l] = await store.mail.lease(1, clock.nowMs(), 30_000);
+      expect(
+        await store.mail.ack(
+          { ...l!, outcome: DeliveryOutcome.REJECTED, detail: "554 5.7.1 Message rejected as spam" },
+          POLICY,
+          clock.nowMs(),
+        ),
+      ).toEqual({ current: true, status: MessageStatus.FAILED });
+      expect((await store.mail.getMessage(org, l!.messageId))!.events.at(-1)).toMatchObject({
+        status: MessageStatus.FAILED,
+        detail: "554 5.7.1 Message rejected as spam",
+      });
+      expect((await send({ mailbox: "refused@example.com" })).kind).toBe("accepted");
+      expect(await store.mail.laneCounts(clock.nowMs())).toContainEqual(
+        expect.objectContaining({ lane: Lane.TRANSACTIONAL, inFlight: 0, deferred: 0 }),
+      );
+    });
+
+    test("the schedule in hours: the first attempt kept, retries when decided, the delayed notice once, failed at the end", async () => {
+      await send();
+      await drain(Lane.TRANSACTIONAL);
+      const start = clock.nowMs();
+      const tries = (n: number) => [
+        {
+          atMs: start + n,
+          host: "mx.example.com",
+          address: "192.0.2.1",
+          tls: "unverified",
+          stage: "rcpt",
+          reply: "451 4.7.1 Greylisted",
+          enhancedCode: "4.7.1",
+        },
+      ];
+      let [l] = await store.mail.lease(1, clock.nowMs(), 30_000);
+      expect(await store.mail.retryState(org, l!.messageId, "not the lease")).toBeNull();
+      expect(await store.mail.retryState(org, l!.messageId, l!.leaseId)).toEqual({
+        attempts: 1,
+        firstAttemptMs: null,
+        delayedSent: false,
+      });
+      const defer = (lease: typeof l, retryAtMs: number | null, delayedNotice?: string) =>
+        store.mail.ack(
+          {
+            ...lease!,
+            outcome: DeliveryOutcome.DEFERRED,
+            detail: "451 4.7.1 Greylisted",
+            attempts: tries(lease!.attempt),
+            scheduled: { firstAttemptMs: start, untilMs: start + 48 * HOUR, retryAtMs, delayedNotice },
+          },
+          POLICY,
+          clock.nowMs(),
+        );
+      // Deferred past the short schedule's attempts: the schedule in hours decides.
+      for (let attempt = 1; attempt <= POLICY.maxAttempts + 1; attempt++) {
+        const delayed = attempt === 2 ? "not delivered 4 hours after its first attempt" : undefined;
+        expect(await defer(l, clock.nowMs() + 2 * HOUR, delayed)).toEqual({
+          current: true,
+          status: MessageStatus.DEFERRED,
+        });
+        const recovered = await store.mail.recover(clock.nowMs(), POLICY);
+        expect(recovered.nextDueMs).toBe(clock.nowMs() + 2 * HOUR);
+        clock.advance(2 * HOUR);
+        expect((await store.mail.recover(clock.nowMs(), POLICY)).retried).toBe(1);
+        await drain(Lane.TRANSACTIONAL);
+        [l] = await store.mail.lease(1, clock.nowMs(), 30_000);
+        expect(await store.mail.retryState(org, l!.messageId, l!.leaseId)).toEqual({
+          attempts: attempt + 1,
+          firstAttemptMs: start,
+          delayedSent: attempt >= 2,
+        });
+      }
+      expect(await defer(l, null)).toEqual({ current: true, status: MessageStatus.FAILED });
+      const record = (await store.mail.getMessage(org, l!.messageId))!;
+      expect(record.events.filter((e) => e.status === MessageStatus.DELAYED)).toEqual([
+        {
+          status: MessageStatus.DELAYED,
+          atMs: start + 2 * HOUR,
+          detail: "not delivered 4 hours after its first attempt",
+        },
+      ]);
+      expect(record.events.at(-1)).toMatchObject({ status: MessageStatus.FAILED, detail: "451 4.7.1 Greylisted" });
+      expect(record.deliveryAttempts).toEqual([1, 2, 3, 4, 5].flatMap(tries));
+      expect(record.version).toBe(record.events.length);
+    });
+
+    test("under the schedule in hours, a lease that expires fails the message only after the end of its retries", async () => {
+      await send();
+      await drain(Lane.TRANSACTIONAL);
+      const [first] = await store.mail.lease(1, clock.nowMs(), 5_000);
+      const until = clock.nowMs() + HOUR;
+      const scheduled = { firstAttemptMs: clock.nowMs(), untilMs: until, retryAtMs: clock.nowMs() };
+      await store.mail.ack(
+        { ...first!, outcome: DeliveryOutcome.DEFERRED, detail: "451", scheduled },
+        POLICY,
+        clock.nowMs(),
+      );
+      expect((await store.mail.recover(clock.nowMs(), POLICY)).retried).toBe(1);
+      // Past the short schedule's last attempt, before the end of the retries: back in its lane each time.
+      for (let i = 0; i <= POLICY.maxAttempts; i++) {
+        await drain(Lane.TRANSACTIONAL);
+        await store.mail.lease(1, clock.nowMs(), 5_000);
+        clock.advance(5_000);
+        expect(await store.mail.recover(clock.nowMs(), POLICY)).toMatchObject({ expired: 1, failed: 0 });
+      }
+      await drain(Lane.TRANSACTIONAL);
+      await store.mail.lease(1, clock.nowMs(), 5_000);
+      clock.advance(until - clock.nowMs());
+      expect(await store.mail.recover(clock.nowMs(), POLICY)).toMatchObject({ expired: 0, failed: 1 });
+      expect(await store.mail.getMessage(org, first!.messageId)).toMatchObject({ status: MessageStatus.FAILED });
+    });
+
     test("an expired lease goes back to the head of its queue, released again through the pacing; the old lease's ack is ignored", async () => {
       await send();
       await send({ mailbox: "second@example.com" });

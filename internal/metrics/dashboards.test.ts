@@ -5,7 +5,15 @@ import { expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT } from "../testkit/testkit";
-import { apiMetrics, certificateExpiry, limiterMetrics, newRegistry, smtpMetrics, workerMetrics } from "./metrics";
+import {
+  apiMetrics,
+  certificateExpiry,
+  limiterMetrics,
+  mxMetrics,
+  newRegistry,
+  smtpMetrics,
+  workerMetrics,
+} from "./metrics";
 
 /** Series Prometheus makes itself for each scrape target. */
 const PROMETHEUS_SERIES = ["up"];
@@ -18,6 +26,7 @@ async function exportedNames(): Promise<Set<string>> {
   limiterMetrics(limiterd!, { lanes: async () => [], ready: async () => true });
   smtpMetrics(smtp!);
   workerMetrics(worker!);
+  mxMetrics(worker!, () => []);
   for (const registry of registries) certificateExpiry(registry, {});
   const names = new Set<string>();
   for (const registry of registries)

@@ -205,6 +205,57 @@ export function workerMetrics(registry: Registry): WorkerMetrics {
   };
 }
 
+/** A destination of MX delivery as the metrics show it (internal/mx's DestinationState). */
+export interface MxDestinationGauge {
+  key: string;
+  queued: number;
+  connections: number;
+  slowedUntilMs: number;
+  suspendedUntilMs: number;
+  failingSinceMs: number;
+}
+
+/**
+ * MX delivery's destinations on the worker, read from the transport on each scrape: the
+ * messages waiting in each destination's queue, its connections, until when it is slowed down
+ * or suspended, and since when its tries have been failing (Unix seconds; 0: not). A destination
+ * is labelled by its MX host names; only those the worker knows now are listed (a failing one
+ * stays listed between the retries of its mail).
+ */
+export function mxMetrics(registry: Registry, states: () => MxDestinationGauge[]): void {
+  const gauges = {
+    queued: ["mailcore_mx_destination_queued", "Messages waiting in a destination's queue for its connections"],
+    connections: ["mailcore_mx_destination_connections", "Connections open or opening to a destination"],
+    slowedUntilMs: [
+      "mailcore_mx_destination_slowed_until_seconds",
+      "Until when a destination is slowed down after a reply said we send too fast (Unix seconds; past or 0: not slowed)",
+    ],
+    suspendedUntilMs: [
+      "mailcore_mx_destination_suspended_until_seconds",
+      "Until when a destination none of whose addresses gave a session is suspended (Unix seconds; past or 0: not)",
+    ],
+    failingSinceMs: [
+      "mailcore_mx_destination_failing_since_seconds",
+      "Since when a destination's tries have failed for now, with no success since (Unix seconds; 0: not failing)",
+    ],
+  } as const;
+  for (const [field, [name, help]] of Object.entries(gauges) as [keyof typeof gauges, readonly [string, string]][]) {
+    new client.Gauge({
+      name,
+      help,
+      labelNames: ["destination"],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const s of states()) {
+          const v = s[field];
+          this.set({ destination: s.key }, field.endsWith("Ms") ? v / 1_000 : v);
+        }
+      },
+    });
+  }
+}
+
 /** Writes refused for want of space (ENOSPC, EDQUOT, SQLite's "disk is full"), by what could not be written. */
 export function diskFullCounter(registry: Registry): client.Counter<"file"> {
   return new client.Counter({

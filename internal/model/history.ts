@@ -9,6 +9,26 @@ export interface MessageEvent {
   detail: string;
 }
 
+/**
+ * One try of a delivery at a receiver (an MX host, or the relay), as the worker reported it:
+ * kept with the message's history, oldest first.
+ */
+export interface DeliveryAttemptRecord {
+  atMs: number;
+  /** The MX host (or relay); "" when the try reached none. */
+  host: string;
+  /** The address connected to; "" when none was. */
+  address: string;
+  /** "none", "unverified" or "verified"; "" when unknown (the relay). */
+  tls: string;
+  /** Where it ended: "connect", "greeting", "ehlo", "starttls", "rset", "mail", "rcpt", "data", "queue". */
+  stage: string;
+  /** The receiver's reply, or what went wrong without one. */
+  reply: string;
+  /** The enhanced status code of the reply ("4.7.1"); "" when it had none. */
+  enhancedCode: string;
+}
+
 export interface MessageHistory {
   id: string;
   orgId: string;
@@ -28,6 +48,8 @@ export interface MessageHistory {
   version: number;
   /** Every event so far, oldest first. */
   events: MessageEvent[];
+  /** Every try at a receiver so far, oldest first (none for a fixture or the file sink; absent where not read). */
+  deliveryAttempts?: DeliveryAttemptRecord[];
   /**
    * The message as the service serialized it (what a delivery needs), while it is not final:
    * the outbox hands it to the records so that a message lost by the hot store can be rebuilt

@@ -6,14 +6,15 @@ import { type MxReceiver, startMxReceiver, startRawReceiver, type TestCa, testCa
 import { VirtualTime } from "../testkit/virtualtime";
 import { freePort, waitFor } from "../testkit/testkit";
 import { MxDelivery, type MxDeliveryOptions } from "./delivery";
-import type { MtaStsPolicy, RouteHost } from "./lookups";
+import type { RouteHost } from "./lookups";
+import type { StsRule } from "./mtasts";
 import { parseShaping, type Shaping } from "./shaping";
 
 let port: number;
 let ca: TestCa;
 const stops: (() => Promise<void>)[] = [];
 const routes = new Map<string, RouteHost[]>();
-const policies = new Map<string, MtaStsPolicy>();
+const policies = new Map<string, StsRule>();
 const FAST = { setupMs: 1_000, replyMs: 800, messageMs: 3_000 };
 const raw = (n: number) => Buffer.from(`From: a@sender.test\r\nTo: b@rcpt.test\r\nSubject: ${n}\r\n\r\nbody ${n}\r\n`);
 
@@ -47,7 +48,7 @@ function delivery(o: Partial<MxDeliveryOptions> = {}): MxDelivery {
   const d = new MxDelivery({
     resolveRoute: async (domain) => {
       const hosts = routes.get(domain);
-      if (!hosts) throw Object.assign(new Error(`${domain} has a null MX`), { permanent: true });
+      if (!hosts) throw Object.assign(new Error(`${domain} has a null MX`), { permanent: true, status: "5.1.10" });
       return { hosts };
     },
     lookupMtaSts: async (domain) => policies.get(domain),
@@ -216,6 +217,7 @@ test("a domain without a route fails at once; a resolver failure is temporary", 
   const nullMx = await send(d, "u@null.test");
   expect(nullMx.verdict).toBe("permanent");
   expect(nullMx.detail).toContain("null MX");
+  expect(nullMx.bounce).toMatchObject({ type: "hard", status: "5.1.10" });
   const flaky = delivery({
     resolveRoute: async () => {
       throw new Error("SERVFAIL");
@@ -256,4 +258,38 @@ test("a message that waits longer than maxWaitMs for a connection is deferred, n
   expect(deferred.detail).toContain("waited 5000 ms");
   expect((await first).verdict).toBe("temporary");
   expect(r.received).toHaveLength(0);
+});
+
+test("a destination holds at most maxQueued messages waiting; one more is deferred at once, never sent", async () => {
+  const r = await receiver({ address: "127.0.0.35", data: (_to, nth) => (nth === 1 ? "hang" : undefined) });
+  routes.set("full.test", [{ name: "mx.full.test", addresses: ["127.0.0.35"] }]);
+  const d = delivery({ shaping: shaping({ connections: 1 }), maxQueued: 1 });
+  const first = send(d, "a@full.test");
+  await waitFor("the first connection", async () => r.connections() === 1);
+  const second = send(d, "b@full.test"); // waits for the one connection
+  const third = await send(d, "c@full.test");
+  expect(third.verdict).toBe("temporary");
+  expect(third.attempts[0]).toMatchObject({ stage: "queue", host: "" });
+  expect(third.detail).toContain("1 messages wait for mx.full.test already");
+  d.close();
+  expect((await second).verdict).toBe("temporary");
+  expect((await first).verdict).toBe("temporary");
+  expect(r.received).toHaveLength(0);
+});
+
+test("a destination is failing from its first failed try until a host answers for good; forgotten destinations keep it", async () => {
+  let down = true;
+  await receiver({ address: "127.0.0.36", rcpt: () => (down ? "451 4.3.0 try later" : undefined) });
+  routes.set("flaky.test", [{ name: "mx.flaky.test", addresses: ["127.0.0.36"] }]);
+  const d = delivery();
+  const failing = () => d.states().find((s) => s.key === "mx.flaky.test")?.failingSinceMs ?? 0;
+  const before = Date.now();
+  expect((await send(d, "a@flaky.test")).verdict).toBe("temporary");
+  const since = failing();
+  expect(since).toBeGreaterThanOrEqual(before);
+  await send(d, "b@flaky.test");
+  expect(failing()).toBe(since);
+  down = false;
+  expect((await send(d, "c@flaky.test")).verdict).toBe("delivered");
+  expect(failing()).toBe(0);
 });

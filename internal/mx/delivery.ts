@@ -2,17 +2,13 @@
 // the lookups passed in, the destination they make (its hosts and TLS mode), and the
 // destination's queue and connections. The result says delivered, permanent or temporary,
 // with every attempt's facts for the message's history.
+import { classify as classifyRefusal } from "../feedback/classify";
 import { domainOf } from "../mail/policy";
 import { type PacerTime, realPacerTime } from "../worker/pacer";
 import { Destination, type DestinationState, type MxResult } from "./destination";
-import {
-  isPermanentRouteError,
-  type LookupMtaSts,
-  policyListsHost,
-  type ResolveRoute,
-  type RouteHost,
-} from "./lookups";
-import type { Attempt } from "./outcome";
+import { isPermanentRouteError, type LookupMtaSts, type ResolveRoute, type RouteHost } from "./lookups";
+import { policyAllows } from "./mtasts";
+import { type Attempt, classify } from "./outcome";
 import { DEFAULT_TIMEOUTS, type SessionTimeouts, type TlsMode } from "./session";
 import { ruleFor, type Shaping } from "./shaping";
 
@@ -27,6 +23,8 @@ export interface MxDeliveryOptions {
   timeouts?: SessionTimeouts;
   /** Longest a message waits in its destination's queue (default 30 s). */
   maxWaitMs?: number;
+  /** Most messages waiting in one destination's queue (default: no bound); more are deferred at once. */
+  maxQueued?: number;
   /** An idle connection is closed after this (default 10 s). */
   idleMs?: number;
   /** Addresses tried to open one connection (default 5). */
@@ -45,8 +43,16 @@ export interface Outgoing {
   raw: Buffer;
 }
 
+/** How long a failing destination is remembered without news (a retry of its mail brings some every 2 hours at most). */
+const FAILING_KEPT_MS = 3 * 3_600_000;
+
 export class MxDelivery {
   private readonly destinations = new Map<string, Destination>();
+  /**
+   * Destinations whose tries fail for now, by key: since when, and the last news. Kept apart
+   * from the destinations, which are forgotten while idle between the retries of their mail.
+   */
+  private readonly failing = new Map<string, { sinceMs: number; lastMs: number }>();
 
   constructor(private readonly o: MxDeliveryOptions) {}
 
@@ -62,20 +68,49 @@ export class MxDelivery {
     const policy = await this.o.lookupMtaSts(domain).catch(() => undefined);
     const enforce = policy?.mode === "enforce";
     if (enforce) {
-      hosts = hosts.filter((h) => policyListsHost(policy, h.name));
+      hosts = hosts.filter((h) => policyAllows(policy, h.name));
       if (hosts.length === 0) {
         return temporary(this.now(), "mail", `no MX host of ${domain} is listed by its MTA-STS policy (enforce)`);
       }
     }
     const destination = this.destinationOf(hosts, enforce);
     const result = await destination.deliver({ hosts, ...m });
+    this.noteHealth(destination.state().key, result);
     if (destination.isIdle()) this.forget(destination);
     return result;
   }
 
-  /** Every destination known now, for admin and metrics. */
+  /**
+   * Every destination known now, and those failing, for admin and metrics: a destination is
+   * failing from its first try that failed for now until a try that a host answered for good
+   * (delivered, or refused for good); a message held back in the queue says nothing either way.
+   */
   states(): DestinationState[] {
-    return [...this.destinations.values()].map((d) => d.state());
+    const now = this.now();
+    for (const [key, f] of this.failing) if (now - f.lastMs > FAILING_KEPT_MS) this.failing.delete(key);
+    const states = new Map([...this.destinations.values()].map((d) => [d.state().key, d.state()]));
+    for (const [key, f] of this.failing) {
+      const s = states.get(key) ?? {
+        key,
+        rule: "",
+        queued: 0,
+        connections: 0,
+        idle: 0,
+        slowedUntilMs: 0,
+        suspendedUntilMs: 0,
+        failingSinceMs: 0,
+      };
+      states.set(key, { ...s, failingSinceMs: f.sinceMs });
+    }
+    return [...states.values()];
+  }
+
+  private noteHealth(key: string, result: MxResult): void {
+    const last = result.attempts.at(-1);
+    if (!last || last.stage === "queue") return;
+    const now = this.now();
+    if (result.verdict !== "temporary") this.failing.delete(key);
+    else this.failing.set(key, { sinceMs: this.failing.get(key)?.sinceMs ?? last.atMs, lastMs: now });
   }
 
   close(): void {
@@ -106,6 +141,7 @@ export class MxDelivery {
         trustedCa: this.o.trustedCa,
         time: this.o.time ?? realPacerTime,
         maxWaitMs: this.o.maxWaitMs ?? 30_000,
+        maxQueued: this.o.maxQueued ?? Number.POSITIVE_INFINITY,
         idleMs: this.o.idleMs ?? 10_000,
         maxAddresses: this.o.maxAddresses ?? 5,
         suspendMs: this.o.suspendMs ?? 60_000,
@@ -129,10 +165,14 @@ function noRoute(domain: string, err: unknown, atMs: number): MxResult {
   const error = `no route to ${domain}: ${(err as Error).message ?? String(err)}`;
   if (!isPermanentRouteError(err)) return temporary(atMs, "connect", error);
   const attempt: Attempt = { atMs, host: "", address: "", tls: "none", stage: "connect", verdict: "permanent", error };
-  return { verdict: "permanent", attempts: [attempt], aboutMailbox: false, detail: error };
+  // What the status of the route's refusal says: a null MX or no such domain is the mailbox's,
+  // hosts on addresses we do not connect to are our policy's.
+  const status = (err as { status?: string }).status;
+  const bounce = classifyRefusal({ status, text: error, final: true });
+  return { verdict: "permanent", attempts: [attempt], bounce, detail: error };
 }
 
 function temporary(atMs: number, stage: Attempt["stage"], error: string): MxResult {
   const attempt: Attempt = { atMs, host: "", address: "", tls: "none", stage, verdict: "temporary", error };
-  return { verdict: "temporary", attempts: [attempt], aboutMailbox: false, detail: error };
+  return { verdict: "temporary", attempts: [attempt], bounce: classify({ stage, error }).bounce, detail: error };
 }

@@ -4,6 +4,7 @@
 // and pace, so a slow or dead destination never holds another's mail; it waits at most
 // maxWaitMs, then goes back to the daemon as a deferral, so it never holds a worker either.
 import type { PacerTime } from "../worker/pacer";
+import type { Classification } from "../feedback/classify";
 import { type Attempt, classify, describe, type Failure, type Verdict } from "./outcome";
 import { matchesAny } from "./reply";
 import type { RouteHost } from "./lookups";
@@ -15,8 +16,8 @@ export interface MxResult {
   verdict: Verdict;
   /** Every attempt made for it, in order: addresses that failed, then the transaction. */
   attempts: Attempt[];
-  /** For a permanent failure: whether it is the mailbox's (a hard bounce) rather than the message's. */
-  aboutMailbox: boolean;
+  /** For a failure: what it means for the mailbox (internal/feedback's classification). */
+  bounce?: Classification;
   /** For a temporary failure: the wait a reply asked for, or until a suspended destination is tried again. */
   retryAfterMs?: number;
   /** The last attempt, in one line. */
@@ -37,6 +38,8 @@ export interface DestinationOptions {
   time: PacerTime;
   /** Longest a message waits in the queue for a connection or its turn before it is deferred. */
   maxWaitMs: number;
+  /** Most messages waiting in the queue; one more is deferred at once (a slow destination holds no more of the worker). */
+  maxQueued: number;
   /** An idle connection is closed after this. */
   idleMs: number;
   /** Addresses tried to open one connection (RFC 5321 5.1 asks for a limit). */
@@ -68,6 +71,8 @@ export interface DestinationState {
   idle: number;
   slowedUntilMs: number;
   suspendedUntilMs: number;
+  /** Since when its tries have failed for now, with no success or final answer since (0: not failing). */
+  failingSinceMs: number;
 }
 
 export class Destination {
@@ -88,6 +93,8 @@ export class Destination {
   deliver(job: Job): Promise<MxResult> {
     return new Promise((done) => {
       if (this.closed) return done(this.deferred("the transport is closed"));
+      if (this.queue.length >= this.o.maxQueued)
+        return done(this.deferred(`${this.o.maxQueued} messages wait for ${this.o.key} already`));
       const w: Waiting = {
         job,
         done,
@@ -124,6 +131,7 @@ export class Destination {
       idle: this.idle.length,
       slowedUntilMs: this.slowedUntilMs,
       suspendedUntilMs: this.suspendedUntilMs,
+      failingSinceMs: 0,
     };
   }
 
@@ -289,8 +297,7 @@ export class Destination {
 
   private result(attempts: Attempt[], last: Attempt | undefined): MxResult {
     if (!last) return this.deferred("no address to connect to");
-    if (last.verdict === "delivered")
-      return { verdict: "delivered", attempts, aboutMailbox: false, detail: describe(last) };
+    if (last.verdict === "delivered") return { verdict: "delivered", attempts, detail: describe(last) };
     const c = classify({
       stage: last.stage,
       reply: last.code ? { code: last.code, enhanced: last.enhanced, text: last.reply! } : undefined,
@@ -299,7 +306,7 @@ export class Destination {
     return {
       verdict: c.verdict,
       attempts,
-      aboutMailbox: c.aboutMailbox,
+      bounce: c.bounce,
       retryAfterMs: c.retryAfterMs,
       detail: describe(last),
     };
@@ -322,7 +329,7 @@ export class Destination {
     return {
       verdict: "temporary",
       attempts: [attempt],
-      aboutMailbox: false,
+      bounce: classify({ stage: "queue", error }).bounce,
       retryAfterMs: suspended ? this.suspendedUntilMs - now : undefined,
       detail: describe(attempt),
     };

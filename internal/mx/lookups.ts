@@ -1,3 +1,5 @@
+import type { StsRule } from "./mtasts";
+
 // What delivery needs to know from DNS, as two functions passed in: the route to a domain's
 // mail hosts (MX by preference, the implicit MX, a null MX refused) and the domain's MTA-STS
 // policy. The lookups themselves, their caches and the refusal of private addresses live with
@@ -16,31 +18,14 @@ export interface Route {
 
 /**
  * Resolves a recipient domain's route. A rejection whose error has `permanent: true` (a null
- * MX, no such domain, only addresses delivery may not use) fails the message at once; any other
+ * MX, no such domain, only addresses delivery may not use) fails the message at once, and its
+ * `status` (an enhanced status code: route.ts's RouteError) says whose fault it is; any other
  * rejection (a resolver timing out, SERVFAIL) is a temporary failure.
  */
 export type ResolveRoute = (domain: string) => Promise<Route>;
 
-/** A domain's MTA-STS policy (RFC 8461), as the lookup found it or kept it cached. */
-export interface MtaStsPolicy {
-  mode: "enforce" | "testing" | "none";
-  /** The policy's mx patterns: host names, or "*.example.net" for any name one label below. */
-  mx: string[];
-}
-
 /** The policy of a recipient domain, or undefined when it has none (a failed lookup with nothing cached: none). */
-export type LookupMtaSts = (domain: string) => Promise<MtaStsPolicy | undefined>;
-
-/** Whether a host name matches one of a policy's mx patterns (RFC 8461 section 4.1: a wildcard covers one label). */
-export function policyListsHost(policy: MtaStsPolicy, host: string): boolean {
-  const name = host.toLowerCase().replace(/\.$/, "");
-  return policy.mx.some((pattern) => {
-    const p = pattern.toLowerCase().replace(/\.$/, "");
-    if (!p.startsWith("*.")) return p === name;
-    const dot = name.indexOf(".");
-    return dot > 0 && name.slice(dot + 1) === p.slice(2);
-  });
-}
+export type LookupMtaSts = (domain: string) => Promise<StsRule | undefined>;
 
 /** Whether an error of ResolveRoute says the domain cannot get mail at all. */
 export function isPermanentRouteError(err: unknown): boolean {

@@ -75,8 +75,11 @@ export function mxPatternMatches(pattern: string, host: string): boolean {
   return dot > 0 && name.slice(dot + 1) === p.slice(2);
 }
 
+/** What of a policy says where mail may go: its mode and mx patterns. */
+export type StsRule = Pick<MtaStsPolicy, "mode" | "mx">;
+
 /** Whether the policy lets mail go to mxHost: always under testing or none, only to a listed host under enforce. */
-export function policyAllows(policy: MtaStsPolicy, mxHost: string): boolean {
+export function policyAllows(policy: StsRule, mxHost: string): boolean {
   return policy.mode !== "enforce" || policy.mx.some((p) => mxPatternMatches(p, mxHost));
 }
 

@@ -38,39 +38,49 @@ test("rate-limit patterns match case-insensitively", () => {
   expect(matchesAny("451 4.3.0 Temporary failure", patterns)).toBe(false);
 });
 
-test.each<[string, Stage, string | undefined, string | undefined, "permanent" | "temporary", boolean, boolean]>([
-  // stage, reply, error, verdict, about the mailbox, try the next host
-  ["no such mailbox", "rcpt", "550 5.1.1 No such user", undefined, "permanent", true, false],
-  ["mailbox disabled", "rcpt", "550 5.2.1 Mailbox disabled", undefined, "permanent", true, false],
-  ["old receiver, no enhanced code", "rcpt", "550 No such user here", undefined, "permanent", true, false],
-  ["content refused", "data", "554 5.7.1 Message rejected as spam", undefined, "permanent", false, false],
-  ["content refused, no enhanced code", "data", "554 Transaction failed", undefined, "permanent", false, false],
-  ["message too big", "data", "552 5.3.4 Message too big", undefined, "permanent", false, false],
-  ["sender refused", "mail", "550 5.7.1 Sender SPF failed", undefined, "permanent", false, false],
-  ["relaying policy at RCPT", "rcpt", "550 5.7.1 Relaying denied", undefined, "permanent", false, false],
-  ["greylisted", "rcpt", "451 4.7.1 Greylisted", undefined, "temporary", false, false],
-  ["full mailbox, temporary", "rcpt", "452 4.2.2 Mailbox full", undefined, "temporary", false, false],
-  ["rate limited at DATA", "data", "421 4.7.28 rate limited", undefined, "temporary", false, false],
-  ["greeting refused", "greeting", "554 5.7.1 No SMTP service here", undefined, "temporary", false, true],
-  ["EHLO refused", "ehlo", "550 5.5.1 Go away", undefined, "temporary", false, true],
+type Bounce = "hard" | "soft" | "policy" | "transient";
+test.each<[string, Stage, string | undefined, string | undefined, "permanent" | "temporary", Bounce, boolean]>([
+  // stage, reply, error, verdict, what it means for the mailbox (internal/feedback), try the next host
+  ["no such mailbox", "rcpt", "550 5.1.1 No such user", undefined, "permanent", "hard", false],
+  ["mailbox disabled", "rcpt", "550 5.2.1 Mailbox disabled", undefined, "permanent", "hard", false],
+  [
+    "old receiver, no enhanced code, telling words",
+    "rcpt",
+    "550 No such user here",
+    undefined,
+    "permanent",
+    "hard",
+    false,
+  ],
+  ["content refused", "data", "554 5.7.1 Message rejected as spam", undefined, "permanent", "policy", false],
+  ["content refused, no enhanced code", "data", "554 Transaction failed", undefined, "permanent", "soft", false],
+  ["message too big", "data", "552 5.3.4 Message too big", undefined, "permanent", "policy", false],
+  ["sender refused", "mail", "550 5.7.1 Sender SPF failed", undefined, "permanent", "policy", false],
+  ["sender refused with a mailbox code", "mail", "550 5.1.1 unknown sender", undefined, "permanent", "policy", false],
+  ["relaying policy at RCPT", "rcpt", "550 5.7.1 Relaying denied", undefined, "permanent", "policy", false],
+  ["greylisted", "rcpt", "451 4.7.1 Greylisted", undefined, "temporary", "transient", false],
+  ["full mailbox, temporary", "rcpt", "452 4.2.2 Mailbox full", undefined, "temporary", "transient", false],
+  ["rate limited at DATA", "data", "421 4.7.28 rate limited", undefined, "temporary", "transient", false],
+  ["greeting refused", "greeting", "554 5.7.1 No SMTP service here", undefined, "temporary", "transient", true],
+  ["EHLO refused", "ehlo", "550 5.5.1 Go away", undefined, "temporary", "transient", true],
   [
     "STARTTLS refused under required TLS",
     "starttls",
     "454 4.7.0 TLS not available",
     undefined,
     "temporary",
-    false,
+    "transient",
     true,
   ],
-  ["connection refused", "connect", undefined, "connect ECONNREFUSED", "temporary", false, true],
-  ["no greeting", "greeting", undefined, "Greeting never received", "temporary", false, true],
-  ["connection reset in DATA", "data", undefined, "ECONNRESET", "temporary", false, false],
-  ["timeout after the dot", "data", undefined, "timed out", "temporary", false, false],
-  ["destination busy", "queue", "451 4.4.5 destination busy", undefined, "temporary", false, false],
-])("%s", (_, stage, text, error, verdict, mailbox, nextHost) => {
+  ["connection refused", "connect", undefined, "connect ECONNREFUSED", "temporary", "transient", true],
+  ["no greeting", "greeting", undefined, "Greeting never received", "temporary", "transient", true],
+  ["connection reset in DATA", "data", undefined, "ECONNRESET", "temporary", "transient", false],
+  ["timeout after the dot", "data", undefined, "timed out", "temporary", "transient", false],
+  ["destination busy", "queue", "451 4.4.5 destination busy", undefined, "temporary", "transient", false],
+])("%s", (_, stage, text, error, verdict, bounce, nextHost) => {
   const c = classify({ stage, reply: text ? parseReply(text) : undefined, error });
   expect(c.verdict).toBe(verdict);
-  expect(c.aboutMailbox).toBe(mailbox);
+  expect(c.bounce.type).toBe(bounce);
   expect(c.tryNextHost).toBe(nextHost);
 });
 

@@ -1,6 +1,7 @@
 // What one delivery attempt's end means for the message: delivered, a permanent failure (final
 // at once) or a temporary one (retried later), decided from where in the session it ended and
 // what the receiver replied. Pure: a table of sessions' ends tests it.
+import { type Classification, classify as classifyRefusal } from "../feedback/classify";
 import { parseReply, type Reply, retryAfterHint } from "./reply";
 
 /** Where in an SMTP session an attempt ended. */
@@ -40,8 +41,12 @@ export interface Failure {
 
 export interface Classified {
   verdict: "permanent" | "temporary";
-  /** For a permanent failure: whether it is about the mailbox (a hard bounce) rather than the message or its sender. */
-  aboutMailbox: boolean;
+  /**
+   * What the failure means for the mailbox, by the one classification of refusals
+   * (internal/feedback): hard (the mailbox's, for good), soft, policy (the sender's or the
+   * message's), or transient (a temporary failure).
+   */
+  bounce: Classification;
   /** Whether the failure is the host's (the next MX host may do better) rather than the transaction's. */
   tryNextHost: boolean;
   /** The wait the reply asks for, in ms. */
@@ -51,34 +56,41 @@ export interface Classified {
 // Stages before a transaction starts: what fails there is the host or the channel, not the message.
 const HOST_STAGES = new Set<Stage>(["connect", "greeting", "ehlo", "starttls", "rset"]);
 
-/**
- * Whether a failure is final. A 5xx reply to MAIL FROM, RCPT TO or DATA is: the receiver has
- * refused the sender, the mailbox or the content for good. Everything else is temporary: a
- * 4xx anywhere, a 5xx before the transaction (a greeting or EHLO refused, a host that will not
- * speak to us, which another MX or a later try may not share), and every failure without a
- * reply (refused or reset connections, timeouts, TLS failures).
- */
-export function classify(f: Failure): Classified {
-  const hint = f.reply ? retryAfterHint(f.reply.text) : undefined;
-  const tryNextHost = HOST_STAGES.has(f.stage);
-  if (f.reply && f.reply.code >= 500 && !tryNextHost && f.stage !== "queue") {
-    return { verdict: "permanent", aboutMailbox: aboutMailbox(f.stage, f.reply), tryNextHost: false };
-  }
-  return { verdict: "temporary", aboutMailbox: false, tryNextHost, retryAfterMs: hint };
-}
+// The command of each stage, as the classification of refusals names it: only a refusal at RCPT
+// TO or DATA can be about the recipient.
+const COMMAND_OF_STAGE: Record<Stage, string> = {
+  connect: "CONN",
+  greeting: "CONN",
+  ehlo: "EHLO",
+  starttls: "STARTTLS",
+  rset: "RSET",
+  mail: "MAIL FROM",
+  rcpt: "RCPT TO",
+  data: "DATA",
+  queue: "CONN",
+};
 
 /**
- * Whether a permanent refusal is about the mailbox itself, which puts it on bounce cooldown:
- * by the enhanced code, its subject 1 (addressing: no such mailbox) or 2 (the mailbox:
- * disabled); a refusal of the sender (MAIL FROM), the content (X.6.X), for policy or security
- * (X.7.X) or of the system (X.3.X) is the message's, never the mailbox's. Without an enhanced
- * code, a 5xx to RCPT TO is taken as the mailbox's, as receivers that predate RFC 3463 mean it.
+ * Whether a failure is final, and what it means. A 5xx reply to MAIL FROM, RCPT TO or DATA is
+ * final: the receiver has refused the sender, the mailbox or the content for good. Everything
+ * else is temporary: a 4xx anywhere, a 5xx before the transaction (a greeting or EHLO refused,
+ * a host that will not speak to us, which another MX or a later try may not share), and every
+ * failure without a reply (refused or reset connections, timeouts, TLS failures). Which kind of
+ * refusal a final one is (the mailbox's or the message's) is internal/feedback's classify, the
+ * one the relay and bounce messages use too, told the command the stage stands for.
  */
-export function aboutMailbox(stage: Stage, reply: Reply): boolean {
-  if (stage !== "rcpt" && stage !== "data") return false;
-  if (reply.enhanced === undefined) return stage === "rcpt";
-  const subject = reply.enhanced.split(".")[1];
-  return subject === "1" || subject === "2";
+export function classify(f: Failure): Classified {
+  const tryNextHost = HOST_STAGES.has(f.stage);
+  const final = f.reply !== undefined && f.reply.code >= 500 && !tryNextHost && f.stage !== "queue";
+  const bounce = classifyRefusal({
+    reply: f.reply?.code,
+    text: f.reply?.text ?? f.error,
+    command: COMMAND_OF_STAGE[f.stage],
+    final,
+  });
+  if (final) return { verdict: "permanent", bounce, tryNextHost: false };
+  const hint = f.reply ? retryAfterHint(f.reply.text) : undefined;
+  return { verdict: "temporary", bounce, tryNextHost, retryAfterMs: hint };
 }
 
 /** A reply from an error of the SMTP client, when it carries one. */

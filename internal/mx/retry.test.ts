@@ -89,3 +89,14 @@ test("slow attempts still end at the retry time", () => {
   const { times } = runToEnd(48, Math.random, 90_000);
   expect(times.at(-1)).toBe(48 * HOUR);
 });
+
+test("a divisor shortens every duration alike (tests)", () => {
+  expect(retryPolicy(48, 1_000)).toEqual({
+    maxRetryMs: 172_800,
+    delayedAfterMs: 14_400,
+    stepsMs: [60, 300, 900, 1_800, 3_600],
+    thenEveryMs: 7_200,
+    jitter: 0.1,
+    minDelayMs: 60,
+  });
+});

@@ -28,14 +28,16 @@ export interface RetryPolicy {
  * Postfix (backoff from 5 minutes to 66) and KumoMTA (20 minutes, doubling) without
  * hammering a receiver that is down for a day: 30 tries in 48 hours.
  */
-export function retryPolicy(maxRetryHours = 48): RetryPolicy {
+export function retryPolicy(maxRetryHours = 48, divisor = 1): RetryPolicy {
+  // divisor (RETRY_SCHEDULE_DIVISOR, tests only) shortens every duration alike, so a process
+  // test sees the schedule's shape in seconds.
   return {
-    maxRetryMs: maxRetryHours * HOUR,
-    delayedAfterMs: 4 * HOUR,
-    stepsMs: [1, 5, 15, 30, 60].map((m) => m * MINUTE),
-    thenEveryMs: 2 * HOUR,
+    maxRetryMs: (maxRetryHours * HOUR) / divisor,
+    delayedAfterMs: (4 * HOUR) / divisor,
+    stepsMs: [1, 5, 15, 30, 60].map((m) => (m * MINUTE) / divisor),
+    thenEveryMs: (2 * HOUR) / divisor,
     jitter: 0.1,
-    minDelayMs: MINUTE,
+    minDelayMs: MINUTE / divisor,
   };
 }
 

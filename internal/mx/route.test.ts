@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { dnsResolver, type Resolve } from "../dnsquery/resolver";
 import { type Dnsmasq, type DnsRecord, startDnsmasq } from "../testkit/dnsmasq";
-import { mxRoute, orderByPreference, RouteError, routeLookup } from "./route";
+import { cachedRouteLookup, mxRoute, orderByPreference, RouteError, type RouteHost, routeLookup } from "./route";
 
 const PUBLIC_A = "93.184.215.14";
 const PUBLIC_B = "93.184.215.15";
@@ -103,22 +103,27 @@ describe("mxRoute against dnsmasq", () => {
     expect(await mxRoute(resolve, "null.test", { allowPrivate: true })).toEqual({
       kind: "permanent",
       reason: 'null.test publishes a null MX ("0 ."): it accepts no mail (RFC 7505)',
+      status: "5.1.10",
     });
     expect(await mxRoute(resolve, "nowhere.test")).toEqual({
       kind: "permanent",
       reason: "nowhere.test does not exist (NXDOMAIN)",
+      status: "5.1.2",
     });
     expect(await mxRoute(resolve, "nothing.test")).toEqual({
       kind: "permanent",
       reason: "nothing.test has no MX record and no address (nothing.test has no address (no A or AAAA record))",
+      status: "5.1.2",
     });
     expect(await mxRoute(resolve, "dangling.test")).toEqual({
       kind: "permanent",
       reason: "no MX host of dangling.test has an address (gone.dangling.test has no address (no A or AAAA record))",
+      status: "5.1.2",
     });
     expect(await mxRoute(resolve, "[127.0.0.1]")).toEqual({
       kind: "permanent",
       reason: '"[127.0.0.1]" is not a domain name',
+      status: "5.1.3",
     });
   });
 
@@ -137,6 +142,7 @@ describe("mxRoute against dnsmasq", () => {
       kind: "permanent",
       reason:
         "the mail hosts of inside.test are on private or reserved addresses only (mx.inside.test 192.168.1.1, mx.inside.test 64:ff9b::a9fe:a9fe), which delivery does not connect to",
+      status: "5.7.0",
     });
   });
 
@@ -166,6 +172,7 @@ describe("mxRoute against dnsmasq", () => {
     const err = await lookup("null.test").catch((e) => e);
     expect(err).toBeInstanceOf(RouteError);
     expect((err as RouteError).permanent).toBe(true);
+    expect((err as RouteError).status).toBe("5.1.10");
     expect(((await lookup("broken.test").catch((e) => e)) as RouteError).permanent).toBe(false);
   });
 });
@@ -192,4 +199,34 @@ test("orderByPreference keeps preferences apart and shuffles only within one", (
     firsts.set(first, (firsts.get(first) ?? 0) + 1);
   }
   for (const n of ["a", "b", "c"]) expect(firsts.get(n)!).toBeGreaterThan(850);
+});
+
+test("cachedRouteLookup: a route and a permanent refusal are kept for the TTL, shared while under way; a temporary failure is not kept", async () => {
+  let now = 0;
+  const asked: string[] = [];
+  const answers: Record<string, () => Promise<{ hosts: RouteHost[] }>> = {
+    "ok.test": async () => ({ hosts: [{ name: "mx.ok.test", preference: 10, addresses: ["192.0.2.1"] }] }),
+    "null.test": async () => {
+      throw new RouteError("null MX", true, "5.1.10");
+    },
+    "flaky.test": async () => {
+      throw new RouteError("SERVFAIL", false);
+    },
+  };
+  const lookup = cachedRouteLookup(
+    (domain) => {
+      asked.push(domain);
+      return answers[domain]!();
+    },
+    { ttlMs: 60_000, nowMs: () => now },
+  );
+  await Promise.all([lookup("ok.test"), lookup("OK.test")]);
+  await lookup("null.test").catch(() => {});
+  await lookup("null.test").catch(() => {});
+  await lookup("flaky.test").catch(() => {});
+  await lookup("flaky.test").catch(() => {});
+  expect(asked).toEqual(["ok.test", "null.test", "flaky.test", "flaky.test"]);
+  now = 60_000;
+  await lookup("ok.test");
+  expect(asked.at(-1)).toBe("ok.test");
 });

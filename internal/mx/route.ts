@@ -20,8 +20,13 @@ export interface RouteHost {
 export type RouteResult =
   /** Hosts most preferred first, each with at least one address. */
   | { kind: "route"; hosts: RouteHost[]; implicit: boolean }
-  /** The domain takes no mail from us, and will not on a retry. */
-  | { kind: "permanent"; reason: string }
+  /**
+   * The domain takes no mail from us, and will not on a retry; status says why as an enhanced
+   * status code would (5.1.10 a null MX, 5.1.2 no such domain or no host with an address, 5.1.3
+   * not a domain name, 5.7.0 hosts on addresses we do not connect to: our policy, not the
+   * mailbox's fault).
+   */
+  | { kind: "permanent"; reason: string; status: string }
   /** DNS did not answer well enough to tell: try again later. */
   | { kind: "temporary"; reason: string };
 
@@ -81,13 +86,19 @@ async function hostAddresses(resolve: Resolve, host: string, allowPrivate: boole
 /** The route of a recipient domain's mail. */
 export async function mxRoute(resolve: Resolve, domain: string, opts: RouteOptions = {}): Promise<RouteResult> {
   const name = dnsName(domain);
-  if (name === undefined) return { kind: "permanent", reason: `${JSON.stringify(domain)} is not a domain name` };
+  if (name === undefined)
+    return { kind: "permanent", reason: `${JSON.stringify(domain)} is not a domain name`, status: "5.1.3" };
   const mx = await resolve("MX", name);
   if (mx.kind === "temporary") return { kind: "temporary", reason: mx.detail };
-  if (mx.kind === "none" && mx.nxdomain) return { kind: "permanent", reason: `${name} does not exist (NXDOMAIN)` };
+  if (mx.kind === "none" && mx.nxdomain)
+    return { kind: "permanent", reason: `${name} does not exist (NXDOMAIN)`, status: "5.1.2" };
   const implicit = mx.kind === "none";
   if (mx.kind === "found" && mx.records.some((r) => r.exchange === "."))
-    return { kind: "permanent", reason: `${name} publishes a null MX ("0 ."): it accepts no mail (RFC 7505)` };
+    return {
+      kind: "permanent",
+      reason: `${name} publishes a null MX ("0 ."): it accepts no mail (RFC 7505)`,
+      status: "5.1.10",
+    };
   const exchanges =
     mx.kind === "found"
       ? orderByPreference(mx.records, opts.random ?? Math.random).slice(0, opts.maxHosts ?? DEFAULT_MAX_HOSTS)
@@ -112,10 +123,11 @@ export async function mxRoute(resolve: Resolve, domain: string, opts: RouteOptio
     return {
       kind: "permanent",
       reason: `the mail hosts of ${name} are on private or reserved addresses only (${refused.join(", ")}), which delivery does not connect to`,
+      status: "5.7.0",
     };
   const what = implicit ? `${name} has no MX record and no address` : `no MX host of ${name} has an address`;
   const details = resolved.flatMap((r) => (r.found.kind === "none" ? [r.found.detail] : []));
-  return { kind: "permanent", reason: `${what} (${details.join("; ")})` };
+  return { kind: "permanent", reason: `${what} (${details.join("; ")})`, status: "5.1.2" };
 }
 
 /** A route that could not be had; permanent when the domain cannot get mail at all. */
@@ -123,6 +135,8 @@ export class RouteError extends Error {
   constructor(
     message: string,
     readonly permanent: boolean,
+    /** For a permanent one: why, as an enhanced status code (see RouteResult). */
+    readonly status?: string,
   ) {
     super(message);
     this.name = "RouteError";
@@ -137,6 +151,50 @@ export function routeLookup(
   return async (domain) => {
     const r = await mxRoute(resolve, domain, opts);
     if (r.kind === "route") return { hosts: r.hosts };
-    throw new RouteError(r.reason, r.kind === "permanent");
+    throw new RouteError(r.reason, r.kind === "permanent", r.kind === "permanent" ? r.status : undefined);
+  };
+}
+
+export interface RouteCacheOptions {
+  /** How long a route, or a permanent refusal, is used without asking DNS again. */
+  ttlMs?: number;
+  /** The most domains kept; the oldest go first. */
+  maxDomains?: number;
+  nowMs?: () => number;
+}
+
+/**
+ * A route lookup whose answers are kept a while (a minute by default: MX and address records
+ * commonly live 5 minutes or more, and a minute bounds how long a changed record is missed),
+ * so a campaign to one domain asks DNS once a minute rather than three times a message; lookups
+ * of a domain under way are shared. A temporary failure is not kept: the next message asks again.
+ */
+export function cachedRouteLookup(
+  lookup: (domain: string) => Promise<{ hosts: RouteHost[] }>,
+  opts: RouteCacheOptions = {},
+): (domain: string) => Promise<{ hosts: RouteHost[] }> {
+  const ttlMs = opts.ttlMs ?? 60_000;
+  const maxDomains = opts.maxDomains ?? 10_000;
+  const now = opts.nowMs ?? Date.now;
+  const kept = new Map<string, { untilMs: number; answer: Promise<{ hosts: RouteHost[] }> }>();
+  return (domain) => {
+    const key = domain.toLowerCase();
+    const hit = kept.get(key);
+    if (hit && now() < hit.untilMs) return hit.answer;
+    kept.delete(key);
+    const answer = lookup(domain);
+    const entry = { untilMs: Number.POSITIVE_INFINITY, answer };
+    kept.set(key, entry);
+    if (kept.size > maxDomains) kept.delete(kept.keys().next().value!);
+    answer.then(
+      () => {
+        entry.untilMs = now() + ttlMs;
+      },
+      (err: unknown) => {
+        if (err instanceof RouteError && err.permanent) entry.untilMs = now() + ttlMs;
+        else if (kept.get(key) === entry) kept.delete(key);
+      },
+    );
+    return answer;
   };
 }

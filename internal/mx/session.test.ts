@@ -216,9 +216,9 @@ test("greylisting: 451 at RCPT the first time, with its hint; delivered the seco
   const err = await failure(s.send("rp@sender.test", "b@rcpt.test", MESSAGE));
   expect(err.stage).toBe("rcpt");
   expect(err.reply).toMatchObject({ code: 451, enhanced: "4.7.1" });
-  expect(classify(err)).toEqual({
+  expect(classify(err)).toMatchObject({
     verdict: "temporary",
-    aboutMailbox: false,
+    bounce: { type: "transient", status: "4.7.1" },
     tryNextHost: false,
     retryAfterMs: 300_000,
   });
@@ -238,11 +238,11 @@ test("550 5.1.1 at RCPT is a permanent failure of the mailbox; 554 after the dot
   const s = await MxSession.open(options("127.0.0.14"));
   const rcpt = await failure(s.send("rp@sender.test", "nobody@rcpt.test", MESSAGE));
   expect(rcpt.stage).toBe("rcpt");
-  expect(classify(rcpt)).toMatchObject({ verdict: "permanent", aboutMailbox: true });
+  expect(classify(rcpt)).toMatchObject({ verdict: "permanent", bounce: { type: "hard", status: "5.1.1" } });
   const s2 = await MxSession.open(options("127.0.0.14"));
   const data = await failure(s2.send("rp@sender.test", "b@rcpt.test", MESSAGE));
   expect(data.stage).toBe("data");
-  expect(classify(data)).toMatchObject({ verdict: "permanent", aboutMailbox: false });
+  expect(classify(data)).toMatchObject({ verdict: "permanent", bounce: { type: "policy", status: "5.7.1" } });
   s.close();
   s2.close();
 });

@@ -3,7 +3,6 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ConfigError } from "../config/config";
 import { tempDir } from "../testkit/testkit";
-import { policyListsHost } from "./lookups";
 import { matchesAny } from "./reply";
 import { loadShaping, parseShaping, ruleFor } from "./shaping";
 
@@ -81,17 +80,6 @@ test("a file that is not JSON is refused with its path", () => {
   writeFileSync(path, "{ not json");
   expect(() => loadShaping(path)).toThrow(path);
   expect(() => loadShaping(path)).toThrow(ConfigError); // a process loading it at start exits with the line
-});
-
-test.each([
-  [["mx1.example.net"], "mx1.example.net", true],
-  [["*.example.net"], "mx1.example.net", true],
-  [["*.example.net"], "a.mx1.example.net", false],
-  [["*.example.net"], "example.net", false],
-  [["MX1.Example.NET."], "mx1.example.net", true],
-  [["mx1.example.net"], "mx2.example.net", false],
-])("MTA-STS pattern %p and host %s", (mx, host, listed) => {
-  expect(policyListsHost({ mode: "enforce", mx }, host)).toBe(listed);
 });
 
 function shapingDoc() {

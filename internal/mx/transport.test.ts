@@ -18,7 +18,13 @@ test("the worker's Transport: a leased message to its recipient's MX, each outco
     address: "127.0.0.40",
     port,
     rcpt: (to) =>
-      to.startsWith("gone") ? "550 5.1.1 No such user" : to.startsWith("later") ? "451 4.3.0 later" : undefined,
+      to.startsWith("gone")
+        ? "550 5.1.1 No such user"
+        : to.startsWith("later")
+          ? "451 4.3.0 later, try again in 10 minutes"
+          : to.startsWith("spam")
+            ? "550 5.7.1 Message refused as spam"
+            : undefined,
   });
   stops.push(r.stop);
   const delivery = new MxDelivery({
@@ -28,15 +34,15 @@ test("the worker's Transport: a leased message to its recipient's MX, each outco
     heloName: "out.mailcore.test",
     port,
   });
-  const transport = new MxTransport(
-    delivery,
-    async (m) => ({ m, raw: Buffer.from(`Subject: ${m.messageId}\r\n\r\nhi\r\n`) }),
-    (m) => `b-${m.messageId}@rp.sender.test`,
-  );
+  const transport = new MxTransport(delivery, async (m) => ({
+    m,
+    raw: Buffer.from(`Subject: ${m.messageId}\r\n\r\nhi\r\n`),
+  }));
   stops.push(async () => transport.close());
   const lease = (id: string, to: string) =>
     create(LeaseResponseSchema, {
       messageId: id,
+      returnPath: `b-${id}@rp.sender.test`,
       email: create(EmailSchema, { fromAddress: "a@sender.test", toAddress: to }),
     });
   const ok = await transport.send(await transport.prepare(lease("m1", "u@t.test")));
@@ -44,9 +50,30 @@ test("the worker's Transport: a leased message to its recipient's MX, each outco
   expect(ok.mx.attempts.at(-1)).toMatchObject({ host: "mx.t.test", address: "127.0.0.40", verdict: "delivered" });
   expect(r.received[0]).toMatchObject({ from: "b-m1@rp.sender.test", to: "u@t.test" });
   expect(r.received[0]!.raw.toString()).toBe("Subject: m1\r\n\r\nhi\r\n");
+  expect(ok.attempts).toEqual([
+    expect.objectContaining({ host: "mx.t.test", address: "127.0.0.40", stage: "data", tls: expect.any(String) }),
+  ]);
   const gone = await transport.send(await transport.prepare(lease("m2", "gone@t.test")));
   expect(gone.outcome).toBe(DeliveryOutcome.BOUNCED);
   expect(gone.detail).toContain("550 5.1.1");
+  expect(gone.bounce).toMatchObject({ type: "hard", status: "5.1.1" });
+  expect(gone.attempts!.at(-1)).toMatchObject({
+    stage: "rcpt",
+    reply: "550 5.1.1 No such user",
+    enhancedCode: "5.1.1",
+  });
+  const spam = await transport.send(await transport.prepare(lease("m4", "spam@t.test")));
+  expect(spam.outcome).toBe(DeliveryOutcome.REJECTED);
+  expect(spam.bounce).toMatchObject({ type: "policy", status: "5.7.1" });
+  // Without a return path (a lease from before the daemon gave one): the From address.
+  const noReturnPath = lease("m5", "u@t.test");
+  noReturnPath.returnPath = "";
+  expect((await transport.send(await transport.prepare(noReturnPath))).outcome).toBe(DeliveryOutcome.DELIVERED);
+  expect(r.received.at(-1)).toMatchObject({ from: "a@sender.test" });
   const later = await transport.send(await transport.prepare(lease("m3", "later@t.test")));
-  expect(later.outcome).toBe(DeliveryOutcome.DEFERRED);
+  expect(later).toMatchObject({
+    outcome: DeliveryOutcome.DEFERRED,
+    retryAfterMs: 600_000,
+    bounce: { type: "transient" },
+  });
 });

@@ -1,39 +1,71 @@
 // The worker's Transport over MX delivery: a leased message, composed (and signed) by the
-// prepare it is given, goes to its recipient's MX hosts with the return path as MAIL FROM. The
-// result keeps the worker's three outcomes and carries the MX result (every attempt, the wait a
-// reply asked for) for the message's history and the daemon's retry schedule.
+// prepare it is given, goes to its recipient's MX hosts with the lease's return path as MAIL
+// FROM. The result carries what the ack needs: the outcome by the one classification of
+// refusals, the classification itself, the wait a reply asked for, and every try for the
+// message's history; a deferral is retried on the schedule in hours.
 import { DeliveryOutcome, type LeaseResponse } from "../gen/mailcore/limiter/v1/mail_pb";
-import type { DeliveryResult, Prepared, Transport } from "../worker/transport";
+import type { DeliveryAttemptRecord } from "../model/history";
+import { type DeliveryResult, outcomeOfRefusal, type Prepared, type Transport } from "../worker/transport";
 import type { MxDelivery } from "./delivery";
 import type { MxResult } from "./destination";
+import type { Attempt } from "./outcome";
 
 export interface MxDeliveryResult extends DeliveryResult {
   mx: MxResult;
 }
 
-const OUTCOME = {
-  delivered: DeliveryOutcome.DELIVERED,
-  permanent: DeliveryOutcome.BOUNCED,
-  temporary: DeliveryOutcome.DEFERRED,
-} as const;
+/** MAIL FROM of a message: the return path its lease carries, or its From address while the daemon gives none. */
+export function returnPathOf(m: LeaseResponse): string {
+  return m.returnPath || m.email!.fromAddress;
+}
 
 export class MxTransport implements Transport {
   readonly name = "MX delivery";
+  readonly retryInHours = true;
 
   constructor(
     private readonly delivery: MxDelivery,
     /** Composes and signs a message; the bytes are sent as they are (CRLF line ends). */
     readonly prepare: (m: LeaseResponse) => Promise<Prepared>,
-    /** MAIL FROM of a message: its return path (by default its From address, until return paths exist). */
-    private readonly returnPath: (m: LeaseResponse) => string = (m) => m.email!.fromAddress,
   ) {}
 
   async send({ m, raw }: Prepared): Promise<MxDeliveryResult> {
-    const mx = await this.delivery.deliver({ returnPath: this.returnPath(m), recipient: m.email!.toAddress, raw });
-    return { outcome: OUTCOME[mx.verdict], detail: mx.detail, mx };
+    const mx = await this.delivery.deliver({ returnPath: returnPathOf(m), recipient: m.email!.toAddress, raw });
+    const outcome =
+      mx.verdict === "delivered"
+        ? DeliveryOutcome.DELIVERED
+        : mx.verdict === "temporary"
+          ? DeliveryOutcome.DEFERRED
+          : outcomeOfRefusal(mx.bounce!);
+    return {
+      outcome,
+      detail: mx.detail,
+      bounce: mx.bounce,
+      retryAfterMs: mx.retryAfterMs,
+      attempts: mx.attempts.map(historyOf),
+      mx,
+    };
+  }
+
+  /** The destinations known now (admin, metrics). */
+  states() {
+    return this.delivery.states();
   }
 
   close(): void {
     this.delivery.close();
   }
+}
+
+/** A try as the message's history keeps it. */
+function historyOf(a: Attempt): DeliveryAttemptRecord {
+  return {
+    atMs: a.atMs,
+    host: a.host,
+    address: a.address,
+    tls: a.tls,
+    stage: a.stage,
+    reply: a.reply ?? a.error ?? "",
+    enhancedCode: a.enhanced ?? "",
+  };
 }

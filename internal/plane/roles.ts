@@ -10,6 +10,7 @@ import { Health } from "../gen/grpc/health/v1/health_pb";
 import { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
 import { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
 import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
+import { DestinationService } from "../gen/mailcore/limiter/v1/destinations_pb";
 import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
 import { WebhookDeliveryService, WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
@@ -72,6 +73,8 @@ export const RPC_ACCESS: ReadonlyMap<string, Access> = new Map([
   // A lease's message carries its organization; an ack names a lease the daemon handed out.
   ...service(DeliveryService, { lease: ["worker", "none"], ack: ["worker", "none"] }),
   ...service(LaneService, { getLanes: ["admin", "none"], listReleases: ["admin", "none"] }),
+  // A worker's destinations are its own; the admin CLI reads every worker's.
+  ...service(DestinationService, { reportDestinations: ["worker", "none"], listDestinations: ["admin", "none"] }),
   ...service(ConsoleService, {
     createUser: OPERATOR,
     signIn: ["front", "secret"],

@@ -1,5 +1,11 @@
 import { type Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
-import { joinTags, type MessageEvent, type MessageHistory, splitTags } from "../model/history";
+import {
+  type DeliveryAttemptRecord,
+  joinTags,
+  type MessageEvent,
+  type MessageHistory,
+  splitTags,
+} from "../model/history";
 import { FINAL_STATUSES } from "../mail/policy";
 import { chunks, type Db, num, type Sql } from "./db";
 import { BY_CREATED, mapPage, newestFirst, type Order, type Page } from "./paging";
@@ -72,6 +78,19 @@ function eventsOf(rows: Record<string, unknown>[]): MessageEvent[] {
   return rows.map((e) => ({ status: num(e.status) as MessageStatus, atMs: num(e.at_ms), detail: e.detail as string }));
 }
 
+/** message_attempts rows (in order) as a message's tries. */
+function triesOf(rows: Record<string, unknown>[]): DeliveryAttemptRecord[] {
+  return rows.map((a) => ({
+    atMs: num(a.at_ms),
+    host: a.host as string,
+    address: a.address as string,
+    tls: a.tls as string,
+    stage: a.stage as string,
+    reply: a.reply as string,
+    enhancedCode: a.enhanced_code as string,
+  }));
+}
+
 export class HistoryRecords {
   constructor(private readonly db: Db) {}
 
@@ -98,6 +117,19 @@ export class HistoryRecords {
     const events = messages.flatMap((m) =>
       m.events.map((e, seq) => ({ message_id: m.id, seq, status: e.status, at_ms: e.atMs, detail: e.detail })),
     );
+    const tries = messages.flatMap((m) =>
+      (m.deliveryAttempts ?? []).map((a, seq) => ({
+        message_id: m.id,
+        seq,
+        at_ms: a.atMs,
+        host: a.host,
+        address: a.address,
+        tls: a.tls,
+        stage: a.stage,
+        reply: a.reply,
+        enhanced_code: a.enhancedCode,
+      })),
+    );
     await this.db.tx(async (sql) => {
       for (const part of chunks(rows)) {
         await sql`INSERT INTO messages ${sql(part)} ON CONFLICT (id) DO UPDATE SET
@@ -116,6 +148,8 @@ export class HistoryRecords {
           fresh.push({ message, event: message.events[seq]!, seq });
         }
       }
+      for (const part of chunks(tries))
+        await sql`INSERT INTO message_attempts ${sql(part)} ON CONFLICT (message_id, seq) DO NOTHING`;
       // A message whose acceptance is new here is new: its tags are listed once.
       const tagged = fresh
         .filter((f) => f.seq === 0)
@@ -137,7 +171,9 @@ export class HistoryRecords {
         created_ms, updated_ms, version FROM messages WHERE id = ${id} AND org_id = ${orgId}`;
       if (!m) return null;
       const events = await sql`SELECT status, at_ms, detail FROM message_events WHERE message_id = ${id} ORDER BY seq`;
-      return messageOf(m, eventsOf(events));
+      const tries =
+        await sql`SELECT at_ms, host, address, tls, stage, reply, enhanced_code FROM message_attempts WHERE message_id = ${id} ORDER BY seq`;
+      return { ...messageOf(m, eventsOf(events)), deliveryAttempts: triesOf(tries) };
     });
   }
 
@@ -174,7 +210,14 @@ export class HistoryRecords {
       const events =
         await sql`SELECT message_id, status, at_ms, detail FROM message_events WHERE message_id IN ${sql(found)} ORDER BY message_id, seq`;
       const byId = Map.groupBy(events as Record<string, unknown>[], (e) => e.message_id as string);
-      return rows.map((m: Record<string, unknown>) => messageOf(m, eventsOf(byId.get(m.id as string) ?? [])));
+      // The tries too: a message put back in the hot store goes on numbering them after these.
+      const tries =
+        await sql`SELECT message_id, at_ms, host, address, tls, stage, reply, enhanced_code FROM message_attempts WHERE message_id IN ${sql(found)} ORDER BY message_id, seq`;
+      const triesById = Map.groupBy(tries as Record<string, unknown>[], (a) => a.message_id as string);
+      return rows.map((m: Record<string, unknown>) => ({
+        ...messageOf(m, eventsOf(byId.get(m.id as string) ?? [])),
+        deliveryAttempts: triesOf(triesById.get(m.id as string) ?? []),
+      }));
     });
   }
 
@@ -216,6 +259,7 @@ export class HistoryRecords {
       ).map((r: { id: string }) => r.id);
       if (ids.length === 0) return 0;
       await sql`DELETE FROM message_events WHERE message_id IN ${sql(ids)}`;
+      await sql`DELETE FROM message_attempts WHERE message_id IN ${sql(ids)}`;
       await sql`DELETE FROM message_tags WHERE message_id IN ${sql(ids)}`;
       await sql`DELETE FROM messages WHERE id IN ${sql(ids)}`;
       return ids.length;

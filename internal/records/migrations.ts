@@ -267,6 +267,24 @@ export const MIGRATIONS: readonly Migration[] = [
     up: ["ALTER TABLE webhook_attempts ADD COLUMN response_excerpt TEXT NOT NULL DEFAULT ''"],
   },
   {
+    version: 13,
+    name: "history: each try of a delivery at a receiver",
+    up: [
+      // Kept with the message's events, and deleted with them after the retention.
+      `CREATE TABLE message_attempts (
+        message_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        at_ms BIGINT NOT NULL,
+        host TEXT NOT NULL,
+        address TEXT NOT NULL,
+        tls TEXT NOT NULL,
+        stage TEXT NOT NULL,
+        reply TEXT NOT NULL,
+        enhanced_code TEXT NOT NULL,
+        PRIMARY KEY (message_id, seq))`,
+    ],
+  },
+  {
     version: 17,
     name: "tenants apart: a sign-in's charge, given back when it succeeds; a console session's last use",
     up: [

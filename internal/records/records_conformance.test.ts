@@ -33,6 +33,7 @@ function message(over: Partial<MessageHistory> = {}): MessageHistory {
     updatedMs: T0,
     version: 1,
     events: [{ status: MessageStatus.QUEUED, atMs: T0, detail: "accepted" }],
+    deliveryAttempts: [],
     ...over,
   };
 }
@@ -400,6 +401,26 @@ for (const [name, fresh] of databases) {
           { status: MessageStatus.SENDING, atMs: T0 + 2, detail: "attempt 1" },
           { status: MessageStatus.DELIVERED, atMs: T0 + 5, detail: "250 ok | queued" },
         ],
+        deliveryAttempts: [
+          {
+            atMs: T0 + 3,
+            host: "mx1.example.org",
+            address: "192.0.2.1",
+            tls: "none",
+            stage: "connect",
+            reply: "connect ECONNREFUSED 192.0.2.1:25",
+            enhancedCode: "",
+          },
+          {
+            atMs: T0 + 4,
+            host: "mx2.example.org",
+            address: "192.0.2.2",
+            tls: "unverified",
+            stage: "data",
+            reply: "250 2.0.0 ok | queued",
+            enhancedCode: "2.0.0",
+          },
+        ],
       };
       await r.history.write([delivered]);
       await r.history.write([m]); // an older copy, written late by a second writer
@@ -451,7 +472,23 @@ for (const [name, fresh] of databases) {
         }),
       );
       const waiting = message({ updatedMs: T0 });
-      const recent = message({ status: MessageStatus.BOUNCED, updatedMs: T0 + 10_000 });
+      const tried = (atMs: number) => [
+        {
+          atMs,
+          host: "mx.example.org",
+          address: "192.0.2.1",
+          tls: "none",
+          stage: "rcpt",
+          reply: "550 5.1.1 no",
+          enhancedCode: "5.1.1",
+        },
+      ];
+      for (const m of finished) m.deliveryAttempts = tried(m.updatedMs);
+      const recent = message({
+        status: MessageStatus.BOUNCED,
+        updatedMs: T0 + 10_000,
+        deliveryAttempts: tried(T0 + 10_000),
+      });
       await r.history.write([...finished, waiting, recent]);
       expect(await r.history.deleteFinishedBefore(T0 + 5_000, 1_000)).toBe(1_000);
       expect(await r.history.deleteFinishedBefore(T0 + 5_000, 1_000)).toBe(200);
@@ -461,6 +498,8 @@ for (const [name, fresh] of databases) {
       expect(await r.history.get("org_a", recent.id)).not.toBeNull();
       const [{ n }] = await r.db.run((sql) => sql`SELECT COUNT(*) AS n FROM message_events`);
       expect(Number(n)).toBe(2);
+      const [{ tries }] = await r.db.run((sql) => sql`SELECT COUNT(*) AS tries FROM message_attempts`);
+      expect(Number(tries)).toBe(1); // the recent one's
       await r.close();
     });
   });

@@ -57,6 +57,8 @@ export interface ReceivedMessage {
   helo: string;
   /** Which connection (one per session) it came on. */
   connection: string;
+  /** When its final dot was read (ms). */
+  at: number;
 }
 
 export interface MxReceiver {
@@ -77,6 +79,8 @@ export interface MxReceiverOptions {
   tls?: { key: string; cert: string } | false;
   /** Refuses a recipient (its reply, e.g. "550 5.1.1 No such user"), or undefined to accept. */
   rcpt?(to: string, nth: number): string | undefined;
+  /** How long the receiver takes to answer a message's final dot (a slow receiver). */
+  dataDelayMs?: number;
   /** The reply to a message's final dot, or undefined for 250; "hang" never answers. */
   data?(to: string, nth: number): string | "hang" | undefined;
 }
@@ -117,7 +121,9 @@ export async function startMxReceiver(opts: MxReceiverOptions): Promise<MxReceiv
     onData(stream, session: SMTPServerSession, done) {
       const chunks: Buffer[] = [];
       stream.on("data", (c: Buffer) => chunks.push(c));
-      stream.on("end", () => {
+      stream.on("end", async () => {
+        const at = Date.now();
+        if (opts.dataDelayMs) await Bun.sleep(opts.dataDelayMs);
         const to = session.envelope.rcptTo[0]!.address;
         const answer = opts.data?.(to, nth(dataSeen, to));
         if (answer === "hang") return;
@@ -129,6 +135,7 @@ export async function startMxReceiver(opts: MxReceiverOptions): Promise<MxReceiv
           secure: session.secure,
           helo: session.hostNameAppearsAs,
           connection: session.id,
+          at,
         });
         done();
       });

@@ -6,6 +6,7 @@ export const WEBHOOK_EVENTS = [
   "email.queued",
   "email.delivered",
   "email.deferred",
+  "email.delayed",
   "email.bounced",
   "email.failed",
   "email.complained",
@@ -29,6 +30,7 @@ export const EMAIL_EVENT_OF_STATUS: Partial<Record<MessageStatus, WebhookEventTy
   [MessageStatus.QUEUED]: "email.queued",
   [MessageStatus.DELIVERED]: "email.delivered",
   [MessageStatus.DEFERRED]: "email.deferred",
+  [MessageStatus.DELAYED]: "email.delayed",
   [MessageStatus.BOUNCED]: "email.bounced",
   [MessageStatus.FAILED]: "email.failed",
 };

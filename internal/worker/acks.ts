@@ -2,6 +2,7 @@ import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync
 import { join } from "node:path";
 import { type DiskSpace, makeDir } from "../diskspace/diskspace";
 import type { DeliveryOutcome } from "../gen/mailcore/limiter/v1/mail_pb";
+import type { DeliveryAttemptRecord } from "../model/history";
 
 /** A delivery's result, as the worker owes it to limiterd. */
 export interface PendingAck {
@@ -11,6 +12,13 @@ export interface PendingAck {
   outcome: DeliveryOutcome;
   detail: string;
   requestId: string;
+  /** For DEFERRED: the wait the receiver asked for (ms), and whether the retry is on the schedule in hours. */
+  retryAfterMs?: number;
+  retryInHours?: boolean;
+  /** How a refusal was classified. */
+  bounce?: { type: string; status: string; diagnostic: string };
+  /** The tries at receivers. */
+  attempts?: DeliveryAttemptRecord[];
 }
 
 /**

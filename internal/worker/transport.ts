@@ -3,11 +3,31 @@ import { join } from "node:path";
 import { createTransport } from "nodemailer";
 import { type DiskSpace, diskFullCode, isDiskFull, makeDir } from "../diskspace/diskspace";
 import { DeliveryOutcome, type LeaseResponse } from "../gen/mailcore/limiter/v1/mail_pb";
+import { type Classification, classify as classifyRefusal } from "../feedback/classify";
 import { domainOf, fixtureKind } from "../mail/policy";
+import type { DeliveryAttemptRecord } from "../model/history";
+import { parseReply } from "../mx/reply";
 
 export interface DeliveryResult {
   outcome: DeliveryOutcome;
   detail: string;
+  /** For a refusal or a failure: what it means for the mailbox (internal/feedback's classification). */
+  bounce?: Classification;
+  /** For DEFERRED: the wait the receiver asked for. */
+  retryAfterMs?: number;
+  /** The tries at receivers this delivery made (the MX transport, the relay). */
+  attempts?: DeliveryAttemptRecord[];
+}
+
+/**
+ * The ack's outcome for a refusal, from the one classification of refusals: hard is a bounce
+ * (the mailbox goes on cooldown); soft and policy when final are a rejection (the message
+ * fails, no cooldown: the content, a policy, the sender or our configuration, a full mailbox);
+ * transient is a deferral.
+ */
+export function outcomeOfRefusal(c: Classification): DeliveryOutcome {
+  if (c.type === "transient") return DeliveryOutcome.DEFERRED;
+  return c.type === "hard" ? DeliveryOutcome.BOUNCED : DeliveryOutcome.REJECTED;
 }
 
 /** A message composed (MIME) ahead of its turn. */
@@ -22,6 +42,11 @@ export interface Prepared {
  */
 export interface Transport {
   readonly name: string;
+  /**
+   * Whether its deferrals are retried on the schedule in hours (MX delivery: we are the last
+   * MTA) rather than the short one (the relay, which retries what it took itself; the sink).
+   */
+  readonly retryInHours: boolean;
   prepare(m: LeaseResponse): Promise<Prepared>;
   send(p: Prepared): Promise<DeliveryResult>;
   close(): void;
@@ -36,7 +61,7 @@ export function messageIdHeader(m: LeaseResponse): string {
 const envelopeOf = (m: LeaseResponse) => ({ from: m.email!.fromAddress, to: [m.email!.toAddress] });
 
 /** Composes a leased message with nodemailer, with the given line ends. */
-function composer(newline: "unix" | "windows") {
+export function composer(newline: "unix" | "windows") {
   const compose = createTransport({ streamTransport: true, buffer: true, newline });
   // A first composition takes 15 ms (nodemailer's code not yet compiled): made now, at start,
   // not for the first message, which may be a one-time code after an idle hour.
@@ -61,6 +86,7 @@ function composer(newline: "unix" | "windows") {
 /** Writes each message as DATA_DIR/sink/<message id>.eml (a redelivery overwrites the same file). */
 export class FileSink implements Transport {
   readonly name = "file sink";
+  readonly retryInHours = false;
   readonly prepare = composer("unix");
 
   /** Whether the directory is there: a worker started on a full disk makes it at its first write. */
@@ -99,35 +125,62 @@ export class FileSink implements Transport {
   close(): void {}
 }
 
+/** The stage of a relay session a nodemailer command stands for, as the history names them. */
+const RELAY_STAGES: Record<string, string> = {
+  CONN: "connect",
+  EHLO: "ehlo",
+  HELO: "ehlo",
+  STARTTLS: "starttls",
+  "MAIL FROM": "mail",
+  "RCPT TO": "rcpt",
+  DATA: "data",
+};
+
 /**
- * What a relay's refusal means for the message. Only a permanent (5xx) refusal of the
- * recipient or of the message itself is a hard bounce of the mailbox; a 5xx anywhere else
- * (AUTH, MAIL FROM, the greeting: the relay or our configuration is at fault) and every 4xx or
- * connection failure is temporary, so it is retried and finally fails, and no recipient is put
- * on bounce cooldown for a problem that is not theirs.
+ * What a relay's refusal means for the message, by the one classification of refusals (told
+ * the command refused): a 5xx to RCPT TO or DATA about the mailbox is a bounce, one about the
+ * content or a policy a rejection; a 5xx before (the greeting, AUTH, MAIL FROM: the relay or our
+ * configuration refuses, never the recipient) is a rejection too, the message failing at once
+ * with the reason instead of after its retries; a 4xx or a connection failure is a deferral.
  */
-export function classifyRelayError(e: {
-  responseCode?: number;
-  response?: string;
-  code?: string;
-  command?: string;
-  message: string;
-}): DeliveryResult {
+export function classifyRelayError(
+  e: { responseCode?: number; response?: string; code?: string; command?: string; message: string },
+  relayHost = "",
+  atMs = Date.now(),
+): DeliveryResult {
   const detail = e.response ?? `${e.code ?? "error"}: ${e.message}`;
-  const permanent = e.responseCode !== undefined && e.responseCode >= 500;
-  const aboutRecipientOrMessage = e.command === "RCPT TO" || e.command === "DATA";
-  return { outcome: permanent && aboutRecipientOrMessage ? DeliveryOutcome.BOUNCED : DeliveryOutcome.DEFERRED, detail };
+  const bounce = classifyRefusal({ reply: e.responseCode, text: detail, command: e.command });
+  const stage = e.command?.startsWith("AUTH") ? "ehlo" : (RELAY_STAGES[e.command ?? ""] ?? "connect");
+  const attempt = relayAttempt(relayHost, atMs, stage, detail, bounce.status);
+  return { outcome: outcomeOfRefusal(bounce), detail, bounce, attempts: [attempt] };
 }
 
-/** Sends through an SMTP relay; refusals are classified by classifyRelayError. */
+function relayAttempt(
+  host: string,
+  atMs: number,
+  stage: string,
+  reply: string,
+  status?: string,
+): DeliveryAttemptRecord {
+  return { atMs, host, address: "", tls: "", stage, reply, enhancedCode: status ?? "" };
+}
+
+/**
+ * Sends through an SMTP relay; refusals are classified by classifyRelayError. A deferral
+ * follows the short schedule: the relay retries the mail it took itself, ours only covers the
+ * relay being unreachable or refusing for now.
+ */
 export class SmtpRelay implements Transport {
   readonly name: string;
+  readonly retryInHours = false;
   readonly prepare = composer("windows");
   private readonly transporter;
+  private readonly host: string;
 
   constructor(url: string) {
     const u = new URL(url);
     this.name = `SMTP relay ${u.host}`;
+    this.host = u.hostname;
     this.transporter = createTransport({
       pool: true,
       host: u.hostname,
@@ -142,11 +195,17 @@ export class SmtpRelay implements Transport {
   }
 
   async send({ m, raw }: Prepared): Promise<DeliveryResult> {
+    const atMs = Date.now();
     try {
       const info = await this.transporter.sendMail({ envelope: envelopeOf(m), raw });
-      return { outcome: DeliveryOutcome.DELIVERED, detail: info.response };
+      const status = parseReply(info.response)?.enhanced;
+      return {
+        outcome: DeliveryOutcome.DELIVERED,
+        detail: info.response,
+        attempts: [relayAttempt(this.host, atMs, "data", info.response, status)],
+      };
     } catch (err) {
-      return classifyRelayError(err as Error);
+      return classifyRelayError(err as Error, this.host, atMs);
     }
   }
 
@@ -155,15 +214,20 @@ export class SmtpRelay implements Transport {
   }
 }
 
-/** Fixture addresses never leave the worker: their outcome is simulated. */
+/** Fixture addresses never leave the worker: their outcome is simulated, a refusal classified as a real one would be. */
 export function simulateFixture(m: LeaseResponse): DeliveryResult | undefined {
+  const refused = (outcome: DeliveryOutcome, detail: string): DeliveryResult => ({
+    outcome,
+    detail,
+    bounce: classifyRefusal({ text: detail }),
+  });
   switch (fixtureKind(m.email!.toAddress)) {
     case undefined:
       return undefined;
     case "bounced":
-      return { outcome: DeliveryOutcome.BOUNCED, detail: "simulated: 550 5.1.1 fixture mailbox bounced" };
+      return refused(DeliveryOutcome.BOUNCED, "simulated: 550 5.1.1 fixture mailbox bounced");
     case "deferred":
-      return { outcome: DeliveryOutcome.DEFERRED, detail: "simulated: 451 4.3.0 fixture mailbox deferred" };
+      return refused(DeliveryOutcome.DEFERRED, "simulated: 451 4.3.0 fixture mailbox deferred");
     case "complained":
       return { outcome: DeliveryOutcome.DELIVERED, detail: "simulated: delivered; the recipient complained" };
     case "delivered":

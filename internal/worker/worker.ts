@@ -1,9 +1,12 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
 import {
+  type AckRequestSchema,
   DeliveryOutcome,
   type DeliveryService,
   type Lane,
   type LeaseResponse,
+  RetrySchedule,
 } from "../gen/mailcore/limiter/v1/mail_pb";
 import { REQUEST_ID_HEADER } from "../wire/metadata";
 import { type DiskSpace, isDiskFull } from "../diskspace/diskspace";
@@ -19,7 +22,10 @@ const OUTCOMES: Record<number, string> = {
   [DeliveryOutcome.DELIVERED]: "delivered",
   [DeliveryOutcome.BOUNCED]: "bounced",
   [DeliveryOutcome.DEFERRED]: "deferred",
+  [DeliveryOutcome.REJECTED]: "rejected",
 };
+/** The diagnostic an ack's classification carries at most (the contract's 1,000 characters). */
+const MAX_DIAGNOSTIC = 1_000;
 const ACK_TIMEOUT_MS = 2_000;
 // Short: when the daemon is back, the ack must beat the recovery loop to a lease that expired meanwhile.
 const ACK_RETRY_MAX_MS = 1_000;
@@ -125,8 +131,8 @@ export class Worker {
 
   private async handle(m: LeaseResponse): Promise<void> {
     let result: DeliveryResult;
+    const simulated = simulateFixture(m);
     try {
-      const simulated = simulateFixture(m);
       const prepared = simulated ? undefined : await this.transport.prepare(m);
       // The delivery starts inside its turn (the file sink writes there and then).
       result = await this.pacerOf(m.lane).turn(Number(m.notBeforeMs), m.laneRate, () =>
@@ -156,6 +162,15 @@ export class Worker {
       outcome: result.outcome,
       detail: result.detail,
       requestId,
+      retryAfterMs: result.retryAfterMs,
+      // A fixture's simulated deferral keeps the short schedule, whatever the transport.
+      retryInHours: !simulated && this.transport.retryInHours,
+      bounce: result.bounce && {
+        type: result.bounce.type,
+        status: result.bounce.status ?? "",
+        diagnostic: result.detail.slice(0, MAX_DIAGNOSTIC),
+      },
+      attempts: result.attempts,
     };
     await this.settle(ack, this.journal(ack));
   }
@@ -190,11 +205,10 @@ export class Worker {
     try {
       for (;;) {
         try {
-          const { leaseId, messageId, orgId, outcome, detail } = ack;
-          await this.delivery.ack(
-            { leaseId, messageId, orgId, outcome, detail },
-            { timeoutMs: ACK_TIMEOUT_MS, headers: { [REQUEST_ID_HEADER]: ack.requestId } },
-          );
+          await this.delivery.ack(ackRequest(ack), {
+            timeoutMs: ACK_TIMEOUT_MS,
+            headers: { [REQUEST_ID_HEADER]: ack.requestId },
+          });
           this.ackFailing.succeeded();
           this.o.acks.remove(ack.leaseId);
           return;
@@ -218,4 +232,20 @@ export class Worker {
       this.o.metrics?.pendingAcks.set(this.unacked.size);
     }
   }
+}
+
+/** An ack as the daemon takes it. */
+export function ackRequest(ack: PendingAck): MessageInitShape<typeof AckRequestSchema> {
+  const { leaseId, messageId, orgId, outcome, detail } = ack;
+  return {
+    leaseId,
+    messageId,
+    orgId,
+    outcome,
+    detail,
+    retryAfterMs: BigInt(Math.max(0, Math.round(ack.retryAfterMs ?? 0))),
+    retrySchedule: ack.retryInHours ? RetrySchedule.HOURS : RetrySchedule.UNSPECIFIED,
+    bounce: ack.bounce,
+    attempts: (ack.attempts ?? []).map((a) => ({ ...a, atMs: BigInt(a.atMs) })),
+  };
 }

@@ -151,7 +151,7 @@ export const emailsArea: ApiArea = {
         operationId: "getEmail",
         summary: "Read an email's status",
         description:
-          "The message's status, attempts and events, for messages of the token's organization (kept MESSAGE_RETENTION_DAYS after they finish).",
+          "The message's status, attempts and events, and each try at a receiver (host, address, TLS, the reply), for messages of the token's organization (kept MESSAGE_RETENTION_DAYS after they finish).",
         tags: ["Emails"],
         parameters: [
           {
@@ -284,6 +284,7 @@ export const emailsArea: ApiArea = {
         "createdAt",
         "updatedAt",
         "events",
+        "deliveryAttempts",
       ],
       properties: {
         id: { type: "string" },
@@ -297,16 +298,52 @@ export const emailsArea: ApiArea = {
         createdAt: { type: "string", format: "date-time" },
         updatedAt: { type: "string", format: "date-time" },
         events: { type: "array", items: schemaRef("EmailEvent") },
+        deliveryAttempts: {
+          type: "array",
+          description:
+            "Each try at a receiver, oldest first: the recipient's MX hosts (one delivery may try several), or the relay. Empty for the file sink and test fixtures.",
+          items: schemaRef("DeliveryAttempt"),
+        },
       },
     },
     EmailEvent: {
       type: "object",
-      description: "A change of a message's status.",
+      description:
+        "A change of a message's status; `delayed` is a notice, not a status: the message was still not delivered 4 hours after its first attempt, and is still being tried.",
       required: ["status", "at", "detail"],
       properties: {
-        status: { type: "string", enum: STATUSES },
+        status: { type: "string", enum: [...STATUSES, "delayed"] },
         at: { type: "string", format: "date-time" },
         detail: { type: "string" },
+      },
+    },
+    DeliveryAttempt: {
+      type: "object",
+      description: "One try of a delivery at a receiver.",
+      required: ["at", "host", "address", "tls", "stage", "reply", "enhancedCode"],
+      properties: {
+        at: { type: "string", format: "date-time" },
+        host: {
+          type: "string",
+          description: 'The MX host (or relay); "" when the try reached none (no route, a destination suspended).',
+        },
+        address: { type: "string", description: 'The address connected to; "" when none was.' },
+        tls: {
+          type: "string",
+          enum: ["none", "unverified", "verified", ""],
+          description:
+            "The channel: `none` (plaintext), `unverified` (TLS, the certificate not checked), `verified` (TLS to a certificate valid for the host: MTA-STS); empty when not known (the relay).",
+        },
+        stage: {
+          type: "string",
+          description:
+            "Where the try ended: `connect`, `greeting`, `ehlo`, `starttls`, `rset`, `mail`, `rcpt`, `data` (the reply to the message), or `queue` (held back without being sent: the destination busy or suspended).",
+        },
+        reply: { type: "string", description: "The receiver's reply, or what went wrong without one." },
+        enhancedCode: {
+          type: "string",
+          description: 'The reply\'s enhanced status code (RFC 3463), "" when it had none.',
+        },
       },
     },
   },

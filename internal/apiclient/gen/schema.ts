@@ -35,7 +35,7 @@ export interface paths {
   "/api/v1/emails/{id}": {
     /**
      * Read an email's status
-     * @description The message's status, attempts and events, for messages of the token's organization (kept MESSAGE_RETENTION_DAYS after they finish).
+     * @description The message's status, attempts and events, and each try at a receiver (host, address, TLS, the reply), for messages of the token's organization (kept MESSAGE_RETENTION_DAYS after they finish).
      */
     get: operations["getEmail"];
   };
@@ -386,14 +386,36 @@ export interface components {
       /** Format: date-time */
       updatedAt: string;
       events: components["schemas"]["EmailEvent"][];
+      /** @description Each try at a receiver, oldest first: the recipient's MX hosts (one delivery may try several), or the relay. Empty for the file sink and test fixtures. */
+      deliveryAttempts: components["schemas"]["DeliveryAttempt"][];
     };
-    /** @description A change of a message's status. */
+    /** @description A change of a message's status; `delayed` is a notice, not a status: the message was still not delivered 4 hours after its first attempt, and is still being tried. */
     EmailEvent: {
       /** @enum {string} */
-      status: "queued" | "sending" | "delivered" | "deferred" | "bounced" | "failed";
+      status: "queued" | "sending" | "delivered" | "deferred" | "bounced" | "failed" | "delayed";
       /** Format: date-time */
       at: string;
       detail: string;
+    };
+    /** @description One try of a delivery at a receiver. */
+    DeliveryAttempt: {
+      /** Format: date-time */
+      at: string;
+      /** @description The MX host (or relay); "" when the try reached none (no route, a destination suspended). */
+      host: string;
+      /** @description The address connected to; "" when none was. */
+      address: string;
+      /**
+       * @description The channel: `none` (plaintext), `unverified` (TLS, the certificate not checked), `verified` (TLS to a certificate valid for the host: MTA-STS); empty when not known (the relay).
+       * @enum {string}
+       */
+      tls: "none" | "unverified" | "verified" | "";
+      /** @description Where the try ended: `connect`, `greeting`, `ehlo`, `starttls`, `rset`, `mail`, `rcpt`, `data` (the reply to the message), or `queue` (held back without being sent: the destination busy or suspended). */
+      stage: string;
+      /** @description The receiver's reply, or what went wrong without one. */
+      reply: string;
+      /** @description The reply's enhanced status code (RFC 3463), "" when it had none. */
+      enhancedCode: string;
     };
     Subscriber: {
       id: string;
@@ -531,13 +553,13 @@ export interface components {
        * @example https://hooks.acme.example/mail
        */
       url: string;
-      events: ("email.queued" | "email.delivered" | "email.deferred" | "email.bounced" | "email.failed" | "email.complained" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted")[];
+      events: ("email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted")[];
     };
     Webhook: {
       id: string;
       /** Format: uri */
       url: string;
-      events: ("email.queued" | "email.delivered" | "email.deferred" | "email.bounced" | "email.failed" | "email.complained" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted")[];
+      events: ("email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted")[];
       /** Format: date-time */
       createdAt: string;
       /** @description True once every attempt failed for 5 days; nothing more is sent. */
@@ -566,7 +588,7 @@ export interface components {
       /** @description Also the `webhook-id` header of every attempt. */
       id: string;
       /** @enum {string} */
-      type: "email.queued" | "email.delivered" | "email.deferred" | "email.bounced" | "email.failed" | "email.complained" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted" | "webhook.test";
+      type: "email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted" | "webhook.test";
       /** @enum {string} */
       state: "pending" | "delivered" | "failed";
       /** Format: date-time */
@@ -1233,7 +1255,7 @@ export interface operations {
   };
   /**
    * Read an email's status
-   * @description The message's status, attempts and events, for messages of the token's organization (kept MESSAGE_RETENTION_DAYS after they finish).
+   * @description The message's status, attempts and events, and each try at a receiver (host, address, TLS, the reply), for messages of the token's organization (kept MESSAGE_RETENTION_DAYS after they finish).
    */
   getEmail: {
     parameters: {

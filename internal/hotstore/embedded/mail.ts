@@ -1,11 +1,12 @@
 import type { Database } from "bun:sqlite";
 import { randomBytes } from "node:crypto";
-import { DeliveryOutcome, type Lane, MessageStatus } from "../../gen/mailcore/limiter/v1/mail_pb";
+import { type Lane, MessageStatus } from "../../gen/mailcore/limiter/v1/mail_pb";
 import { LANES } from "../../mail/policy";
 import { joinTags, type MessageHistory } from "../../model/history";
 import {
   type AckInput,
   type AckResult,
+  ackedStatus,
   type DeliveryPolicy,
   type EnqueueInput,
   type EnqueueResult,
@@ -13,11 +14,13 @@ import {
   KEPT_ACK_MS,
   type LaneCounts,
   type LeasedRecord,
+  leaseExpiryFails,
   type MailStore,
   nextSlot,
   RECOVER_BATCH,
   type RecoverResult,
   type ReleaseBatch,
+  type RetryState,
   type Released,
   type SlotPlan,
   type SlotRun,
@@ -230,40 +233,56 @@ export class EmbeddedMail implements MailStore {
           .run(input.orgId, input.messageId, input.outcome, input.detail, nowMs + KEPT_ACK_MS);
         return { current: false, status: (row?.status ?? MessageStatus.UNSPECIFIED) as MessageStatus };
       }
-      let status: MessageStatus;
-      let state: State = "done";
-      let dueMs: number | null = null;
-      if (input.outcome === DeliveryOutcome.DELIVERED) status = MessageStatus.DELIVERED;
-      else if (input.outcome === DeliveryOutcome.BOUNCED) {
-        status = MessageStatus.BOUNCED;
+      const { status, dueMs } = ackedStatus(input, row.attempts, policy, nowMs);
+      if (status === MessageStatus.BOUNCED)
         this.db
           .query("INSERT OR REPLACE INTO cooldowns (mailbox, until_ms) VALUES (?, ?)")
           .run(row.mailbox, nowMs + policy.bounceCooldownMs);
-      } else if (row.attempts >= policy.maxAttempts) status = MessageStatus.FAILED;
-      else {
-        status = MessageStatus.DEFERRED;
-        state = "deferred";
-        dueMs = nowMs + policy.retryBaseMs * 2 ** (row.attempts - 1);
-      }
+      const state: State = status === MessageStatus.DEFERRED ? "deferred" : "done";
+      const s = input.scheduled;
       this.db
-        .query("UPDATE messages SET status = ?, state = ?, lease_id = NULL, due_ms = ?, updated_ms = ? WHERE id = ?")
-        .run(status, state, dueMs, nowMs, input.messageId);
+        .query(
+          `UPDATE messages SET status = ?, state = ?, lease_id = NULL, due_ms = ?, updated_ms = ?,
+             first_ms = COALESCE(first_ms, ?), until_ms = COALESCE(?, until_ms), delayed = MAX(delayed, ?) WHERE id = ?`,
+        )
+        .run(
+          status,
+          state,
+          dueMs,
+          nowMs,
+          s?.firstAttemptMs ?? null,
+          s?.untilMs ?? null,
+          s?.delayedNotice === undefined ? 0 : 1,
+          input.messageId,
+        );
+      this.messages.addAttempts(input.messageId, input.attempts ?? []);
       this.messages.event(input.messageId, nowMs, status, input.detail);
+      if (s?.delayedNotice !== undefined && status === MessageStatus.DEFERRED)
+        this.messages.event(input.messageId, nowMs, MessageStatus.DELAYED, s.delayedNotice);
       return { current: true, status };
     })();
+  }
+
+  async retryState(orgId: string, messageId: string, leaseId: string): Promise<RetryState | null> {
+    const row = this.db
+      .query("SELECT status, lease_id, attempts, first_ms, delayed FROM messages WHERE id = ? AND org_id = ?")
+      .get(messageId, orgId) as MessageRow | null;
+    if (!row || row.status !== MessageStatus.SENDING || row.lease_id !== leaseId) return null;
+    return { attempts: row.attempts, firstAttemptMs: row.first_ms, delayedSent: row.delayed === 1 };
   }
 
   async recover(nowMs: number, policy: DeliveryPolicy): Promise<RecoverResult> {
     const result = this.db.transaction((): RecoverResult => {
       const expired = this.db
-        .query("SELECT id, attempts FROM messages WHERE state = 'inflight' AND due_ms <= ? LIMIT ?")
+        .query("SELECT id, attempts, until_ms FROM messages WHERE state = 'inflight' AND due_ms <= ? LIMIT ?")
         .all(nowMs, RECOVER_BATCH) as {
         id: string;
         attempts: number;
+        until_ms: number | null;
       }[];
       let failed = 0;
-      for (const { id, attempts } of expired) {
-        if (attempts >= policy.maxAttempts) {
+      for (const { id, attempts, until_ms } of expired) {
+        if (leaseExpiryFails(attempts, until_ms, policy, nowMs)) {
           this.db
             .query(
               "UPDATE messages SET state = 'done', status = ?, lease_id = NULL, due_ms = NULL, updated_ms = ? WHERE id = ?",

@@ -1,6 +1,6 @@
 import type { Database } from "bun:sqlite";
 import type { Lane, MessageStatus } from "../../gen/mailcore/limiter/v1/mail_pb";
-import { type MessageHistory, splitTags } from "../../model/history";
+import { type DeliveryAttemptRecord, type MessageHistory, splitTags } from "../../model/history";
 
 // The embedded message store: the SQLite tables of every message not yet settled in the
 // records (with its events), the guard logs, bounce cooldowns, kept acks, idempotency records
@@ -33,6 +33,9 @@ export interface MessageRow {
   lease_id: string | null;
   payload_written: number;
   slot_ms: number | null;
+  first_ms: number | null;
+  until_ms: number | null;
+  delayed: number;
 }
 
 /** The tables, and what the seams share of them: queue places, events, and a message as the records keep it. */
@@ -55,6 +58,8 @@ export class EmbeddedMessages {
       CREATE INDEX IF NOT EXISTS messages_dirty ON messages (updated_ms) WHERE dirty = 1;
       CREATE TABLE IF NOT EXISTS message_events (message_id TEXT NOT NULL, seq INTEGER NOT NULL, at_ms INTEGER NOT NULL, status INTEGER NOT NULL,
         detail TEXT NOT NULL, PRIMARY KEY (message_id, seq));
+      CREATE TABLE IF NOT EXISTS message_attempts (message_id TEXT NOT NULL, seq INTEGER NOT NULL, attempt TEXT NOT NULL,
+        PRIMARY KEY (message_id, seq));
       CREATE TABLE IF NOT EXISTS guard_log (org_id TEXT NOT NULL, mailbox TEXT NOT NULL, at_ms INTEGER NOT NULL, message_id TEXT NOT NULL, expires_ms INTEGER NOT NULL);
       CREATE INDEX IF NOT EXISTS guard_log_mailbox ON guard_log (org_id, mailbox, at_ms);
       CREATE TABLE IF NOT EXISTS cooldowns (mailbox TEXT PRIMARY KEY, until_ms INTEGER NOT NULL);
@@ -81,6 +86,11 @@ export class EmbeddedMessages {
     if (!columns.some((c) => c.name === "payload_written"))
       db.exec("ALTER TABLE messages ADD COLUMN payload_written INTEGER NOT NULL DEFAULT 0");
     if (!columns.some((c) => c.name === "slot_ms")) db.exec("ALTER TABLE messages ADD COLUMN slot_ms INTEGER");
+    // The schedule in hours: the first attempt, the end of the retries, whether the delayed notice was recorded.
+    if (!columns.some((c) => c.name === "first_ms")) db.exec("ALTER TABLE messages ADD COLUMN first_ms INTEGER");
+    if (!columns.some((c) => c.name === "until_ms")) db.exec("ALTER TABLE messages ADD COLUMN until_ms INTEGER");
+    if (!columns.some((c) => c.name === "delayed"))
+      db.exec("ALTER TABLE messages ADD COLUMN delayed INTEGER NOT NULL DEFAULT 0");
     const bounds = db.query("SELECT COALESCE(MIN(seq), 0) AS lo, COALESCE(MAX(seq), 0) AS hi FROM messages").get() as {
       lo: number;
       hi: number;
@@ -119,13 +129,13 @@ export class EmbeddedMessages {
     this.db.query("DELETE FROM held WHERE org_id = ? AND n <= 0").run(orgId);
   }
 
-  /** Deletes a message (and its events) that matches `where`; whether there was one. Its organization holds it no more. */
+  /** Deletes a message (and its events and attempts) that matches `where`; whether there was one. Its organization holds it no more. */
   remove(where: string, ...params: (string | number)[]): boolean {
     const gone = this.db
       .query(`DELETE FROM messages WHERE ${where} RETURNING id, org_id, LENGTH(CAST(payload AS BLOB)) AS bytes`)
       .get(...params) as { id: string; org_id: string; bytes: number } | null;
     if (!gone) return false;
-    this.db.query("DELETE FROM message_events WHERE message_id = ?").run(gone.id);
+    this.forget(gone.id);
     this.hold(gone.org_id, -1, gone.bytes);
     return true;
   }
@@ -160,6 +170,13 @@ export class EmbeddedMessages {
       .all(...rows.map((r) => r.id)) as { message_id: string; at_ms: number; status: number; detail: string }[];
     for (const e of all)
       events.get(e.message_id)!.push({ status: e.status as MessageStatus, atMs: e.at_ms, detail: e.detail });
+    const attempts = new Map<string, DeliveryAttemptRecord[]>(rows.map((r) => [r.id, []]));
+    const tries = this.db
+      .query(
+        `SELECT message_id, attempt FROM message_attempts WHERE message_id IN (${rows.map(() => "?").join(",")}) ORDER BY message_id, seq`,
+      )
+      .all(...rows.map((r) => r.id)) as { message_id: string; attempt: string }[];
+    for (const t of tries) attempts.get(t.message_id)!.push(JSON.parse(t.attempt) as DeliveryAttemptRecord);
     return rows.map((row) => ({
       id: row.id,
       orgId: row.org_id,
@@ -175,7 +192,24 @@ export class EmbeddedMessages {
       updatedMs: row.updated_ms,
       version: row.v,
       events: events.get(row.id)!,
+      deliveryAttempts: attempts.get(row.id)!,
     }));
+  }
+
+  /** Deletes a message's events and tries (the message's row is gone). */
+  forget(messageId: string): void {
+    this.db.query("DELETE FROM message_events WHERE message_id = ?").run(messageId);
+    this.db.query("DELETE FROM message_attempts WHERE message_id = ?").run(messageId);
+  }
+
+  /** Appends tries at receivers to a message's history (the event that comes with them marks it changed). */
+  addAttempts(messageId: string, attempts: readonly DeliveryAttemptRecord[]): void {
+    if (attempts.length === 0) return;
+    const { n } = this.db.query("SELECT COUNT(*) AS n FROM message_attempts WHERE message_id = ?").get(messageId) as {
+      n: number;
+    };
+    const insert = this.db.query("INSERT INTO message_attempts (message_id, seq, attempt) VALUES (?, ?, ?)");
+    for (const [i, a] of attempts.entries()) insert.run(messageId, n + i, JSON.stringify(a));
   }
 
   /** Appends an event; the message is marked changed for the records. */

@@ -58,6 +58,7 @@ export class EmbeddedReconcile implements ReconcileStore {
           detail = ack.detail;
           if (ack.outcome === DeliveryOutcome.DELIVERED) status = MessageStatus.DELIVERED;
           else if (ack.outcome === DeliveryOutcome.BOUNCED) status = MessageStatus.BOUNCED;
+          else if (ack.outcome === DeliveryOutcome.REJECTED) status = MessageStatus.FAILED;
           else seq = this.messages.tail();
         }
         const state: State = status === MessageStatus.QUEUED ? "waiting" : "done";
@@ -85,7 +86,8 @@ export class EmbeddedReconcile implements ReconcileStore {
             m.events.length,
           );
         this.messages.hold(m.orgId, 1, Buffer.byteLength(m.payload ?? ""));
-        this.db.query("DELETE FROM message_events WHERE message_id = ?").run(m.id);
+        this.messages.forget(m.id);
+        this.messages.addAttempts(m.id, m.deliveryAttempts ?? []);
         for (const [i, e] of m.events.entries())
           this.db
             .query("INSERT INTO message_events (message_id, seq, at_ms, status, detail) VALUES (?, ?, ?, ?, ?)")

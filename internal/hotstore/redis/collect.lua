@@ -15,7 +15,7 @@ for _, entry in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)) 
       if not fields[1] then
         if #out > 0 and bytes + #fields[2] > budget then break end
         bytes = bytes + #fields[2]
-        m[15] = fields[2]
+        m[16] = fields[2]
       end
     end
     out[#out + 1] = m

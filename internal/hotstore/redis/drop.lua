@@ -1,5 +1,5 @@
 -- Drops messages that are still at the given versions, from wherever they are in their lane,
--- with their record, events and outbox entry (copies older than the records).
+-- with their record, events, tries and outbox entry (copies older than the records).
 -- KEYS[1] the outbox  ARGV: org id, message id, version, ... (triples)
 -- Reply: how many were dropped.
 
@@ -21,7 +21,7 @@ for i = 1, #ARGV, 3 do
     redis.call('ZREM', key('deferred', lane), entry)
     redis.call('ZREM', KEYS[1], entry)
     uncountHeld(org, message)
-    redis.call('DEL', message, key('events', org, id))
+    redis.call('DEL', message, key('events', org, id), key('attempts', org, id))
     dropped = dropped + 1
   end
 end

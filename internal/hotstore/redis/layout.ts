@@ -37,6 +37,7 @@ export const keys = {
   cooldown: (mailbox: string) => key("cooldown", mailbox),
   message: (orgId: string, id: string) => key("message", orgId, id),
   events: (orgId: string, id: string) => key("events", orgId, id),
+  attempts: (orgId: string, id: string) => key("attempts", orgId, id),
   orgQueue: (orgId: string, lane: number) => key("orgQueue", lane, orgId),
   roster: (lane: number) => key("roster", lane),
   ready: (lane: number) => key("ready", lane),

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
-import type { Lane, MessageStatus } from "../../gen/mailcore/limiter/v1/mail_pb";
+import { type Lane, MessageStatus } from "../../gen/mailcore/limiter/v1/mail_pb";
 import { LANES } from "../../mail/policy";
-import { joinTags, type MessageHistory, splitTags } from "../../model/history";
+import { type DeliveryAttemptRecord, joinTags, type MessageHistory, splitTags } from "../../model/history";
 import {
   type AckInput,
   type AckResult,
@@ -17,6 +17,8 @@ import {
   RECOVER_BATCH,
   type RecoverResult,
   type ReleaseBatch,
+  type RetryState,
+  type ScheduledRetry,
   type SlotPlan,
 } from "../hotstore";
 import { type ConfirmedWrites, NotConfirmed } from "./confirm";
@@ -39,8 +41,14 @@ export type MessageReply = [
   number,
   [number, number, string][],
   string,
+  string[],
   string?,
 ];
+
+/** ack.lua's argument for the schedule in hours: 'first|until|retry at' (-1: the retries are over), or '' for none. */
+function scheduledArg(s: ScheduledRetry | undefined): string {
+  return s ? `${s.firstAttemptMs}|${s.untilMs}|${s.retryAtMs ?? -1}` : "";
+}
 
 /** readMessage's reply as the records keep a message. */
 export function toHistory(m: MessageReply): MessageHistory {
@@ -59,6 +67,7 @@ export function toHistory(m: MessageReply): MessageHistory {
     version,
     events,
     tags,
+    tries,
     payload,
   ] = m;
   return {
@@ -76,6 +85,7 @@ export function toHistory(m: MessageReply): MessageHistory {
     updatedMs,
     version,
     events: events.map(([s, atMs, detail]) => ({ status: s as MessageStatus, atMs, detail })),
+    deliveryAttempts: tries.map((t) => JSON.parse(t) as DeliveryAttemptRecord),
     ...(payload === undefined ? {} : { payload }),
   };
 }
@@ -223,9 +233,29 @@ export class RedisMail implements MailStore {
       policy.bounceCooldownMs,
       orgId,
       messageId,
+      scheduledArg(input.scheduled),
+      input.scheduled?.delayedNotice ?? "",
+      ...(input.attempts ?? []).map((a) => JSON.stringify(a)),
     ])) as [number, number];
     if (current !== 1) await keep();
     return { current: current === 1, status: status as MessageStatus };
+  }
+
+  async retryState(orgId: string, messageId: string, leaseId: string): Promise<RetryState | null> {
+    const [status, lease, attempts, first, delayed] = await this.redis.hmget(
+      keys.message(orgId, messageId),
+      "status",
+      "lease",
+      "attempts",
+      "first",
+      "delayed",
+    );
+    if (Number(status) !== MessageStatus.SENDING || lease !== leaseId) return null;
+    return {
+      attempts: Number(attempts),
+      firstAttemptMs: first === null ? null : Number(first),
+      delayedSent: delayed === "1",
+    };
   }
 
   async recover(nowMs: number, policy: DeliveryPolicy): Promise<RecoverResult> {

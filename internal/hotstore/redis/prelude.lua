@@ -19,6 +19,7 @@ K.guardLog = 'mc:{mail}:g:%s:%s'          -- (org, mailbox): zset of accept time
 K.cooldown = 'mc:{mail}:cd:%s'            -- a mailbox's bounce cooldown: until ms
 K.message = 'mc:{mail}:m:%s:%s'           -- (org, id): a message not yet settled in the records (q: counted in its org's held)
 K.events = 'mc:{mail}:m:%s:%s:ev'         -- its events: 'status|at ms|detail'
+K.attempts = 'mc:{mail}:m:%s:%s:at'       -- its tries at receivers: one JSON object each, as the worker reported them
 K.orgQueue = 'mc:{mail}:q:%s:%s'          -- (lane, org): the organization's waiting messages
 K.roster = 'mc:{mail}:roster:%s'          -- organizations with waiting messages, in serving order
 K.ready = 'mc:{mail}:ready:%s'            -- released messages ('org|id'), waiting for a worker
@@ -49,6 +50,7 @@ S.DELIVERED = 3
 S.DEFERRED = 4
 S.BOUNCED = 5
 S.FAILED = 6
+S.DELAYED = 7 -- an event only: still not delivered hours after the first attempt
 
 -- Admission verdicts (proto Verdict; MISS: the projection has no entry, nothing consumed).
 local V = {}
@@ -104,8 +106,9 @@ local function record(org, id, status, now, detail)
 end
 
 -- A message as the records keep it: {id, org, lane, from, to, mailbox, subject, status,
--- attempts, created, updated, v, {{status, at, detail}, ...}, tags}; nil when it is not here.
--- tags is space-separated ('' for a message accepted before messages kept their tags).
+-- attempts, created, updated, v, {{status, at, detail}, ...}, tags, {try as JSON, ...}}; nil
+-- when it is not here. tags is space-separated ('' for a message accepted before messages kept
+-- their tags).
 local function readMessage(org, id)
   local m = redis.call('HMGET', key('message', org, id), 'lane', 'from', 'to', 'mailbox', 'subject', 'status', 'attempts', 'created', 'updated', 'v', 'tags')
   if not m[1] then return nil end
@@ -114,7 +117,8 @@ local function readMessage(org, id)
     local status, at, detail = string.match(e, '^(%d+)|(%d+)|(.*)$')
     events[#events + 1] = {tonumber(status), tonumber(at), detail}
   end
-  return {id, org, tonumber(m[1]), m[2], m[3], m[4], m[5], tonumber(m[6]), tonumber(m[7]), tonumber(m[8]), tonumber(m[9]), tonumber(m[10]), events, m[11] or ''}
+  local tries = redis.call('LRANGE', key('attempts', org, id), 0, -1)
+  return {id, org, tonumber(m[1]), m[2], m[3], m[4], m[5], tonumber(m[6]), tonumber(m[7]), tonumber(m[8]), tonumber(m[9]), tonumber(m[10]), events, m[11] or '', tries}
 end
 
 -- Token buckets in integer units of 1/period of a token (internal/bucket mirrors this):

@@ -37,6 +37,7 @@ export class RedisReconcile implements ReconcileStore {
         createdMs: String(m.createdMs),
         payload: m.payload ?? "",
         events: m.events.map((e) => ({ status: String(e.status), atMs: String(e.atMs), detail: e.detail })),
+        tries: (m.deliveryAttempts ?? []).map((a) => JSON.stringify(a)),
       }),
     );
     const [requeued, finished] = (await this.writes.run("putback", [keys.outbox(), nowMs, ...json])) as [

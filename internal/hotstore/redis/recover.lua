@@ -1,6 +1,7 @@
 -- Puts back what workers left: a message whose lease expired (its worker died or hung) goes back
 -- to the head of its organization's queue in the lane, so it is released again through the
--- lane's pacing, or fails when it has had its last attempt; a deferred message whose retry is
+-- lane's pacing, or fails when it has had its last attempt (hotstore.ts's leaseExpiryFails: past
+-- the end of its retries under the schedule in hours, else its last attempt of the short one); a deferred message whose retry is
 -- due goes back to the tail of its organization's queue.
 --
 -- KEYS[1] in flight  KEYS[2] deferred  KEYS[3] roster  KEYS[4] depth (one lane)
@@ -20,9 +21,11 @@ for _, entry in ipairs(expired) do
   redis.call('ZREM', KEYS[1], entry)
   local org, id = unref(entry)
   local m = key('message', org, id)
-  local fields = redis.call('HMGET', m, 'status', 'attempts')
+  local fields = redis.call('HMGET', m, 'status', 'attempts', 'until')
   if tonumber(fields[1]) == S.SENDING then
-    if tonumber(fields[2]) >= tonumber(ARGV[4]) then
+    local fails
+    if fields[3] then fails = tonumber(ARGV[1]) >= tonumber(fields[3]) else fails = tonumber(fields[2]) >= tonumber(ARGV[4]) end
+    if fails then
       redis.call('HSET', m, 'status', S.FAILED, 'lease', '', 'updated', ARGV[1])
       record(org, id, S.FAILED, ARGV[1], 'lease expired after the last attempt')
       failed = failed + 1

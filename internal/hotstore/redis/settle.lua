@@ -15,7 +15,7 @@ for i = 1, #ARGV, 3 do
     redis.call('ZREM', KEYS[1], ref(org, id))
     if isFinal(tonumber(fields[2])) then
       uncountHeld(org, m)
-      redis.call('DEL', m, key('events', org, id))
+      redis.call('DEL', m, key('events', org, id), key('attempts', org, id))
       gone = gone + 1
     end
   end
