@@ -148,6 +148,7 @@ for (const round of [1, 2]) {
             checkCooldown: false,
             countGuards: false,
             guards: GUARD_LIMITS,
+            queueCap: { messages: 1_000_000, bytes: 1_000_000_000 },
           },
           Date.now(),
         );

@@ -2,6 +2,7 @@
 // Each command loads only the modules it uses: a call costs little CPU, and scripts make many.
 import { explain, runAdmin } from "../../internal/admin/cli";
 import { databaseUrl, dirVar, limiterCredential, limiterUrl } from "../../internal/config/config";
+import { ownerOnlyFiles } from "../../internal/datadir/datadir";
 import type { UnarySession } from "../../internal/limiterclient/unary";
 
 /** Prints a failure as every failure of the CLI is printed (JSON with --json) and exits with its code. */
@@ -25,6 +26,8 @@ function loadConfig() {
   }
 }
 const cfg = loadConfig();
+// migrate makes the records' file, certs init a set of keys: the user's alone.
+ownerOnlyFiles();
 let session: Promise<UnarySession> | undefined;
 const deps = {
   rpc: () =>

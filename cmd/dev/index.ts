@@ -10,12 +10,15 @@ import {
   loadOrExit,
   smtpConfig,
 } from "../../internal/config/config";
+import { ownerOnlyFiles } from "../../internal/datadir/datadir";
 import { bootstrapDemo, DEMO, DevStack, limiterServing, waitUntil } from "../../internal/devstack/devstack";
 import { limiterClients } from "../../internal/limiterclient/client";
 import { clientCredential, ensurePlaneSecret } from "../../internal/plane/secret";
 
 const root = resolve(import.meta.dir, "../..");
 const daemon = loadOrExit("dev", () => limiterdConfig(process.env));
+// What dev makes under DATA_DIR (and its children after it) is the user's alone.
+ownerOnlyFiles();
 const api = loadOrExit("dev", () => apiConfig(process.env));
 const limiterUrl = `http://${daemon.host === "0.0.0.0" ? "127.0.0.1" : daemon.host}:${daemon.port}`;
 const base = `http://${api.host === "0.0.0.0" ? "127.0.0.1" : api.host}:${api.port}`;

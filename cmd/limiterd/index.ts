@@ -6,6 +6,7 @@ import { hostname } from "node:os";
 import { join } from "node:path";
 import { systemClock } from "../../internal/clock/clock";
 import { limiterdConfig, loadOrExit } from "../../internal/config/config";
+import { privateDataDir } from "../../internal/datadir/datadir";
 import { ensureMasterKeyFile, MasterKey } from "../../internal/dkim/seal";
 import { EmbeddedHot, embeddedHotFile } from "../../internal/hotstore/embedded/embedded";
 import type { HotStore } from "../../internal/hotstore/hotstore";
@@ -38,6 +39,7 @@ import { retryPolicy } from "../../internal/mx/retry";
 const log = logger("limiterd");
 const cfg = loadOrExit("limiterd", () => limiterdConfig(process.env));
 setLogFormat(cfg.logFormat);
+privateDataDir(cfg.dataDir, log);
 
 let records: Records;
 let hot: HotStore;
@@ -152,6 +154,9 @@ const daemon = limiterDaemon({
   webhookPolicy: webhookRetryPolicy(cfg.webhookScheduleDivisor),
   dnsServer: cfg.dnsServer,
   publicUrl: cfg.publicUrl,
+  ipv6PrefixBits: cfg.ipv6PrefixBits,
+  consoleIdleMs: cfg.consoleIdleMs,
+  queueCap: cfg.queueCap,
   owner: `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`,
   log,
   metrics,

@@ -2,6 +2,7 @@
 // each message forwarded to POST /api/v1/emails.
 import { join } from "node:path";
 import { loadOrExit, smtpConfig } from "../../internal/config/config";
+import { privateDataDir } from "../../internal/datadir/datadir";
 import { DirectoryService } from "../../internal/gen/mailcore/limiter/v1/limiter_pb";
 import { daemonConnection } from "../../internal/limiterclient/client";
 import { logger, setLogFormat } from "../../internal/log/log";
@@ -22,6 +23,7 @@ import { tokenVerifier } from "../../internal/smtp/verify";
 const log = logger("smtp");
 const cfg = loadOrExit("smtp", () => smtpConfig(process.env));
 setLogFormat(cfg.logFormat);
+privateDataDir(cfg.dataDir, log);
 const registry = newRegistry("smtp");
 const disk = new DiskSpace(cfg.dataDir, log, diskFullCounter(registry));
 const files =
@@ -62,6 +64,7 @@ const server = submissionServer(
     authFailuresPerIp: cfg.authFailuresPerIp,
     socketTimeoutMs: cfg.socketTimeoutMs,
     sessionTimeoutMs: cfg.sessionTimeoutMs,
+    ipv6PrefixBits: cfg.ipv6PrefixBits,
   },
 );
 

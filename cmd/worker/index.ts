@@ -3,11 +3,13 @@
 import { join } from "node:path";
 import { hostname } from "node:os";
 import { loadOrExit, workerConfig } from "../../internal/config/config";
+import { privateDataDir } from "../../internal/datadir/datadir";
 import { DeliveryService } from "../../internal/gen/mailcore/limiter/v1/mail_pb";
 import { WebhookDeliveryService } from "../../internal/gen/mailcore/limiter/v1/webhooks_pb";
 import { daemonConnection } from "../../internal/limiterclient/client";
 import { logger, setLogFormat } from "../../internal/log/log";
 import { DiskSpace } from "../../internal/diskspace/diskspace";
+import { dnsResolver } from "../../internal/dnsquery/resolver";
 import {
   certificateExpiry,
   diskFullCounter,
@@ -28,6 +30,7 @@ import { Worker } from "../../internal/worker/worker";
 const log = logger("worker");
 const cfg = loadOrExit("worker", () => workerConfig(process.env));
 setLogFormat(cfg.logFormat);
+privateDataDir(cfg.dataDir, log);
 const registry = newRegistry("worker");
 // The ack journal and the file sink write under DATA_DIR: a full disk defers, and is logged and counted.
 const disk = new DiskSpace(cfg.dataDir, log, diskFullCounter(registry));
@@ -54,6 +57,7 @@ const webhooks = new WebhookDeliverer(daemon.client(WebhookDeliveryService), {
   workerId,
   concurrency: cfg.webhookConcurrency,
   allowPrivateUrls: cfg.webhookAllowPrivateUrls,
+  resolve: dnsResolver({ server: cfg.dnsServer }),
   log,
   metrics,
 });

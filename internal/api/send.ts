@@ -1,5 +1,5 @@
 import { SendOutcome, type SendResponse } from "../gen/mailcore/limiter/v1/mail_pb";
-import { laneName } from "../mail/policy";
+import { laneName, QUEUE_FULL_MESSAGES } from "../mail/policy";
 import { InvalidField } from "./invalid_field";
 import type { SendInput } from "./send_request";
 import { NotQueued } from "./ports";
@@ -46,6 +46,12 @@ export function sendAnswer(res: SendResponse, input: SendInput, headers: Headers
       return json(
         429,
         { code: "RECIPIENT_RATE_LIMITED", message: "This recipient is temporarily rate limited." },
+        { ...headers, "Retry-After": String(res.retryAfterSeconds) },
+      );
+    case SendOutcome.QUEUE_FULL:
+      return json(
+        429,
+        { code: "QUEUE_FULL", message: QUEUE_FULL_MESSAGES[res.reason === "bytes" ? "bytes" : "messages"] },
         { ...headers, "Retry-After": String(res.retryAfterSeconds) },
       );
     default:

@@ -14,7 +14,7 @@ import { apiContracts } from "./contract";
 import { InvalidField } from "./invalid_field";
 import { rateLimitHeaders } from "./ratelimit_headers";
 import { observed } from "./observe";
-import type { ApiPorts } from "./ports";
+import type { AdmissionPort, ApiPorts } from "./ports";
 import {
   type Admitted,
   error,
@@ -54,9 +54,30 @@ export interface ApiOptions {
 
 /**
  * Pages served beside the API (the console, the API reference, their assets): a response for
- * the paths they own, undefined for every other path. They are not API requests: no admission.
+ * the paths they own, undefined for every other path. They are not API requests: the pages that
+ * ask the daemon anything (the console, unsubscribing) count against the client's IP limit
+ * (ipGate); the static ones cost nothing to serve.
  */
 export type SiteHandler = (req: Request, url: URL, peerIp: string) => Promise<Response> | Response | undefined;
+
+/**
+ * Counts a request without an API token against its client's IP limit (the API's 500 per
+ * second, an IPv6 client by its network): undefined when allowed, else the seconds to wait;
+ * rejects when the daemon cannot be asked.
+ */
+export type IpGate = (req: Request, peerIp: string) => Promise<number | undefined>;
+
+/** The IP gate of a front: an admission without a token, for the client the request is attributed to. */
+export function ipGate(admission: AdmissionPort, trustProxy: readonly string[]): IpGate {
+  return async (req, peerIp) => {
+    const a = await admission.admit({
+      token: "",
+      clientIp: clientIp(peerIp, req.headers.get("x-forwarded-for"), trustProxy),
+      withTags: false,
+    });
+    return a.verdict === Verdict.IP_LIMITED ? a.retryAfterSeconds : undefined;
+  };
+}
 
 /** The daemon could not be asked; with the request's rate-limit headers when it was already admitted. */
 const unavailable = (headers: Headers_ = {}) =>
@@ -79,6 +100,10 @@ export function bearerToken(authorization: string | null): { token: string; isBe
   const bearer = authorization === null ? null : BEARER.exec(authorization);
   return { token: bearer && isWellFormed(bearer[1]!) ? bearer[1]! : "", isBearer: bearer !== null };
 }
+
+/** 429 for a request the IP limit refused. */
+const tooManyFromAddress = (retryAfterSeconds: number, docsUrl: string) =>
+  json(429, { message: "Too many requests", docs: docsUrl }, { "Retry-After": String(retryAfterSeconds) });
 
 /** The answer to an admission that did not allow the request; undefined when it did. */
 export function refusedAdmission(
@@ -172,6 +197,19 @@ export function apiHandler(ports: ApiPorts, o: ApiOptions) {
   const admissionFailing = new FailureEpisode(o.log, "admission");
   documentedContracts();
   const front: Front = { ports, records: { timeoutMs: o.recordsTimeoutMs } };
+  const gate = ipGate(ports.admission, o.trustProxy);
+  const docsUrlOf = (url: URL) => o.docsUrl ?? `${url.origin}${DOCS_PATH}`;
+
+  /** GET /readyz, behind the IP limit: each asks the daemon. */
+  async function ready(req: Request, url: URL, peerIp: string): Promise<Response> {
+    try {
+      const wait = await gate(req, peerIp);
+      if (wait !== undefined) return tooManyFromAddress(wait, docsUrlOf(url));
+      return (await ports.health.ready()) ? json(200, { status: "ready" }) : unavailable();
+    } catch {
+      return unavailable();
+    }
+  }
 
   async function handle(req: Request, peerIp: string, requestId: string): Promise<Response> {
     let url: URL;
@@ -185,11 +223,7 @@ export function apiHandler(ports: ApiPorts, o: ApiOptions) {
     if (path === HEALTH_PATH) return getOnly(req, path, () => json(200, { status: "ok" }));
     const page = o.site?.(req, url, peerIp);
     if (page) return page;
-    if (path === READY_PATH) {
-      return getOnly(req, path, async () =>
-        (await ports.health.ready().catch(() => false)) ? json(200, { status: "ready" }) : unavailable(),
-      );
-    }
+    if (path === READY_PATH) return getOnly(req, path, () => ready(req, url, peerIp));
 
     const authorization = req.headers.get("authorization");
     let admission: Admission;
@@ -206,7 +240,7 @@ export function apiHandler(ports: ApiPorts, o: ApiOptions) {
       return unavailable();
     }
     const headers: Headers_ = { ...rateLimitHeaders(admission), "X-Request-Id": requestId };
-    const docsUrl = () => o.docsUrl ?? `${url.origin}${DOCS_PATH}`;
+    const docsUrl = () => docsUrlOf(url);
     const refused = refusedAdmission(admission, authorization, headers, docsUrl, o.log);
     if (refused) return refused;
     return serveRoute(front, { req, requestId, admission, headers }, url, o.log);

@@ -3,7 +3,8 @@ import {
   WebhookDeliveryState,
   type WebhookEndpoint,
 } from "../gen/mailcore/limiter/v1/webhooks_pb";
-import { checkEndpoint } from "../webhooks/endpoint";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { checkEndpoint, MAX_WEBHOOKS_PER_ORG } from "../webhooks/endpoint";
 import { InvalidField } from "./invalid_field";
 import { error, type Handler, type Headers_, invalid, json, readJson } from "./respond";
 import { paging, route } from "./resource";
@@ -66,7 +67,19 @@ export const createWebhook: Handler = async ({ ports }, { req, admission, header
   }
   const input = checkEndpoint(body);
   if ("field" in input) return invalid(input.field, input.message, headers);
-  const made = await ports.webhooks.create(admission.ticket, input, req.headers.get("idempotency-key"));
+  let made: Awaited<ReturnType<typeof ports.webhooks.create>>;
+  try {
+    made = await ports.webhooks.create(admission.ticket, input, req.headers.get("idempotency-key"));
+  } catch (err) {
+    if (err instanceof ConnectError && err.code === Code.ResourceExhausted)
+      return error(
+        409,
+        "TOO_MANY_WEBHOOKS",
+        `This organization has ${MAX_WEBHOOKS_PER_ORG} webhooks, the most it may have: delete one first.`,
+        headers,
+      );
+    throw err;
+  }
   return json(201, { ...endpointJson(made.endpoint!), secret: made.secret }, headers);
 };
 

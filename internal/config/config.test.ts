@@ -173,6 +173,11 @@ describe("configuration", () => {
       { SMTP_TLS_CERT: "/nonexistent/cert.pem", SMTP_TLS_KEY: "/nonexistent/key.pem" },
       "smtp: configuration error: SMTP_TLS_CERT",
     ],
+    [
+      "cmd/smtp/index.ts",
+      { SMTP_HOST: "0.0.0.0" },
+      "smtp: configuration error: SMTP_HOST=0.0.0.0 is not a loopback address, and without SMTP_TLS_CERT and SMTP_TLS_KEY the front would offer a self-signed certificate",
+    ],
   ])("%s stops with one line and exit code 2", async (entry, env, line) => {
     const r = await runToEnd(entry, [], env);
     expect(r.code).toBe(2);
@@ -225,6 +230,17 @@ describe("configuration", () => {
     ])("rejects %p", (env, message) => {
       expect(() => smtpConfig(env)).toThrow(ConfigError);
       expect(() => smtpConfig(env)).toThrow(message);
+    });
+
+    test("off loopback: a certificate of its own, or SMTP_ALLOW_SELF_SIGNED=1", () => {
+      for (const host of ["127.0.0.1", "::1", "localhost"]) expect(smtpConfig({ SMTP_HOST: host }).host).toBe(host);
+      for (const host of ["0.0.0.0", "::", "192.0.2.25"])
+        expect(() => smtpConfig({ SMTP_HOST: host })).toThrow(
+          `SMTP_HOST=${host} is not a loopback address, and without SMTP_TLS_CERT and SMTP_TLS_KEY the front would offer a self-signed certificate no client can verify: set both (PEM files), or SMTP_ALLOW_SELF_SIGNED=1 to serve it anyway`,
+        );
+      expect(smtpConfig({ SMTP_HOST: "0.0.0.0", SMTP_ALLOW_SELF_SIGNED: "1" }).host).toBe("0.0.0.0");
+      expect(smtpConfig({ SMTP_HOST: "0.0.0.0", SMTP_TLS_CERT: cert, SMTP_TLS_KEY: key }).host).toBe("0.0.0.0");
+      expect(() => smtpConfig({ SMTP_ALLOW_SELF_SIGNED: "yes" })).toThrow("SMTP_ALLOW_SELF_SIGNED");
     });
 
     test("cmd/smtp: a certificate pair TLS cannot use stops it with one line and exit code 2", async () => {

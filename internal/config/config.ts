@@ -3,6 +3,7 @@ import { isIP } from "node:net";
 import { hostname } from "node:os";
 import { resolve } from "node:path";
 import { createSecureContext } from "node:tls";
+import { IPV6_PREFIX_BITS_DEFAULT } from "../clientip/clientip";
 import { type ClientCredential, clientCredential } from "../plane/secret";
 import type { ClientTls, ServerTls } from "../plane/tls";
 
@@ -25,6 +26,11 @@ export function intVar(env: Env, name: string, def: number, min: number, max: nu
     throw new ConfigError(`${name}=${JSON.stringify(v)} is not a whole number from ${min} to ${max}`);
   }
   return Number(v);
+}
+
+/** IPV6_PREFIX_BITS: how many leading bits of an IPv6 client address every per-address limit counts by. */
+export function ipv6PrefixBitsVar(env: Env): number {
+  return intVar(env, "IPV6_PREFIX_BITS", IPV6_PREFIX_BITS_DEFAULT, 32, 128);
 }
 
 export function portVar(env: Env, name: string, def: number): number {
@@ -165,6 +171,12 @@ export interface LimiterdConfig {
   dnsServer: string | undefined;
   /** Where links in mail (one-click unsubscribe) point: the API process as the world reaches it. */
   publicUrl: string;
+  /** The IPv6 prefix every per-address limit counts a client by (the IP bucket, the console's sign-in). */
+  ipv6PrefixBits: number;
+  /** A console session unused this long has ended (it ends 12 hours after sign-in in any case). */
+  consoleIdleMs: number;
+  /** The most one organization may have queued: messages not yet final, and their bytes. */
+  queueCap: { messages: number; bytes: number };
   /** Mutual TLS on the daemon's port; undefined: cleartext. */
   tls: ServerTls | undefined;
   /** LIMITER_INSECURE=1: cleartext on an address other than loopback, for a network isolated by other means. */
@@ -256,6 +268,13 @@ export function limiterdConfig(env: Env): LimiterdConfig {
     metricsPort: intVar(env, "LIMITER_METRICS_PORT", 0, 0, 65_535),
     dnsServer: dnsServerVar(env, "DNS_SERVER"),
     publicUrl: urlVar(env, "PUBLIC_URL", "http://127.0.0.1:8080", ["http", "https"])!,
+    ipv6PrefixBits: ipv6PrefixBitsVar(env),
+    consoleIdleMs: intVar(env, "CONSOLE_IDLE_TIMEOUT_MINUTES", 30, 1, 720) * 60_000,
+    queueCap: {
+      messages: intVar(env, "MAX_QUEUED_PER_ORG", 100_000, 1, 100_000_000),
+      // At least room for a few messages of the largest size, in their JSON form.
+      bytes: intVar(env, "MAX_QUEUED_BYTES_PER_ORG", 256 * 1024 * 1024, 8 * 1024 * 1024, 1024 ** 4),
+    },
     tls,
     insecure,
     masterKey: masterKeyVar(env),
@@ -422,6 +441,8 @@ export interface WorkerConfig {
   webhookConcurrency: number;
   /** Whether webhooks may be sent to loopback and private networks (development, tests). */
   webhookAllowPrivateUrls: boolean;
+  /** Where webhook hosts are looked up; undefined: the system's resolvers. */
+  dnsServer: string | undefined;
   metricsHost: string;
   /** 0: no metrics endpoint. */
   metricsPort: number;
@@ -455,6 +476,7 @@ export function workerConfig(env: Env): WorkerConfig {
     maxInFlight: intVar(env, "WORKER_CONCURRENCY", delivery === "mx" ? 128 : 16, 1, 256),
     webhookConcurrency: intVar(env, "WEBHOOK_CONCURRENCY", 64, 1, 1_024),
     webhookAllowPrivateUrls: intVar(env, "WEBHOOK_ALLOW_PRIVATE_URLS", 0, 0, 1) === 1,
+    dnsServer: dnsServerVar(env, "DNS_SERVER"),
     metricsHost: hostVar(env, "METRICS_HOST", "127.0.0.1"),
     metricsPort: intVar(env, "WORKER_METRICS_PORT", 0, 0, 65_535),
     logFormat: logFormatVar(env),
@@ -535,6 +557,8 @@ export interface SmtpConfig {
   /** A connection without a successful AUTH this long after its greeting is closed (421); also the longest wait for a slot. */
   authTimeoutMs: number;
   authFailuresPerIp: number;
+  /** The IPv6 prefix the per-address limits count a client by. */
+  ipv6PrefixBits: number;
 }
 
 function existingFile(env: Env, name: string): string | undefined {
@@ -559,8 +583,16 @@ export function smtpConfig(env: Env): SmtpConfig {
       "SMTP_TLS_CERT and SMTP_TLS_KEY go together: set both (PEM files) or neither (a self-signed development certificate)",
     );
   }
+  const host = hostVar(env, "SMTP_HOST", "127.0.0.1");
+  const allowSelfSigned = intVar(env, "SMTP_ALLOW_SELF_SIGNED", 0, 0, 1) === 1;
+  // A client cannot tell a self-signed certificate from an attacker's: off loopback, it would be
+  // told to send its API token over a STARTTLS anyone on the path can intercept.
+  if (tlsCert === undefined && !isLoopback(host) && !allowSelfSigned)
+    throw new ConfigError(
+      `SMTP_HOST=${host} is not a loopback address, and without SMTP_TLS_CERT and SMTP_TLS_KEY the front would offer a self-signed certificate no client can verify: set both (PEM files), or SMTP_ALLOW_SELF_SIGNED=1 to serve it anyway`,
+    );
   return {
-    host: hostVar(env, "SMTP_HOST", "127.0.0.1"),
+    host,
     port: portVar(env, "SMTP_PORT", 587),
     tlsCert,
     tlsKey,
@@ -582,5 +614,6 @@ export function smtpConfig(env: Env): SmtpConfig {
     maxSessionsPerOrg: intVar(env, "SMTP_MAX_SESSIONS_PER_ORG", 200, 1, 100_000),
     authTimeoutMs: intVar(env, "SMTP_AUTH_TIMEOUT_MS", 10_000, 100, 3_600_000),
     authFailuresPerIp: intVar(env, "SMTP_AUTH_FAILURES_PER_IP", 10, 1, 1_000_000),
+    ipv6PrefixBits: ipv6PrefixBitsVar(env),
   };
 }

@@ -329,10 +329,10 @@ describe("the console in Chromium", () => {
   });
 });
 
-test("under TLS (a trusted proxy that says so) the cookies are Secure; without, they are not", async () => {
+test("under TLS (a trusted proxy that says so) the cookies are __Host- and Secure; without, they are not", async () => {
   const form = (headers: Record<string, string>) => fetch(`${base}/console/sign-in`, { headers });
   expect((await form({ "X-Forwarded-Proto": "https" })).headers.get("set-cookie")).toMatch(
-    /^mc_signin=[\w-]{43}; Path=\/console; Max-Age=3600; Secure; HttpOnly; SameSite=Strict$/,
+    /^__Host-mc_signin=[\w-]{43}; Path=\/; Max-Age=3600; Secure; HttpOnly; SameSite=Strict$/,
   );
   expect((await form({})).headers.get("set-cookie")).not.toContain("Secure");
   const page = await form({ "X-Forwarded-Proto": "https" });
@@ -349,11 +349,11 @@ test("under TLS (a trusted proxy that says so) the cookies are Secure; without, 
     body: new URLSearchParams({ csrf, email: RIVAL.email, password: PASSWORD }),
   });
   expect(signedIn.status).toBe(303);
-  const session = signedIn.headers.getSetCookie().find((c) => c.startsWith("mc_session="))!;
-  expect(session).toMatch(/^mc_session=mcs_[\w-]{43}; Path=\/console; Max-Age=43200; Secure; HttpOnly; SameSite=Lax$/);
+  const session = signedIn.headers.getSetCookie().find((c) => c.startsWith("__Host-mc_session="))!;
+  expect(session).toMatch(/^__Host-mc_session=mcs_[\w-]{43}; Path=\/; Max-Age=43200; Secure; HttpOnly; SameSite=Lax$/);
 });
 
-test("sign-in failures are limited per account and per address, even for the right password", async () => {
+test("sign-in failures are limited per address and per account from an address, even for the right password", async () => {
   const email = "tess@acme.example";
   await createUser("acme", email);
   const attempt = async (who: string, password: string, ip: string) => {
@@ -372,12 +372,14 @@ test("sign-in failures are limited per account and per address, even for the rig
     });
     return { status: res.status, retryAfter: Number(res.headers.get("retry-after")), body: await res.text() };
   };
-  // Per account: 10 failures from 10 addresses, then even the right password waits.
-  for (let i = 0; i < 10; i++) expect((await attempt(email, `wrong ${i}`, `10.1.0.${i}`)).status).toBe(401);
-  const locked = await attempt(email, PASSWORD, "10.1.0.99");
+  // Per account from one address: 10 failures, then even the right password waits there...
+  for (let i = 0; i < 10; i++) expect((await attempt(email, `wrong ${i}`, "10.1.0.1")).status).toBe(401);
+  const locked = await attempt(email, PASSWORD, "10.1.0.1");
   expect(locked.status).toBe(429);
   expect(locked.retryAfter).toBeGreaterThan(14 * 60);
   expect(locked.body).toContain("Too many failed sign-ins");
+  // ...and only there: the account's owner elsewhere is not locked out by someone who knows the email.
+  expect((await attempt(email, PASSWORD, "10.1.0.99")).status).toBe(303);
   // Per address: 20 failures on accounts that do not exist, then this address waits for any account.
   for (let i = 0; i < 20; i++) expect((await attempt(`nobody${i}@acme.example`, "wrong", "10.2.0.1")).status).toBe(401);
   expect((await attempt(RIVAL.email, PASSWORD, "10.2.0.1")).status).toBe(429);

@@ -8,9 +8,16 @@ import {
   testWebhook,
 } from "./activity";
 import { showCampaigns, showSubscriber, showSubscribers, showWorkflow, showWorkflows } from "./audience";
-import { type ConsoleOptions, type ConsolePorts, consoleContext, type PageHandler } from "./context";
+import type { IpGate } from "../api/server";
+import {
+  type ConsoleContext,
+  type ConsoleOptions,
+  type ConsolePorts,
+  consoleContext,
+  type PageHandler,
+} from "./context";
 import { addDomain, showDomains, verifyDomain } from "./domains";
-import { CONSOLE, messagePage } from "./pages";
+import { CONSOLE, messagePage, PATHS } from "./pages";
 import { fromAnotherSite, page, pageRequest } from "./request";
 import { failure } from "./session";
 import { home, showSignIn, signIn, signOut } from "./sign_in";
@@ -44,28 +51,57 @@ export const CONSOLE_ROUTES: Routes<Partial<Record<string, PageHandler>>> = [
   [/^\/console\/workflows\/([^/]+)$/, { GET: showWorkflow }],
 ];
 
-/** The console under /console; returns undefined for every other path. */
+/**
+ * The console under /console; returns undefined for every other path. Every request first counts
+ * against its client's IP limit (gate): a page asks the daemon, a sign-in costs it a hash.
+ */
 export function consoleHandler(
   ports: ConsolePorts,
   o: ConsoleOptions,
+  gate: IpGate,
 ): (req: Request, url: URL, peerIp: string) => Promise<Response> | undefined {
   const cx = consoleContext(ports, o);
   return (req, url, peerIp) => {
     const path = url.pathname;
     if (path !== CONSOLE && !path.startsWith(`${CONSOLE}/`)) return undefined;
-    const r = pageRequest(req, url, peerIp, o.trustProxy);
-    const found = findRoute(CONSOLE_ROUTES, path);
-    if (!found) return Promise.resolve(page(404, messagePage("Not found", `There is no page ${path}.`)));
-    const { route, params } = found;
-    const handler = route[req.method === "HEAD" ? "GET" : req.method];
-    if (!handler)
-      return Promise.resolve(
-        page(405, messagePage("Not allowed", `${path} does not accept ${req.method}.`), {
-          Allow: allowOf(Object.keys(route)),
-        }),
-      );
-    if (req.method === "POST" && fromAnotherSite(r))
-      return Promise.resolve(page(403, messagePage("Refused", "This form was sent from another site.")));
-    return handler(cx, r, params).catch((err) => failure(cx, r, err));
+    return gate(req, peerIp).then(
+      (wait) => (wait === undefined ? consolePage(cx, o, req, url, peerIp) : tooManyRequests(wait)),
+      (err) => failure(cx, pageRequest(req, url, peerIp, o.trustProxy), err),
+    );
   };
+}
+
+/** 429: the client's address sent more than its limit. */
+function tooManyRequests(wait: number): Response {
+  return page(
+    429,
+    messagePage("Too many requests", "Too many requests from your address. Try again in a moment.", undefined, {
+      href: PATHS.signIn,
+      label: "Sign in",
+    }),
+    { "Retry-After": String(wait) },
+  );
+}
+
+/** A console request admitted: its route and method, the same-site check of a change, then its handler. */
+async function consolePage(
+  cx: ConsoleContext,
+  o: ConsoleOptions,
+  req: Request,
+  url: URL,
+  peerIp: string,
+): Promise<Response> {
+  const path = url.pathname;
+  const r = pageRequest(req, url, peerIp, o.trustProxy);
+  const found = findRoute(CONSOLE_ROUTES, path);
+  if (!found) return page(404, messagePage("Not found", `There is no page ${path}.`));
+  const { route, params } = found;
+  const handler = route[req.method === "HEAD" ? "GET" : req.method];
+  if (!handler)
+    return page(405, messagePage("Not allowed", `${path} does not accept ${req.method}.`), {
+      Allow: allowOf(Object.keys(route)),
+    });
+  if (req.method === "POST" && fromAnotherSite(r))
+    return page(403, messagePage("Refused", "This form was sent from another site."));
+  return handler(cx, r, params).catch((err) => failure(cx, r, err));
 }

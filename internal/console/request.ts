@@ -55,7 +55,20 @@ export function redirect(to: string, cookies: string[] = []): Response {
   return new Response(null, { status: 303, headers });
 }
 
-/** A Set-Cookie of the console's: for its paths only, out of scripts' reach, Secure over TLS. maxAge 0 clears it. */
+/**
+ * A console cookie's name on this request. Over TLS it has the __Host- prefix, which a browser
+ * keeps only when the cookie is Secure, for Path=/ and for this very host (no Domain): a page of
+ * a sibling subdomain, or one served in cleartext, can neither set nor shadow it. Without TLS
+ * the plain name (a browser refuses the prefix on a cookie that is not Secure).
+ */
+export function cookieName(r: PageRequest, name: string): string {
+  return r.secure ? `__Host-${name}` : name;
+}
+
+/**
+ * A Set-Cookie of the console's, out of scripts' reach. Over TLS: Secure, __Host- and for the
+ * whole host (the prefix's rule); without: for the console's paths only. maxAge 0 clears it.
+ */
 export function cookie(
   r: PageRequest,
   name: string,
@@ -63,8 +76,8 @@ export function cookie(
   maxAge: number,
   sameSite: "lax" | "strict",
 ): string {
-  return new Bun.Cookie(name, value, {
-    path: CONSOLE,
+  return new Bun.Cookie(cookieName(r, name), value, {
+    path: r.secure ? "/" : CONSOLE,
     httpOnly: true,
     sameSite,
     secure: r.secure,
@@ -73,11 +86,14 @@ export function cookie(
 }
 
 /** The session token the request carries; "" without one. */
-export const sessionToken = (r: PageRequest) => r.cookies.get(SESSION_COOKIE) ?? "";
+export const sessionToken = (r: PageRequest) => r.cookies.get(cookieName(r, SESSION_COOKIE)) ?? "";
+
+/** What the request's sign-in cookie holds; "" without one. */
+export const signInCookie = (r: PageRequest) => r.cookies.get(cookieName(r, SIGN_IN_COOKIE)) ?? "";
 
 /** The sign-in form's CSRF token: the one of its cookie when that is one of ours, a new one otherwise. */
 export function signInCsrf(r: PageRequest): string {
-  const have = r.cookies.get(SIGN_IN_COOKIE) ?? "";
+  const have = signInCookie(r);
   return /^[A-Za-z0-9_-]{43}$/.test(have) ? have : randomBytes(32).toString("base64url");
 }
 

@@ -14,6 +14,7 @@ import {
   SIGN_IN_COOKIE,
   SIGN_IN_COOKIE_S,
   sessionToken,
+  signInCookie,
   signInCsrf,
 } from "./request";
 import { change, failure, signedOut } from "./session";
@@ -53,7 +54,7 @@ export async function signIn(cx: ConsoleContext, r: PageRequest): Promise<Respon
   const f = await readForm(r);
   if (f instanceof Response) return f;
   const email = field(f, "email");
-  if (!sameSecret(field(f, "csrf"), r.cookies.get(SIGN_IN_COOKIE) ?? "")) {
+  if (!sameSecret(field(f, "csrf"), signInCookie(r))) {
     return signInForm(
       r,
       403,

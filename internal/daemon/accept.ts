@@ -2,14 +2,15 @@ import { toJsonString } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Clock } from "../clock/clock";
 import { type Email, EmailSchema, Lane } from "../gen/mailcore/limiter/v1/mail_pb";
-import type { EnqueueInput, EnqueueResult, MailStore } from "../hotstore/hotstore";
+import type { EnqueueInput, EnqueueResult, MailStore, QueueCap } from "../hotstore/hotstore";
 import { newMessageId } from "../mail/identity";
 import { domainOf, fixtureKind, GUARD_LIMITS, IDEMPOTENCY_TTL_MS, normalizeMailbox } from "../mail/policy";
 import type { Projection } from "./projection";
 
 // The accept step of every send (POST /api/v1/emails, SMTP, a campaign's or a workflow's
-// message), with every guard of its lane (verified From domain; on the transactional lane the
-// bounce cooldown and the recipient guards), atomically with the enqueue.
+// message), with every guard of its lane (verified From domain, the organization's queue cap;
+// on the transactional lane the bounce cooldown and the recipient guards), atomically with the
+// enqueue.
 
 /** One send as the accept step takes it. */
 export interface SendInput {
@@ -29,13 +30,15 @@ export interface AcceptDeps {
   mail: Pick<MailStore, "enqueue">;
   projection: Projection;
   clock: Clock;
+  /** The most one organization may have queued (MAX_QUEUED_PER_ORG, MAX_QUEUED_BYTES_PER_ORG). */
+  queueCap: QueueCap;
   /** A message was accepted: the records writer has work. */
   onAccepted: () => void;
 }
 
 /** Accepts one send; an organization missing from the projection is rebuilt from the records once. */
 export async function accept(deps: AcceptDeps, send: SendInput): Promise<EnqueueResult> {
-  const result = await enqueueRebuilt(deps, toEnqueueInput(send));
+  const result = await enqueueRebuilt(deps, toEnqueueInput(send, deps.queueCap));
   if (result.kind === "accepted") deps.onAccepted();
   return result;
 }
@@ -55,10 +58,11 @@ export async function enqueueRebuilt(
 
 /**
  * A send as the hot store enqueues it: the guards of its lane (the bounce cooldown on the
- * transactional lane, and the recipient windows there but for test fixtures), a new message
- * id unless the caller fixed one, and its idempotency record when it has a key.
+ * transactional lane, and the recipient windows there but for test fixtures), its
+ * organization's queue cap, a new message id unless the caller fixed one, and its idempotency
+ * record when it has a key.
  */
-export function toEnqueueInput(send: SendInput): EnqueueInput {
+export function toEnqueueInput(send: SendInput, queueCap: QueueCap): EnqueueInput {
   const { email } = send;
   const transactional = send.lane === Lane.TRANSACTIONAL;
   return {
@@ -75,6 +79,7 @@ export function toEnqueueInput(send: SendInput): EnqueueInput {
     checkCooldown: transactional,
     countGuards: transactional && fixtureKind(email.toAddress) === undefined,
     guards: GUARD_LIMITS,
+    queueCap,
     idempotency: send.idempotencyKey
       ? { key: send.idempotencyKey, bodyHash: send.bodyHash ?? "", ttlMs: IDEMPOTENCY_TTL_MS }
       : undefined,

@@ -71,17 +71,20 @@ test("an admission in whole seconds: the reset rounded up, a wait of at least on
   ).toMatchObject({ orgId: "", plan: Plan.FREE, ticket: "" });
 });
 
-test("an admission's input: a malformed token counts against the IP as no token; a client IP must be one", () => {
+test("an admission's input: a malformed token counts against the IP as no token; an IPv6 client by its /64; a client IP must be one", () => {
   const token = `mc_${"a".repeat(43)}`;
-  expect(toAdmitInput({ token, clientIp: "192.0.2.1", withTags: false })).toEqual({
+  expect(toAdmitInput({ token, clientIp: "192.0.2.1", withTags: false }, 64)).toEqual({
     tokenHash: hashToken(token),
     ip: "192.0.2.1",
   });
-  expect(toAdmitInput({ token: "nope", clientIp: "2001:db8::1", withTags: false })).toEqual({
+  expect(toAdmitInput({ token: "nope", clientIp: "2001:db8::1:2:3:4", withTags: false }, 64)).toEqual({
     tokenHash: null,
-    ip: "2001:db8::1",
+    ip: "2001:db8::",
   });
-  expect(() => toAdmitInput({ token, clientIp: "localhost", withTags: false })).toThrow(
+  expect(toAdmitInput({ token: "nope", clientIp: "2001:db8::1:2:3:4", withTags: false }, 128).ip).toBe(
+    "2001:db8::1:2:3:4",
+  );
+  expect(() => toAdmitInput({ token, clientIp: "localhost", withTags: false }, 64)).toThrow(
     "client_ip is not an IP address",
   );
 });

@@ -1,5 +1,6 @@
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { isIP } from "node:net";
+import { addressGroup } from "../clientip/clientip";
 import type { Clock } from "../clock/clock";
 import { type LimiterService, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { AdmissionStore, AdmitInput, AdmitResult, OrgRef } from "../hotstore/hotstore";
@@ -43,6 +44,8 @@ export interface AdmissionDeps {
   /** Make each allowed admission's ticket. */
   tickets: Pick<Tickets, "issue">;
   clock: Clock;
+  /** A client's IPv6 address counts by its network of this many bits (IPV6_PREFIX_BITS). */
+  ipv6PrefixBits: number;
 }
 
 /** LimiterService's methods, by name. */
@@ -77,7 +80,7 @@ export function admitBatch(deps: AdmissionDeps, calls: readonly AdmitCall[]): Pr
 
 /** Admits each call independently; an allowed call that asks for them gets its organization's tags. */
 export async function admit(deps: AdmissionDeps, calls: readonly AdmitCall[]): Promise<Admission[]> {
-  const inputs = calls.map(toAdmitInput);
+  const inputs = calls.map((c) => toAdmitInput(c, deps.ipv6PrefixBits));
   const results = await guard(() => admitAll(deps, inputs));
   const nowMs = deps.clock.nowMs();
   const responses = results.map((r) => toAdmission(r, deps.tickets, nowMs));
@@ -118,12 +121,18 @@ export async function admitAll(deps: AdmissionDeps, inputs: AdmitInput[]): Promi
   return results;
 }
 
-/** What the hot store admits of a call: its token's hash (null for a malformed one) and its client's IP. */
-export function toAdmitInput(req: AdmitCall): AdmitInput {
+/**
+ * What the hot store admits of a call: its token's hash (null for a malformed one) and the
+ * client its IP bucket belongs to (an IPv6 address's network of ipv6PrefixBits bits).
+ */
+export function toAdmitInput(req: AdmitCall, ipv6PrefixBits: number): AdmitInput {
   if (isIP(req.clientIp) === 0)
     throw new ConnectError(`client_ip is not an IP address: ${JSON.stringify(req.clientIp)}`, Code.InvalidArgument);
   // A malformed token is simply not a valid one: it still counts against the IP.
-  return { tokenHash: isWellFormed(req.token) ? hashToken(req.token) : null, ip: req.clientIp };
+  return {
+    tokenHash: isWellFormed(req.token) ? hashToken(req.token) : null,
+    ip: addressGroup(req.clientIp, ipv6PrefixBits),
+  };
 }
 
 /**

@@ -71,6 +71,9 @@ export class CampaignFanout extends LeasedLoop {
         await records.campaigns.fail(c.id, unverifiedDomain(c.fromAddress), clock.nowMs());
         return;
       }
+      // The organization's queue is full: the page is queued again from its start on a later
+      // round (what it queued so far is replayed, by its keys), once the lanes have drained it.
+      if (result.kind === "queue_full") return;
       if (result.kind === "accepted" || result.kind === "replayed") queued++;
     }
     const throughSeq = members.at(-1)?.seq ?? c.lastSeq;

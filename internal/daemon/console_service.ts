@@ -2,6 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { randomBytes } from "node:crypto";
 import { isIP } from "node:net";
+import { addressGroup } from "../clientip/clientip";
 import type { Clock } from "../clock/clock";
 import {
   type AddSendingDomainRequest,
@@ -37,9 +38,13 @@ import type { Tickets } from "./tickets";
 // The console's service (ConsoleService): accounts and sessions, and a signed-in user's view of
 // their own organization (API tokens, sending domains, usage).
 
-/** A session lasts a working day from sign-in; then the user signs in again. */
+/** A session lasts a working day from sign-in at most; then the user signs in again. */
 export const SESSION_TTL_MS = 12 * 3_600_000;
-/** Failed sign-ins allowed per window, per client address and per account. */
+/**
+ * Failed sign-ins allowed per window: per client address (an IPv6 client by its network), and
+ * per account from one address. An account is never locked for everyone: someone who guesses
+ * at a known email locks out only their own address, never its owner.
+ */
 export const SIGN_IN_WINDOW_MS = 15 * 60_000;
 export const SIGN_IN_FAILURES_PER_ADDRESS = 20;
 export const SIGN_IN_FAILURES_PER_ACCOUNT = 10;
@@ -59,6 +64,10 @@ export interface ConsoleDeps {
   laneRate: number;
   lookupTxt: TxtLookup;
   newToken: () => string;
+  /** Sign-ins count an IPv6 client by its network of this many bits (IPV6_PREFIX_BITS). */
+  ipv6PrefixBits: number;
+  /** A session unused this long has ended (CONSOLE_IDLE_TIMEOUT_MINUTES). */
+  idleMs: number;
   /** Make a session's ticket, for the console's organization-scoped calls. */
   tickets: Pick<Tickets, "issue">;
 }
@@ -93,9 +102,12 @@ export function domainRecord(d: DomainRecord): SendingDomain {
 }
 
 /** The session of a session token; Unauthenticated when there is none (or it expired). */
-export async function session(deps: Pick<ConsoleDeps, "records" | "clock">, token: string): Promise<ConsoleSession> {
+export async function session(
+  deps: Pick<ConsoleDeps, "records" | "clock" | "idleMs">,
+  token: string,
+): Promise<ConsoleSession> {
   const s = SESSION_TOKEN.test(token)
-    ? await guard(() => deps.records.console.session(hashToken(token), deps.clock.nowMs()))
+    ? await guard(() => deps.records.console.session(hashToken(token), deps.clock.nowMs(), deps.idleMs))
     : undefined;
   if (!s) throw new ConnectError("not signed in, or the session has expired", Code.Unauthenticated);
   return s;
@@ -103,7 +115,7 @@ export async function session(deps: Pick<ConsoleDeps, "records" | "clock">, toke
 
 /** The session of a change: its CSRF token must be the session's. */
 export async function sessionForChange(
-  deps: Pick<ConsoleDeps, "records" | "clock">,
+  deps: Pick<ConsoleDeps, "records" | "clock" | "idleMs">,
   token: string,
   csrf: string,
 ): Promise<ConsoleSession> {
@@ -127,41 +139,44 @@ export async function createUser(deps: ConsoleDeps, req: CreateUserRequest) {
 }
 
 /**
- * Signs in with an email and a password, unless the client's address or the account has failed
- * too often lately. decoy: a hash to check the password against when the account does not exist.
+ * Signs in with an email and a password, unless the client's address, or this account from this
+ * address, has failed too often lately. The attempt is charged to both before the password is
+ * hashed, in one step with the check: attempts sent at once are counted one by one, and each
+ * beyond the limits costs no hash. A success gives its charge back and forgets the failures of
+ * its address with this account. decoy: a hash to check the password against when the account
+ * does not exist.
  */
 export async function signIn(deps: ConsoleDeps, decoy: Promise<string>, req: SignInRequest) {
   const accounts = deps.records.console;
   if (isIP(req.clientIp) === 0)
     throw new ConnectError(`client_ip is not an IP address: ${JSON.stringify(req.clientIp)}`, Code.InvalidArgument);
   const email = normalizeEmail(req.email);
-  const address = `ip:${req.clientIp}`;
-  const account = `acct:${email}`;
+  const client = addressGroup(req.clientIp, deps.ipv6PrefixBits);
+  const address = `ip:${client}`;
+  const pair = `pair:${client}|${email}`;
   const now = deps.clock.nowMs();
-  const failures = await guard(() => accounts.failuresSince([address, account], now - SIGN_IN_WINDOW_MS));
   // While either limit is reached, even the right password is refused: that is what stops guessing.
-  let waitMs = 0;
-  for (const [subject, max] of [
-    [address, SIGN_IN_FAILURES_PER_ADDRESS],
-    [account, SIGN_IN_FAILURES_PER_ACCOUNT],
-  ] as const) {
-    const f = failures.get(subject)!;
-    if (f.count >= max) waitMs = Math.max(waitMs, f.oldestMs + SIGN_IN_WINDOW_MS - now);
-  }
-  if (waitMs > 0)
-    return { outcome: SignInOutcome.THROTTLED, retryAfterSeconds: Math.max(1, Math.ceil(waitMs / 1_000)) };
+  const charged = await guard(() =>
+    accounts.chargeSignIn(
+      [
+        { subject: address, max: SIGN_IN_FAILURES_PER_ADDRESS },
+        { subject: pair, max: SIGN_IN_FAILURES_PER_ACCOUNT },
+      ],
+      now,
+      SIGN_IN_WINDOW_MS,
+    ),
+  );
+  if (!charged.charged)
+    return { outcome: SignInOutcome.THROTTLED, retryAfterSeconds: Math.max(1, Math.ceil(charged.waitMs / 1_000)) };
 
   const user = await guard(() => accounts.userByEmail(email));
   const ok =
     (await Bun.password.verify(req.password.slice(0, PASSWORD_MAX), user?.passwordHash ?? (await decoy))) &&
     user !== undefined;
-  if (!ok) {
-    await guard(() => accounts.recordFailure([address, account], now, now - SIGN_IN_WINDOW_MS));
-    return { outcome: SignInOutcome.INVALID };
-  }
+  if (!ok) return { outcome: SignInOutcome.INVALID };
   const token = `mcs_${randomBytes(32).toString("base64url")}`;
   await guard(async () => {
-    await accounts.clearFailures(account);
+    await accounts.refundSignIn(charged.charge, pair);
     await accounts.createSession(
       hashToken(token),
       user.id,

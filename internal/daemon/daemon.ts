@@ -8,7 +8,7 @@ import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/lim
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
 import { DestinationService } from "../gen/mailcore/limiter/v1/destinations_pb";
 import { WebhookDeliveryService, WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
-import type { DeliveryPolicy, HotStore } from "../hotstore/hotstore";
+import type { DeliveryPolicy, HotStore, QueueCap } from "../hotstore/hotstore";
 import { type Lanes, startLanes } from "../lanes/lanes";
 import type { Logger } from "../log/log";
 import { laneName } from "../mail/policy";
@@ -70,6 +70,12 @@ export interface DaemonOptions {
   dnsServer?: string;
   /** Where links in mail (unsubscribe) point: PUBLIC_URL. */
   publicUrl: string;
+  /** Every per-address limit counts an IPv6 client by its network of this many bits (IPV6_PREFIX_BITS). */
+  ipv6PrefixBits: number;
+  /** A console session unused this long has ended (CONSOLE_IDLE_TIMEOUT_MINUTES). */
+  consoleIdleMs: number;
+  /** The most one organization may have queued (MAX_QUEUED_PER_ORG, MAX_QUEUED_BYTES_PER_ORG). */
+  queueCap: QueueCap;
   log: Logger;
   /** Counts admissions, releases and the records writer's failures when set. */
   metrics?: LimiterMetrics;
@@ -145,7 +151,8 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     reconciler.wake();
   });
   const refusals = new RefusalCounter(usage, records.stats, clock, log);
-  const accepting: Accept = (send) => accept({ mail, projection, clock, onAccepted: () => runtime.onChange() }, send);
+  const accepting: Accept = (send) =>
+    accept({ mail, projection, clock, queueCap: o.queueCap, onAccepted: () => runtime.onChange() }, send);
   const sending = {
     records,
     mail,
@@ -175,6 +182,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
       verdicts: new VerdictCounts(metrics),
       tickets,
       clock,
+      ipv6PrefixBits: o.ipv6PrefixBits,
     },
     runner,
     fanout,
@@ -279,6 +287,8 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
       laneRate,
       lookupTxt: txtLookup(p.o.dnsServer),
       newToken,
+      ipv6PrefixBits: p.o.ipv6PrefixBits,
+      idleMs: p.o.consoleIdleMs,
       tickets: p.tickets,
     }),
   );

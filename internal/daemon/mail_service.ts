@@ -13,7 +13,7 @@ import {
   SendOutcome,
 } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { MailStore } from "../hotstore/hotstore";
-import { LANES } from "../mail/policy";
+import { LANES, QUEUE_FULL_RETRY_MS } from "../mail/policy";
 import type { MessageHistory } from "../model/history";
 import type { MessageFilter } from "../records/history";
 import type { Records } from "../records/records";
@@ -79,6 +79,12 @@ export async function send(deps: MailDeps, orgId: string, req: SendRequest) {
       return {
         outcome: SendOutcome.RECIPIENT_LIMITED,
         retryAfterSeconds: Math.max(1, Math.ceil(result.retryAfterMs / 1_000)),
+        reason: result.reason,
+      };
+    case "queue_full":
+      return {
+        outcome: SendOutcome.QUEUE_FULL,
+        retryAfterSeconds: QUEUE_FULL_RETRY_MS / 1_000,
         reason: result.reason,
       };
     case "miss":

@@ -45,7 +45,11 @@ export function webhookDeliveryHandlers(deps: WebhookDeliveryDeps): ServiceImpl<
 /** Signed here, at the claim: the timestamp is the attempt's, and the secret stays in the daemon. */
 export async function claimWebhookDeliveries(deps: WebhookDeliveryDeps, req: ClaimWebhookDeliveriesRequest) {
   const nowMs = deps.clock.nowMs();
-  const limits = { perEndpoint: req.maxPerEndpoint, inFlight: new Map(Object.entries(req.inFlight)) };
+  const limits = {
+    perEndpoint: req.maxPerEndpoint,
+    perOrg: req.maxPerOrg,
+    inFlight: new Map(Object.entries(req.inFlight)),
+  };
   const claimed = await guard(() =>
     deps.records.webhookDeliveries.claim(nowMs, Math.min(MAX_CLAIM, Math.max(1, req.max)), WEBHOOK_LEASE_MS, limits),
   );

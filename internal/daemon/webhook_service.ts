@@ -16,7 +16,7 @@ import {
 import type { Records } from "../records/records";
 import { DeliveryState, type WebhookDelivery } from "../records/webhook_deliveries";
 import type { WebhookEndpoint } from "../records/webhook_endpoints";
-import { checkEndpoint } from "../webhooks/endpoint";
+import { checkEndpoint, MAX_WEBHOOKS_PER_ORG } from "../webhooks/endpoint";
 import { newWebhookSecret } from "../webhooks/signature";
 import { guard, pageCursor } from "./rpc_errors";
 import { tenantOf } from "./tenant";
@@ -50,7 +50,13 @@ export async function createWebhook(deps: WebhookDeps, orgId: string, req: Creat
   if ("field" in input) throw new ConnectError(`${input.field}: ${input.message}`, Code.InvalidArgument);
   const secret = newWebhookSecret();
   const endpoint = await guard(() =>
-    deps.records.webhookEndpoints.create({ orgId, ...input, secret, nowMs: deps.clock.nowMs() }),
+    deps.records.webhookEndpoints.create({
+      orgId,
+      ...input,
+      secret,
+      nowMs: deps.clock.nowMs(),
+      max: MAX_WEBHOOKS_PER_ORG,
+    }),
   );
   return { endpoint: endpointMessage(endpoint), secret };
 }

@@ -3,6 +3,7 @@ import type { Subscriber } from "../records/audience_types";
 import type { Step, Workflow, WorkflowRun } from "../records/workflows";
 import { type AudienceSendParts, audienceEmail, newUnsubscribeToken, unverifiedDomain } from "./audience_email";
 import { newMessageId } from "../mail/identity";
+import { QUEUE_FULL_RETRY_MS } from "../mail/policy";
 import { LeasedLoop } from "./leasedloop";
 
 // The runner of workflow runs: every due run is taken a step at a time until it waits, fails
@@ -132,6 +133,12 @@ export class WorkflowRunner extends LeasedLoop {
         return {
           kind: "fail",
           detail: unverifiedDomain(step.fromAddress),
+        };
+      case "queue_full":
+        return {
+          kind: "retry",
+          dueMs: clock.nowMs() + QUEUE_FULL_RETRY_MS,
+          detail: `the organization's queue is full (${result.reason})`,
         };
       default:
         return { kind: "fail", detail: `the send was refused (${result.kind})` };

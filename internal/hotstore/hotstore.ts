@@ -108,8 +108,23 @@ export interface EnqueueInput {
   /** Count the send against the mailbox's windows (transactional sends to real mailboxes). */
   countGuards: boolean;
   guards: GuardLimits;
+  /** The most an organization may have queued; a send past either cap is refused. */
+  queueCap: QueueCap;
   idempotency?: { key: string; bodyHash: string; ttlMs: number };
 }
+
+/**
+ * What one organization may hold in the hot store: messages accepted and not yet settled in the
+ * records as final (waiting for their slot, released, being delivered, waiting for a retry), and
+ * the bytes of their payloads (MAX_QUEUED_PER_ORG, MAX_QUEUED_BYTES_PER_ORG).
+ */
+export interface QueueCap {
+  messages: number;
+  bytes: number;
+}
+
+/** Which cap refused a send. */
+export type QueueCapReason = "messages" | "bytes";
 
 export type GuardReason = "short_window" | "long_window" | "bounce_cooldown";
 
@@ -120,7 +135,9 @@ export type EnqueueResult =
   | { kind: "domain_not_verified" }
   /** The organization's projection is missing: rebuild it and enqueue again. */
   | { kind: "miss" }
-  | { kind: "limited"; reason: GuardReason; retryAfterMs: number };
+  | { kind: "limited"; reason: GuardReason; retryAfterMs: number }
+  /** The organization holds its most messages or bytes: nothing was recorded. */
+  | { kind: "queue_full"; reason: QueueCapReason };
 
 /** A message a lane released, and its slot: the time (wall ms) it may leave, never before. */
 export interface Released {
@@ -333,7 +350,11 @@ export interface AdmissionStore {
 
 /** The mail pipeline: accepted messages in their lanes, released, leased to workers, acknowledged. */
 export interface MailStore {
-  /** Idempotency, the verified-domain check, guards, record and enqueue in one atomic step. */
+  /**
+   * Idempotency, the verified-domain check, the organization's queue cap, guards, record and
+   * enqueue in one atomic step. A message counts against its organization's cap from its
+   * accept until it leaves the hot store (settled as final, or dropped).
+   */
   enqueue(input: EnqueueInput, nowMs: number): Promise<EnqueueResult>;
   /**
    * Releases the lane's next messages, round-robin over organizations, each stamped with its

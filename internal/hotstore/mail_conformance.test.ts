@@ -523,5 +523,63 @@ for (const [name, open] of hotStores(servers)) {
         messageId: (first as { messageId: string }).messageId,
       });
     });
+
+    test("the queue cap: an organization holds its most messages until they leave the hot store; a replay and other organizations pass", async () => {
+      const bulk = { lane: Lane.BULK, checkCooldown: false, countGuards: false, queueCap: { messages: 3, bytes: 1e9 } };
+      const key = { key: "cap", bodyHash: "h", ttlMs: HOUR };
+      const first = await send({ ...bulk, idempotency: key });
+      expect(first.kind).toBe("accepted");
+      for (let i = 0; i < 2; i++) expect((await send(bulk)).kind).toBe("accepted");
+      expect(await send(bulk)).toEqual({ kind: "queue_full", reason: "messages" });
+      // A refusal records nothing; the replay of an accepted send still answers; another organization has its own.
+      expect((await store.mail.laneCounts(clock.nowMs())).find((l) => l.lane === Lane.BULK)?.depth).toBe(3);
+      expect(await send({ ...bulk, idempotency: key })).toMatchObject({ kind: "replayed" });
+      const other = `${org}_other`;
+      await project(other);
+      expect((await send({ ...bulk, orgId: other })).kind).toBe("accepted");
+
+      // Delivered, then settled in the records as final: one message leaves the hot store and makes room for one.
+      await drain(Lane.BULK);
+      const [mine] = (await store.mail.lease(10, clock.nowMs(), 30_000)).filter((l) => l.orgId === org);
+      await store.mail.ack({ ...mine!, outcome: DeliveryOutcome.DELIVERED, detail: "250 ok" }, POLICY, clock.nowMs());
+      const written = (await store.outbox.changedMessages(100)).map((m) => ({
+        orgId: m.orgId,
+        id: m.id,
+        version: m.version,
+      }));
+      expect(await store.outbox.settle(written)).toBe(1);
+      expect((await send(bulk)).kind).toBe("accepted");
+      expect(await send(bulk)).toEqual({ kind: "queue_full", reason: "messages" });
+
+      // A copy the reconciliation drops leaves too; one it puts back counts again.
+      const here = (await store.reconcile.unfinishedHere()).filter((w) => w.orgId === org);
+      const dropped = here[0]!;
+      const history = (await store.mail.getMessage(org, dropped.id))!;
+      expect(await store.reconcile.drop([dropped])).toBe(1);
+      expect((await send(bulk)).kind).toBe("accepted");
+      expect(await send(bulk)).toEqual({ kind: "queue_full", reason: "messages" });
+      await store.reconcile.drop([(await store.reconcile.unfinishedHere()).find((w) => w.orgId === org)!]);
+      expect(await store.reconcile.restore([{ ...history, payload: "{}" }], clock.nowMs())).toEqual({
+        requeued: 1,
+        finished: 0,
+      });
+      expect(await send(bulk)).toEqual({ kind: "queue_full", reason: "messages" });
+    });
+
+    test("the queue cap on bytes: the payloads an organization holds, counted in bytes", async () => {
+      // 2,000 bytes of UTF-8 in 1,000 characters: bytes, not characters, are counted.
+      const payload = JSON.stringify({ text: "é".repeat(1_000) });
+      const bytes = Buffer.byteLength(payload);
+      const capped = {
+        lane: Lane.BULK,
+        checkCooldown: false,
+        countGuards: false,
+        payload,
+        queueCap: { messages: 100, bytes: 3 * bytes - 1 },
+      };
+      for (let i = 0; i < 2; i++) expect((await send(capped)).kind).toBe("accepted");
+      expect(await send(capped)).toEqual({ kind: "queue_full", reason: "bytes" });
+      expect((await send({ ...capped, payload: "{}" })).kind).toBe("accepted");
+    });
   });
 }

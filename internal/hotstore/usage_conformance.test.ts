@@ -6,7 +6,7 @@ import { ManualClock } from "../clock/clock";
 import { Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { GUARD_LIMITS } from "../mail/policy";
-import { hotStoreServers, hotStores, releaseNext } from "../testkit/hotstores";
+import { hotStoreServers, hotStores, releaseNext, SUITE_QUEUE_CAP } from "../testkit/hotstores";
 import { type HotStore, REFUSAL_MINUTES } from "./hotstore";
 import { keys } from "./redis/layout";
 
@@ -121,6 +121,7 @@ for (const [name, open] of hotStores(servers)) {
             checkCooldown: false,
             countGuards: false,
             guards: GUARD_LIMITS,
+            queueCap: SUITE_QUEUE_CAP,
           },
           clock.nowMs(),
         );

@@ -7,7 +7,7 @@ import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { EmbeddedHot } from "../hotstore/embedded/embedded";
 import type { MailStore, SlotPlan } from "../hotstore/hotstore";
 import { logger } from "../log/log";
-import { projectSuiteOrg, suiteSends } from "../testkit/hotstores";
+import { projectSuiteOrg, SUITE_QUEUE_CAP, suiteSends } from "../testkit/hotstores";
 import { spacing } from "../testkit/pacing";
 import { VirtualTime } from "../testkit/virtualtime";
 import { LANE_LEAD, LaneScheduler, type ReleaseRecord } from "./scheduler";
@@ -203,6 +203,7 @@ describe("an idle lane", () => {
         checkCooldown: false,
         countGuards: false,
         guards: { shortMax: 5, shortWindowMs: 1, longMax: 5, longWindowMs: 1 },
+        queueCap: SUITE_QUEUE_CAP,
       },
       time.nowMs(),
     );

@@ -38,6 +38,18 @@ export const GUARD_LIMITS: GuardLimits = {
 
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
 
+/**
+ * When a send refused for its organization's full queue is worth trying again (Retry-After):
+ * the queue drains only as the lanes release, which no one send can foresee.
+ */
+export const QUEUE_FULL_RETRY_MS = 60_000;
+
+/** What a send refused for a full queue is told, by the cap it met. */
+export const QUEUE_FULL_MESSAGES = {
+  messages: "The organization has as many messages queued as it may; retry once some have gone out.",
+  bytes: "The organization has as many bytes of messages queued as it may; retry once some have gone out.",
+} as const;
+
 /** Test-mode fixture addresses: delivered@, bounced@, complained@, deferred@ (with an optional +label). */
 export const FIXTURE_DOMAIN = "fixtures.test";
 

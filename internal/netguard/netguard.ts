@@ -1,4 +1,5 @@
 import { BlockList, isIP } from "node:net";
+import { ipv6Bytes } from "../clientip/clientip";
 
 // Which addresses a connection the platform makes on someone else's behalf (a webhook, an MX
 // host a recipient domain names) must not reach: the platform's own network and the ranges that
@@ -36,27 +37,6 @@ const V6: [string, number][] = [
 const PRIVATE = new BlockList();
 for (const [net, bits] of V4) PRIVATE.addSubnet(net, bits, "ipv4");
 for (const [net, bits] of V6) PRIVATE.addSubnet(net, bits, "ipv6");
-
-/** The 16 bytes of an IPv6 address in text (with "::", an IPv4 tail or a zone). */
-function ipv6Bytes(text: string): Uint8Array {
-  let s = text.replace(/%.*$/, "");
-  const v4 = /(\d+\.\d+\.\d+\.\d+)$/.exec(s);
-  if (v4) {
-    const [a, b, c, d] = v4[1]!.split(".").map(Number);
-    s = `${s.slice(0, -v4[1]!.length)}${((a! << 8) | b!).toString(16)}:${((c! << 8) | d!).toString(16)}`;
-  }
-  const [head, tail] = s.includes("::") ? s.split("::") : [s, undefined];
-  const groups = (part: string | undefined) => (part ? part.split(":").map((g) => Number.parseInt(g, 16)) : []);
-  const h = groups(head);
-  const t = groups(tail);
-  const all = tail === undefined ? h : [...h, ...Array(8 - h.length - t.length).fill(0), ...t];
-  const bytes = new Uint8Array(16);
-  all.forEach((g, i) => {
-    bytes[2 * i] = g >> 8;
-    bytes[2 * i + 1] = g & 0xff;
-  });
-  return bytes;
-}
 
 const dotted = (b: Uint8Array, at: number) => `${b[at]}.${b[at + 1]}.${b[at + 2]}.${b[at + 3]}`;
 const zeros = (b: Uint8Array, from: number, to: number) => b.subarray(from, to).every((x) => x === 0);

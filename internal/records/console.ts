@@ -4,7 +4,7 @@ import { type Db, isUniqueViolation, num, RecordError } from "./db";
 
 // The console's accounts: users (one organization each, signing in by email with an argon2id
 // password hash), their sessions (by the SHA-256 of the session token, with the session's CSRF
-// token) and the log of failed sign-ins that throttling reads.
+// token, and when it was last used) and the log of sign-in attempts that throttling reads.
 
 export interface ConsoleUser {
   id: string;
@@ -24,12 +24,17 @@ export interface ConsoleSession {
   expiresMs: number;
 }
 
-/** Failed sign-ins of one subject (an address, an account) since a time. */
-export interface Failures {
-  count: number;
-  /** The oldest of them; 0 when there is none. */
-  oldestMs: number;
+/** A subject a sign-in attempt is charged to (an address, an address with an account) and the failures it may have within the window. */
+export interface SignInCharge {
+  subject: string;
+  max: number;
 }
+
+/** A charged attempt (with the id that gives it back), or a refusal with the time until there is room. */
+export type ChargeResult = { charged: true; charge: string } | { charged: false; waitMs: number };
+
+/** A session's last use is written when it is older than this: an idle timeout is exact to within it. */
+export const SESSION_TOUCH_MS = 60_000;
 
 export class ConsoleRecords {
   constructor(private readonly db: Db) {}
@@ -62,22 +67,28 @@ export class ConsoleRecords {
     return row ? { id: row.id, orgId: row.org_id, email: row.email, passwordHash: row.password_hash } : undefined;
   }
 
-  /** Stores a new session (by its token's hash) and drops every expired one. */
+  /** Stores a new session (by its token's hash), last used now, and drops every expired one. */
   async createSession(hash: string, userId: string, csrf: string, nowMs: number, expiresMs: number): Promise<void> {
     await this.db.tx(async (sql) => {
       await sql`DELETE FROM console_sessions WHERE expires_ms <= ${nowMs}`;
-      await sql`INSERT INTO console_sessions (hash, user_id, csrf, created_ms, expires_ms) VALUES (${hash}, ${userId}, ${csrf}, ${nowMs}, ${expiresMs})`;
+      await sql`INSERT INTO console_sessions (hash, user_id, csrf, created_ms, expires_ms, last_seen_ms) VALUES (${hash}, ${userId}, ${csrf}, ${nowMs}, ${expiresMs}, ${nowMs})`;
     });
   }
 
-  /** The session of a token hash; undefined when there is none or it has expired. */
-  async session(hash: string, nowMs: number): Promise<ConsoleSession | undefined> {
+  /**
+   * The session of a token hash, used now; undefined when there is none, it has expired, or it
+   * has not been used for idleMs. Its last use is written at most once a SESSION_TOUCH_MS, so
+   * that reading pages is not a write each.
+   */
+  async session(hash: string, nowMs: number, idleMs: number): Promise<ConsoleSession | undefined> {
     const [row] = await this.db.run(
-      (sql) => sql`SELECT s.user_id, s.csrf, s.expires_ms, u.email, u.org_id, o.slug, o.plan
+      (sql) => sql`SELECT s.user_id, s.csrf, s.expires_ms, s.last_seen_ms, u.email, u.org_id, o.slug, o.plan
         FROM console_sessions s JOIN console_users u ON u.id = s.user_id JOIN organizations o ON o.id = u.org_id
-        WHERE s.hash = ${hash} AND s.expires_ms > ${nowMs}`,
+        WHERE s.hash = ${hash} AND s.expires_ms > ${nowMs} AND s.last_seen_ms > ${nowMs - idleMs}`,
     );
     if (!row) return undefined;
+    if (num(row.last_seen_ms) <= nowMs - SESSION_TOUCH_MS)
+      await this.db.run((sql) => sql`UPDATE console_sessions SET last_seen_ms = ${nowMs} WHERE hash = ${hash}`);
     return {
       userId: row.user_id,
       email: row.email,
@@ -93,28 +104,39 @@ export class ConsoleRecords {
     await this.db.run((sql) => sql`DELETE FROM console_sessions WHERE hash = ${hash}`);
   }
 
-  /** Each subject's failed sign-ins since sinceMs. */
-  async failuresSince(subjects: string[], sinceMs: number): Promise<Map<string, Failures>> {
-    const out = new Map<string, Failures>(subjects.map((s) => [s, { count: 0, oldestMs: 0 }]));
-    const rows = await this.db.run(
-      (sql) => sql`SELECT subject, COUNT(*) AS n, MIN(at_ms) AS oldest FROM console_signin_failures
-        WHERE subject IN ${sql(subjects)} AND at_ms > ${sinceMs} GROUP BY subject`,
-    );
-    for (const r of rows as { subject: string; n: unknown; oldest: unknown }[])
-      out.set(r.subject, { count: num(r.n), oldestMs: num(r.oldest) });
-    return out;
-  }
-
-  /** Logs a failed sign-in against each subject, and forgets every failure from before forgetBeforeMs. */
-  async recordFailure(subjects: string[], nowMs: number, forgetBeforeMs: number): Promise<void> {
-    await this.db.tx(async (sql) => {
-      await sql`DELETE FROM console_signin_failures WHERE at_ms <= ${forgetBeforeMs}`;
-      await sql`INSERT INTO console_signin_failures ${sql(subjects.map((subject) => ({ subject, at_ms: nowMs })))}`;
+  /**
+   * Charges a sign-in attempt to each subject before its password is checked, in one step: when
+   * any subject already has its most failures within the window, nothing is charged and the
+   * answer is how long until it has room again; otherwise every subject is charged one failure
+   * now, under a charge id that a successful sign-in gives back (refundSignIn). Attempts that
+   * arrive together are charged one after the other (PostgreSQL: a transaction lock per
+   * subject; SQLite: one writer), so no more of them pass than the limits allow.
+   */
+  async chargeSignIn(charges: SignInCharge[], nowMs: number, windowMs: number): Promise<ChargeResult> {
+    const subjects = charges.map((c) => c.subject);
+    return this.db.tx(async (sql) => {
+      if (this.db.dialect === "postgres")
+        for (const subject of [...subjects].sort()) await sql`SELECT pg_advisory_xact_lock(hashtext(${subject}))`;
+      await sql`DELETE FROM console_signin_failures WHERE at_ms <= ${nowMs - windowMs}`;
+      const rows = (await sql`SELECT subject, at_ms FROM console_signin_failures
+        WHERE subject IN ${sql(subjects)} ORDER BY at_ms`) as { subject: string; at_ms: unknown }[];
+      let waitMs = 0;
+      for (const { subject, max } of charges) {
+        const times = rows.filter((r) => r.subject === subject).map((r) => num(r.at_ms));
+        // Room again when the failure that makes the count reach max leaves the window.
+        if (times.length >= max) waitMs = Math.max(waitMs, times[times.length - max]! + windowMs - nowMs);
+      }
+      if (waitMs > 0) return { charged: false, waitMs };
+      const charge = randomBytes(9).toString("base64url");
+      await sql`INSERT INTO console_signin_failures ${sql(subjects.map((subject) => ({ subject, at_ms: nowMs, charge })))}`;
+      return { charged: true, charge };
     });
   }
 
-  /** Forgets a subject's failures (an account after a successful sign-in). */
-  async clearFailures(subject: string): Promise<void> {
-    await this.db.run((sql) => sql`DELETE FROM console_signin_failures WHERE subject = ${subject}`);
+  /** A sign-in that succeeded: its own charge given back, and the failures of `forget` (its address and account) forgotten. */
+  async refundSignIn(charge: string, forget: string): Promise<void> {
+    await this.db.run(
+      (sql) => sql`DELETE FROM console_signin_failures WHERE charge = ${charge} OR subject = ${forget}`,
+    );
   }
 }

@@ -194,7 +194,8 @@ function timeLeftFirst(dialect: Dialect, tx: Sql, left: () => number): Sql {
 }
 
 /** A record that is not there, or already is: the daemon answers NotFound or AlreadyExists. */
-export type RecordErrorKind = "not_found" | "already_exists";
+/** What a record refused: a row that is not there, one already there, or one more than a cap allows. */
+export type RecordErrorKind = "not_found" | "already_exists" | "too_many";
 
 export class RecordError extends Error {
   constructor(

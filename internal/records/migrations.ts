@@ -284,6 +284,17 @@ export const MIGRATIONS: readonly Migration[] = [
         PRIMARY KEY (message_id, seq))`,
     ],
   },
+  {
+    version: 17,
+    name: "tenants apart: a sign-in's charge, given back when it succeeds; a console session's last use",
+    up: [
+      // The attempt that charged a row: a successful sign-in takes its own charge back.
+      "ALTER TABLE console_signin_failures ADD COLUMN charge TEXT",
+      "CREATE INDEX console_signin_failures_charge ON console_signin_failures (charge)",
+      "ALTER TABLE console_sessions ADD COLUMN last_seen_ms BIGINT NOT NULL DEFAULT 0",
+      "UPDATE console_sessions SET last_seen_ms = created_ms",
+    ],
+  },
 ];
 
 /** The lock that serializes migrations between processes (PostgreSQL advisory lock key). */

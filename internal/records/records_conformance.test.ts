@@ -8,11 +8,14 @@ import { runToEnd, tempDir } from "../testkit/testkit";
 import { Db } from "./db";
 import type { MessageHistory } from "../model/history";
 import { MIGRATIONS, MigrationError, migrate } from "./migrations";
+import { SESSION_TOUCH_MS } from "./console";
 import { Records } from "./records";
 
 const databases = recordDatabases("records");
 
 const T0 = Date.UTC(2026, 10, 1);
+/** A console session's idle timeout in these tests. */
+const IDLE = 30 * 60_000;
 
 function message(over: Partial<MessageHistory> = {}): MessageHistory {
   return {
@@ -290,7 +293,7 @@ for (const [name, fresh] of databases) {
       await r.close();
     });
 
-    test("console: users, sessions (expiry, per organization), sign-in failures", async () => {
+    test("console: users, sessions (expiry, idle time, per organization)", async () => {
       const r = await open();
       const org = await r.directory.createOrganization("con", Plan.PREMIUM, T0);
       const made = await r.console.createUser("con", "ann@con.example", "$argon2id$hash", T0);
@@ -311,7 +314,7 @@ for (const [name, fresh] of databases) {
 
       await r.console.createSession("s-old", made.userId, "csrf-old", T0, T0 + 1_000);
       await r.console.createSession("s-1", made.userId, "csrf-1", T0 + 500, T0 + 10_000);
-      expect(await r.console.session("s-1", T0 + 600)).toEqual({
+      expect(await r.console.session("s-1", T0 + 600, IDLE)).toEqual({
         userId: made.userId,
         email: "ann@con.example",
         orgId: org.id,
@@ -320,37 +323,63 @@ for (const [name, fresh] of databases) {
         csrf: "csrf-1",
         expiresMs: T0 + 10_000,
       });
-      expect(await r.console.session("s-1", T0 + 10_000)).toBeUndefined();
-      expect(await r.console.session("s-old", T0 + 1_000)).toBeUndefined();
+      expect(await r.console.session("s-1", T0 + 10_000, IDLE)).toBeUndefined();
+      expect(await r.console.session("s-old", T0 + 1_000, IDLE)).toBeUndefined();
       // A new session drops the expired ones.
       await r.console.createSession("s-2", made.userId, "csrf-2", T0 + 2_000, T0 + 20_000);
       const [{ n }] = await r.db.run((sql) => sql`SELECT COUNT(*) AS n FROM console_sessions`);
       expect(Number(n)).toBe(2);
       await r.console.deleteSession("s-2");
-      expect(await r.console.session("s-2", T0 + 2_001)).toBeUndefined();
+      expect(await r.console.session("s-2", T0 + 2_001, IDLE)).toBeUndefined();
 
-      await r.console.recordFailure(["ip:10.0.0.1", "acct:ann@con.example"], T0, T0 - 60_000);
-      await r.console.recordFailure(["ip:10.0.0.1", "acct:bob@con.example"], T0 + 10, T0 - 60_000);
-      expect(
-        await r.console.failuresSince(["ip:10.0.0.1", "acct:ann@con.example", "acct:eve@con.example"], T0 - 1),
-      ).toEqual(
-        new Map([
-          ["ip:10.0.0.1", { count: 2, oldestMs: T0 }],
-          ["acct:ann@con.example", { count: 1, oldestMs: T0 }],
-          ["acct:eve@con.example", { count: 0, oldestMs: 0 }],
-        ]),
-      );
-      expect((await r.console.failuresSince(["ip:10.0.0.1"], T0)).get("ip:10.0.0.1")).toEqual({
-        count: 1,
-        oldestMs: T0 + 10,
+      // Unused for the idle time, a session has ended; each use moves its last use on (once a minute at most).
+      await r.console.createSession("s-idle", made.userId, "csrf-3", T0, T0 + 10 * IDLE);
+      expect(await r.console.session("s-idle", T0 + IDLE - 1, IDLE)).toBeDefined();
+      expect(await r.console.session("s-idle", T0 + 2 * IDLE - 2, IDLE)).toBeDefined();
+      expect(await r.console.session("s-idle", T0 + 3 * IDLE - 2, IDLE)).toBeUndefined();
+      await r.console.createSession("s-seen", made.userId, "csrf-4", T0, T0 + 10 * IDLE);
+      expect(await r.console.session("s-seen", T0 + SESSION_TOUCH_MS - 1, IDLE)).toBeDefined();
+      // Not written then (under a minute since its last use): its idle time still counts from T0.
+      expect(await r.console.session("s-seen", T0 + IDLE, IDLE)).toBeUndefined();
+      await r.close();
+    });
+
+    test("console: a sign-in is charged before its check, refused at a limit, and a success takes its charge back", async () => {
+      const r = await open();
+      const W = 60_000;
+      const limits = (ip: string, acct: string) => [
+        { subject: `ip:${ip}`, max: 3 },
+        { subject: `pair:${ip}|${acct}`, max: 2 },
+      ];
+      const first = await r.console.chargeSignIn(limits("10.0.0.1", "ann"), T0, W);
+      expect(first).toEqual({ charged: true, charge: expect.any(String) });
+      expect(await r.console.chargeSignIn(limits("10.0.0.1", "ann"), T0 + 10, W)).toMatchObject({ charged: true });
+      // The pair has its two: refused until the first of them leaves the window, and nothing charged.
+      expect(await r.console.chargeSignIn(limits("10.0.0.1", "ann"), T0 + 20, W)).toEqual({
+        charged: false,
+        waitMs: W - 20,
       });
-      await r.console.clearFailures("acct:ann@con.example");
-      expect((await r.console.failuresSince(["acct:ann@con.example"], 0)).get("acct:ann@con.example")!.count).toBe(0);
-      // A later failure forgets what is older than the window.
-      await r.console.recordFailure(["acct:bob@con.example"], T0 + 120_000, T0 + 60_000);
-      expect(
-        (await r.console.failuresSince(["ip:10.0.0.1", "acct:bob@con.example"], 0)).get("ip:10.0.0.1")!.count,
-      ).toBe(0);
+      // The same address with another account: its third, the address's last.
+      const bob = await r.console.chargeSignIn(limits("10.0.0.1", "bob"), T0 + 30, W);
+      expect(bob).toMatchObject({ charged: true });
+      expect(await r.console.chargeSignIn(limits("10.0.0.1", "eve"), T0 + 40, W)).toEqual({
+        charged: false,
+        waitMs: W - 40,
+      });
+      // Another address is not held back by this one, with the same account.
+      expect(await r.console.chargeSignIn(limits("10.0.0.2", "ann"), T0 + 50, W)).toMatchObject({ charged: true });
+      // Bob's sign-in succeeded: its charge is given back, and the address has room again.
+      await r.console.refundSignIn((bob as { charge: string }).charge, "pair:10.0.0.1|bob");
+      expect(await r.console.chargeSignIn(limits("10.0.0.1", "eve"), T0 + 60, W)).toMatchObject({ charged: true });
+      // Past the window the first failures are forgotten.
+      expect(await r.console.chargeSignIn(limits("10.0.0.1", "ann"), T0 + W + 10, W)).toMatchObject({
+        charged: true,
+      });
+      // Attempts sent together are charged one by one: no more pass than the limit.
+      const together = await Promise.all(
+        Array.from({ length: 12 }, () => r.console.chargeSignIn(limits("10.0.0.9", "zed"), T0, W)),
+      );
+      expect(together.filter((c) => c.charged).length).toBe(2);
       await r.close();
     });
 

@@ -67,12 +67,16 @@ export interface AttemptReport {
 export interface ClaimLimits {
   /** At most this many of one endpoint under way at the caller, counting inFlight (0 or unset: no limit). */
   perEndpoint?: number;
+  /** At most this many of one organization's endpoints under way at the caller, counting inFlight (0 or unset: no limit). */
+  perOrg?: number;
   /** The caller's attempts under way, by endpoint id. */
   inFlight?: ReadonlyMap<string, number>;
 }
 
 /** A claim reads this many due candidates per slot asked for, to fill slots past endpoints at their limit. */
 const CLAIM_WINDOW = 4;
+/** A claim reads at most this many windows: each past what the ones before filled to its share. */
+const CLAIM_ROUNDS = 3;
 
 export type ReportResult = "delivered" | "retrying" | "failed" | "disabled" | "stale";
 
@@ -109,6 +113,54 @@ interface HealthChange {
   /** Failures after the batch's last success (all of them when it had none). */
   failures: number;
   succeeded: boolean;
+}
+
+/** A due delivery a claim may take, with its endpoint and organization. */
+interface Candidate {
+  id: string;
+  endpoint_id: string;
+  org_id: string;
+}
+
+/** What a claim counts while it picks: the shares, and the attempts under way by endpoint and by organization. */
+interface Shares {
+  perEndpoint: number;
+  perOrg: number;
+  byEndpoint: Map<string, number>;
+  byOrg: Map<string, number>;
+}
+
+/**
+ * The deliveries a claim takes (up to max): organization by organization in turn, the one with
+ * the oldest due delivery first, each organization's oldest first; none past its endpoint's or
+ * its organization's share, counting what the caller has under way. So one organization's
+ * backlog, or its endpoints that hang, take its share of a worker's slots and never the others'.
+ */
+export function pickShares(candidates: Candidate[], max: number, s: Shares): string[] {
+  const queues = [...Map.groupBy(candidates, (c) => c.org_id).values()];
+  const ids: string[] = [];
+  while (ids.length < max && queues.length > 0) {
+    for (let i = 0; i < queues.length && ids.length < max; ) {
+      const c = queues[i]!.shift();
+      if (c === undefined) {
+        queues.splice(i, 1);
+        continue;
+      }
+      const byEndpoint = s.byEndpoint.get(c.endpoint_id) ?? 0;
+      const byOrg = s.byOrg.get(c.org_id) ?? 0;
+      if (byOrg >= s.perOrg) {
+        queues.splice(i, 1);
+        continue;
+      }
+      if (byEndpoint < s.perEndpoint) {
+        s.byEndpoint.set(c.endpoint_id, byEndpoint + 1);
+        s.byOrg.set(c.org_id, byOrg + 1);
+        ids.push(c.id);
+      }
+      i++;
+    }
+  }
+  return ids;
 }
 
 export class WebhookDeliveryRecords {
@@ -236,32 +288,47 @@ export class WebhookDeliveryRecords {
   }
 
   /**
-   * Leases up to max due deliveries until nowMs + leaseMs, oldest due first, at most
-   * perEndpoint of one endpoint counting those the caller has under way (inFlight), so that one
-   * endpoint's backlog cannot take every slot. Candidates are read first (a bounded window of
-   * the due index), then taken by an UPDATE that re-checks each row's due time: two daemons
-   * claiming at once (PostgreSQL) never take the same delivery.
+   * Leases up to max due deliveries until nowMs + leaseMs, shared by organization (pickShares):
+   * at most perOrg of one organization's endpoints and perEndpoint of one endpoint, counting
+   * those the caller has under way (inFlight), so that one organization's backlog or hanging
+   * endpoints cannot take every slot. Candidates are read first (a bounded window of the due
+   * index, past what is at its share already), then taken by an UPDATE that re-checks each
+   * row's due time: two daemons claiming at once (PostgreSQL) never take the same delivery.
    */
   async claim(nowMs: number, max: number, leaseMs: number, limits: ClaimLimits = {}): Promise<ClaimedDelivery[]> {
     const token = randomBytes(8).toString("hex");
     const perEndpoint = limits.perEndpoint || Number.POSITIVE_INFINITY;
-    const busy = [...(limits.inFlight ?? new Map<string, number>())]
-      .filter(([, n]) => n >= perEndpoint)
-      .map(([id]) => id);
+    const perOrg = limits.perOrg || Number.POSITIVE_INFINITY;
+    const inFlight = limits.inFlight ?? new Map<string, number>();
     return this.db.run(async (sql) => {
-      const window = max * CLAIM_WINDOW;
-      const candidates =
-        busy.length > 0
-          ? await sql`SELECT id, endpoint_id FROM webhook_deliveries WHERE state = 0 AND due_ms <= ${nowMs} AND endpoint_id NOT IN ${sql(busy)} ORDER BY due_ms LIMIT ${window}`
-          : await sql`SELECT id, endpoint_id FROM webhook_deliveries WHERE state = 0 AND due_ms <= ${nowMs} ORDER BY due_ms LIMIT ${window}`;
-      const taken = new Map(limits.inFlight ?? []);
+      // The organizations of the endpoints under way at the caller: its attempts by organization.
+      const byOrg = new Map<string, number>();
+      if (inFlight.size > 0) {
+        const owners =
+          (await sql`SELECT id, org_id FROM webhook_endpoints WHERE id IN ${sql([...inFlight.keys()])}`) as {
+            id: string;
+            org_id: string;
+          }[];
+        for (const e of owners) byOrg.set(e.org_id, (byOrg.get(e.org_id) ?? 0) + inFlight.get(e.id)!);
+      }
+      const shares: Shares = { perEndpoint, perOrg, byEndpoint: new Map(inFlight), byOrg };
       const ids: string[] = [];
-      for (const c of candidates as { id: string; endpoint_id: string }[]) {
-        if (ids.length === max) break;
-        const n = taken.get(c.endpoint_id) ?? 0;
-        if (n >= perEndpoint) continue;
-        taken.set(c.endpoint_id, n + 1);
-        ids.push(c.id);
+      // Each round reads a window of the due deliveries past the endpoints and organizations at
+      // their share, so that a backlog of theirs does not fill the window while others' wait
+      // behind it; another round when this one filled shares but not the claim.
+      const window = max * CLAIM_WINDOW;
+      for (let round = 0; round < CLAIM_ROUNDS && ids.length < max; round++) {
+        const busyEndpoints = [...shares.byEndpoint].filter(([, n]) => n >= perEndpoint).map(([id]) => id);
+        const busyOrgs = [...shares.byOrg].filter(([, n]) => n >= perOrg).map(([id]) => id);
+        const candidates = (await sql`SELECT d.id, d.endpoint_id, e.org_id FROM webhook_deliveries d
+          JOIN webhook_endpoints e ON e.id = d.endpoint_id
+          WHERE d.state = 0 AND d.due_ms <= ${nowMs}
+            ${busyEndpoints.length > 0 ? sql`AND d.endpoint_id NOT IN ${sql(busyEndpoints)}` : sql``}
+            ${busyOrgs.length > 0 ? sql`AND e.org_id NOT IN ${sql(busyOrgs)}` : sql``}
+            ${ids.length > 0 ? sql`AND d.id NOT IN ${sql(ids)}` : sql``}
+          ORDER BY d.due_ms LIMIT ${window}`) as Candidate[];
+        ids.push(...pickShares(candidates, max - ids.length, shares));
+        if (candidates.length < window) break;
       }
       if (ids.length === 0) return [];
       const claimed = await sql`UPDATE webhook_deliveries SET due_ms = ${nowMs + leaseMs}, lease_token = ${token}

@@ -284,6 +284,41 @@ for (const [name, fresh] of databases) {
       await r.webhookEndpoints.delete(orgB, other.id);
     });
 
+    test("a claim is shared by organization first: at most perOrg of one organization's endpoints, even behind its backlog the others' come", async () => {
+      const orgC = (await r.directory.createOrganization("c", Plan.PREMIUM, T0)).id;
+      const orgD = (await r.directory.createOrganization("d", Plan.PREMIUM, T0)).id;
+      const endpoint = (orgId: string, i: number) =>
+        r.webhookEndpoints.create({
+          orgId,
+          url: `https://${orgId}.example/${i}`,
+          events: ["subscriber.deleted"],
+          secret: "whsec_c",
+          nowMs: T0,
+        });
+      // Four endpoints of C with 20 due deliveries each, all older than D's three.
+      const cs = await Promise.all([0, 1, 2, 3].map((i) => endpoint(orgC, i)));
+      const d = await endpoint(orgD, 0);
+      try {
+        for (let i = 0; i < 20; i++) await r.webhookDeliveries.enqueue(event(orgC, "subscriber.deleted", T0), T0);
+        for (let i = 0; i < 3; i++)
+          await r.webhookDeliveries.enqueue(event(orgD, "subscriber.deleted", T0 + 1), T0 + 1);
+        const shares = { perEndpoint: 2, perOrg: 4 };
+        // C's backlog fills the first window of the due queue; D's come all the same, up to D's endpoint's share.
+        const first = await r.webhookDeliveries.claim(T0 + 1, 16, LEASE, shares);
+        const ofC = first.filter((c) => cs.some((e) => e.id === c.endpointId));
+        expect(ofC).toHaveLength(4);
+        expect(first.filter((c) => c.endpointId === d.id)).toHaveLength(2);
+        // C's four are under way at the caller: none more of C's 76, and D's next comes.
+        const inFlight = new Map<string, number>();
+        for (const c of ofC) inFlight.set(c.endpointId, (inFlight.get(c.endpointId) ?? 0) + 1);
+        const second = await r.webhookDeliveries.claim(T0 + 1, 16, LEASE, { ...shares, inFlight });
+        expect(second.map((c) => c.endpointId)).toEqual([d.id]);
+        expect(await r.webhookDeliveries.claim(T0 + 1, 16, LEASE, { ...shares, inFlight })).toEqual([]);
+      } finally {
+        for (const e of [...cs, d]) await r.webhookEndpoints.delete(e.orgId, e.id);
+      }
+    });
+
     test("concurrent claims never hand out one delivery twice", async () => {
       const ep = await r.webhookEndpoints.create({
         orgId: orgB,

@@ -1,4 +1,4 @@
-import { type Db, num, numOrNull, randomId } from "./db";
+import { type Db, num, numOrNull, RecordError, randomId } from "./db";
 import { BY_CREATED, mapPage, newestFirst, type Page } from "./paging";
 
 // Webhook endpoints: where an organization's events are sent, and how each endpoint has fared
@@ -38,12 +38,19 @@ function endpointOf(r: Record<string, unknown>): WebhookEndpoint {
 export class WebhookEndpointRecords {
   constructor(private readonly db: Db) {}
 
+  /**
+   * Adds an endpoint, unless the organization has `max` already (a RecordError "too_many";
+   * unset: no cap).
+   * Creates that race are counted one after the other (PostgreSQL: a transaction lock per
+   * organization; SQLite: one writer), so none passes the cap.
+   */
   async create(o: {
     orgId: string;
     url: string;
     events: string[];
     secret: string;
     nowMs: number;
+    max?: number;
   }): Promise<WebhookEndpoint> {
     const row = {
       id: randomId("wh"),
@@ -53,7 +60,14 @@ export class WebhookEndpointRecords {
       secret: o.secret,
       created_ms: o.nowMs,
     };
-    await this.db.run((sql) => sql`INSERT INTO webhook_endpoints ${sql(row)}`);
+    await this.db.tx(async (sql) => {
+      if (this.db.dialect === "postgres") await sql`SELECT pg_advisory_xact_lock(hashtext(${`webhooks:${o.orgId}`}))`;
+      const [{ n }] =
+        await sql`SELECT COUNT(*) AS n FROM webhook_endpoints WHERE org_id = ${o.orgId} AND workflow_id IS NULL`;
+      if (o.max !== undefined && num(n) >= o.max)
+        throw new RecordError("too_many", `the organization has ${o.max} webhooks, the most it may: delete one first`);
+      await sql`INSERT INTO webhook_endpoints ${sql(row)}`;
+    });
     return endpointOf({ ...row, disabled_ms: null, disabled_reason: null });
   }
 

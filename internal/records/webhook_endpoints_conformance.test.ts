@@ -1,5 +1,5 @@
 // Webhook endpoints on both databases: pages newest first that a walk never repeats or skips,
-// per organization, and deletion.
+// per organization, deletion, and the cap on an organization's endpoints.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { recordDatabases } from "../testkit/recorddbs";
@@ -72,6 +72,35 @@ for (const [name, fresh] of databases) {
       for (const e of [...made, ...(await r.webhookEndpoints.list(orgB, 100)).data])
         await r.webhookEndpoints.delete(orgB, e.id);
       expect((await r.webhookEndpoints.list(orgB, 100)).data).toEqual([]);
+    });
+
+    test("a cap on an organization's endpoints: creates sent at once make no more than it", async () => {
+      const create = (orgId: string, i: number) =>
+        r.webhookEndpoints.create({
+          orgId,
+          url: `https://cap.example/${i}`,
+          events: ["email.queued"],
+          secret: "whsec_c",
+          nowMs: T0,
+          max: 3,
+        });
+      const made = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => create(orgA, i)));
+      expect(made.filter((m) => m.status === "fulfilled")).toHaveLength(3);
+      for (const m of made.filter((m) => m.status === "rejected"))
+        expect(m.reason).toMatchObject({
+          kind: "too_many",
+          message: "the organization has 3 webhooks, the most it may: delete one first",
+        });
+      // Another organization has a cap of its own; a deleted endpoint makes room.
+      expect((await create(orgB, 0)).orgId).toBe(orgB);
+      const mine = (await r.webhookEndpoints.list(orgA, 100)).data;
+      await r.webhookEndpoints.delete(orgA, mine[0]!.id);
+      expect((await create(orgA, 9)).orgId).toBe(orgA);
+      for (const [orgId, e] of [
+        ...(await r.webhookEndpoints.list(orgA, 100)).data.map((e) => [orgA, e] as const),
+        ...(await r.webhookEndpoints.list(orgB, 100)).data.map((e) => [orgB, e] as const),
+      ])
+        await r.webhookEndpoints.delete(orgId, e.id);
     });
   });
 }

@@ -1,15 +1,13 @@
 import type { ConsoleOptions, ConsolePorts } from "../console/context";
 import { consoleHandler } from "../console/handler";
-import { Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { AdmissionPort } from "../api/ports";
 import { ASSETS_PATH, assetHandler } from "../web/assets";
 import { pageHeaders } from "../web/headers";
 import { OPENAPI_PATH } from "../api/openapi/service";
 import { referenceHandler } from "./reference";
-import { DOCS_PATH, READY_PATH, type SiteHandler } from "../api/server";
+import { DOCS_PATH, ipGate, READY_PATH, type SiteHandler } from "../api/server";
 import { getOnly } from "../api/respond";
 import { rateLimitDocsPage } from "./docs";
-import { clientIp } from "../clientip/clientip";
 import { type UnsubscribeCalls, unsubscribePages } from "./unsubscribe";
 import { landingPage, notFoundPage, wantsHtml } from "./landing";
 
@@ -31,15 +29,8 @@ export function apiSite(ports: SitePorts, o: ConsoleOptions): SiteHandler {
   const landing = landingPage();
   const assets = assetHandler();
   const reference = referenceHandler();
-  const pages = consoleHandler(ports, o);
-  const gate = async (req: Request, peerIp: string) => {
-    const a = await ports.admission.admit({
-      token: "",
-      clientIp: clientIp(peerIp, req.headers.get("x-forwarded-for"), o.trustProxy),
-      withTags: false,
-    });
-    return a.verdict === Verdict.IP_LIMITED ? a.retryAfterSeconds : undefined;
-  };
+  const gate = ipGate(ports.admission, o.trustProxy);
+  const pages = consoleHandler(ports, o, gate);
   const unsubscribe = unsubscribePages(ports.automation, gate, o.timeoutMs, o.log);
   return (req, url, peerIp) => {
     const path = url.pathname;

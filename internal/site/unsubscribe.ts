@@ -1,5 +1,6 @@
 import { type Client, Code, ConnectError } from "@connectrpc/connect";
 import type { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
+import type { IpGate } from "../api/server";
 import type { Logger } from "../log/log";
 import { type Html, html } from "../web/html";
 import { pageHeaders } from "../web/headers";
@@ -22,12 +23,6 @@ function page(status: number, title: string, body: Html): Response {
     headers: pageHeaders({ "Referrer-Policy": "no-referrer", "Cache-Control": "no-store" }),
   });
 }
-
-/**
- * Counts a request against its client IP's limit (the IP worked out from the peer): undefined
- * when allowed, else the seconds to wait; rejects when the limiter cannot be asked.
- */
-export type IpGate = (req: Request, peerIp: string) => Promise<number | undefined>;
 
 /** The daemon's one call these pages make. */
 export type UnsubscribeCalls = Pick<Client<typeof AutomationService>, "unsubscribe">;

@@ -7,9 +7,9 @@ import { SubmissionFront } from "./front";
 import { AuthThrottle } from "./throttle";
 
 /** Connects a session; resolves with the error its greeting was refused with, null when it was greeted. */
-const connected = (front: SubmissionFront, id: string) =>
+const connected = (front: SubmissionFront, id: string, remoteAddress = "::ffff:192.0.2.7") =>
   new Promise<(Error & { responseCode?: number }) | null>((resolve) => {
-    connect(front, smtpSession({ id, remoteAddress: "::ffff:192.0.2.7" }), (err) => resolve(err ?? null));
+    connect(front, smtpSession({ id, remoteAddress }), (err) => resolve(err ?? null));
   });
 
 test("the greeting is held only for an address with failed AUTH attempts not yet drained", () => {
@@ -53,6 +53,26 @@ test("a throttled address is refused before its greeting", async () => {
   const err = await connected(front, "a");
   expect(err?.responseCode).toBe(421);
   expect(err?.message).toContain("Too many failed AUTH attempts");
+});
+
+test("addresses of one IPv6 /64 are one client: its slots, its waiting room and its AUTH throttle", async () => {
+  const front = new SubmissionFront(smtpDeps(), { ...SMTP_OPTIONS, maxClientsPerIp: 2, maxWaitingPerIp: 0 }, () => []);
+  expect(await connected(front, "a", "2001:db8:7:1::a")).toBeNull();
+  expect(await connected(front, "b", "2001:db8:7:1:ffff:1:2:3")).toBeNull();
+  // A third address of the same /64 finds the network's two slots taken; another /64 does not.
+  expect((await connected(front, "c", "2001:db8:7:1::c"))?.responseCode).toBe(421);
+  expect(await connected(front, "d", "2001:db8:7:2::d")).toBeNull();
+  const throttled = new SubmissionFront(smtpDeps(), { ...SMTP_OPTIONS, authFailuresPerIp: 2 }, () => []);
+  for (let i = 0; i < 3; i++) throttled.throttle.failed("2001:db8:7:1::");
+  expect((await connected(throttled, "e", "2001:db8:7:1::1234"))?.message).toContain("Too many failed AUTH attempts");
+  // With 128 bits, each address is a client of its own (the limits as they were).
+  const apart = new SubmissionFront(
+    smtpDeps(),
+    { ...SMTP_OPTIONS, maxClientsPerIp: 1, maxWaitingPerIp: 0, ipv6PrefixBits: 128 },
+    () => [],
+  );
+  expect(await connected(apart, "f", "2001:db8:7:1::f")).toBeNull();
+  expect(await connected(apart, "g", "2001:db8:7:1::1f")).toBeNull();
 });
 
 test("AUTH is offered only after STARTTLS", async () => {

@@ -1,5 +1,5 @@
 import type { SMTPServerSession } from "smtp-server";
-import { normalizeIp } from "../clientip/clientip";
+import { addressGroup } from "../clientip/clientip";
 import type { SubmissionFront } from "./front";
 import { authThrottled, noSlotInTime, sessionExpired, tooManyConnectionsFromAddress } from "./replies";
 import type { AuthThrottle } from "./throttle";
@@ -18,10 +18,14 @@ export function greetingPauseMs(throttle: AuthThrottle, ip: string): number {
   return throttle.hasFailures(ip) ? EARLY_TALKER_PAUSE_MS : 0;
 }
 
-/** onConnect: refused while its address is throttled; greeted once it holds one of its address's slots. */
+/**
+ * onConnect: refused while its address is throttled; greeted once it holds one of its address's
+ * slots. An IPv6 client counts by its network (IPV6_PREFIX_BITS), for the slots and the AUTH
+ * throttle alike: a host with a /64 is one client, not 2^64.
+ */
 export function connect(front: SubmissionFront, session: SMTPServerSession, done: (err?: Error | null) => void) {
   const { slots, throttle, o } = front;
-  const ip = normalizeIp(session.remoteAddress);
+  const ip = addressGroup(session.remoteAddress, o.ipv6PrefixBits);
   const throttled = throttle.refusedForSeconds(ip);
   if (throttled > 0) return done(front.refusal(authThrottled(throttled)));
   // AUTH is neither offered nor accepted before STARTTLS (cleared in secured).

@@ -37,6 +37,8 @@ export interface SmtpOptions {
   authFailuresPerIp: number;
   socketTimeoutMs: number;
   sessionTimeoutMs: number;
+  /** The per-address limits count an IPv6 client by its network of this many bits (IPV6_PREFIX_BITS). */
+  ipv6PrefixBits: number;
   /** The name in the greeting and EHLO; the host name by default. */
   name?: string;
 }
@@ -52,7 +54,7 @@ export interface ConnectionState {
   /** The session time limit passed or the front is stopping: close with this once the current reply is out. */
   closeWith?: Reply;
   timer?: ReturnType<typeof setTimeout>;
-  /** The client's address. */
+  /** The client the per-address limits count it against: its address, an IPv6 one's network (addressGroup). */
   ip?: string;
   /** What the connection counts against (admission.ts): waiting for a slot, its address's slot, its organization. */
   slot?: "waiting" | "address" | "organization";

@@ -1,5 +1,6 @@
 // The SMTP decisions, table-driven: which reply for which situation.
 import { describe, expect, test } from "bun:test";
+import { QUEUE_FULL_MESSAGES } from "../mail/policy";
 import { isWellFormed } from "../token/token";
 import {
   afterVerify,
@@ -106,6 +107,13 @@ describe("the API's answer to an SMTP reply (401 535, 403/400/422 550, 413 552, 
       452,
       "4.2.1",
       "This recipient is temporarily rate limited. At most 5 messages in 10 minutes and 20 in 24 hours go to one mailbox; retry in 600 s (after 2026-01-01T12:10:00Z)",
+    ],
+    [
+      "429 queue full",
+      http(429, err("QUEUE_FULL", QUEUE_FULL_MESSAGES.bytes), { "retry-after": "60" }),
+      452,
+      "4.3.1",
+      "Queue full: the organization has as much mail queued as it may; retry in 60 s (after 2026-01-01T12:01:00Z)",
     ],
     [
       "429 org quota",

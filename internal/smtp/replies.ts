@@ -294,6 +294,10 @@ export function apiReply(answer: ApiAnswer, nowMs: number, keyed: boolean): Repl
       return reply(552, "5.3.4", `Message too large for the API: ${says}`);
     case 429: {
       const wait = retryHint(retryAfterSeconds(headers["retry-after"], nowMs), nowMs);
+      if (field(body, "code") === "QUEUE_FULL") {
+        // X.3.1, "mail system full": the sender's organization, not the recipient, is the cause.
+        return reply(452, "4.3.1", `Queue full: the organization has as much mail queued as it may; ${wait}`);
+      }
       if (field(body, "code") === "RECIPIENT_RATE_LIMITED") {
         // The wording of large mailbox providers for the same situation (4.2.1).
         return reply(

@@ -11,6 +11,7 @@ import type {
   EnqueueResult,
   HotStore,
   MailStore,
+  QueueCap,
 } from "../hotstore/hotstore";
 import { connectRedis, connectRedisCluster, RedisHot, waitingCommandTimeoutMs } from "../hotstore/redis/redis";
 import {
@@ -89,6 +90,8 @@ const HOUR = 60 * MIN;
 
 /** The guards the suites send under: 5 in 10 minutes, 20 in 24 hours per mailbox. */
 const SUITE_GUARDS = { shortMax: 5, shortWindowMs: 10 * MIN, longMax: 20, longWindowMs: 24 * HOUR };
+/** A queue cap no suite reaches but the one about it. */
+export const SUITE_QUEUE_CAP: QueueCap = { messages: 1_000_000, bytes: 1_000_000_000 };
 
 /** The delivery policy of the suites: 3 attempts, retries after 1 s then 2 s, an hour of bounce cooldown. */
 export const SUITE_POLICY: DeliveryPolicy = { maxAttempts: 3, retryBaseMs: 1_000, bounceCooldownMs: HOUR };
@@ -114,6 +117,7 @@ function suiteMessage(orgId: string, messageId: string, n: number, over: Partial
     checkCooldown: true,
     countGuards: true,
     guards: SUITE_GUARDS,
+    queueCap: SUITE_QUEUE_CAP,
     ...over,
   };
 }

@@ -13,6 +13,7 @@ const SHARED = [
   "internal/batch",
   "internal/clientip",
   "internal/config",
+  "internal/datadir",
   "internal/diskspace",
   "internal/limits",
   "internal/log",

@@ -7,7 +7,7 @@ import { serveApi } from "../api/server";
 import { apiSite } from "../site/site";
 import { offloadedValidation } from "../api/validation";
 import type { Clock } from "../clock/clock";
-import type { DeliveryPolicy, HotStore } from "../hotstore/hotstore";
+import type { DeliveryPolicy, HotStore, QueueCap } from "../hotstore/hotstore";
 import { limiterDaemon } from "../daemon/daemon";
 import { serveRpc } from "../daemon/server";
 import { type LimiterClients, limiterClients } from "../limiterclient/client";
@@ -49,7 +49,7 @@ export async function startInProcess(
   clock: Clock,
   policy: DeliveryPolicy,
   visibilityMs = 60_000,
-  opts: { running?: boolean } = {},
+  opts: { running?: boolean; trustProxy?: string[]; queueCap?: QueueCap } = {},
 ): Promise<InProcess> {
   const records = await Records.open({ sqliteFile: ":memory:" });
   const daemon = limiterDaemon({
@@ -64,6 +64,9 @@ export async function startInProcess(
     webhookPolicy: webhookRetryPolicy(),
     owner: "test",
     publicUrl: "http://127.0.0.1:8080",
+    ipv6PrefixBits: 64,
+    consoleIdleMs: 30 * 60_000,
+    queueCap: opts.queueCap ?? { messages: 100_000, bytes: 256 * 1024 * 1024 },
     log: logger("limiterd"),
     ticketKey: randomBytes(32),
   });
@@ -87,11 +90,11 @@ export async function startInProcess(
       webhooks: clients.webhooks,
       admission: ports.admission,
     },
-    { timeoutMs: 2_000, trustProxy: [], log },
+    { timeoutMs: 2_000, trustProxy: opts.trustProxy ?? [], log },
   );
   const api = serveApi(
     ports,
-    { trustProxy: [], docsUrl: undefined, recordsTimeoutMs: 10_000, log, site },
+    { trustProxy: opts.trustProxy ?? [], docsUrl: undefined, recordsTimeoutMs: 10_000, log, site },
     "127.0.0.1",
     0,
   );

@@ -46,4 +46,5 @@ export const SMTP_OPTIONS: SmtpOptions = {
   authFailuresPerIp: 5,
   socketTimeoutMs: 60_000,
   sessionTimeoutMs: 60_000,
+  ipv6PrefixBits: 64,
 };

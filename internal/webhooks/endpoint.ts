@@ -5,6 +5,12 @@ import { isWebhookEvent } from "./events";
 
 export const MAX_URL_LENGTH = 2_048;
 
+/**
+ * The most webhooks one organization may have: each event goes to every endpoint that
+ * subscribed to it, and each attempt takes a worker's slot.
+ */
+export const MAX_WEBHOOKS_PER_ORG = 20;
+
 export interface EndpointInput {
   url: string;
   events: string[];

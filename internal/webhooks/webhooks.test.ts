@@ -3,7 +3,6 @@ import { checkEndpoint } from "./endpoint";
 import { JITTER, RETRY_SCHEDULE_MS, retryDelayMs } from "./schedule";
 import { newWebhookSecret, signWebhook } from "./signature";
 import { isPrivateAddress } from "../netguard/netguard";
-import { refusedTarget } from "./target";
 
 test("the signature matches the Standard Webhooks reference vector", () => {
   // From the Standard Webhooks reference libraries' tests.
@@ -50,7 +49,7 @@ test("endpoints: an absolute http(s) URL and known event types, duplicates folde
   expect(checkEndpoint({ url: "https://x.example", events: [7] })).toMatchObject({ field: "events[0]" });
 });
 
-test("targets: loopback, private, link-local and the like are refused, public addresses are not", async () => {
+test("addresses: loopback, private, link-local and the like are refused, public addresses are not", () => {
   for (const ip of [
     "127.0.0.1",
     "10.1.2.3",
@@ -69,8 +68,4 @@ test("targets: loopback, private, link-local and the like are refused, public ad
   }
   for (const ip of ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111"])
     expect({ ip, private: isPrivateAddress(ip) }).toEqual({ ip, private: false });
-  expect(await refusedTarget("http://127.0.0.1:8080/hook")).toBe("refused: 127.0.0.1 is a private address (127.0.0.1)");
-  expect(await refusedTarget("http://[::1]:8080/hook")).toBe("refused: ::1 is a private address (::1)");
-  expect(await refusedTarget("http://localhost/hook")).toMatch(/^refused: localhost is a private address/);
-  expect(await refusedTarget("https://93.184.215.14/hook")).toBeUndefined();
 });

@@ -12,16 +12,26 @@ import { isPermanent } from "./retry_policy";
 import type { WorkerMetrics } from "../metrics/metrics";
 import { ATTEMPT_TIMEOUT_MS } from "../webhooks/schedule";
 import { readExcerpt } from "../webhooks/excerpt";
-import { refusedTarget } from "../webhooks/target";
+import { webhookTarget } from "../webhooks/target";
+import type { Resolve } from "../dnsquery/resolver";
 
-/** The wait after a claim that found nothing: doubled on each such claim up to the second figure, so an idle worker stays quiet. */
+/**
+ * The wait after a claim that found nothing: doubled on each such claim up to the second figure,
+ * so an idle worker stays quiet (two claims a second), and a delivery that comes due, or another
+ * organization's while one holds its share, is started within half a second.
+ */
 const IDLE_POLL_MS = 250;
-const IDLE_POLL_MAX_MS = 2_000;
+const IDLE_POLL_MAX_MS = 500;
 const CALL_TIMEOUT_MS = 2_000;
 /** A report is retried this long at most; then the lease runs out and the delivery is tried again. */
 const REPORT_GIVE_UP_MS = 10_000;
-/** One endpoint may hold at most this share of a worker's slots: one that hangs leaves the rest to the others. */
-const ENDPOINT_SHARE = 0.25;
+/**
+ * The slots of a worker are shared by organization first: one organization's endpoints hold at
+ * most this share of them (its failing endpoints leave the rest to the other organizations),
+ * and one endpoint at most half of that (one that hangs leaves its organization's others room).
+ */
+const ORG_SHARE = 1 / 4;
+const ENDPOINT_SHARE = 1 / 8;
 /** Reports per call: the attempts that end while one report call is under way go in the next. */
 const MAX_REPORT_BATCH = 256;
 
@@ -37,6 +47,8 @@ export interface WebhookDelivererOptions {
   concurrency: number;
   /** Whether URLs on loopback and private networks may be called (development, tests). */
   allowPrivateUrls: boolean;
+  /** Resolves each attempt's host (DNS_SERVER, or the system's resolvers). */
+  resolve: Resolve;
   log: Logger;
   metrics?: WorkerMetrics;
 }
@@ -50,21 +62,31 @@ export interface AttemptOutcome {
   responseExcerpt: string;
 }
 
+/** How an attempt finds its receiver. */
+export interface AttemptOptions {
+  /** Whether URLs on loopback and private networks may be called (development, tests). */
+  allowPrivateUrls: boolean;
+  /** Resolves the URL's host: once per attempt, and the request connects to what it answered. */
+  resolve: Resolve;
+}
+
 /**
- * POSTs one signed webhook. Redirects are not followed (a 3xx is a failure, like any non-2xx);
- * of the answer's body only an excerpt is read. The duration is until the answer's status. A host on a private network is refused unless allowed (the
- * name is resolved again by fetch: a name that changes its answer in between is not caught).
+ * POSTs one signed webhook to the address its host resolved to and was checked (target.ts), with
+ * the URL's Host and TLS server name. Redirects are not followed (a 3xx is a failure, like any
+ * non-2xx); of the answer's body only an excerpt is read. The duration is until the answer's status.
  */
-export async function attemptWebhook(task: WebhookTask, allowPrivateUrls: boolean): Promise<AttemptOutcome> {
+export async function attemptWebhook(task: WebhookTask, o: AttemptOptions): Promise<AttemptOutcome> {
   const started = performance.now();
   const took = () => Math.round(performance.now() - started);
   try {
-    const refused = allowPrivateUrls ? undefined : await refusedTarget(task.url);
-    if (refused) return { statusCode: 0, error: refused, durationMs: took(), responseExcerpt: "" };
-    const res = await fetch(task.url, {
+    const found = await webhookTarget(task.url, o.resolve, o.allowPrivateUrls);
+    if (!found.ok) return { statusCode: 0, error: found.error, durationMs: took(), responseExcerpt: "" };
+    const { target } = found;
+    const res = await fetch(target.connectUrl, {
       method: "POST",
       redirect: "manual",
       headers: {
+        Host: target.host,
         "Content-Type": "application/json",
         "User-Agent": "mailcore-webhooks",
         "webhook-id": task.webhookId,
@@ -72,6 +94,7 @@ export async function attemptWebhook(task: WebhookTask, allowPrivateUrls: boolea
         "webhook-signature": task.webhookSignature,
       },
       body: task.body,
+      tls: target.serverName === undefined ? undefined : { serverName: target.serverName },
       signal: AbortSignal.timeout(ATTEMPT_TIMEOUT_MS),
     });
     const durationMs = took();
@@ -90,8 +113,9 @@ function resultLabel(o: AttemptOutcome): string {
 /**
  * Drains the daemon's queue of due webhook deliveries, apart from the mail: its own claims, its
  * own concurrency, so a receiver that hangs holds a webhook slot for 15 s at most and never a
- * mail delivery, and at most a quarter of the slots, so the other endpoints keep theirs. Each claim is a lease: a worker that dies mid-attempt leaves the delivery due
- * again when the lease ends (at-least-once, the same webhook-id).
+ * mail delivery; one organization's endpoints at most a quarter of the slots, and one endpoint
+ * an eighth, so the other organizations keep theirs. Each claim is a lease: a worker that dies
+ * mid-attempt leaves the delivery due again when the lease ends (at-least-once, the same webhook-id).
  */
 export class WebhookDeliverer {
   private readonly abort = new AbortController();
@@ -129,6 +153,7 @@ export class WebhookDeliverer {
             workerId: this.o.workerId,
             max: this.o.concurrency - this.inFlight.size,
             maxPerEndpoint: Math.max(1, Math.floor(this.o.concurrency * ENDPOINT_SHARE)),
+            maxPerOrg: Math.max(1, Math.floor(this.o.concurrency * ORG_SHARE)),
             inFlight: Object.fromEntries(this.byEndpoint),
           },
           { timeoutMs: CALL_TIMEOUT_MS, signal },
@@ -167,7 +192,7 @@ export class WebhookDeliverer {
 
   private async deliver(task: WebhookTask): Promise<void> {
     this.countEndpoint(task.endpointId, 1);
-    const outcome = await attemptWebhook(task, this.o.allowPrivateUrls); // never throws: a failure is an outcome
+    const outcome = await attemptWebhook(task, this.o); // never throws: a failure is an outcome
     this.countEndpoint(task.endpointId, -1);
     this.o.metrics?.webhookAttempts.inc({ result: resultLabel(outcome) });
     const result = await this.report(task, outcome);

@@ -292,10 +292,10 @@ describe("a receiver that hangs", () => {
     // In the bulk lane, so that the transactional lane holds only the sends measured.
     for (let i = 0; i < 20; i++)
       await sendEmail(stack.apiUrls[0]!, token, mail("hang", `delivered+h${i}@fixtures.test`, "bulk"));
-    await waitFor("webhook attempts to hang", async () => receiver.at("/hang").length >= 16);
+    await waitFor("webhook attempts to hang", async () => receiver.at("/hang").length >= 8);
     const during = await measure(20);
-    // The attempts were still hanging (15 s timeout) all along, a quarter of the worker's slots.
-    expect(receiver.at("/hang")).toHaveLength(16);
+    // The attempts were still hanging (15 s timeout) all along, an eighth of the worker's slots (one endpoint's share).
+    expect(receiver.at("/hang")).toHaveLength(8);
 
     // Another organization's endpoint keeps the other slots: its webhooks arrive meanwhile.
     const other = await stack.org("bystander", "premium");

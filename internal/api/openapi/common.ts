@@ -1,3 +1,4 @@
+import { QUEUE_FULL_MESSAGES } from "../../mail/policy";
 import type { Operation, Schema } from "./types";
 
 // What every endpoint of /api/v1 shares: bearer authentication, the rate-limit headers on
@@ -70,7 +71,14 @@ export function apiOperation(op: Operation & { responses: Record<string, unknown
  * subscriber upsert): the Idempotency-Key it takes, the 400 and 409 of the key, and the 503 of
  * records that did not answer in time, added to its operation's own.
  */
-export function idempotentCreate<T extends Operation & { responses: Record<string, unknown> }>(op: T): T {
+/**
+ * A create that takes an Idempotency-Key: its parameter and answers. `conflict`: a 409 of the
+ * operation's own besides the key's (its code and when it is given).
+ */
+export function idempotentCreate<T extends Operation & { responses: Record<string, unknown> }>(
+  op: T,
+  conflict?: { code: string; when: string },
+): T {
   const parameter = {
     name: "Idempotency-Key",
     in: "header",
@@ -90,7 +98,12 @@ export function idempotentCreate<T extends Operation & { responses: Record<strin
             "INVALID_IDEMPOTENCY_KEY",
           ])
         : errorAnswer("The Idempotency-Key is malformed.", ["INVALID_IDEMPOTENCY_KEY"]),
-      "409": errorAnswer("The Idempotency-Key was used with a different request.", ["IDEMPOTENCY_KEY_REUSED"]),
+      "409": conflict
+        ? errorAnswer(
+            `The Idempotency-Key was used with a different request, or ${conflict.when} (\`${conflict.code}\`).`,
+            ["IDEMPOTENCY_KEY_REUSED", conflict.code],
+          )
+        : errorAnswer("The Idempotency-Key was used with a different request.", ["IDEMPOTENCY_KEY_REUSED"]),
       "503": ref("responses/RecordsUnavailable"),
     },
   };
@@ -144,6 +157,17 @@ export const COMPONENTS = {
       properties: {
         code: { const: "RECIPIENT_RATE_LIMITED" },
         message: { const: "This recipient is temporarily rate limited." },
+      },
+      additionalProperties: false,
+    },
+    QueueFull: {
+      type: "object",
+      description:
+        "The organization has as many messages queued (accepted and not yet delivered, bounced or failed), or as many bytes of them, as it may (the operator's MAX_QUEUED_PER_ORG and MAX_QUEUED_BYTES_PER_ORG). Nothing was queued; the queue drains at the lanes' pace.",
+      required: ["code", "message"],
+      properties: {
+        code: { const: "QUEUE_FULL" },
+        message: { type: "string", example: QUEUE_FULL_MESSAGES.messages },
       },
       additionalProperties: false,
     },

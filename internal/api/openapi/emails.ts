@@ -60,11 +60,13 @@ export const emailsArea: ApiArea = {
           "422": jsonAnswer("A field is invalid; `field` names it.", schemaRef("ValidationFailed")),
           "429": {
             description:
-              "Over the quota or the IP limit (`{message, docs}`), or a recipient guard (`{code: RECIPIENT_RATE_LIMITED, message}`). Honour Retry-After in both cases.",
+              "Over the quota or the IP limit (`{message, docs}`), a recipient guard (`{code: RECIPIENT_RATE_LIMITED, message}`), or the organization's queue is full (`{code: QUEUE_FULL, message}`). Honour Retry-After in every case.",
             headers: { ...rateLimitHeaders, "Retry-After": { $ref: "#/components/headers/Retry-After" } },
             content: {
               "application/json": {
-                schema: { oneOf: [schemaRef("TooManyRequests"), schemaRef("RecipientRateLimited")] },
+                schema: {
+                  oneOf: [schemaRef("TooManyRequests"), schemaRef("RecipientRateLimited"), schemaRef("QueueFull")],
+                },
               },
             },
           },

@@ -1,3 +1,4 @@
+import { MAX_WEBHOOKS_PER_ORG } from "../../webhooks/endpoint";
 import { TEST_EVENT, WEBHOOK_EVENTS } from "../../webhooks/events";
 import { ATTEMPT_TIMEOUT_MS, RETRY_SCHEDULE_MS } from "../../webhooks/schedule";
 import { apiOperation, errorAnswer, idempotentCreate, jsonAnswer, rateLimitHeaders, schemaRef } from "./common";
@@ -65,27 +66,33 @@ export const webhooksArea: ApiArea = {
   paths: {
     "/api/v1/webhooks": {
       post: apiOperation(
-        idempotentCreate({
-          operationId: "createWebhook",
-          summary: "Create a webhook",
-          description:
-            "Registers an endpoint for the given event types. The answer holds the signing secret, shown this once.",
-          tags: ["Webhooks"],
-          requestBody: {
-            required: true,
-            content: { "application/json": { schema: schemaRef("CreateWebhookRequest") } },
+        idempotentCreate(
+          {
+            operationId: "createWebhook",
+            summary: "Create a webhook",
+            description:
+              "Registers an endpoint for the given event types. The answer holds the signing secret, shown this once.",
+            tags: ["Webhooks"],
+            requestBody: {
+              required: true,
+              content: { "application/json": { schema: schemaRef("CreateWebhookRequest") } },
+            },
+            responses: {
+              "201": jsonAnswer("Created; keep the secret.", schemaRef("WebhookCreated")),
+              "400": errorAnswer("The body is not JSON.", ["INVALID_JSON"]),
+              "413": errorAnswer("The body is larger than 1 MB.", ["PAYLOAD_TOO_LARGE"]),
+              "415": errorAnswer("The body is not sent as application/json.", ["UNSUPPORTED_MEDIA_TYPE"]),
+              "422": jsonAnswer(
+                "A field is invalid; `field` names it (`url`, `events`, `events[2]`, ...).",
+                schemaRef("ValidationFailed"),
+              ),
+            },
           },
-          responses: {
-            "201": jsonAnswer("Created; keep the secret.", schemaRef("WebhookCreated")),
-            "400": errorAnswer("The body is not JSON.", ["INVALID_JSON"]),
-            "413": errorAnswer("The body is larger than 1 MB.", ["PAYLOAD_TOO_LARGE"]),
-            "415": errorAnswer("The body is not sent as application/json.", ["UNSUPPORTED_MEDIA_TYPE"]),
-            "422": jsonAnswer(
-              "A field is invalid; `field` names it (`url`, `events`, `events[2]`, ...).",
-              schemaRef("ValidationFailed"),
-            ),
+          {
+            code: "TOO_MANY_WEBHOOKS",
+            when: `the organization has ${MAX_WEBHOOKS_PER_ORG} webhooks, the most it may (delete one first)`,
           },
-        }),
+        ),
       ),
       get: apiOperation({
         operationId: "listWebhooks",

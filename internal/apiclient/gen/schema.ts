@@ -261,6 +261,13 @@ export interface components {
       /** @constant */
       message: "This recipient is temporarily rate limited.";
     };
+    /** @description The organization has as many messages queued (accepted and not yet delivered, bounced or failed), or as many bytes of them, as it may (the operator's MAX_QUEUED_PER_ORG and MAX_QUEUED_BYTES_PER_ORG). Nothing was queued; the queue drains at the lanes' pace. */
+    QueueFull: {
+      /** @constant */
+      code: "QUEUE_FULL";
+      /** @example The organization has as many messages queued as it may; retry once some have gone out. */
+      message: string;
+    };
     /** @description At least one of html, text or markdown, not empty; markdown not with html. Unknown fields are refused (422). Beyond its shape, a send is refused (422) when its Markdown renders to more than 2 MB of HTML or takes longer than API_VALIDATION_TIMEOUT_MS to check, and (403) when the From domain is not a verified sending domain. */
     SendEmailRequest: ({
       /** @description The sender; its domain must be a verified sending domain of the organization. */
@@ -1164,7 +1171,7 @@ export interface operations {
           "application/json": components["schemas"]["ValidationFailed"];
         };
       };
-      /** @description Over the quota or the IP limit (`{message, docs}`), or a recipient guard (`{code: RECIPIENT_RATE_LIMITED, message}`). Honour Retry-After in both cases. */
+      /** @description Over the quota or the IP limit (`{message, docs}`), a recipient guard (`{code: RECIPIENT_RATE_LIMITED, message}`), or the organization's queue is full (`{code: QUEUE_FULL, message}`). Honour Retry-After in every case. */
       429: {
         headers: {
           "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -1178,7 +1185,7 @@ export interface operations {
           "Retry-After": components["headers"]["Retry-After"];
         };
         content: {
-          "application/json": components["schemas"]["TooManyRequests"] | components["schemas"]["RecipientRateLimited"];
+          "application/json": components["schemas"]["TooManyRequests"] | components["schemas"]["RecipientRateLimited"] | components["schemas"]["QueueFull"];
         };
       };
       503: components["responses"]["LimiterUnavailable"];
@@ -2676,7 +2683,7 @@ export interface operations {
         };
       };
       401: components["responses"]["Unauthorized"];
-      /** @description The Idempotency-Key was used with a different request. */
+      /** @description The Idempotency-Key was used with a different request, or the organization has 20 webhooks, the most it may (delete one first) (`TOO_MANY_WEBHOOKS`). */
       409: {
         headers: {
           "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -2689,10 +2696,10 @@ export interface operations {
           "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
         };
         content: {
-          "application/json": {
+          "application/json": ({
             /** @enum {unknown} */
-            code?: "IDEMPOTENCY_KEY_REUSED";
-          } & components["schemas"]["Error"];
+            code?: "IDEMPOTENCY_KEY_REUSED" | "TOO_MANY_WEBHOOKS";
+          }) & components["schemas"]["Error"];
         };
       };
       /** @description The body is larger than 1 MB. */

@@ -72,6 +72,10 @@ export class EmbeddedMail implements MailStore {
     const verified = this.domainVerified(orgId, input.fromDomain);
     if (verified === undefined) return { kind: "miss" };
     if (!verified) return { kind: "domain_not_verified" };
+    const bytes = Buffer.byteLength(input.payload);
+    const held = this.messages.held(orgId);
+    if (held.n + 1 > input.queueCap.messages) return { kind: "queue_full", reason: "messages" };
+    if (held.bytes + bytes > input.queueCap.bytes) return { kind: "queue_full", reason: "bytes" };
 
     let retry = 0;
     let reason: GuardReason = "bounce_cooldown";
@@ -135,6 +139,7 @@ export class EmbeddedMail implements MailStore {
         this.messages.tail(),
       );
     this.messages.event(messageId, now, MessageStatus.QUEUED, "accepted");
+    this.messages.hold(orgId, 1, bytes);
     if (idempotency) {
       this.db
         .query(

@@ -71,6 +71,15 @@ export class EmbeddedMessages {
     `);
     // Columns added after the first release of this file: the message's tags, whether the
     // records have its payload, and the slot its lane released it for.
+    // An organization's holdings (its messages here and their payloads' bytes), which the queue
+    // cap reads: kept with every message that comes or goes; counted once from the messages when
+    // the table is new (a hot.db of an earlier version).
+    if (!db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'held'").get()) {
+      db.exec(`
+        CREATE TABLE held (org_id TEXT PRIMARY KEY, n INTEGER NOT NULL, bytes INTEGER NOT NULL);
+        INSERT INTO held SELECT org_id, COUNT(*), SUM(LENGTH(CAST(payload AS BLOB))) FROM messages GROUP BY org_id;
+      `);
+    }
     const columns = db.query("SELECT name FROM pragma_table_info('messages')").all() as { name: string }[];
     if (!columns.some((c) => c.name === "tags"))
       db.exec("ALTER TABLE messages ADD COLUMN tags TEXT NOT NULL DEFAULT ''");
@@ -98,6 +107,37 @@ export class EmbeddedMessages {
   /** A place at the head of its queue: a message put back. */
   head(): number {
     return --this.headSeq;
+  }
+
+  /** What an organization holds: its messages here, and their payloads' bytes. */
+  held(orgId: string): { n: number; bytes: number } {
+    return (
+      (this.db.query("SELECT n, bytes FROM held WHERE org_id = ?").get(orgId) as {
+        n: number;
+        bytes: number;
+      } | null) ?? { n: 0, bytes: 0 }
+    );
+  }
+
+  /** A message came into (by 1) or left (by -1) the hot store, with a payload of `bytes`. */
+  hold(orgId: string, by: 1 | -1, bytes: number): void {
+    this.db
+      .query(
+        "INSERT INTO held (org_id, n, bytes) VALUES (?1, ?2, ?2 * ?3) ON CONFLICT (org_id) DO UPDATE SET n = n + ?2, bytes = bytes + ?2 * ?3",
+      )
+      .run(orgId, by, bytes);
+    this.db.query("DELETE FROM held WHERE org_id = ? AND n <= 0").run(orgId);
+  }
+
+  /** Deletes a message (and its events and attempts) that matches `where`; whether there was one. Its organization holds it no more. */
+  remove(where: string, ...params: (string | number)[]): boolean {
+    const gone = this.db
+      .query(`DELETE FROM messages WHERE ${where} RETURNING id, org_id, LENGTH(CAST(payload AS BLOB)) AS bytes`)
+      .get(...params) as { id: string; org_id: string; bytes: number } | null;
+    if (!gone) return false;
+    this.forget(gone.id);
+    this.hold(gone.org_id, -1, gone.bytes);
+    return true;
   }
 
   /** An organization's messages waiting in a lane. */

@@ -43,11 +43,7 @@ export class EmbeddedOutbox implements OutboxStore {
           .query("UPDATE messages SET dirty = 0 WHERE id = ? AND org_id = ? AND v = ?")
           .run(w.id, w.orgId, w.version);
         if (changes === 0) continue;
-        const { changes: deleted } = this.db.query("DELETE FROM messages WHERE id = ? AND state = 'done'").run(w.id);
-        if (deleted > 0) {
-          this.messages.forget(w.id);
-          gone++;
-        }
+        if (this.messages.remove("id = ? AND state = 'done'", w.id)) gone++;
       }
       return gone;
     })();

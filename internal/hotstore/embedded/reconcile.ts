@@ -36,14 +36,8 @@ export class EmbeddedReconcile implements ReconcileStore {
   async drop(stale: Written[]): Promise<number> {
     return this.db.transaction(() => {
       let dropped = 0;
-      for (const w of stale) {
-        const { changes } = this.db
-          .query("DELETE FROM messages WHERE id = ? AND org_id = ? AND v = ?")
-          .run(w.id, w.orgId, w.version);
-        if (changes === 0) continue;
-        this.messages.forget(w.id);
-        dropped++;
-      }
+      for (const w of stale)
+        if (this.messages.remove("id = ? AND org_id = ? AND v = ?", w.id, w.orgId, w.version)) dropped++;
       return dropped;
     })();
   }
@@ -91,6 +85,7 @@ export class EmbeddedReconcile implements ReconcileStore {
             seq,
             m.events.length,
           );
+        this.messages.hold(m.orgId, 1, Buffer.byteLength(m.payload ?? ""));
         this.messages.forget(m.id);
         this.messages.addAttempts(m.id, m.deliveryAttempts ?? []);
         for (const [i, e] of m.events.entries())

@@ -20,6 +20,7 @@ for i = 1, #ARGV, 3 do
     redis.call('ZREM', key('inFlight', lane), entry)
     redis.call('ZREM', key('deferred', lane), entry)
     redis.call('ZREM', KEYS[1], entry)
+    uncountHeld(org, message)
     redis.call('DEL', message, key('events', org, id), key('attempts', org, id))
     dropped = dropped + 1
   end

@@ -5,16 +5,17 @@
 --
 -- KEYS[1] idempotency record  KEYS[2] guard log of (org, mailbox)  KEYS[3] the mailbox's cooldown
 -- KEYS[4] message  KEYS[5] its events  KEYS[6] the org's queue in the lane  KEYS[7] the lane's roster
--- KEYS[8] lane depth
+-- KEYS[8] lane depth  KEYS[9] the organization's holdings
 -- ARGV[1] now  ARGV[2] message id  ARGV[3] org id  ARGV[4] lane  ARGV[5] payload  ARGV[6] mailbox
 -- ARGV[7] check cooldown (1/0)  ARGV[8] count guards (1/0)  ARGV[9] body hash ('' without a key)
 -- ARGV[10] idempotency TTL ms  ARGV[11] short max  ARGV[12] short window ms  ARGV[13] long max
 -- ARGV[14] long window ms  ARGV[15] the From domain in the projection: 'verified', 'unverified',
 -- or 'miss' (no projection of the organization)  ARGV[16] From  ARGV[17] To  ARGV[18] subject
--- ARGV[19] tags, space-separated
+-- ARGV[19] tags, space-separated  ARGV[20] the most messages an organization may hold
+-- ARGV[21] the most payload bytes it may hold
 --
 -- Reply: {'accepted', id} | {'replayed', id} | {'conflict'} | {'domain_not_verified'} | {'miss'}
---      | {'limited', reason, retry ms}
+--      | {'limited', reason, retry ms} | {'queue_full', 'messages' | 'bytes'}
 
 local now = tonumber(ARGV[1])
 
@@ -34,6 +35,10 @@ end
 
 if ARGV[15] == 'miss' then return {'miss'} end
 if ARGV[15] ~= 'verified' then return {'domain_not_verified'} end
+
+local held = redis.call('HMGET', KEYS[9], 'n', 'b')
+if tonumber(held[1] or '0') + 1 > tonumber(ARGV[20]) then return {'queue_full', 'messages'} end
+if tonumber(held[2] or '0') + #ARGV[5] > tonumber(ARGV[21]) then return {'queue_full', 'bytes'} end
 
 local retry, reason = 0, ''
 if ARGV[7] == '1' then
@@ -72,6 +77,7 @@ end
 redis.call('HSET', KEYS[4], 'lane', ARGV[4], 'payload', ARGV[5], 'mailbox', ARGV[6], 'from', ARGV[16], 'to', ARGV[17],
   'subject', ARGV[18], 'tags', ARGV[19], 'status', S.QUEUED, 'attempts', 0, 'created', now, 'updated', now, 'lease', '', 'v', 0)
 record(ARGV[3], ARGV[2], S.QUEUED, now, 'accepted')
+countHeld(ARGV[3], KEYS[4], #ARGV[5])
 if redis.call('RPUSH', KEYS[6], ARGV[2]) == 1 then redis.call('RPUSH', KEYS[7], ARGV[3]) end
 if redis.call('INCR', KEYS[8]) == 1 then signalWaiting(ARGV[4]) end
 if ARGV[9] ~= '' then

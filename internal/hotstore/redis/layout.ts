@@ -49,6 +49,7 @@ export const keys = {
   outbox: () => key("outbox"),
   signals: () => key("signals"),
   keptAck: (orgId: string, id: string) => key("keptAck", orgId, id),
+  held: (orgId: string) => key("held", orgId),
   refusals: (orgId: string, minute: number) => key("refusals", orgId, minute),
 };
 

@@ -13,6 +13,7 @@ import {
   type LaneCounts,
   type LeasedRecord,
   type MailStore,
+  type QueueCapReason,
   RECOVER_BATCH,
   type RecoverResult,
   type ReleaseBatch,
@@ -117,6 +118,7 @@ export class RedisMail implements MailStore {
       keys.orgQueue(orgId, lane),
       keys.roster(lane),
       keys.depth(lane),
+      keys.held(orgId),
       nowMs,
       messageId,
       orgId,
@@ -136,6 +138,8 @@ export class RedisMail implements MailStore {
       input.to,
       input.subject,
       joinTags(input.tags),
+      input.queueCap.messages,
+      input.queueCap.bytes,
     ])) as [string, string?, number?];
     switch (reply[0]) {
       case "accepted":
@@ -145,6 +149,8 @@ export class RedisMail implements MailStore {
       case "domain_not_verified":
       case "miss":
         return { kind: reply[0] as "conflict" | "domain_not_verified" | "miss" };
+      case "queue_full":
+        return { kind: "queue_full", reason: reply[1] as QueueCapReason };
       default:
         return { kind: "limited", reason: reply[1] as GuardReason, retryAfterMs: Number(reply[2]) };
     }

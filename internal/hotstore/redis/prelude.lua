@@ -17,7 +17,7 @@ K.lease = 'mc:lease:{%s}'                 -- who runs a singleton: a lane's sche
 K.idempotency = 'mc:{mail}:idem:%s:%s'    -- (org, key hash): h (body hash), id, e (expiry ms), r (last replay ms)
 K.guardLog = 'mc:{mail}:g:%s:%s'          -- (org, mailbox): zset of accept times
 K.cooldown = 'mc:{mail}:cd:%s'            -- a mailbox's bounce cooldown: until ms
-K.message = 'mc:{mail}:m:%s:%s'           -- (org, id): a message not yet settled in the records
+K.message = 'mc:{mail}:m:%s:%s'           -- (org, id): a message not yet settled in the records (q: counted in its org's held)
 K.events = 'mc:{mail}:m:%s:%s:ev'         -- its events: 'status|at ms|detail'
 K.attempts = 'mc:{mail}:m:%s:%s:at'       -- its tries at receivers: one JSON object each, as the worker reported them
 K.orgQueue = 'mc:{mail}:q:%s:%s'          -- (lane, org): the organization's waiting messages
@@ -29,6 +29,7 @@ K.inFlight = 'mc:{mail}:inflight:%s'      -- zset: leased 'org|id' -> lease expi
 K.deferred = 'mc:{mail}:deferred:%s'      -- zset: 'org|id' -> retry time
 K.outbox = 'mc:{mail}:outbox'             -- zset: 'org|id' changed since last written to the records
 K.keptAck = 'mc:{mail}:acked:%s:%s'       -- (org, id): 'outcome|detail', a worker's ack of a message no longer here
+K.held = 'mc:{mail}:held:%s'              -- (org): n (its messages here, not yet settled as final), b (their payloads' bytes)
 K.refusals = 'mc:org:{%s}:429:%s'         -- (org, minute number): refused requests: quota, ip, recipient
 K.released = 'mc:{mail}:rel:%s:%s'        -- (org, second number): messages released, a count per lane
 K.signals = 'mc:{mail}:signals'           -- pub/sub channel: 'w<lane>' a lane got a message waiting, 'r' one was released
@@ -70,6 +71,27 @@ end
 
 local function unref(entry)
   return string.match(entry, '^(.-)|(.*)$')
+end
+
+-- A message comes into the hot store: its organization's holdings, which the queue cap reads,
+-- count it, and the message says so (q), so that only what was counted is taken off again.
+local function countHeld(org, message, bytes)
+  redis.call('HSET', message, 'q', 1)
+  local k = key('held', org)
+  redis.call('HINCRBY', k, 'n', 1)
+  redis.call('HINCRBY', k, 'b', bytes)
+end
+
+-- A message leaves the hot store: taken off its organization's holdings when it was counted. A
+-- key of nothing held is removed.
+local function uncountHeld(org, message)
+  if not redis.call('HGET', message, 'q') then return end
+  local k = key('held', org)
+  if redis.call('HINCRBY', k, 'n', -1) <= 0 then
+    redis.call('DEL', k)
+  else
+    redis.call('HINCRBY', k, 'b', -redis.call('HSTRLEN', message, 'payload'))
+  end
 end
 
 local function isFinal(status)

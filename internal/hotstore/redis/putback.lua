@@ -25,6 +25,7 @@ for i = 2, #ARGV do
     redis.call('HSET', message, 'lane', m.lane, 'payload', m.payload, 'mailbox', m.toMailbox, 'from', m.from,
       'to', m.to, 'subject', m.subject, 'tags', m.tags, 'attempts', m.attempts, 'created', m.createdMs, 'updated', now,
       'lease', '', 'v', #m.events)
+    countHeld(org, message, #m.payload)
     local status, detail, head = S.QUEUED, 'restored from the records; back in its lane', true
     local kept = key('keptAck', org, id)
     local ack = redis.call('GET', kept)

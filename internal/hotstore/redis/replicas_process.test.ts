@@ -14,7 +14,7 @@ import {
   startStack,
   waitFor,
 } from "../../testkit/testkit";
-import { projectSuiteOrg, releaseNext, SUITE_POLICY } from "../../testkit/hotstores";
+import { projectSuiteOrg, releaseNext, SUITE_POLICY, SUITE_QUEUE_CAP } from "../../testkit/hotstores";
 import { GUARD_LIMITS } from "../../mail/policy";
 import { DeliveryOutcome, Lane } from "../../gen/mailcore/limiter/v1/mail_pb";
 import type { HotStore } from "../hotstore";
@@ -120,6 +120,7 @@ describe("detecting the replicas", () => {
         checkCooldown: false,
         countGuards: false,
         guards: GUARD_LIMITS,
+        queueCap: SUITE_QUEUE_CAP,
       },
       Date.now(),
     );

@@ -10,7 +10,7 @@ const SCRIPTS = {
   admit_ip: 1,
   admit_org: 2,
   refund_ip: 1,
-  enqueue: 8,
+  enqueue: 9,
   release: 4,
   lease: 4,
   ack: 3,

@@ -14,6 +14,7 @@ for i = 1, #ARGV, 3 do
   if fields[1] == ARGV[i + 2] then
     redis.call('ZREM', KEYS[1], ref(org, id))
     if isFinal(tonumber(fields[2])) then
+      uncountHeld(org, m)
       redis.call('DEL', m, key('events', org, id), key('attempts', org, id))
       gone = gone + 1
     end
