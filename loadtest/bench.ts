@@ -19,10 +19,17 @@
 // 7. With --against DIR (another checkout of the project, e.g. a worktree of an older commit):
 //    that checkout's full path and this one's, on h2c, measured windows alternated in pairs; what
 //    this build changes in each process's CPU per request.
+// 8. Admission per request (admission-bench.ts): the full path, the peer (on a Redis of its own)
+//    and the bare server, all up, measured windows alternated in rounds; each process's CPU per
+//    request against its budget (with --against DIR, that checkout's full path in the rounds too).
+// 9. Accepted sends (sends-bench.ts): POST /api/v1/emails through the accept path (Redis with
+//    appendfsync always, SQLite records) and through the send peer (send-peer.ts), alternated
+//    rounds of 32 clients; CPU per accepted send of each process, and p50 and p99 at the same
+//    offered rate (k6). With --against DIR, that checkout's accept path in the rounds too.
 // Last, the performance goals (docs/performance.md, "Goals"), each met or missed by this run's figures.
 // --quick shortens every run (about half the time in all). --only PART[,PART] runs some parts
-// alone (http: 1, 2 and 5; daemon: 3; smtp: 4; plane: 6; against: 7); the goals of the others are
-// "not measured here".
+// alone (http: 1, 2 and 5; daemon: 3; smtp: 4; plane: 6; against: 7; admission: 8; sends: 9);
+// the goals of the others are "not measured here".
 //
 // Prints tables and writes loadtest/results/bench-<timestamp>.json.
 import { spawnSync } from "bun";
@@ -76,6 +83,9 @@ import {
   runRedisBenchmark,
 } from "./redisbench";
 import { cpuColumns, cpuTable, fmt, othersPct, table } from "./report";
+import { admissionBench } from "./admission-bench";
+import { median, type RoundWindow, type TargetMedians } from "./rounds";
+import { sendsBench } from "./sends-bench";
 import { type SmtpBenchResult, type SmtpRun, smtpBench } from "./smtp-bench";
 import { ensureWrk, runWrk, type WrkResult, wrkVersion } from "./wrk";
 
@@ -100,10 +110,13 @@ const DEFAULTS = {
   "smtp-clients": 32,
   "smtp-samples": 100, // messages one at a time, for SMTP's added latency
   "smtp-orgs": 12,
-  pairs: 3, // alternated pairs of measured windows in parts 6 and 7
+  pairs: 3, // alternated pairs of measured windows in parts 6 and 7, rounds in parts 8 and 9
+  "admission-orgs": 1500, // part 8: the peer's organization limiter is a fixed window of 2,000 a minute
+  "send-clients": 32, // part 9: wrk connections, each a client waiting for its answer
+  "send-orgs": 400, // part 9
 };
 type Settings = typeof DEFAULTS & { only: Part[]; against?: string };
-const PARTS = ["http", "daemon", "smtp", "plane", "against"] as const;
+const PARTS = ["http", "daemon", "smtp", "plane", "against", "admission", "sends"] as const;
 type Part = (typeof PARTS)[number];
 // --quick: shorter runs and fewer organizations to create first (more are added if needed).
 const QUICK: Partial<Settings> = {
@@ -603,11 +616,6 @@ async function variantStack(v: Variant, label: string, orgs: number) {
   return { v, url, tokensFile, pids, addOrgs, orgs: () => tokens.length, api, limiterd: d.limiterd };
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
-
 /**
  * The full path of two variants side by side: both warmed up, then --pairs pairs of measured
  * wrk windows, one of each, back to back; B less A in each pair is what B changes.
@@ -806,6 +814,10 @@ function goals(m: {
   daemonToRedisBenchmark?: number;
   p99AtHalf?: { full: number; bare: number };
   planeCost?: number;
+  /** Part 8's medians. */
+  admission?: { full: TargetMedians; peer: TargetMedians; bare: TargetMedians };
+  /** Part 9's medians, and p99 at the same offered rate. */
+  sends?: { ours: TargetMedians; peer: TargetMedians; p99: { ours: number; peer: number } };
 }): Goal[] {
   const judge = (x: number, target: number, stretch?: number): Goal["verdict"] =>
     stretch !== undefined && x >= stretch ? "met, stretch too" : x >= target ? "met" : "missed";
@@ -852,12 +864,141 @@ function goals(m: {
         ? unmeasured
         : { measured: `${(100 * m.planeCost).toFixed(1)}%`, verdict: m.planeCost <= 0.1 ? "met" : "missed" }),
     },
+    ...budgetGoals(m.admission, m.sends),
     {
       goal: "exactness: no over-admission, headers' r and t exact",
       target: "k6 thresholds",
       measured: "npm run loadtest",
       verdict: "not measured here",
     },
+  ];
+}
+
+/** The budgets of parts 8 and 9: CPU per request (medians of alternated rounds) and p99 at the same rate, each at most its bound. */
+function budgetGoals(
+  a?: { full: TargetMedians; peer: TargetMedians; bare: TargetMedians },
+  sends?: { ours: TargetMedians; peer: TargetMedians; p99: { ours: number; peer: number } },
+): Goal[] {
+  const atMost = (goal: string, x: number | undefined, bound: number, detail: string): Goal => ({
+    goal,
+    target: `<= ${bound}`,
+    ...(x === undefined
+      ? { measured: "-", verdict: "not measured here" }
+      : { measured: `${x.toFixed(2)} (${detail})`, verdict: x <= bound ? "met" : "missed" }),
+  });
+  const us = (x: number) => `${x.toFixed(1)}`;
+  const bare = a?.bare.usPerOk["bare-server"] ?? Number.NaN;
+  return [
+    atMost(
+      "admission, CPU per request: full path (api+limiterd+Redis) / peer (process+Redis)",
+      a && a.full.usPerOk.all! / a.peer.usPerOk.all!,
+      1,
+      a ? `${us(a.full.usPerOk.all!)} / ${us(a.peer.usPerOk.all!)} us` : "",
+    ),
+    atMost(
+      "admission, CPU per request: api / bare Bun.serve",
+      a && a.full.usPerOk.api! / bare,
+      1.6,
+      a ? `${us(a.full.usPerOk.api!)} / ${us(bare)} us` : "",
+    ),
+    atMost(
+      "admission, CPU per request: limiterd / bare Bun.serve",
+      a && a.full.usPerOk.limiterd! / bare,
+      0.5,
+      a ? `${us(a.full.usPerOk.limiterd!)} / ${us(bare)} us` : "",
+    ),
+    atMost(
+      "admission, CPU per request: Redis / the peer's Redis",
+      a && a.full.usPerOk["redis-server"]! / a.peer.usPerOk["redis-server"]!,
+      1,
+      a ? `${us(a.full.usPerOk["redis-server"]!)} / ${us(a.peer.usPerOk["redis-server"]!)} us` : "",
+    ),
+    {
+      goal: "admission, throughput: full path / peer (req/s, medians of the rounds)",
+      target: ">= 1",
+      ...(a === undefined
+        ? { measured: "-", verdict: "not measured here" }
+        : {
+            measured: (a.full.okPerSecond / a.peer.okPerSecond).toFixed(3),
+            verdict: a.full.okPerSecond >= a.peer.okPerSecond ? "met" : "missed",
+          }),
+    },
+    atMost(
+      "sends, CPU per accepted send: accept path (api+limiterd+Redis) / send peer (process+Redis)",
+      sends && sends.ours.usPerOk.all! / sends.peer.usPerOk.all!,
+      1,
+      sends ? `${us(sends.ours.usPerOk.all!)} / ${us(sends.peer.usPerOk.all!)} us` : "",
+    ),
+    atMost(
+      "sends, p99 at the same offered rate: accept path / send peer",
+      sends && sends.p99.ours / sends.p99.peer,
+      2,
+      sends ? `${sends.p99.ours.toFixed(1)} / ${sends.p99.peer.toFixed(1)} ms` : "",
+    ),
+  ];
+}
+
+/** Windows of alternated rounds (parts 8 and 9): each process's CPU per served request, and the medians. */
+function roundsTable(title: string, windows: RoundWindow[], medians: Record<string, TargetMedians>): string[] {
+  const procs = [...new Set(windows.flatMap((w) => Object.keys(w.usPerOk)))];
+  const cell = (x: number | undefined) => (x === undefined ? "" : x.toFixed(1));
+  return [
+    table(
+      `${title}; CPU us per served request`,
+      ["round", "target", "2xx/s", ...procs, "p50 ms", "p99 ms", "others' CPU"],
+      windows.map((w) => [
+        w.round + 1,
+        w.target,
+        fmt(w.run.okPerSecond),
+        ...procs.map((p) => cell(w.usPerOk[p])),
+        w.run.latencyMs.p50.toFixed(2),
+        w.run.latencyMs.p99.toFixed(2),
+        `${w.othersPct.toFixed(0)}%`,
+      ]),
+    ),
+    table(
+      "   medians of the rounds",
+      ["target", "2xx/s", ...procs, "p50 ms", "p99 ms"],
+      Object.entries(medians).map(([name, m]) => [
+        name,
+        fmt(m.okPerSecond),
+        ...procs.map((p) => cell(m.usPerOk[p])),
+        m.p50Ms.toFixed(2),
+        m.p99Ms.toFixed(2),
+      ]),
+    ),
+  ];
+}
+
+function admissionReport(s: Settings, a: Awaited<ReturnType<typeof admissionBench>>): string[] {
+  return roundsTable(
+    `8. Admission per request — GET /api/v1/tags, wrk -t${s.threads} -c${s.connections}, ${s.pairs} rounds of ${s.duration} s windows after ${s.warmup} s warm-up each; ${s["admission-orgs"]} orgs`,
+    a.closed.windows,
+    a.closed.medians,
+  );
+}
+
+function sendsReport(s: Settings, r: Awaited<ReturnType<typeof sendsBench>>): string[] {
+  return [
+    ...roundsTable(
+      `9. Accepted sends — POST /api/v1/emails (200 bytes of text, a recipient each), wrk -t2 -c${s["send-clients"]}, ${s.pairs} rounds of ${s.duration} s windows after ${s.warmup} s warm-up each; Redis with appendfsync always`,
+      r.closed.windows,
+      r.closed.medians,
+    ),
+    table(
+      `   latency at the same offered rate — k6 constant-arrival-rate at ${fmt(r.rate)}/s (half the slowest target's median), ${s["latency-seconds"]} s, two alternated rounds`,
+      ["target", "round", "achieved/s", "not 2xx", "dropped", "p50 ms", "p99 ms", "max ms"],
+      r.latency.map(({ target, round, result: x }) => [
+        target,
+        round + 1,
+        fmt(x.achievedPerSecond),
+        pct(x.notOkShare),
+        fmt(x.droppedIterations),
+        x.latencyMs.p50.toFixed(2),
+        x.latencyMs.p99.toFixed(2),
+        x.latencyMs.max.toFixed(2),
+      ]),
+    ),
   ];
 }
 
@@ -1052,7 +1193,7 @@ async function main(): Promise<number> {
   const runs = (part: Part) => s.only.includes(part);
   installSignalHandlers();
   if (runs("http") || runs("plane") || runs("against")) ensureWrk();
-  const k6 = runs("http") ? ensureK6(log) : ""; // built before anything is measured, when missing
+  const k6 = runs("http") || runs("sends") ? ensureK6(log) : ""; // built before anything is measured, when missing
   const started = new Date();
   const machine = machineInfo();
   const vers = versions();
@@ -1084,6 +1225,40 @@ async function main(): Promise<number> {
   await cleanupAll();
   const against = runs("against") && s.against ? await againstPart(s, cores, s.against) : undefined;
   await cleanupAll();
+  const admission = runs("admission")
+    ? await admissionBench(
+        {
+          warmup: s.warmup,
+          duration: s.duration,
+          rounds: s.pairs,
+          connections: s.connections,
+          threads: s.threads,
+          ips: s.ips,
+          orgs: s["admission-orgs"],
+          against: s.against,
+        },
+        cores,
+        log,
+      )
+    : undefined;
+  await cleanupAll();
+  const sends = runs("sends")
+    ? await sendsBench(
+        {
+          warmup: s.warmup,
+          duration: s.duration,
+          rounds: s.pairs,
+          clients: s["send-clients"],
+          orgs: s["send-orgs"],
+          latencySeconds: s["latency-seconds"],
+          against: s.against,
+        },
+        cores,
+        k6,
+        log,
+      )
+    : undefined;
+  await cleanupAll();
 
   const refusedShare = (r: SmtpRun) => Object.values(r.refused).reduce((a, n) => a + n, 0) / Math.max(1, r.ok);
   // Over 1% refused anywhere means quota (not capacity) bound a run: the figures do not hold.
@@ -1093,6 +1268,8 @@ async function main(): Promise<number> {
     ...(smtp ? Object.values(smtpRunsOf(smtp)).map(refusedShare) : []),
     ...(plane ? [plane.notOkShare] : []),
     ...(against ? [against.notOkShare] : []),
+    ...(admission ? [admission.notOkShare] : []),
+    ...(sends ? [sends.notOkShare, ...Object.values(sends.latencyMedians).map((l) => l.notOkShare)] : []),
   ].every((x) => x <= MAX_NOT_OK);
   const mem: { process: string; during: string; m: Memory }[] = [
     ...Object.entries(http?.bare.memory ?? {}).map(([p, m]) => ({ process: p, during: "bare wrk run", m })),
@@ -1113,6 +1290,16 @@ async function main(): Promise<number> {
     daemonToRedisBenchmark: daemon && daemon.load.admissionsPerSecond / daemon.redisBenchmark.allowed.requestsPerSecond,
     p99AtHalf: http && { full: p99AtHalf("full path"), bare: p99AtHalf("bare Bun.serve") },
     planeCost: plane?.median.hotPathShare,
+    admission: admission && {
+      full: admission.closed.medians[admission.ours]!,
+      peer: admission.closed.medians.peer!,
+      bare: admission.closed.medians["bare Bun.serve"]!,
+    },
+    sends: sends && {
+      ours: sends.closed.medians[sends.ours]!,
+      peer: sends.closed.medians[sends.peer]!,
+      p99: { ours: sends.latencyMedians[sends.ours]!.p99Ms, peer: sends.latencyMedians[sends.peer]!.p99Ms },
+    },
   });
   const out: string[] = [
     ...(http ? httpReport(s, http, valid) : []),
@@ -1139,6 +1326,8 @@ async function main(): Promise<number> {
           against,
         )
       : []),
+    ...(admission ? admissionReport(s, admission) : []),
+    ...(sends ? sendsReport(s, sends) : []),
     table(
       "Performance goals (this run)",
       ["goal", "target", "stretch", "measured", ""],
@@ -1200,6 +1389,8 @@ async function main(): Promise<number> {
     },
     plane,
     against,
+    admission,
+    sends,
     memory: mem,
     goals: goalRows,
   };

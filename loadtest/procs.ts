@@ -141,6 +141,36 @@ function jitSeconds(pid: number): number {
   return sum;
 }
 
+/**
+ * utime+stime of each thread of a process, in seconds, summed by the thread's name (its comm,
+ * without a trailing number): the thread that runs JavaScript (its tid is the pid) as "main";
+ * empty once the process is gone.
+ */
+export function threadSeconds(pid: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  let tids: string[] = [];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out; // the process ended
+  }
+  for (const tid of tids) {
+    const task = `/proc/${pid}/task/${tid}`;
+    try {
+      const name =
+        tid === String(pid)
+          ? "main"
+          : readFileSync(`${task}/comm`, "utf8")
+              .trim()
+              .replace(/[\s\d]+$/, "");
+      out[name] = (out[name] ?? 0) + (statSeconds(`${task}/stat`) ?? 0);
+    } catch {
+      // the thread ended
+    }
+  }
+  return out;
+}
+
 export interface CpuShare {
   /** CPU seconds used in the window. */
   cpuSeconds: number;

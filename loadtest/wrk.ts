@@ -1,9 +1,10 @@
-// Runs wrk with loadtest/rotate.lua and reads the one JSON line the script prints.
+// Runs wrk with loadtest/rotate.lua (GETs) or loadtest/send.lua (sends) and reads the one JSON
+// line the script prints.
 import { spawn, spawnSync } from "bun";
 import { join } from "node:path";
 import { exitedCpuSeconds, has, onExit } from "./procs";
 
-const SCRIPT = join(import.meta.dir, "rotate.lua");
+const SCRIPTS = { rotate: join(import.meta.dir, "rotate.lua"), send: join(import.meta.dir, "send.lua") };
 export const WRK_INSTALL = "apt-get install -y wrk";
 
 /** Makes sure wrk is there: installs it when root, else stops with the install line. */
@@ -34,8 +35,11 @@ export interface WrkOptions {
   threads: number;
   connections: number;
   seconds: number;
+  /** One token a line (rotate.lua), or "<token> <sending domain>" a line (send.lua). */
   tokensFile: string;
   ips: number;
+  /** rotate.lua (the default): GET of the URL with each request's token and client IP; send.lua: a send each. */
+  script?: keyof typeof SCRIPTS;
   /** Called with wrk's pid right after it started. */
   started?: (pid: number) => void;
 }
@@ -45,6 +49,7 @@ export interface WrkResult {
   seconds: number;
   statuses: Record<string, number>;
   errors: { connect: number; read: number; write: number; status: number; timeout: number };
+  /** Answers with a 2xx status (200 for GETs, 202 for sends). */
   ok: number;
   notOk: number;
   okPerSecond: number;
@@ -67,7 +72,7 @@ export async function runWrk(o: WrkOptions): Promise<WrkResult> {
     "5s",
     "--latency",
   ];
-  cmd.push("-s", SCRIPT, o.url, "--", o.tokensFile, String(o.ips));
+  cmd.push("-s", SCRIPTS[o.script ?? "rotate"], o.url, "--", o.tokensFile, String(o.ips));
   const p = spawn(cmd, { stdout: "pipe", stderr: "pipe", stdin: "ignore" });
   onExit("wrk", () => p.kill("SIGKILL"));
   o.started?.(p.pid);
@@ -84,7 +89,7 @@ export async function runWrk(o: WrkOptions): Promise<WrkResult> {
     latency_us: Record<"mean" | "p50" | "p90" | "p99" | "max", number>;
   };
   const seconds = j.duration_us / 1e6;
-  const ok = j.statuses["200"] ?? 0;
+  const ok = Object.entries(j.statuses).reduce((a, [status, n]) => a + (status.startsWith("2") ? n : 0), 0);
   const ms = (us: number) => Math.round(us / 10) / 100;
   return {
     requests: j.requests,

@@ -12,6 +12,7 @@ import { MailService } from "../../internal/gen/mailcore/limiter/v1/mail_pb";
 import { WebhookService } from "../../internal/gen/mailcore/limiter/v1/webhooks_pb";
 import { admitBatchCaller } from "../../internal/limiterclient/admit";
 import { daemonConnection } from "../../internal/limiterclient/client";
+import { sendBatchCaller } from "../../internal/limiterclient/send_batch";
 import { logger, setLogFormat } from "../../internal/log/log";
 import { apiMetrics, certificateExpiry, newRegistry, serveMetrics } from "../../internal/metrics/metrics";
 import { exitGracefully } from "../../internal/shutdown/shutdown";
@@ -23,6 +24,7 @@ setLogFormat(cfg.logFormat);
 const daemon = daemonConnection(cfg.limiterUrl, cfg.limiterCredential);
 const clients = {
   admitBatch: admitBatchCaller(cfg.limiterUrl, cfg.limiterCredential),
+  sendBatch: sendBatchCaller(cfg.limiterUrl, cfg.limiterCredential),
   health: daemon.client(Health),
   mail: daemon.client(MailService),
   webhooks: daemon.client(WebhookService),

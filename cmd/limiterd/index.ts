@@ -141,6 +141,9 @@ const metrics = limiterMetrics(registry, {
     })),
   ready: () => hot.lifecycle.ping().then(() => true),
 });
+// The SQLite files under DATA_DIR (records, embedded hot store): a full disk refuses the calls
+// that write (UNAVAILABLE: the API answers 503, the worker retries its acks) until there is space.
+const disk = new DiskSpace(cfg.dataDir, log, diskFullCounter(registry));
 const daemon = limiterDaemon({
   hot,
   records,
@@ -161,10 +164,8 @@ const daemon = limiterDaemon({
   log,
   metrics,
   ticketKey: masterKey.derive("plane-ticket"),
+  disk,
 });
-// The SQLite files under DATA_DIR (records, embedded hot store): a full disk refuses the calls
-// that write (UNAVAILABLE: the API answers 503, the worker retries its acks) until there is space.
-const disk = new DiskSpace(cfg.dataDir, log, diskFullCounter(registry));
 const server = await serveRpc((router) => daemon.routes(router), cfg.host, cfg.port, {
   interceptors: [...daemon.interceptors, ...daemonInterceptors({ log, disk })],
   raw: daemon.raw,

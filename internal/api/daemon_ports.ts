@@ -1,51 +1,92 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { MicroBatcher } from "../batch/batcher";
 import { HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb";
+import type { SendResponse } from "../gen/mailcore/limiter/v1/mail_pb";
+import { create } from "@bufbuild/protobuf";
+import { type SendResult, SendResultSchema } from "../gen/mailcore/limiter/v1/send_batch_pb";
 import type { Admission, AdmitCall, LimiterClients } from "../limiterclient/client";
+import type { SendBatch } from "../limiterclient/send_batch";
 import { FailureEpisode } from "../log/episodes";
 import type { Logger } from "../log/log";
 import { MAX_ADMIT_BATCH } from "../wire/admit";
-import { DEADLINE_HEADER, NOT_QUEUED_HEADER, REQUEST_ID_HEADER, SEND_GRACE_MS, TICKET_HEADER } from "../wire/metadata";
+import { SEND_GRACE_MS } from "../wire/metadata";
+import { MAX_SEND_BATCH } from "../wire/send_batch";
 import { type ApiPorts, type MailPort, NotQueued, type WebhookCalls } from "./ports";
 import { createCall } from "./resource";
 import { ticketed } from "./respond";
 
+/**
+ * AdmitBatch calls under way at once. One: every request that arrives meanwhile joins the next
+ * call, which shares a call's costs (a stream, a Redis script call) among twice the requests of
+ * two in flight, at the same requests a second (docs/adr/0009-admission-micro-batcher.md).
+ */
+const ADMISSIONS_IN_FLIGHT = 1;
+
+/** SendBatch calls under way at once: one, as the admissions (ADMISSIONS_IN_FLIGHT). */
+const SENDS_IN_FLIGHT = 1;
+
 /** The daemon's clients the API's ports call. */
 export type ApiClients = Pick<
   LimiterClients,
-  "admitBatch" | "health" | "mail" | "webhooks" | "audience" | "automation"
+  "admitBatch" | "sendBatch" | "health" | "mail" | "webhooks" | "audience" | "automation"
 >;
 
-/** Sends and reads of one message over MailService; a send's failures are logged as one episode. */
-export function mailPort(mail: ApiClients["mail"], timeoutMs: number, log: Logger): MailPort {
+/** A send waiting for its batch: its ticket, the send (its email carries the request id) and its deadline. */
+type BatchedSend = SendBatch["sends"][number] & { deadlineMs: number };
+
+const NOT_SENT = create(SendResultSchema, {
+  errorCode: Code.DeadlineExceeded,
+  errorMessage: "the send waited past its deadline for the daemon; nothing was queued",
+  notQueued: true,
+});
+
+/** A send's own answer in its batch's: the daemon's response, or its failure as the port reports it. */
+function sendOutcome(r: SendResult): SendResponse {
+  if (r.response) return r.response;
+  throw r.notQueued ? new NotQueued(r.errorMessage) : new ConnectError(r.errorMessage, r.errorCode);
+}
+
+/**
+ * Sends over SendBatch, coalesced like the admissions (MicroBatcher), and reads of one message
+ * over MailService; a send's failures are logged as one episode.
+ */
+export function mailPort(clients: Pick<ApiClients, "mail" | "sendBatch">, timeoutMs: number, log: Logger): MailPort {
   const sendFailing = new FailureEpisode(log, "send");
+  // The daemon refuses a batch it reads after its deadline (its first send's); the front waits a
+  // little longer than that for the answer, so an answer that comes is the truth
+  // (deadline_process.test.ts).
+  const sends = new MicroBatcher<BatchedSend, SendResult>(
+    async (batch) => {
+      // A send whose deadline passed while it waited for a batch is not sent at all.
+      const now = Date.now();
+      const live = batch.filter((b) => b.deadlineMs > now);
+      const deadlineMs = Math.min(...live.map((b) => b.deadlineMs));
+      const answers = live.length
+        ? await clients.sendBatch(
+            { sends: live.map(({ deadlineMs: _, ...send }) => send), deadlineMs },
+            deadlineMs + SEND_GRACE_MS - now,
+          )
+        : [];
+      let next = 0;
+      return batch.map((b) => (b.deadlineMs > now ? answers[next++]! : NOT_SENT));
+    },
+    MAX_SEND_BATCH,
+    SENDS_IN_FLIGHT,
+  );
   return {
-    // The daemon refuses a send it reads after the deadline; the front waits a little longer
-    // than that for the answer, so an answer that comes is the truth (deadline_process.test.ts).
-    send: (ticket, req, requestId) =>
-      mail
-        .send(req, {
-          timeoutMs: timeoutMs + SEND_GRACE_MS,
-          headers: {
-            [DEADLINE_HEADER]: String(Date.now() + timeoutMs),
-            [REQUEST_ID_HEADER]: requestId,
-            [TICKET_HEADER]: ticket,
-          },
-        })
-        .then(
-          (res) => {
-            sendFailing.succeeded();
-            return res;
-          },
-          (err: unknown) => {
-            sendFailing.failed(err as Error);
-            throw err instanceof ConnectError && err.metadata.get(NOT_QUEUED_HEADER) === "1"
-              ? new NotQueued(err.message)
-              : err;
-          },
-        ),
+    send: async (ticket, send, requestId) => {
+      send.email.requestId = requestId;
+      try {
+        const res = sendOutcome(await sends.submit({ ticket, send, deadlineMs: Date.now() + timeoutMs }));
+        sendFailing.succeeded();
+        return res;
+      } catch (err) {
+        sendFailing.failed(err as Error);
+        throw err;
+      }
+    },
     getMessage: async (ticket, messageId) =>
-      (await unlessNotFound(mail.getMessage({ messageId }, ticketed({ timeoutMs }, ticket))))?.message,
+      (await unlessNotFound(clients.mail.getMessage({ messageId }, ticketed({ timeoutMs }, ticket))))?.message,
   };
 }
 
@@ -86,6 +127,7 @@ export function daemonPorts(
   const admissions = new MicroBatcher<AdmitCall, Admission>(
     (calls) => clients.admitBatch(calls, o.timeoutMs),
     MAX_ADMIT_BATCH,
+    ADMISSIONS_IN_FLIGHT,
   );
   return {
     admission: { admit: (c) => admissions.submit(c) },
@@ -94,7 +136,7 @@ export function daemonPorts(
         (await clients.health.check({}, { timeoutMs: o.timeoutMs })).status ===
         HealthCheckResponse_ServingStatus.SERVING,
     },
-    mail: mailPort(clients.mail, o.timeoutMs, o.log),
+    mail: mailPort(clients, o.timeoutMs, o.log),
     activity: clients.mail,
     webhooks: webhookPort(clients.webhooks, o.recordsTimeoutMs),
     audience: clients.audience,

@@ -1,5 +1,6 @@
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import type { Clock } from "../clock/clock";
+import type { DiskSpace } from "../diskspace/diskspace";
 import { Health } from "../gen/grpc/health/v1/health_pb";
 import { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
 import { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
@@ -38,6 +39,7 @@ import { MailRuntime } from "./mail_runtime";
 import { mailHandlers } from "./mail_service";
 import { Projection } from "./projection";
 import { recordBoundRouter } from "./records_deadline";
+import { sendBatchRawHandlers } from "./send_batch_service";
 import { Reconciler } from "./reconciler";
 import { RecordsWriter } from "./recordswriter";
 import { RefusalCounter } from "./refusals";
@@ -81,11 +83,13 @@ export interface DaemonOptions {
   metrics?: LimiterMetrics;
   /** The key of the admission tickets' MAC: masterKey.derive("plane-ticket"), the same on every daemon. */
   ticketKey: Buffer;
+  /** Told of a call refused because the store's disk is full (the raw methods'; the interceptors tell it of the rest). */
+  disk?: Pick<DiskSpace, "noted">;
 }
 
 export interface Daemon {
   routes(router: ConnectRouter): void;
-  /** The methods served outside Connect's router (serveRpc's `raw`): AdmitBatch in binary gRPC. */
+  /** The methods served outside Connect's router (serveRpc's `raw`): AdmitBatch and SendBatch in binary gRPC. */
   raw: Record<string, RawUnary>;
   /**
    * What serveRpc must put before every other interceptor: tenantGate, which gives each
@@ -199,7 +203,10 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
   let lanes: Lanes | undefined;
   return {
     routes: (router) => daemonRoutes(router, parts),
-    raw: admissionRawHandlers(parts.admissionDeps),
+    raw: {
+      ...admissionRawHandlers(parts.admissionDeps),
+      ...sendBatchRawHandlers({ accept: accepting, refusals, tickets, clock, log, disk: o.disk }),
+    },
     interceptors: [tenantGate(tickets, log)],
     start() {
       writer.start();

@@ -49,7 +49,7 @@ export function mailHandlers(deps: MailDeps): ServiceImpl<typeof MailService> {
   };
 }
 
-export async function send(deps: MailDeps, orgId: string, req: SendRequest) {
+export async function send(deps: Pick<MailDeps, "accept" | "refusals">, orgId: string, req: SendRequest) {
   const email = req.email;
   if (!email?.fromAddress.includes("@") || !email.toAddress.includes("@")) {
     throw new ConnectError("email.from_address and email.to_address are required", Code.InvalidArgument);

@@ -66,6 +66,22 @@ for (const [name, open] of hotStores(servers)) {
       expect(await send()).toEqual({ kind: "limited", reason: "short_window", retryAfterMs: 10 * MIN });
     });
 
+    test("accepts asked for at once (a batch of sends) are answered each as it would be alone, in order", async () => {
+      const answers = await Promise.all([
+        ...Array.from({ length: 7 }, () => send()),
+        send({ mailbox: "other@example.com" }),
+        send({ fromDomain: "unverified.example" }),
+      ]);
+      expect(answers.map((a) => a.kind)).toEqual([
+        ...Array(5).fill("accepted"),
+        "limited",
+        "limited",
+        "accepted",
+        "domain_not_verified",
+      ]);
+      expect(new Set(answers.flatMap((a) => (a.kind === "accepted" ? [a.messageId] : []))).size).toBe(6);
+    });
+
     test("windows are per organization and mailbox, and mailboxes are compared as given", async () => {
       for (let i = 0; i < 5; i++) await send();
       expect((await send()).kind).toBe("limited");

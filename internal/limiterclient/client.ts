@@ -11,6 +11,7 @@ import type { ClientCredential } from "../plane/secret";
 import { DEADLINE_HEADER, RECORDS_COMMIT_MARGIN_MS } from "../wire/metadata";
 import type { Admission, AdmitCall } from "../wire/admit";
 import { admitBatchCaller } from "./admit";
+import { type SendBatchCaller, sendBatchCaller } from "./send_batch";
 import { limiterSession, limiterTransport } from "./transport";
 
 export type { Admission, AdmitCall };
@@ -19,6 +20,8 @@ export type { Admission, AdmitCall };
 export interface LimiterClients {
   /** LimiterService.AdmitBatch on the hot path, without Connect's client, on a connection of its own (see admit.ts). */
   admitBatch(calls: readonly AdmitCall[], timeoutMs: number): Promise<Admission[]>;
+  /** SendBatchService.SendBatch, the API's sends, the same way on a connection of its own (send_batch.ts). */
+  sendBatch: SendBatchCaller;
   limiter: Client<typeof LimiterService>;
   directory: Client<typeof DirectoryService>;
   health: Client<typeof Health>;
@@ -83,11 +86,12 @@ export function daemonConnection(baseUrl: string, cred: ClientCredential): Daemo
   };
 }
 
-/** Every client of the daemon over one connection (daemonConnection); AdmitBatch, the hot path, over a second of its own (admit.ts). */
+/** Every client of the daemon over one connection (daemonConnection); AdmitBatch and SendBatch, the hot paths, over connections of their own (admit.ts, send_batch.ts). */
 export function limiterClients(baseUrl: string, cred: ClientCredential): LimiterClients {
   const daemon = daemonConnection(baseUrl, cred);
   return {
     admitBatch: admitBatchCaller(baseUrl, cred),
+    sendBatch: sendBatchCaller(baseUrl, cred),
     limiter: daemon.client(LimiterService),
     directory: daemon.client(DirectoryService),
     health: daemon.client(Health),

@@ -32,7 +32,7 @@ test("every RPC in proto/ has exactly one role, and the table names no RPC that 
 
 test("every RPC says where its organization comes from; a ticket's RPCs are the API front's", async () => {
   const rpcs = await generatedRpcs();
-  const tenancies = ["ticket", "session", "secret", "operator", "none"];
+  const tenancies = ["ticket", "tickets", "session", "secret", "operator", "none"];
   for (const path of rpcs) expect([path, tenancies.includes(RPC_ACCESS.get(path)!.tenancy)]).toEqual([path, true]);
   for (const path of TICKET_RPCS) expect([path, RPC_ACCESS.get(path)!.role]).toEqual([path, "front"]);
   // The SMTP front's role has the token check and nothing else.
@@ -41,6 +41,11 @@ test("every RPC says where its organization comes from; a ticket's RPCs are the 
   ]);
   expect(TICKET_RPCS.has("/mailcore.limiter.v1.MailService/ListMessages")).toBe(true);
   expect(TICKET_RPCS.has("/mailcore.limiter.v1.AudienceService/ListSubscribers")).toBe(true);
+  // The API's sends, coalesced: a ticket per send (send_batch_service.test.ts).
+  expect(RPC_ACCESS.get("/mailcore.limiter.v1.SendBatchService/SendBatch")).toEqual({
+    role: "front",
+    tenancy: "tickets",
+  });
 });
 
 test("the roles of a handful of RPCs, as the operators' guide lists them", () => {

@@ -13,6 +13,7 @@ import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import { DestinationService } from "../gen/mailcore/limiter/v1/destinations_pb";
 import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
+import { SendBatchService } from "../gen/mailcore/limiter/v1/send_batch_pb";
 import { WebhookDeliveryService, WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
 import type { Logger } from "../log/log";
 import type { Peer, Role } from "./tls";
@@ -21,6 +22,9 @@ import type { Peer, Role } from "./tls";
  * Where an RPC's organization comes from, decided for every RPC:
  * - ticket: the admission ticket the daemon signed, sent in the call's metadata; the request
  *   has no organization field, and a call without a valid ticket is refused;
+ * - tickets: each item of the request carries the admission ticket of its own organization (the
+ *   API's sends, coalesced: one call for many organizations), checked item by item; an item
+ *   without a valid ticket is refused, the others are served;
  * - session: the console session token in the request, which the daemon looks up;
  * - secret: a secret in the request that names its organization (an API token, an unsubscribe
  *   link's token);
@@ -28,7 +32,7 @@ import type { Peer, Role } from "./tls";
  * - none: the RPC acts for no one organization (admission, health, the lanes, the workers'
  *   leases and webhook claims, each bound to what the daemon handed out).
  */
-export type Tenancy = "ticket" | "session" | "secret" | "operator" | "none";
+export type Tenancy = "ticket" | "tickets" | "session" | "secret" | "operator" | "none";
 
 /** Who may call an RPC, and where its organization comes from. */
 export interface Access {
@@ -70,6 +74,7 @@ export const RPC_ACCESS: ReadonlyMap<string, Access> = new Map([
   // The API's readiness check (GET /readyz) asks it.
   ...service(Health, { check: ["front", "none"], watch: ["front", "none"] }),
   ...service(MailService, { send: TICKET, getMessage: TICKET, listMessages: TICKET, getMessageStats: TICKET }),
+  ...service(SendBatchService, { sendBatch: ["front", "tickets"] }),
   // A lease's message carries its organization; an ack names a lease the daemon handed out.
   ...service(DeliveryService, { lease: ["worker", "none"], ack: ["worker", "none"] }),
   ...service(LaneService, { getLanes: ["admin", "none"], listReleases: ["admin", "none"] }),

@@ -1,0 +1,69 @@
+-- wrk script (POST of the URL's path): each request a send of its own, as a client of the API
+-- makes it. Request k carries the next line of the file, "<token> <sending domain>", its
+-- client IP from 198.18.0.0/15 in X-Forwarded-For, and a JSON body of about 200 bytes of text
+-- from app@<domain> to a recipient of its own (r<thread>-<k>@rcpt.example: every send is
+-- counted by the recipient guards, none reaches their limit). Counts responses by status and
+-- prints them, with the summary and latency percentiles, as one line "BENCH_JSON {...}".
+-- Arguments after "--": <file of "<token> <domain>" lines> [<number of client IPs>]
+
+local next_id = 1
+local threads = {}
+
+function setup(thread)
+  thread:set("id", next_id)
+  next_id = next_id + 1
+  table.insert(threads, thread)
+end
+
+local senders = {}
+local ips = 4096
+local me = 1
+local k = 0
+local text = string.rep("x", 200)
+statuses = {}
+
+function init(args)
+  for line in io.lines(args[1]) do
+    local token, domain = line:match("^(%S+) (%S+)$")
+    if token then senders[#senders + 1] = { token = token, domain = domain } end
+  end
+  if #senders == 0 then error("no \"<token> <domain>\" lines in " .. tostring(args[1])) end
+  ips = tonumber(args[2] or "4096")
+  me = id or 1
+end
+
+function request()
+  k = k + 1
+  local s = senders[((k + me * 977) % #senders) + 1]
+  local n = (k * 7 + me * 131) % ips
+  local ip = string.format("198.%d.%d.%d", 18 + math.floor(n / 65536) % 2, math.floor(n / 256) % 256, n % 256)
+  local body = string.format(
+    '{"from":"app@%s","to":"r%d-%d@rcpt.example","subject":"Your code %d","text":"%s"}',
+    s.domain, me, k, k, text)
+  return wrk.format("POST", wrk.path, {
+    ["Authorization"] = "Bearer " .. s.token,
+    ["X-Forwarded-For"] = ip,
+    ["Content-Type"] = "application/json",
+  }, body)
+end
+
+function response(status, headers, body)
+  statuses[status] = (statuses[status] or 0) + 1
+end
+
+function done(summary, latency, requests)
+  local total = {}
+  for _, thread in ipairs(threads) do
+    for status, n in pairs(thread:get("statuses")) do
+      total[status] = (total[status] or 0) + n
+    end
+  end
+  local parts = {}
+  for status, n in pairs(total) do parts[#parts + 1] = string.format('"%d":%d', status, n) end
+  local e = summary.errors
+  io.write(string.format(
+    'BENCH_JSON {"requests":%d,"duration_us":%d,"bytes":%d,"errors":{"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d},' ..
+    '"statuses":{%s},"latency_us":{"mean":%.1f,"p50":%d,"p90":%d,"p99":%d,"max":%d}}\n',
+    summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write, e.status, e.timeout,
+    table.concat(parts, ","), latency.mean, latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max))
+end
