@@ -14,7 +14,7 @@ import { type DkimSigningKey, signMessage } from "../internal/dkim/sign";
 import { DeliveryOutcome, EmailSchema, LeaseResponseSchema } from "../internal/gen/mailcore/limiter/v1/mail_pb";
 import { MxDelivery } from "../internal/mx/delivery";
 import { parseShaping } from "../internal/mx/shaping";
-import { MxTransport } from "../internal/mx/transport";
+import { MxTransport } from "../internal/worker/mx_transport";
 import { startMxReceiver } from "../internal/testkit/mxreceivers";
 import { freePort, waitFor } from "../internal/testkit/testkit";
 import { composer, type Prepared, SmtpRelay, type Transport } from "../internal/worker/transport";

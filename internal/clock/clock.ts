@@ -6,6 +6,20 @@ export interface Clock {
 
 export const systemClock: Clock = { nowMs: () => Date.now() };
 
+/** A clock with timers: what a pacer (of lanes, of destinations) waits on. */
+export interface TimerClock extends Clock {
+  /** Calls fn after ms; returns what cancels it. */
+  setTimer(ms: number, fn: () => void): () => void;
+}
+
+export const systemTimerClock: TimerClock = {
+  nowMs: () => Date.now(),
+  setTimer(ms, fn) {
+    const timer = setTimeout(fn, timerDelay(ms));
+    return () => clearTimeout(timer);
+  },
+};
+
 export class ManualClock implements Clock {
   constructor(private ms: number = Date.UTC(2026, 0, 1)) {}
   nowMs(): number {

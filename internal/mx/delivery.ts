@@ -4,7 +4,7 @@
 // with every attempt's facts for the message's history.
 import { classify as classifyRefusal } from "../feedback/classify";
 import { domainOf } from "../mail/policy";
-import { type PacerTime, realPacerTime } from "../worker/pacer";
+import { systemTimerClock, type TimerClock } from "../clock/clock";
 import { Destination, type DestinationState, type MxResult } from "./destination";
 import { isPermanentRouteError, type LookupMtaSts, type ResolveRoute, type RouteHost } from "./lookups";
 import { policyAllows } from "./mtasts";
@@ -31,7 +31,7 @@ export interface MxDeliveryOptions {
   maxAddresses?: number;
   /** How long a destination none of whose addresses gave a session is left alone (default 60 s). */
   suspendMs?: number;
-  time?: PacerTime;
+  time?: TimerClock;
   /** Certificates trusted besides the system's, for verified TLS (tests: a CA of their own). */
   trustedCa?: string[];
 }
@@ -139,7 +139,7 @@ export class MxDelivery {
         heloName: this.o.heloName,
         timeouts: this.o.timeouts ?? DEFAULT_TIMEOUTS,
         trustedCa: this.o.trustedCa,
-        time: this.o.time ?? realPacerTime,
+        time: this.o.time ?? systemTimerClock,
         maxWaitMs: this.o.maxWaitMs ?? 30_000,
         maxQueued: this.o.maxQueued ?? Number.POSITIVE_INFINITY,
         idleMs: this.o.idleMs ?? 10_000,
@@ -157,7 +157,7 @@ export class MxDelivery {
   }
 
   private now(): number {
-    return (this.o.time ?? realPacerTime).nowMs();
+    return (this.o.time ?? systemTimerClock).nowMs();
   }
 }
 

@@ -3,7 +3,7 @@
 // connections and its own shaping. A message waits only for its own destination's connections
 // and pace, so a slow or dead destination never holds another's mail; it waits at most
 // maxWaitMs, then goes back to the daemon as a deferral, so it never holds a worker either.
-import type { PacerTime } from "../worker/pacer";
+import type { TimerClock } from "../clock/clock";
 import type { Classification } from "../feedback/classify";
 import { type Attempt, classify, describe, type Failure, type Verdict } from "./outcome";
 import { matchesAny } from "./reply";
@@ -35,7 +35,7 @@ export interface DestinationOptions {
   heloName: string;
   timeouts: SessionTimeouts;
   trustedCa?: string[];
-  time: PacerTime;
+  time: TimerClock;
   /** Longest a message waits in the queue for a connection or its turn before it is deferred. */
   maxWaitMs: number;
   /** Most messages waiting in the queue; one more is deferred at once (a slow destination holds no more of the worker). */

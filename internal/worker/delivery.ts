@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import type { WorkerConfig } from "../config/config";
 import type { DiskSpace } from "../diskspace/diskspace";
-import { mxTransport } from "../mx/setup";
+import { mxTransport } from "./mx_transport";
 import { composer, FileSink, SmtpRelay, type Transport } from "./transport";
 
 /**

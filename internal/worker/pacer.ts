@@ -1,19 +1,4 @@
-import { timerDelay } from "../clock/clock";
-
-/** The pacer's time: the wall clock slots are stamped on, and a timer. */
-export interface PacerTime {
-  nowMs(): number;
-  /** Calls fn after ms; returns what cancels it. */
-  setTimer(ms: number, fn: () => void): () => void;
-}
-
-export const realPacerTime: PacerTime = {
-  nowMs: () => Date.now(),
-  setTimer(ms, fn) {
-    const timer = setTimeout(fn, timerDelay(ms));
-    return () => clearTimeout(timer);
-  },
-};
+import { systemTimerClock, type TimerClock } from "../clock/clock";
 
 /**
  * How long past its arrival a message is held at most: its lane's lead is two seconds at most,
@@ -54,7 +39,7 @@ export class LanePacer {
   private cancel: (() => void) | undefined;
   private armedFor = Number.POSITIVE_INFINITY;
 
-  constructor(private readonly time: PacerTime = realPacerTime) {}
+  constructor(private readonly time: TimerClock = systemTimerClock) {}
 
   /**
    * Runs start at the message's turn and resolves with what it returned. slotMs 0: no slot

@@ -3,12 +3,20 @@
 // FROM. The result carries what the ack needs: the outcome by the one classification of
 // refusals, the classification itself, the wait a reply asked for, and every try for the
 // message's history; a deferral is retried on the schedule in hours.
-import { DeliveryOutcome, type LeaseResponse } from "../gen/mailcore/limiter/v1/mail_pb";
+// Built from the worker's configuration by mxTransport: the route over the project's resolver
+// (DNS_SERVER, MX_ALLOW_PRIVATE), kept a minute, MTA-STS policies fetched over HTTPS and cached,
+// and the shaping file.
+import type { Attempt } from "../mx/outcome";
 import type { DeliveryAttemptRecord } from "../model/history";
-import { type DeliveryResult, outcomeOfRefusal, type Prepared, type Transport } from "../worker/transport";
-import type { MxDelivery } from "./delivery";
-import type { MxResult } from "./destination";
-import type { Attempt } from "./outcome";
+import type { MxConfig } from "../config/config";
+import type { MxResult } from "../mx/destination";
+import { DeliveryOutcome, type LeaseResponse } from "../gen/mailcore/limiter/v1/mail_pb";
+import { MxDelivery } from "../mx/delivery";
+import { cachedRouteLookup, routeLookup } from "../mx/route";
+import { dnsResolver } from "../dnsquery/resolver";
+import { httpsPolicyFetch, MtaStsCache } from "../mx/mtasts";
+import { loadShaping } from "../mx/shaping";
+import { type DeliveryResult, outcomeOfRefusal, type Prepared, type Transport } from "./transport";
 
 export interface MxDeliveryResult extends DeliveryResult {
   mx: MxResult;
@@ -68,4 +76,35 @@ function historyOf(a: Attempt): DeliveryAttemptRecord {
     reply: a.reply ?? a.error ?? "",
     enhancedCode: a.enhanced ?? "",
   };
+}
+
+export interface MxTransportOptions {
+  /** Composes (and signs) a leased message: the bytes sent as they are. */
+  prepare: (m: LeaseResponse) => Promise<Prepared>;
+  /**
+   * Most messages one destination holds waiting for its connections: a destination that is slow
+   * or shaped down never holds more of the worker's deliveries in flight than this; one more
+   * message is handed back at once as a deferral.
+   */
+  maxQueued: number;
+}
+
+export function mxTransport(cfg: MxConfig, o: MxTransportOptions): MxTransport {
+  const resolve = dnsResolver({ server: cfg.dnsServer });
+  const ca = cfg.trustedCa?.toString("utf8");
+  const sts = new MtaStsCache({
+    resolve,
+    fetch: httpsPolicyFetch({ resolve, allowPrivate: cfg.allowPrivate, ...(ca ? { ca } : {}) }),
+  });
+  const delivery = new MxDelivery({
+    resolveRoute: cachedRouteLookup(routeLookup(resolve, { allowPrivate: cfg.allowPrivate })),
+    lookupMtaSts: async (domain) => (await sts.lookup(domain)).policy,
+    shaping: loadShaping(cfg.shapingFile),
+    heloName: cfg.heloName,
+    port: cfg.port,
+    timeouts: cfg.timeouts,
+    maxQueued: o.maxQueued,
+    ...(ca ? { trustedCa: [ca] } : {}),
+  });
+  return new MxTransport(delivery, o.prepare);
 }

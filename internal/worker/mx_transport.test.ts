@@ -3,9 +3,9 @@ import { create } from "@bufbuild/protobuf";
 import { DeliveryOutcome, EmailSchema, LeaseResponseSchema } from "../gen/mailcore/limiter/v1/mail_pb";
 import { startMxReceiver } from "../testkit/mxreceivers";
 import { freePort } from "../testkit/testkit";
-import { MxDelivery } from "./delivery";
-import { loadShaping } from "./shaping";
-import { MxTransport } from "./transport";
+import { MxDelivery } from "../mx/delivery";
+import { loadShaping } from "../mx/shaping";
+import { MxTransport } from "./mx_transport";
 
 const stops: (() => Promise<void>)[] = [];
 afterAll(async () => {
