@@ -34,7 +34,8 @@ privateDataDir(cfg.dataDir, log);
 const registry = newRegistry("worker");
 // The ack journal and the file sink write under DATA_DIR: a full disk defers, and is logged and counted.
 const disk = new DiskSpace(cfg.dataDir, log, diskFullCounter(registry));
-const transport = deliveryTransport(cfg, disk);
+const resolve = dnsResolver({ server: cfg.dnsServer });
+const transport = deliveryTransport(cfg, disk, resolve);
 certificateExpiry(registry, { LIMITER_TLS_CLIENT_CERT: cfg.limiterTls?.cert, LIMITER_TLS_CA: cfg.limiterTls?.ca });
 const daemon = daemonConnection(cfg.limiterUrl, cfg.limiterCredential);
 const workerId = `${hostname()}:${process.pid}`;
@@ -57,7 +58,7 @@ const webhooks = new WebhookDeliverer(daemon.client(WebhookDeliveryService), {
   workerId,
   concurrency: cfg.webhookConcurrency,
   allowPrivateUrls: cfg.webhookAllowPrivateUrls,
-  resolve: dnsResolver({ server: cfg.dnsServer }),
+  resolve,
   log,
   metrics,
 });

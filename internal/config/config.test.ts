@@ -323,12 +323,11 @@ describe("the internal plane's TLS", () => {
 });
 
 describe("MX delivery", () => {
-  test("defaults: port 25, this host's name, the repository's shaping file, the system's DNS, public hosts only", () => {
+  test("defaults: port 25, this host's name, the repository's shaping file, public hosts only", () => {
     const c = mxConfig({});
     expect(c.port).toBe(25);
     expect(c.heloName.length).toBeGreaterThan(0);
     expect(c.shapingFile).toBeUndefined();
-    expect(c.dnsServer).toBeUndefined();
     expect(c.allowPrivate).toBe(false);
     expect(c.trustedCa).toBeUndefined();
   });
@@ -340,14 +339,12 @@ describe("MX delivery", () => {
       MX_PORT: "2525",
       MX_HELO_NAME: "out.example.org",
       MX_SHAPING_FILE: file,
-      DNS_SERVER: "127.0.0.1:5353",
       MX_ALLOW_PRIVATE: "1",
     });
     expect(c).toEqual({
       port: 2525,
       heloName: "out.example.org",
       shapingFile: file,
-      dnsServer: "127.0.0.1:5353",
       allowPrivate: true,
       trustedCa: undefined,
       timeouts: { setupMs: 30_000, replyMs: 60_000, messageMs: 300_000 },

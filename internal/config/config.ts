@@ -441,7 +441,7 @@ export interface WorkerConfig {
   webhookConcurrency: number;
   /** Whether webhooks may be sent to loopback and private networks (development, tests). */
   webhookAllowPrivateUrls: boolean;
-  /** Where webhook hosts are looked up; undefined: the system's resolvers. */
+  /** Where webhook hosts, MX hosts and MTA-STS policies are looked up; undefined: the system's resolvers. */
   dnsServer: string | undefined;
   metricsHost: string;
   /** 0: no metrics endpoint. */
@@ -491,8 +491,6 @@ export interface MxConfig {
   port: number;
   /** The per-destination shaping file (MX_SHAPING_FILE); undefined: the repository's default. Loaded and checked by internal/mx's loadShaping, whose error is a ConfigError. */
   shapingFile: string | undefined;
-  /** Where the MX and MTA-STS lookups go (DNS_SERVER); undefined: the system's resolvers. */
-  dnsServer: string | undefined;
   /** MX_ALLOW_PRIVATE=1: MX hosts (and MTA-STS policy hosts) on private, loopback or link-local addresses are used (tests, a closed network). */
   allowPrivate: boolean;
   /** MX_TRUSTED_CA: CAs trusted besides the system's for verified TLS and MTA-STS policy fetches (tests, a private network). */
@@ -513,7 +511,6 @@ export function mxConfig(env: Env): MxConfig {
     heloName,
     port: portVar(env, "MX_PORT", 25),
     shapingFile: existingFile(env, "MX_SHAPING_FILE"),
-    dnsServer: dnsServerVar(env, "DNS_SERVER"),
     allowPrivate: intVar(env, "MX_ALLOW_PRIVATE", 0, 0, 1) === 1,
     trustedCa: pemVar(env, "MX_TRUSTED_CA"),
     timeouts: {

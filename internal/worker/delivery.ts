@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import type { WorkerConfig } from "../config/config";
 import type { DiskSpace } from "../diskspace/diskspace";
+import type { Resolve } from "../dnsquery/resolver";
 import { mxTransport } from "./mx_transport";
 import { composer, FileSink, SmtpRelay, type Transport } from "./transport";
 
@@ -10,10 +11,10 @@ import { composer, FileSink, SmtpRelay, type Transport } from "./transport";
  * the worker's deliveries in flight waiting for its connections, so a slow or shaped-down
  * destination leaves the rest to the others.
  */
-export function deliveryTransport(cfg: WorkerConfig, disk: DiskSpace): Transport {
+export function deliveryTransport(cfg: WorkerConfig, disk: DiskSpace, resolve: Resolve): Transport {
   switch (cfg.delivery) {
     case "mx":
-      return mxTransport(cfg.mx!, { prepare: composer("windows"), maxQueued: Math.ceil(cfg.maxInFlight / 4) });
+      return mxTransport(cfg.mx!, { prepare: composer("windows"), maxQueued: Math.ceil(cfg.maxInFlight / 4), resolve });
     case "relay":
       return new SmtpRelay(cfg.relayUrl!);
     case "file":

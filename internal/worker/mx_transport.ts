@@ -13,7 +13,7 @@ import type { MxResult } from "../mx/destination";
 import { DeliveryOutcome, type LeaseResponse } from "../gen/mailcore/limiter/v1/mail_pb";
 import { MxDelivery } from "../mx/delivery";
 import { cachedRouteLookup, routeLookup } from "../mx/route";
-import { dnsResolver } from "../dnsquery/resolver";
+import type { Resolve } from "../dnsquery/resolver";
 import { httpsPolicyFetch, MtaStsCache } from "../mx/mtasts";
 import { loadShaping } from "../mx/shaping";
 import { type DeliveryResult, outcomeOfRefusal, type Prepared, type Transport } from "./transport";
@@ -87,17 +87,18 @@ export interface MxTransportOptions {
    * message is handed back at once as a deferral.
    */
   maxQueued: number;
+  /** The worker's resolver (DNS_SERVER). */
+  resolve: Resolve;
 }
 
 export function mxTransport(cfg: MxConfig, o: MxTransportOptions): MxTransport {
-  const resolve = dnsResolver({ server: cfg.dnsServer });
   const ca = cfg.trustedCa?.toString("utf8");
   const sts = new MtaStsCache({
-    resolve,
-    fetch: httpsPolicyFetch({ resolve, allowPrivate: cfg.allowPrivate, ...(ca ? { ca } : {}) }),
+    resolve: o.resolve,
+    fetch: httpsPolicyFetch({ resolve: o.resolve, allowPrivate: cfg.allowPrivate, ...(ca ? { ca } : {}) }),
   });
   const delivery = new MxDelivery({
-    resolveRoute: cachedRouteLookup(routeLookup(resolve, { allowPrivate: cfg.allowPrivate })),
+    resolveRoute: cachedRouteLookup(routeLookup(o.resolve, { allowPrivate: cfg.allowPrivate })),
     lookupMtaSts: async (domain) => (await sts.lookup(domain)).policy,
     shaping: loadShaping(cfg.shapingFile),
     heloName: cfg.heloName,
