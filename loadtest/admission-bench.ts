@@ -9,12 +9,9 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { spawnSync } from "bun";
-import { HealthCheckResponse_ServingStatus } from "../internal/gen/grpc/health/v1/health_pb";
-import { Plan } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
-import { limiterClients } from "../internal/limiterclient/client";
-import { clientCredential, ensurePlaneSecret } from "../internal/plane/secret";
-import { freePort, pool, REPO_ROOT, runBun, startRedis, tempDir, waitFor } from "../internal/testkit/testkit";
-import { onExit, trackDir, trackProc } from "./procs";
+import { freePort, REPO_ROOT, runBun, startRedis, waitFor } from "../internal/testkit/testkit";
+import { onExit, trackProc } from "./procs";
+import { enterpriseSenders, startFullPath } from "./fullpath";
 import { redisPid } from "./redisbench";
 import { alternatedRounds, type Target } from "./rounds";
 import { runWrk } from "./wrk";
@@ -39,35 +36,8 @@ async function redisOf(label: string) {
 /** The full path of the checkout at root, with `orgs` enterprise organizations; their tokens and slugs. */
 async function fullPath(name: string, root: string, orgs: number) {
   const redis = await redisOf(name);
-  const dataDir = trackDir(tempDir("mailcore-bench-admission-"));
-  const limiterPort = await freePort();
-  const limiterUrl = `http://127.0.0.1:${limiterPort}`;
-  const env = { DATA_DIR: dataDir, LIMITER_URL: limiterUrl, REDIS_URL: redis.url };
-  // The plane secret before limiterd starts, as the dev stack makes it: the clients here send it from their first call.
-  ensurePlaneSecret(dataDir);
-  const limiterd = trackProc(
-    `limiterd (${name})`,
-    runBun(join(root, "cmd/limiterd/index.ts"), [], { ...env, LIMITER_PORT: String(limiterPort) }),
-  );
-  const clients = limiterClients(limiterUrl, clientCredential(undefined, dataDir));
-  await waitFor(
-    `limiterd (${name})`,
-    async () =>
-      (await clients.health.check({}, { timeoutMs: 1_000 })).status === HealthCheckResponse_ServingStatus.SERVING,
-    30_000,
-  );
-  const apiPort = await freePort();
-  const api = trackProc(
-    `api (${name})`,
-    runBun(join(root, "cmd/api/index.ts"), [], { ...env, API_PORT: String(apiPort), TRUST_PROXY: "127.0.0.1" }),
-  );
-  const url = `http://127.0.0.1:${apiPort}`;
-  await waitFor(`api (${name}) /readyz`, async () => (await fetch(`${url}/readyz`)).ok, 30_000);
-  const made = await pool(orgs, 16, async (i) => {
-    const slug = `adm-${i}`;
-    const res = await clients.directory.createOrganization({ slug, plan: Plan.ENTERPRISE, withToken: true });
-    return { slug, token: res.token };
-  });
+  const { url, dataDir, clients, api, limiterd } = await startFullPath({ name, root, redisUrl: redis.url });
+  const made = await enterpriseSenders(clients, "adm", orgs);
   const tokensFile = join(dataDir, "tokens.txt");
   writeFileSync(tokensFile, `${made.map((m) => m.token).join("\n")}\n`);
   const orgOf = join(dataDir, "peer-tokens.json");

@@ -5,29 +5,23 @@
 // Reported: messages a second, and this process's CPU per delivery (user + system), against
 // the ceiling measured in the same run: the same messages sent straight over MxSession, one
 // session per connection and no queue, shaping or results.
-import { spawn } from "bun";
 import { cpus } from "node:os";
 import { MxDelivery } from "../internal/mx/delivery";
 import { MxSession } from "../internal/mx/session";
-import { parseShaping } from "../internal/mx/shaping";
 import { startMxReceiver, testCa } from "../internal/testkit/mxreceivers";
-import { freePort, waitFor } from "../internal/testkit/testkit";
+import { freePort } from "../internal/testkit/testkit";
+import {
+  benchShaping,
+  measureSends,
+  parseCountFlags,
+  printRuns,
+  type Run,
+  startReceiverProcess,
+} from "./receiver-bench";
 
 const ADDRESS = "127.0.0.2";
 const DEFAULTS = { messages: 3_000, inFlight: 64, connections: 10, warmup: 300 };
-type Settings = typeof DEFAULTS;
-
-function parseFlags(argv: string[]): Settings {
-  const s = { ...DEFAULTS };
-  for (let i = 0; i < argv.length; i += 2) {
-    const name = argv[i]!.replace(/^--/, "") as keyof Settings;
-    const value = Number(argv[i + 1]);
-    if (!(name in s) || !Number.isInteger(value) || value <= 0 || value > 100_000)
-      throw new Error(`usage: mx-bench.ts [--messages N] [--inFlight N] [--connections N] [--warmup N]`);
-    s[name] = value;
-  }
-  return s;
-}
+const USAGE = "mx-bench.ts [--messages N] [--inFlight N] [--connections N] [--warmup N]";
 
 /** A message of about 3 KB, as a transactional message with its DKIM signature is. */
 function message(n: number): Buffer {
@@ -38,26 +32,6 @@ function message(n: number): Buffer {
   );
 }
 
-interface Run {
-  messages: number;
-  seconds: number;
-  cpuMsPerMessage: number;
-}
-
-async function measure(messages: number, inFlight: number, send: (n: number) => Promise<void>): Promise<Run> {
-  let next = 0;
-  const cpu0 = process.cpuUsage();
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: inFlight }, async () => {
-      while (next < messages) await send(next++);
-    }),
-  );
-  const seconds = (performance.now() - t0) / 1_000;
-  const cpu = process.cpuUsage(cpu0);
-  return { messages, seconds, cpuMsPerMessage: (cpu.user + cpu.system) / 1_000 / messages };
-}
-
 async function runReceiver(port: number): Promise<void> {
   const ca = await testCa();
   const r = await startMxReceiver({ address: ADDRESS, port, tls: await ca.issue(["mx.bench.test"]) });
@@ -66,77 +40,51 @@ async function runReceiver(port: number): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  const s = parseFlags(process.argv.slice(2));
+  const s = parseCountFlags(process.argv.slice(2), DEFAULTS, USAGE);
   const port = await freePort();
-  const receiver = spawn([process.execPath, import.meta.path, "--receiver", String(port)], {
-    stdout: "pipe",
-    stderr: "inherit",
-  });
+  const stopReceiver = await startReceiverProcess(import.meta.path, port);
   try {
-    const out = receiver.stdout.getReader();
-    await waitFor("the receiver", async () => new TextDecoder().decode((await out.read()).value).includes("ready"));
-    const shaping = parseShaping(
-      {
-        default: {
-          connections: s.connections,
-          messagesPerConnection: 100,
-          messagesPerMinute: 1_000_000,
-          tlsRequired: false,
-        },
-        rules: [],
-        rateLimitReplies: [],
-        slowdown: { minutes: 1, connections: 1, messagesPerMinute: 1 },
-      },
-      "bench",
-    );
     const delivery = new MxDelivery({
       resolveRoute: async () => ({ hosts: [{ name: "mx.bench.test", addresses: [ADDRESS] }] }),
       lookupMtaSts: async () => undefined,
-      shaping,
+      shaping: benchShaping(s.connections),
       heloName: "bench.mailcore.test",
       port,
     });
-    const viaDelivery = async (n: number) => {
+    const viaDelivery = () => async (n: number) => {
       const r = await delivery.deliver({ returnPath: "rp@sender.test", recipient: `u${n}@rcpt.test`, raw: message(n) });
       if (r.verdict !== "delivered") throw new Error(`not delivered: ${r.detail}`);
     };
     // The ceiling: `connections` sessions, each sending its share one message after another (RSET between).
     const sessions: MxSession[] = [];
-    const bare = async (messages: number) => {
-      let next = 0;
-      const cpu0 = process.cpuUsage();
-      const t0 = performance.now();
-      await Promise.all(
-        Array.from({ length: s.connections }, async () => {
-          let session: MxSession | undefined;
-          while (next < messages) {
-            const n = next++;
-            if (!session || session.messages >= 100) {
-              session?.quit();
-              session = await MxSession.open({
-                host: "mx.bench.test",
-                address: ADDRESS,
-                port,
-                heloName: "bench.mailcore.test",
-                tls: "opportunistic",
-                timeouts: { setupMs: 30_000, replyMs: 60_000, messageMs: 300_000 },
-              });
-              sessions.push(session);
-            } else await session.reset();
-            await session.send("rp@sender.test", `u${n}@rcpt.test`, message(n));
-          }
+    const bareSession = () => {
+      let session: MxSession | undefined;
+      return async (n: number) => {
+        if (!session || session.messages >= 100) {
           session?.quit();
-        }),
-      );
-      const seconds = (performance.now() - t0) / 1_000;
-      const cpu = process.cpuUsage(cpu0);
-      return { messages, seconds, cpuMsPerMessage: (cpu.user + cpu.system) / 1_000 / messages };
+          session = await MxSession.open({
+            host: "mx.bench.test",
+            address: ADDRESS,
+            port,
+            heloName: "bench.mailcore.test",
+            tls: "opportunistic",
+            timeouts: { setupMs: 30_000, replyMs: 60_000, messageMs: 300_000 },
+          });
+          sessions.push(session);
+        } else await session.reset();
+        await session.send("rp@sender.test", `u${n}@rcpt.test`, message(n));
+      };
     };
-    await measure(s.warmup, s.inFlight, viaDelivery);
+    const bare = async (messages: number) => {
+      const run = await measureSends(messages, s.connections, bareSession);
+      for (const session of sessions.splice(0)) session.quit();
+      return run;
+    };
+    await measureSends(s.warmup, s.inFlight, viaDelivery);
     await bare(s.warmup);
     const runs: { name: string; run: Run }[] = [];
     for (let pair = 0; pair < 2; pair++) {
-      runs.push({ name: "MxDelivery", run: await measure(s.messages, s.inFlight, viaDelivery) });
+      runs.push({ name: "MxDelivery", run: await measureSends(s.messages, s.inFlight, viaDelivery) });
       runs.push({ name: "bare MxSession (ceiling)", run: await bare(s.messages) });
     }
     delivery.close();
@@ -144,12 +92,9 @@ async function main(): Promise<void> {
       `MX delivery to one fast receiver (smtp-server, STARTTLS, own process) on ${ADDRESS}; ${s.messages} messages of ${message(0).length} bytes; ` +
         `${s.inFlight} in flight, ${s.connections} connections, 100 messages a connection; ${cpus().length} cores (${cpus()[0]?.model}); Bun ${Bun.version}`,
     );
-    console.log("| run | messages/s | CPU ms per delivery (this process) |\n|---|---|---|");
-    for (const { name, run } of runs)
-      console.log(`| ${name} | ${(run.messages / run.seconds).toFixed(0)} | ${run.cpuMsPerMessage.toFixed(3)} |`);
+    printRuns(runs);
   } finally {
-    receiver.kill();
-    await receiver.exited;
+    await stopReceiver();
   }
 }
 

@@ -24,11 +24,8 @@ import { spawnSync } from "bun";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { join, resolve } from "node:path";
-import { HealthCheckResponse_ServingStatus } from "../internal/gen/grpc/health/v1/health_pb";
-import { Plan } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
-import { limiterClients } from "../internal/limiterclient/client";
-import { clientCredential, ensurePlaneSecret } from "../internal/plane/secret";
-import { freePort, pool, REPO_ROOT, runBun, startRedis, tempDir, waitFor } from "../internal/testkit/testkit";
+import { REPO_ROOT, startRedis } from "../internal/testkit/testkit";
+import { enterpriseSenders, startFullPath } from "./fullpath";
 import { readProfile, summarizeWindow, type WindowSummary } from "./cpuprofile";
 import {
   cleanupAll,
@@ -38,8 +35,6 @@ import {
   onExit,
   procDiagnostics,
   threadSeconds,
-  trackDir,
-  trackProc,
 } from "./procs";
 import { type CodeKind, perfWindow } from "./perfsplit";
 import { redisCli, redisPid } from "./redisbench";
@@ -104,53 +99,22 @@ const LOADS: Record<
 async function profiledStack(name: PathName, dir: string, s: Settings) {
   const redis = await startRedis({ aof: LOADS[name].aof });
   onExit(`redis-server (${name})`, () => redis.stop());
-  const dataDir = trackDir(tempDir(`mailcore-profile-${name}-`));
-  const limiterPort = await freePort();
-  const limiterUrl = `http://127.0.0.1:${limiterPort}`;
-  const env = { DATA_DIR: dataDir, LIMITER_URL: limiterUrl, REDIS_URL: redis.url };
   const profiler = (process: string) => ({
     BUN_OPTIONS: `--cpu-prof --cpu-prof-dir=${dir} --cpu-prof-name=${process}-${name}.cpuprofile --cpu-prof-interval=${s.interval}`,
   });
-  // The plane secret before limiterd starts, as the dev stack makes it: the clients here send it from their first call.
-  ensurePlaneSecret(dataDir);
-  const limiterd = trackProc(
-    `limiterd (${name})`,
-    runBun(join(s.root, "cmd/limiterd/index.ts"), [], {
-      ...env,
-      LIMITER_PORT: String(limiterPort),
-      ...profiler("limiterd"),
-    }),
-  );
-  const clients = limiterClients(limiterUrl, clientCredential(undefined, dataDir));
-  await waitFor(
-    "limiterd",
-    async () =>
-      (await clients.health.check({}, { timeoutMs: 1_000 })).status === HealthCheckResponse_ServingStatus.SERVING,
-    30_000,
-  );
-  const apiPort = await freePort();
-  const apiUrl = `http://127.0.0.1:${apiPort}`;
-  const api = trackProc(
-    `api (${name})`,
-    runBun(join(s.root, "cmd/api/index.ts"), [], {
-      ...env,
-      API_PORT: String(apiPort),
-      TRUST_PROXY: "127.0.0.1",
-      ...profiler("api"),
-    }),
-  );
-  await waitFor("api /readyz", async () => (await fetch(`${apiUrl}/readyz`)).ok, 30_000);
-  // Enterprise organizations, each with a verified sending domain: enough that no quota binds.
-  const made = await pool(s.orgs, 16, async (i) => {
-    const slug = `${name}-${i}`;
-    const res = await clients.directory.createOrganization({
-      slug,
-      plan: Plan.ENTERPRISE,
-      domains: [{ name: `${slug}.example`, verified: true }],
-      withToken: true,
-    });
-    return `${res.token} ${slug}.example`;
+  const {
+    url: apiUrl,
+    dataDir,
+    clients,
+    api,
+    limiterd,
+  } = await startFullPath({
+    name,
+    root: s.root,
+    redisUrl: redis.url,
+    env: profiler,
   });
+  const made = (await enterpriseSenders(clients, name, s.orgs)).map((o) => `${o.token} ${o.domain}`);
   const tokensFile = join(dataDir, "tokens.txt");
   writeFileSync(
     tokensFile,

@@ -6,21 +6,11 @@
 -- prints them, with the summary and latency percentiles, as one line "BENCH_JSON {...}".
 -- Arguments after "--": <file of "<token> <domain>" lines> [<number of client IPs>]
 
-local next_id = 1
-local threads = {}
-
-function setup(thread)
-  thread:set("id", next_id)
-  next_id = next_id + 1
-  table.insert(threads, thread)
-end
-
 local senders = {}
 local ips = 4096
 local me = 1
 local k = 0
 local text = string.rep("x", 200)
-statuses = {}
 
 function init(args)
   for line in io.lines(args[1]) do
@@ -35,8 +25,7 @@ end
 function request()
   k = k + 1
   local s = senders[((k + me * 977) % #senders) + 1]
-  local n = (k * 7 + me * 131) % ips
-  local ip = string.format("198.%d.%d.%d", 18 + math.floor(n / 65536) % 2, math.floor(n / 256) % 256, n % 256)
+  local ip = client_ip(k, me, ips)
   local body = string.format(
     '{"from":"app@%s","to":"r%d-%d@rcpt.example","subject":"Your code %d","text":"%s"}',
     s.domain, me, k, k, text)
@@ -45,25 +34,4 @@ function request()
     ["X-Forwarded-For"] = ip,
     ["Content-Type"] = "application/json",
   }, body)
-end
-
-function response(status, headers, body)
-  statuses[status] = (statuses[status] or 0) + 1
-end
-
-function done(summary, latency, requests)
-  local total = {}
-  for _, thread in ipairs(threads) do
-    for status, n in pairs(thread:get("statuses")) do
-      total[status] = (total[status] or 0) + n
-    end
-  end
-  local parts = {}
-  for status, n in pairs(total) do parts[#parts + 1] = string.format('"%d":%d', status, n) end
-  local e = summary.errors
-  io.write(string.format(
-    'BENCH_JSON {"requests":%d,"duration_us":%d,"bytes":%d,"errors":{"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d},' ..
-    '"statuses":{%s},"latency_us":{"mean":%.1f,"p50":%d,"p90":%d,"p99":%d,"max":%d}}\n',
-    summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write, e.status, e.timeout,
-    table.concat(parts, ","), latency.mean, latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max))
 end

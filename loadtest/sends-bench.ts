@@ -9,13 +9,10 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { spawnSync } from "bun";
-import { HealthCheckResponse_ServingStatus } from "../internal/gen/grpc/health/v1/health_pb";
-import { Plan } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
-import { limiterClients } from "../internal/limiterclient/client";
-import { clientCredential, ensurePlaneSecret } from "../internal/plane/secret";
-import { freePort, pool, REPO_ROOT, runBun, startRedis, tempDir, waitFor } from "../internal/testkit/testkit";
+import { freePort, REPO_ROOT, runBun, startRedis, tempDir, waitFor } from "../internal/testkit/testkit";
 import { type LatencyResult, runLatency } from "./latency";
-import { onExit, trackDir, trackProc } from "./procs";
+import { onExit, trackProc } from "./procs";
+import { enterpriseSenders, startFullPath } from "./fullpath";
 import { redisPid } from "./redisbench";
 import { alternatedRounds, median, type Target } from "./rounds";
 import { runWrk } from "./wrk";
@@ -43,43 +40,8 @@ async function aofRedis(label: string) {
 /** The accept path of the checkout at root: redis-server, limiterd (records in SQLite) and the API, with `orgs` senders. */
 async function acceptPath(name: string, root: string, orgs: number): Promise<Target> {
   const redis = await aofRedis(name);
-  const dataDir = trackDir(tempDir("mailcore-bench-sends-"));
-  const limiterPort = await freePort();
-  const limiterUrl = `http://127.0.0.1:${limiterPort}`;
-  const env = { DATA_DIR: dataDir, LIMITER_URL: limiterUrl, REDIS_URL: redis.url };
-  // The plane secret before limiterd starts, as the dev stack makes it: the clients here send it from their first call.
-  ensurePlaneSecret(dataDir);
-  const limiterd = trackProc(
-    `limiterd (${name})`,
-    runBun(join(root, "cmd/limiterd/index.ts"), [], { ...env, LIMITER_PORT: String(limiterPort) }),
-  );
-  const clients = limiterClients(limiterUrl, clientCredential(undefined, dataDir));
-  await waitFor(
-    `limiterd (${name})`,
-    async () =>
-      (await clients.health.check({}, { timeoutMs: 1_000 })).status === HealthCheckResponse_ServingStatus.SERVING,
-    30_000,
-  );
-  const apiPort = await freePort();
-  const api = trackProc(
-    `api (${name})`,
-    runBun(join(root, "cmd/api/index.ts"), [], { ...env, API_PORT: String(apiPort), TRUST_PROXY: "127.0.0.1" }),
-  );
-  const url = `http://127.0.0.1:${apiPort}`;
-  await waitFor(`api (${name}) /readyz`, async () => (await fetch(`${url}/readyz`)).ok, 30_000).catch((err) => {
-    throw new Error(`${(err as Error).message}\napi stderr:\n${api.stderr()}`);
-  });
-  // Enterprise organizations with a verified sending domain each: enough that no quota binds.
-  const lines = await pool(orgs, 16, async (i) => {
-    const slug = `send-${i}`;
-    const res = await clients.directory.createOrganization({
-      slug,
-      plan: Plan.ENTERPRISE,
-      domains: [{ name: `${slug}.example`, verified: true }],
-      withToken: true,
-    });
-    return `${res.token} ${slug}.example`;
-  });
+  const { url, dataDir, api, limiterd, clients } = await startFullPath({ name, root, redisUrl: redis.url });
+  const lines = (await enterpriseSenders(clients, "send", orgs)).map((o) => `${o.token} ${o.domain}`);
   const tokensFile = join(dataDir, "senders.txt");
   writeFileSync(tokensFile, `${lines.join("\n")}\n`);
   return {

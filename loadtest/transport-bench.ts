@@ -6,34 +6,28 @@
 // over MxDelivery: 10 connections, 100 messages a connection) or the relay transport (SmtpRelay:
 // nodemailer's pool of 4 connections). Reported: messages a second with `inFlight` under way,
 // and this process's CPU per delivery (user + system), the composing and signing included.
-import { spawn } from "bun";
 import { create } from "@bufbuild/protobuf";
 import { cpus } from "node:os";
 import { generateDkimKey } from "../internal/dkim/keys";
 import { type DkimSigningKey, signMessage } from "../internal/dkim/sign";
 import { DeliveryOutcome, EmailSchema, LeaseResponseSchema } from "../internal/gen/mailcore/limiter/v1/mail_pb";
 import { MxDelivery } from "../internal/mx/delivery";
-import { parseShaping } from "../internal/mx/shaping";
 import { MxTransport } from "../internal/worker/mx_transport";
 import { startMxReceiver } from "../internal/testkit/mxreceivers";
-import { freePort, waitFor } from "../internal/testkit/testkit";
+import { freePort } from "../internal/testkit/testkit";
 import { composer, type Prepared, SmtpRelay, type Transport } from "../internal/worker/transport";
+import {
+  benchShaping,
+  measureSends,
+  parseCountFlags,
+  printRuns,
+  type Run,
+  startReceiverProcess,
+} from "./receiver-bench";
 
 const ADDRESS = "127.0.0.2";
 const DEFAULTS = { messages: 3_000, inFlight: 64, warmup: 300 };
-type Settings = typeof DEFAULTS;
-
-function parseFlags(argv: string[]): Settings {
-  const s = { ...DEFAULTS };
-  for (let i = 0; i < argv.length; i += 2) {
-    const name = argv[i]!.replace(/^--/, "") as keyof Settings;
-    const value = Number(argv[i + 1]);
-    if (!(name in s) || !Number.isInteger(value) || value <= 0 || value > 100_000)
-      throw new Error("usage: transport-bench.ts [--messages N] [--inFlight N] [--warmup N]");
-    s[name] = value;
-  }
-  return s;
-}
+const USAGE = "transport-bench.ts [--messages N] [--inFlight N] [--warmup N]";
 
 /** A leased transactional message, about 2 KB composed. */
 function lease(n: number) {
@@ -54,33 +48,13 @@ function lease(n: number) {
   });
 }
 
-interface Run {
-  messages: number;
-  seconds: number;
-  cpuMsPerMessage: number;
-}
-
-async function measure(
-  messages: number,
-  inFlight: number,
-  transport: Transport,
-  sign: ((p: Prepared) => Prepared) | undefined,
-): Promise<Run> {
-  let next = 0;
-  const cpu0 = process.cpuUsage();
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: inFlight }, async () => {
-      while (next < messages) {
-        const prepared = await transport.prepare(lease(next++));
-        const r = await transport.send(sign ? sign(prepared) : prepared);
-        if (r.outcome !== DeliveryOutcome.DELIVERED) throw new Error(`not delivered: ${r.detail}`);
-      }
-    }),
-  );
-  const seconds = (performance.now() - t0) / 1_000;
-  const cpu = process.cpuUsage(cpu0);
-  return { messages, seconds, cpuMsPerMessage: (cpu.user + cpu.system) / 1_000 / messages };
+/** The worker's path of a leased message: prepare (compose), optionally sign, send. */
+function viaTransport(transport: Transport, sign: ((p: Prepared) => Prepared) | undefined) {
+  return () => async (n: number) => {
+    const prepared = await transport.prepare(lease(n));
+    const r = await transport.send(sign ? sign(prepared) : prepared);
+    if (r.outcome !== DeliveryOutcome.DELIVERED) throw new Error(`not delivered: ${r.detail}`);
+  };
 }
 
 async function runReceiver(port: number): Promise<void> {
@@ -90,29 +64,15 @@ async function runReceiver(port: number): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  const s = parseFlags(process.argv.slice(2));
+  const s = parseCountFlags(process.argv.slice(2), DEFAULTS, USAGE);
   const port = await freePort();
-  const receiver = spawn([process.execPath, import.meta.path, "--receiver", String(port)], {
-    stdout: "pipe",
-    stderr: "inherit",
-  });
+  const stopReceiver = await startReceiverProcess(import.meta.path, port);
   try {
-    const out = receiver.stdout.getReader();
-    await waitFor("the receiver", async () => new TextDecoder().decode((await out.read()).value).includes("ready"));
-    const shaping = parseShaping(
-      {
-        default: { connections: 10, messagesPerConnection: 100, messagesPerMinute: 1_000_000, tlsRequired: false },
-        rules: [],
-        rateLimitReplies: [],
-        slowdown: { minutes: 1, connections: 1, messagesPerMinute: 1 },
-      },
-      "bench",
-    );
     const mx = new MxTransport(
       new MxDelivery({
         resolveRoute: async () => ({ hosts: [{ name: "mx.rcpt.test", addresses: [ADDRESS] }] }),
         lookupMtaSts: async () => undefined,
-        shaping,
+        shaping: benchShaping(10),
         heloName: "bench.mailcore.test",
         port,
       }),
@@ -130,23 +90,21 @@ async function main(): Promise<void> {
       ["relay transport", relay, undefined],
       ["relay transport, DKIM-signed (RSA-2048)", relay, sign],
     ];
-    for (const [, transport, signer] of variants) await measure(s.warmup, s.inFlight, transport, signer);
+    for (const [, transport, signer] of variants)
+      await measureSends(s.warmup, s.inFlight, viaTransport(transport, signer));
     const runs: { name: string; run: Run }[] = [];
     for (let round = 0; round < 2; round++)
       for (const [name, transport, signer] of variants)
-        runs.push({ name, run: await measure(s.messages, s.inFlight, transport, signer) });
+        runs.push({ name, run: await measureSends(s.messages, s.inFlight, viaTransport(transport, signer)) });
     mx.close();
     relay.close();
     console.log(
       `The worker's transports to one fast receiver (smtp-server, plaintext, own process) on ${ADDRESS}; ${s.messages} messages composed as the worker does; ` +
         `${s.inFlight} in flight; MX: 10 connections, 100 messages a connection; relay: nodemailer's pool of 4; ${cpus().length} cores (${cpus()[0]?.model}); Bun ${Bun.version}`,
     );
-    console.log("| run | messages/s | CPU ms per delivery (this process) |\n|---|---|---|");
-    for (const { name, run } of runs)
-      console.log(`| ${name} | ${(run.messages / run.seconds).toFixed(0)} | ${run.cpuMsPerMessage.toFixed(3)} |`);
+    printRuns(runs);
   } finally {
-    receiver.kill();
-    await receiver.exited;
+    await stopReceiver();
   }
 }
 

@@ -1,10 +1,20 @@
-// Runs wrk with loadtest/rotate.lua (GETs) or loadtest/send.lua (sends) and reads the one JSON
-// line the script prints.
+// Runs wrk with loadtest/rotate.lua (GETs) or loadtest/send.lua (sends), each behind
+// loadtest/wrk-common.lua (wrk takes one script), and reads the one JSON line it prints.
 import { spawn, spawnSync } from "bun";
+import { readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { exitedCpuSeconds, has, onExit } from "./procs";
 
-const SCRIPTS = { rotate: join(import.meta.dir, "rotate.lua"), send: join(import.meta.dir, "send.lua") };
+const SCRIPTS = { rotate: "rotate.lua", send: "send.lua" };
+
+/** The script wrk runs: wrk-common.lua and then the named one, in one file under the temp directory. */
+function scriptFile(name: keyof typeof SCRIPTS): string {
+  const read = (file: string) => readFileSync(join(import.meta.dir, file), "utf8");
+  const path = join(tmpdir(), `mailcore-wrk-${process.pid}-${name}.lua`);
+  writeFileSync(path, `${read("wrk-common.lua")}\n${read(SCRIPTS[name])}`);
+  return path;
+}
 export const WRK_INSTALL = "apt-get install -y wrk";
 
 /** Makes sure wrk is there: installs it when root, else stops with the install line. */
@@ -72,7 +82,7 @@ export async function runWrk(o: WrkOptions): Promise<WrkResult> {
     "5s",
     "--latency",
   ];
-  cmd.push("-s", SCRIPTS[o.script ?? "rotate"], o.url, "--", o.tokensFile, String(o.ips));
+  cmd.push("-s", scriptFile(o.script ?? "rotate"), o.url, "--", o.tokensFile, String(o.ips));
   const p = spawn(cmd, { stdout: "pipe", stderr: "pipe", stdin: "ignore" });
   onExit("wrk", () => p.kill("SIGKILL"));
   o.started?.(p.pid);

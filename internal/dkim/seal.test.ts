@@ -1,6 +1,6 @@
 import { afterAll, expect, test } from "bun:test";
 import { randomBytes, sign, verify } from "node:crypto";
-import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { inspect } from "node:util";
@@ -150,11 +150,18 @@ test("npm start's key file: made once with mode 0600, then read back", () => {
   expect(publicKeyOf("ed25519-sha256", openPrivateKey(sealed, second.key))).toBe(ed.publicKey);
 });
 
-test("a key file that is missing or damaged is an error naming the file, never replaced", () => {
+test("a key file that is missing, damaged or readable by others is an error naming the file, never replaced", () => {
   const dir = tempDir();
   const path = join(dir, MASTER_KEY_FILE);
   expect(() => readMasterKeyFile(path)).toThrow(`the DKIM master key file ${path} does not exist`);
+  writeFileSync(path, `${Buffer.alloc(32, 7).toString("base64")}\n`);
+  chmodSync(path, 0o644);
+  expect(() => ensureMasterKeyFile(dir)).toThrow(MasterKeyError);
+  expect(() => readMasterKeyFile(path)).toThrow(
+    `the DKIM master key file ${path} may be read by others than its owner`,
+  );
   writeFileSync(path, "short\n");
+  chmodSync(path, 0o600);
   expect(() => ensureMasterKeyFile(dir)).toThrow(
     `the DKIM master key file ${path} must be the base64 of 32 random bytes`,
   );

@@ -7,8 +7,8 @@ import {
   type KeyObject,
   randomBytes,
 } from "node:crypto";
-import { chmodSync, linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { ensureSecretFile, readSecretFile, SecretFileError } from "../secretfile/secretfile";
 
 // DKIM private keys at rest: sealed with AES-256-GCM under a master key that lives outside the
 // records (DKIM_MASTER_KEY, or a file), so a copy of the records alone signs nothing. A sealed
@@ -80,48 +80,35 @@ export class MasterKey {
   }
 }
 
-/** Reads a master key file (its base64 text). */
-export function readMasterKeyFile(path: string): MasterKey {
-  const key = readMasterKeyFileIfAny(path);
-  if (key === undefined) throw new MasterKeyError(`the DKIM master key file ${path} does not exist`);
-  return key;
+const KEY_FILE = "the DKIM master key file";
+
+/** A secret file's error as the master key's. */
+function asMasterKeyError<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    throw err instanceof SecretFileError ? new MasterKeyError(err.message) : err;
+  }
 }
 
-function readMasterKeyFileIfAny(path: string): MasterKey | undefined {
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === "ENOENT") return undefined;
-    throw new MasterKeyError(`cannot read the DKIM master key file ${path}: ${code ?? (err as Error).message}`);
-  }
-  return MasterKey.fromBase64(text, `the DKIM master key file ${path}`);
+/** Reads a master key file (its base64 text); a file others may read is refused. */
+export function readMasterKeyFile(path: string): MasterKey {
+  const text = asMasterKeyError(() => readSecretFile(path, KEY_FILE));
+  if (text === undefined) throw new MasterKeyError(`${KEY_FILE} ${path} does not exist`);
+  return MasterKey.fromBase64(text, `${KEY_FILE} ${path}`);
 }
 
 /**
  * The master key in dir/dkim-master.key, made (mode 0600) when there is none: for npm start,
- * where nobody has set DKIM_MASTER_KEY. The file appears whole or not at all (written aside,
- * then linked in place), so two processes starting together agree on one key.
+ * where nobody has set DKIM_MASTER_KEY. Two processes starting together agree on one key
+ * (internal/secretfile).
  */
 export function ensureMasterKeyFile(dir: string): { key: MasterKey; path: string; created: boolean } {
   const path = join(dir, MASTER_KEY_FILE);
-  const existing = readMasterKeyFileIfAny(path);
-  if (existing !== undefined) return { key: existing, path, created: false };
-  mkdirSync(dir, { recursive: true });
-  const key = MasterKey.generate();
-  const aside = `${path}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
-  try {
-    writeFileSync(aside, `${masterBytes.get(key)!.toString("base64")}\n`, { mode: 0o600, flag: "wx" });
-    chmodSync(aside, 0o600);
-    linkSync(aside, path);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
-    return { key: readMasterKeyFile(path), path, created: false };
-  } finally {
-    rmSync(aside, { force: true });
-  }
-  return { key, path, created: true };
+  const { text, created } = asMasterKeyError(() =>
+    ensureSecretFile(path, KEY_FILE, () => `${randomBytes(MASTER_KEY_BYTES).toString("base64")}\n`),
+  );
+  return { key: MasterKey.fromBase64(text, `${KEY_FILE} ${path}`), path, created };
 }
 
 export class SealedKeyError extends Error {
