@@ -7,11 +7,7 @@
 // organization limiter's result, or 429. Unlike the API it fetches no tags: the body is static.
 // Usage: PEER_PORT=<port> REDIS_URL=<url> PEER_TOKENS=<json file> bun run loadtest/peer-server.ts (SIGHUP: read the file again)
 import { readFileSync } from "node:fs";
-import { Redis } from "ioredis";
-import { RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
-import { rateLimitHeaders } from "../internal/api/ratelimit_headers";
-import { Plan } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
-import { IP_QUOTA, planQuota } from "../internal/plans/plans";
+import { JSON_TYPE, peerLimits } from "./peer-limits";
 
 const port = Number(process.env.PEER_PORT ?? "0");
 const loadTokens = () =>
@@ -21,36 +17,8 @@ let orgs = loadTokens();
 process.on("SIGHUP", () => {
   orgs = loadTokens();
 });
-const QUOTA = planQuota(Plan.ENTERPRISE);
 const BODY = '{"data":[]}';
-const JSON_TYPE = { "Content-Type": "application/json" };
-
-// Set up as the library's documentation sets up ioredis (its default client): no offline
-// queue, so requests fail while Redis is away instead of piling up.
-const redis = new Redis(process.env.REDIS_URL!, { enableOfflineQueue: false, lazyConnect: true });
-redis.on("error", () => {}); // surfaced per request as a 503
-await redis.connect();
-const ipLimiter = new RateLimiterRedis({ storeClient: redis, keyPrefix: "peer-ip", points: IP_QUOTA, duration: 1 });
-const orgLimiter = new RateLimiterRedis({ storeClient: redis, keyPrefix: "peer-org", points: QUOTA, duration: 60 });
-
-/** The limiter rejects with its result when out of points, and with an Error when Redis fails. */
-async function consume(limiter: RateLimiterRedis, key: string): Promise<{ ok: boolean; res: RateLimiterRes }> {
-  try {
-    return { ok: true, res: await limiter.consume(key) };
-  } catch (err) {
-    if (err instanceof RateLimiterRes) return { ok: false, res: err };
-    throw err;
-  }
-}
-
-const seconds = (res: RateLimiterRes) => Math.ceil(res.msBeforeNext / 1000);
-
-function tooMany(res: RateLimiterRes, headers: Record<string, string>): Response {
-  return new Response('{"message":"Too many requests"}', {
-    status: 429,
-    headers: { ...headers, ...JSON_TYPE, "Retry-After": String(seconds(res)) },
-  });
-}
+const { admit } = await peerLimits(process.env.REDIS_URL!);
 
 async function tags(req: Request): Promise<Response> {
   const auth = req.headers.get("authorization");
@@ -58,18 +26,8 @@ async function tags(req: Request): Promise<Response> {
   if (org === undefined) return new Response('{"code":"INVALID_TOKEN"}', { status: 401, headers: JSON_TYPE });
   // The harness is the only client and acts as the proxy: its X-Forwarded-For is the client.
   const ip = req.headers.get("x-forwarded-for")?.split(",").pop()?.trim() ?? "";
-  // IP first: a flood from one address is refused without touching the organization's count.
-  const byIp = await consume(ipLimiter, ip);
-  if (!byIp.ok) return tooMany(byIp.res, {});
-  const byOrg = await consume(orgLimiter, org);
-  // The same 8 headers as the API (its formatting function), from this limiter's numbers.
-  const headers = rateLimitHeaders({
-    plan: Plan.ENTERPRISE,
-    limit: QUOTA,
-    remaining: byOrg.res.remainingPoints,
-    resetSeconds: seconds(byOrg.res),
-  });
-  return byOrg.ok ? new Response(BODY, { headers: { ...headers, ...JSON_TYPE } }) : tooMany(byOrg.res, headers);
+  const admission = await admit(ip, org);
+  return admission.ok ? new Response(BODY, { headers: { ...admission.headers, ...JSON_TYPE } }) : admission.refusal;
 }
 
 const server = Bun.serve({

@@ -11,18 +11,14 @@
 // headers, or the API's refusals. No Idempotency-Key (the benchmark sends none).
 // Usage: SEND_PEER_PORT=<port> REDIS_URL=<url> SEND_PEER_TOKENS=<file of "<token> <domain>" lines> bun run loadtest/send-peer.ts
 import { readFileSync } from "node:fs";
-import { Redis } from "ioredis";
-import { RateLimiterRedis, RateLimiterRes } from "rate-limiter-flexible";
 import { apiContracts } from "../internal/api/contract";
 import { InvalidField } from "../internal/api/invalid_field";
-import { rateLimitHeaders } from "../internal/api/ratelimit_headers";
 import { parseSendRequest } from "../internal/api/send_request";
-import { Plan } from "../internal/gen/mailcore/limiter/v1/limiter_pb";
 import { Lane } from "../internal/gen/mailcore/limiter/v1/mail_pb";
 import { newMessageId } from "../internal/mail/identity";
 import { domainOf, fixtureKind, GUARD_LIMITS, laneName, normalizeMailbox } from "../internal/mail/policy";
 import { MAX_BODY_BYTES } from "../internal/limits/limits";
-import { IP_QUOTA, planQuota } from "../internal/plans/plans";
+import { JSON_TYPE, peerLimits } from "./peer-limits";
 
 const port = Number(process.env.SEND_PEER_PORT ?? "0");
 /** token -> [organization, its verified domain] */
@@ -35,15 +31,9 @@ const senders = new Map(
       return [token, { org: domain, domain }] as const;
     }),
 );
-const QUOTA = planQuota(Plan.ENTERPRISE);
-const JSON_TYPE = { "Content-Type": "application/json" };
 const checkBody = apiContracts().get("POST /api/v1/emails")!.body;
 
-const redis = new Redis(process.env.REDIS_URL!, { enableOfflineQueue: false, lazyConnect: true });
-redis.on("error", () => {}); // surfaced per request as a 503
-await redis.connect();
-const ipLimiter = new RateLimiterRedis({ storeClient: redis, keyPrefix: "peer-ip", points: IP_QUOTA, duration: 1 });
-const orgLimiter = new RateLimiterRedis({ storeClient: redis, keyPrefix: "peer-org", points: QUOTA, duration: 60 });
+const { redis, admit } = await peerLimits(process.env.REDIS_URL!);
 
 // KEYS[1] the (organization, mailbox) log of accepted sends  KEYS[2] the mailbox's bounce cooldown
 // ARGV now, message id, count (1/0), short max, short window, long max, long window
@@ -65,36 +55,17 @@ return 0`,
 });
 const guards = (redis as unknown as { guards(...a: (string | number)[]): Promise<number> }).guards.bind(redis);
 
-async function consume(limiter: RateLimiterRedis, key: string): Promise<{ ok: boolean; res: RateLimiterRes }> {
-  try {
-    return { ok: true, res: await limiter.consume(key) };
-  } catch (err) {
-    if (err instanceof RateLimiterRes) return { ok: false, res: err };
-    throw err;
-  }
-}
-
-const seconds = (res: RateLimiterRes) => Math.ceil(res.msBeforeNext / 1000);
 const json = (status: number, body: unknown, headers: Record<string, string> = {}) =>
   new Response(JSON.stringify(body), { status, headers: { ...headers, ...JSON_TYPE } });
-const tooMany = (res: RateLimiterRes, headers: Record<string, string>) =>
-  json(429, { message: "Too many requests" }, { ...headers, "Retry-After": String(seconds(res)) });
 
 async function send(req: Request): Promise<Response> {
   const auth = req.headers.get("authorization");
   const sender = auth?.startsWith("Bearer ") ? senders.get(auth.slice(7)) : undefined;
   if (sender === undefined) return json(401, { code: "INVALID_TOKEN" });
   const ip = req.headers.get("x-forwarded-for")?.split(",").pop()?.trim() ?? "";
-  const byIp = await consume(ipLimiter, ip);
-  if (!byIp.ok) return tooMany(byIp.res, {});
-  const byOrg = await consume(orgLimiter, sender.org);
-  const headers = rateLimitHeaders({
-    plan: Plan.ENTERPRISE,
-    limit: QUOTA,
-    remaining: byOrg.res.remainingPoints,
-    resetSeconds: seconds(byOrg.res),
-  });
-  if (!byOrg.ok) return tooMany(byOrg.res, headers);
+  const admission = await admit(ip, sender.org);
+  if (!admission.ok) return admission.refusal;
+  const { headers } = admission;
 
   if (!/^application\/json\s*(;|$)/i.test(req.headers.get("content-type") ?? ""))
     return json(415, { code: "UNSUPPORTED_MEDIA_TYPE" }, headers);

@@ -7,7 +7,7 @@
 import { SharedArray } from "k6/data";
 import exec from "k6/execution";
 import http from "k6/http";
-import { API, headers } from "./lib.js";
+import { API, benchIp, fixedRate, headers } from "./lib.js";
 
 const RATE = Number(__ENV.RATE);
 const SECONDS = Number(__ENV.SECONDS || 10);
@@ -20,25 +20,10 @@ const tokens = new SharedArray("tokens", () =>
 
 export const options = {
   discardResponseBodies: true,
-  scenarios: {
-    latency: {
-      executor: "constant-arrival-rate",
-      rate: RATE,
-      timeUnit: "1s",
-      duration: `${SECONDS}s`,
-      // VUs made up front for 50 ms of latency (making one mid-run costs CPU the target
-      // would miss), more up to 200 ms before iterations are dropped.
-      preAllocatedVUs: Math.max(10, Math.ceil(RATE / 20)),
-      maxVUs: Math.max(50, Math.ceil(RATE / 5)),
-    },
-  },
+  scenarios: { latency: fixedRate(RATE, SECONDS) },
 };
-
-function ip(n) {
-  return `198.${18 + (Math.floor(n / 65536) % 2)}.${Math.floor(n / 256) % 256}.${n % 256}`;
-}
 
 export default function () {
   const k = exec.scenario.iterationInTest;
-  http.get(`${API}/api/v1/tags`, { headers: headers(tokens[k % tokens.length], ip((k * 7) % IPS)) });
+  http.get(`${API}/api/v1/tags`, { headers: headers(tokens[k % tokens.length], benchIp((k * 7) % IPS)) });
 }

@@ -13,6 +13,27 @@ export function headers(token, ip, extra) {
   return h;
 }
 
+/** Client IP n from 198.18.0.0/15 (the benchmarking range), as rotate.lua and send.lua make them. */
+export function benchIp(n) {
+  return `198.${18 + (Math.floor(n / 65536) % 2)}.${Math.floor(n / 256) % 256}.${n % 256}`;
+}
+
+/**
+ * A scenario of RATE arrivals a second for SECONDS (an open model: arrivals do not wait for
+ * answers). VUs made up front for 50 ms of latency (making one mid-run costs CPU the target
+ * would miss), more up to 200 ms before iterations are dropped (counted in dropped_iterations).
+ */
+export function fixedRate(rate, seconds) {
+  return {
+    executor: "constant-arrival-rate",
+    rate,
+    timeUnit: "1s",
+    duration: `${seconds}s`,
+    preAllocatedVUs: Math.max(10, Math.ceil(rate / 20)),
+    maxVUs: Math.max(50, Math.ceil(rate / 5)),
+  };
+}
+
 /** Adds counts and time bounds to the harness's tally (kept out of the API's metrics by its tag). */
 export function tally(name, t) {
   http.post(`${COLLECTOR}/tally/${name}`, JSON.stringify(t), {

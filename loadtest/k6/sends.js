@@ -7,7 +7,7 @@
 import { SharedArray } from "k6/data";
 import exec from "k6/execution";
 import http from "k6/http";
-import { API, headers } from "./lib.js";
+import { API, benchIp, fixedRate, headers } from "./lib.js";
 
 const RATE = Number(__ENV.RATE);
 const SECONDS = Number(__ENV.SECONDS || 10);
@@ -22,27 +22,14 @@ const TEXT = "x".repeat(200);
 
 export const options = {
   discardResponseBodies: true,
-  scenarios: {
-    sends: {
-      executor: "constant-arrival-rate",
-      rate: RATE,
-      timeUnit: "1s",
-      duration: `${SECONDS}s`,
-      preAllocatedVUs: Math.max(10, Math.ceil(RATE / 20)),
-      maxVUs: Math.max(50, Math.ceil(RATE / 5)),
-    },
-  },
+  scenarios: { sends: fixedRate(RATE, SECONDS) },
 };
-
-function ip(n) {
-  return `198.${18 + (Math.floor(n / 65536) % 2)}.${Math.floor(n / 256) % 256}.${n % 256}`;
-}
 
 export default function () {
   const k = exec.scenario.iterationInTest;
   const [token, domain] = senders[k % senders.length];
   const body = `{"from":"app@${domain}","to":"k${__ENV.RUN}-${k}@rcpt.example","subject":"Your code ${k}","text":"${TEXT}"}`;
   http.post(`${API}/api/v1/emails`, body, {
-    headers: headers(token, ip((k * 7) % IPS), { "Content-Type": "application/json" }),
+    headers: headers(token, benchIp((k * 7) % IPS), { "Content-Type": "application/json" }),
   });
 }
