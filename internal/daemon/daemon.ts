@@ -1,5 +1,7 @@
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import type { Clock } from "../clock/clock";
+import type { DomainsConfig } from "../config/config";
+import type { MasterKey } from "../dkim/seal";
 import type { DiskSpace } from "../diskspace/diskspace";
 import { Health } from "../gen/grpc/health/v1/health_pb";
 import { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
@@ -43,6 +45,7 @@ import { sendBatchRawHandlers } from "./send_batch_service";
 import { Reconciler } from "./reconciler";
 import { RecordsWriter } from "./recordswriter";
 import { RefusalCounter } from "./refusals";
+import { Signing } from "./signing";
 import { tenantGate } from "./tenant";
 import { Tickets } from "./tickets";
 import type { RawUnary } from "./server";
@@ -83,6 +86,10 @@ export interface DaemonOptions {
   metrics?: LimiterMetrics;
   /** The key of the admission tickets' MAC: masterKey.derive("plane-ticket"), the same on every daemon. */
   ticketKey: Buffer;
+  /** The master key: seals the DKIM keys, and the return paths' HMAC key derives from it. */
+  master: MasterKey;
+  /** How the sending domains' keys and records are made and checked. */
+  domains: DomainsConfig;
   /** Told of a call refused because the store's disk is full (the raw methods'; the interceptors tell it of the rest). */
   disk?: Pick<DiskSpace, "noted">;
 }
@@ -119,6 +126,7 @@ export interface DaemonParts {
   runner: Pick<WorkflowRunner, "wake">;
   fanout: Pick<CampaignFanout, "wake">;
   tickets: Tickets;
+  signing: Signing;
 }
 
 /** The limiter daemon's parts, wired: its RPCs (daemonRoutes), the lanes, the records writer and the leased loops. */
@@ -170,6 +178,14 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
   const fanout = new CampaignFanout(sending);
   const runner = new WorkflowRunner(sending);
   const tickets = new Tickets(o.ticketKey, () => clock.nowMs());
+  const signing = new Signing({
+    records,
+    master: o.master,
+    clock,
+    log,
+    returnPathSubdomain: o.domains.returnPathSubdomain,
+    ed25519: o.domains.ed25519,
+  });
   const parts: DaemonParts = {
     o,
     destinations: new DestinationReports(clock),
@@ -191,6 +207,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     runner,
     fanout,
     tickets,
+    signing,
   };
   // Releases by any daemon on the store wake this daemon's idle lease streams (from its
   // construction: a daemon's RPCs serve before its lanes start); any lane signal wakes the
@@ -266,7 +283,10 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
   const { admission, mail, usage, lifecycle } = p.o.hot;
   const { projection, runtime } = p;
   router.service(LimiterService, admissionHandlers(p.admissionDeps));
-  router.service(DirectoryService, directoryHandlers({ admission, records, projection, clock, newToken }));
+  router.service(
+    DirectoryService,
+    directoryHandlers({ admission, records, projection, clock, newToken, signing: p.signing }),
+  );
   router.service(Health, healthHandlers({ lifecycle }));
   router.service(MailService, mailHandlers({ mail, records, accept: p.accept, refusals: p.refusals }));
   router.service(
@@ -279,6 +299,7 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
       visibilityMs: p.o.visibilityMs,
       policy: p.o.policy,
       retryInHours: p.o.retryInHours ?? retryPolicy(),
+      signing: p.signing,
     }),
   );
   router.service(LaneService, laneHandlers({ mail, runtime, clock, laneRate }));

@@ -22,6 +22,7 @@ import type { Records } from "../records/records";
 import { hashToken, isWellFormed } from "../token/token";
 import type { Projection } from "./projection";
 import { guard } from "./rpc_errors";
+import type { Signing } from "./signing";
 import { tenantOf } from "./tenant";
 
 // The directory service (DirectoryService): organizations, their plans, domains and API tokens
@@ -41,6 +42,8 @@ export interface DirectoryDeps {
   projection: Projection;
   clock: Clock;
   newToken: () => string;
+  /** Makes an added domain's DKIM keys. */
+  signing: Pick<Signing, "ensureKeys">;
 }
 
 /** What issuing a token needs (the console's service issues them too). */
@@ -129,6 +132,7 @@ export async function addDomain(deps: DirectoryDeps, req: AddDomainRequest) {
   const { organization, projection: p } = await guard(() =>
     deps.records.directory.addDomain(checkSlug(req.slug), domain, req.verified, deps.clock.nowMs()),
   );
+  await guard(() => deps.signing.ensureKeys(organization.id, domain));
   await guard(() => deps.projection.writeOrg(p));
   return { organization: toOrgMsg(organization) };
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { OrgProjection } from "../model/projection";
-import { chunks, type Db, isUniqueViolation, num, numOrNull, RecordError, type Sql } from "./db";
+import { chunks, type Db, isUniqueViolation, num, numOrNull, RecordError, randomId, type Sql } from "./db";
 
 // Organizations, their plans, API tokens (hashes only) and sending domains.
 
@@ -84,6 +84,7 @@ export class DirectoryRecords {
           orgs.push({ id, slug: spec.slug, plan: spec.plan, version: 1, created_ms: nowMs });
           for (const d of spec.domains)
             domains.push({
+              id: randomId("dom"),
               org_id: id,
               name: d.name,
               verified: d.verified ? 1 : 0,
@@ -235,7 +236,7 @@ export class DirectoryRecords {
     const orgId = await this.db.tx(async (sql) => {
       const [row] = await sql`UPDATE organizations SET version = version + 1 WHERE slug = ${slug} RETURNING id`;
       if (!row) throw noOrg(slug);
-      await sql`INSERT INTO sending_domains (org_id, name, verified, created_ms, verify_value) VALUES (${row.id}, ${domain}, ${verified ? 1 : 0}, ${nowMs}, ${newVerifyValue()})
+      await sql`INSERT INTO sending_domains (id, org_id, name, verified, created_ms, verify_value) VALUES (${randomId("dom")}, ${row.id}, ${domain}, ${verified ? 1 : 0}, ${nowMs}, ${newVerifyValue()})
         ON CONFLICT (org_id, name) DO UPDATE SET verified = excluded.verified`;
       return row.id as string;
     });
@@ -261,7 +262,7 @@ export class DirectoryRecords {
     const added = await this.db.run(
       (
         sql,
-      ) => sql`INSERT INTO sending_domains (org_id, name, verified, created_ms, verify_value) VALUES (${orgId}, ${domain}, 0, ${nowMs}, ${verifyValue})
+      ) => sql`INSERT INTO sending_domains (id, org_id, name, verified, created_ms, verify_value) VALUES (${randomId("dom")}, ${orgId}, ${domain}, 0, ${nowMs}, ${verifyValue})
         ON CONFLICT (org_id, name) DO NOTHING RETURNING name`,
     );
     if (added.length === 0)

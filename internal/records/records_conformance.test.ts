@@ -90,6 +90,9 @@ for (const [name, fresh] of databases) {
       });
       // A domain added before the console got a verification value of its own.
       expect((await records.directory.listDomains("org_old"))[0]!.verifyValue).toMatch(/^[0-9a-f]{32}$/);
+      // And, for the domains API, an id of its own; no key yet (its first are made at its first message).
+      expect((await records.domains.byName("org_old", "old.example"))!.id).toMatch(/^dom_[0-9a-f]{24}$/);
+      expect(await records.domains.keys("org_old", "old.example")).toEqual([]);
       await records.history.write([message({ orgId: "org_old" })]);
       const versions = await records.db.run((sql) => sql`SELECT version FROM schema_migrations ORDER BY version`);
       expect(versions.map((r: { version: unknown }) => Number(r.version))).toEqual(MIGRATIONS.map((m) => m.version));
