@@ -3,6 +3,7 @@ import type { Clock } from "../clock/clock";
 import type { DomainsConfig } from "../config/config";
 import type { MasterKey } from "../dkim/seal";
 import type { DiskSpace } from "../diskspace/diskspace";
+import { dnsResolver } from "../dnsquery/resolver";
 import { Health } from "../gen/grpc/health/v1/health_pb";
 import { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
 import { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
@@ -10,6 +11,7 @@ import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
 import { DestinationService } from "../gen/mailcore/limiter/v1/destinations_pb";
+import { DomainService } from "../gen/mailcore/limiter/v1/domains_pb";
 import { WebhookDeliveryService, WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
 import type { DeliveryPolicy, HotStore, QueueCap } from "../hotstore/hotstore";
 import { type Lanes, startLanes } from "../lanes/lanes";
@@ -34,6 +36,7 @@ import { CampaignFanout } from "./campaign_fanout";
 import { consoleHandlers } from "./console_service";
 import { deliveryHandlers } from "./delivery_service";
 import { directoryHandlers } from "./directory_service";
+import { type DomainDeps, domainHandlers } from "./domain_service";
 import { txtLookup } from "./dns";
 import { healthHandlers } from "./health_service";
 import { laneHandlers } from "./lane_service";
@@ -127,6 +130,8 @@ export interface DaemonParts {
   fanout: Pick<CampaignFanout, "wake">;
   tickets: Tickets;
   signing: Signing;
+  /** The domain service's: the recheck loop checks with the same. */
+  domainDeps: DomainDeps;
 }
 
 /** The limiter daemon's parts, wired: its RPCs (daemonRoutes), the lanes, the records writer and the leased loops. */
@@ -186,6 +191,19 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     returnPathSubdomain: o.domains.returnPathSubdomain,
     ed25519: o.domains.ed25519,
   });
+  const domainDeps: DomainDeps = {
+    records,
+    projection,
+    signing,
+    clock,
+    resolve: dnsResolver({ server: o.dnsServer }),
+    platform: {
+      returnPathSubdomain: o.domains.returnPathSubdomain,
+      spfInclude: o.domains.spfInclude,
+      inboundHost: o.domains.inboundHost,
+    },
+    log,
+  };
   const parts: DaemonParts = {
     o,
     destinations: new DestinationReports(clock),
@@ -208,6 +226,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     fanout,
     tickets,
     signing,
+    domainDeps,
   };
   // Releases by any daemon on the store wake this daemon's idle lease streams (from its
   // construction: a daemon's RPCs serve before its lanes start); any lane signal wakes the
@@ -304,6 +323,7 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
   );
   router.service(LaneService, laneHandlers({ mail, runtime, clock, laneRate }));
   router.service(DestinationService, destinationHandlers(p.destinations));
+  router.service(DomainService, domainHandlers(p.domainDeps));
   router.service(
     ConsoleService,
     consoleHandlers({

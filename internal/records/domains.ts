@@ -39,10 +39,14 @@ export interface SendingDomainRow {
   checkedMs: number | null;
 }
 
-/** What a check writes: its records, the domain's verdict, and the keys it promoted. */
+/**
+ * What a check writes: its records, whether the domain may send from now on, and the keys it
+ * promoted. A domain once allowed to send stays allowed (a record gone later raises an alert
+ * and changes its status, not its mail): a check grants, never revokes.
+ */
 export interface CheckWrite {
   records: unknown[];
-  verified: boolean;
+  grant: boolean;
   /** The pending keys whose records verified: they become active, and the active ones retired. */
   promote: string[];
 }
@@ -156,17 +160,18 @@ export class DomainRecords {
   /**
    * Writes a check: its records, the domain's verdict, and the promotions of the pending keys
    * whose records verified (each active key of the same algorithm is retired then). Whether the
-   * verdict changed is returned, read in the same transaction.
+   * domain could send before is returned, read in the same transaction.
    */
   async saveCheck(orgId: string, id: string, check: CheckWrite, nowMs: number): Promise<{ wasVerified: boolean }> {
     return this.db.tx(async (sql) => {
       const [row] = await sql`SELECT name, verified FROM sending_domains WHERE org_id = ${orgId} AND id = ${id}`;
       if (!row) throw new RecordError("not_found", `no sending domain ${id}`);
       const wasVerified = num(row.verified) === 1;
-      if (check.verified && !wasVerified) await refuseVerifiedElsewhere(sql, orgId, row.name);
+      const granted = check.grant && !wasVerified;
+      if (granted) await refuseVerifiedElsewhere(sql, orgId, row.name);
       await sql`UPDATE sending_domains SET checked_json = ${JSON.stringify(check.records)}, checked_ms = ${nowMs},
-        verified = ${check.verified ? 1 : 0} WHERE org_id = ${orgId} AND id = ${id}`;
-      if (check.verified !== wasVerified) await sql`UPDATE organizations SET version = version + 1 WHERE id = ${orgId}`;
+        verified = ${wasVerified || granted ? 1 : 0} WHERE org_id = ${orgId} AND id = ${id}`;
+      if (granted) await sql`UPDATE organizations SET version = version + 1 WHERE id = ${orgId}`;
       for (const selector of check.promote) {
         const [k] = await sql`SELECT algorithm FROM dkim_keys
           WHERE org_id = ${orgId} AND domain = ${row.name} AND selector = ${selector} AND state = 'pending'`;

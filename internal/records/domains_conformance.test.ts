@@ -57,7 +57,7 @@ for (const [name, fresh] of databases) {
       ).rejects.toThrow("already a sending domain of this organization");
 
       // Verified here: the other organization may not add it, nor verify it.
-      const check = { records: [{ purpose: "verification" }], verified: true, promote: [] };
+      const check = { records: [{ purpose: "verification" }], grant: true, promote: [] };
       expect(await r.domains.saveCheck(made.org, "dom_a1", check, T0 + 1)).toEqual({ wasVerified: false });
       expect((await r.directory.orgProjection(made.org))!.verifiedDomains).toEqual(["mail.example.com"]);
       await expect(
@@ -72,6 +72,9 @@ for (const [name, fresh] of databases) {
       ).rejects.toThrow("verified by another organization");
       const got = await r.domains.get(made.org, "dom_a1");
       expect(got).toMatchObject({ verified: true, checked: [{ purpose: "verification" }], checkedMs: T0 + 1 });
+      // A later check that does not grant (a record gone) never takes the right to send back.
+      await r.domains.saveCheck(made.org, "dom_a1", { records: [], grant: false, promote: [] }, T0 + 2);
+      expect(await r.domains.get(made.org, "dom_a1")).toMatchObject({ verified: true, checked: [], checkedMs: T0 + 2 });
     });
 
     test("a rotation: the pending key promoted by a check, the active one of its algorithm retired; old retired keys dropped", async () => {
@@ -82,7 +85,7 @@ for (const [name, fresh] of databases) {
       const states = async () =>
         Object.fromEntries((await r.domains.keys(org, "mail.example.com")).map((k) => [k.selector, k.state]));
       expect(await states()).toEqual({ mc202611a: "active", "mc202611a-ed": "active", mc202611b: "pending" });
-      await r.domains.saveCheck(org, "dom_a1", { records: [], verified: true, promote: ["mc202611b"] }, T0 + 3);
+      await r.domains.saveCheck(org, "dom_a1", { records: [], grant: true, promote: ["mc202611b"] }, T0 + 3);
       expect(await states()).toEqual({ mc202611a: "retired", "mc202611a-ed": "active", mc202611b: "active" });
       const retired = (await r.domains.keys(org, "mail.example.com")).find((k) => k.selector === "mc202611a")!;
       expect(retired.changedMs).toBe(T0 + 3);
