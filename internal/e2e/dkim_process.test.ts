@@ -1,0 +1,267 @@
+// test-runner: alone
+// Signed mail end to end, through limiterd, an API process, an SMTP front and a worker with the
+// file sink, against a dnsmasq of the test's own: the DKIM record the API shows, published as
+// DNS carries it (two strings), verifies the signature of every kind of message (an API send,
+// an SMTP submission, a campaign) with Debian's python3-dkim, which nobody on the project wrote;
+// the envelope sender is the return path, whose HMAC the master key checks. Then the domain's
+// records verified and a DNS timeout that changes nothing; a rotation without a gap; and a
+// start under another master key, refused.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { splitTxtValue } from "../dkim/keys";
+import { MASTER_KEY_FILE, readMasterKeyFile } from "../dkim/seal";
+import { parseReturnPath } from "../returnpath/returnpath";
+import { dkimpy } from "../testkit/dkimverifiers";
+import { type DnsRecord, type Dnsmasq, startDnsmasq } from "../testkit/dnsmasq";
+import { viaNodemailer } from "../testkit/smtpclients";
+import { runToEnd, type SmtpProc, type Stack, startSmtp, startStack, waitFor } from "../testkit/testkit";
+
+const DOMAIN = "signed.example";
+const INBOUND = "mx.mail.test";
+const SPF_INCLUDE = "_spf.mail.test";
+
+let dns: Dnsmasq;
+let stack: Stack;
+let smtp: SmtpProc;
+let token: string;
+
+type Json = Record<string, any>;
+
+async function api(method: string, path: string, body?: unknown): Promise<{ status: number; body: Json }> {
+  const res = await fetch(`${stack.apiUrls[0]}${path}`, {
+    method,
+    headers: {
+      Authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { "Content-Type": "application/json" }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text === "" ? {} : (JSON.parse(text) as Json) };
+}
+
+const sinkDir = () => join(stack.dataDir, "sink");
+
+async function eml(id: string): Promise<Buffer> {
+  const file = join(sinkDir(), `${id}.eml`);
+  await waitFor(`${id} in the sink`, async () => existsSync(file), 20_000);
+  return readFileSync(file);
+}
+
+/** What a message's Return-Path field holds; the rest of the file is the message as signed. */
+function returnPathOf(message: Buffer): string {
+  const first = message.toString("latin1").split("\r\n")[0]!;
+  expect(first).toMatch(/^Return-Path: <[^>]+>$/);
+  return first.slice("Return-Path: <".length, -1);
+}
+
+/** The DNS table that publishes the records the API shows (each TXT value as DNS carries it), and more. */
+function published(domain: Json, extra: DnsRecord[] = []): DnsRecord[] {
+  const table: DnsRecord[] = domain.records
+    .filter((r: Json) => r.purpose !== "dkim" || !String(r.reason ?? "").startsWith("retired"))
+    .map((r: Json): DnsRecord => {
+      if (r.type === "MX") {
+        const [preference, exchange] = r.value.split(" ");
+        return { type: "MX", name: r.name, preference: Number(preference), exchange };
+      }
+      return { type: "TXT", name: r.name, strings: splitTxtValue(r.value) };
+    });
+  return [...table, ...extra];
+}
+
+async function theDomain(): Promise<Json> {
+  const list = await api("GET", "/api/v1/domains");
+  expect(list.status).toBe(200);
+  const domain = list.body.data.find((d: Json) => d.name === DOMAIN);
+  expect(domain).toBeDefined();
+  return domain;
+}
+
+async function send(subject: string): Promise<Buffer> {
+  const sent = await api("POST", "/api/v1/emails", {
+    from: `Jane <jane@${DOMAIN}>`,
+    to: "bob@receiver.test",
+    subject,
+    text: "Hello.\n",
+    html: "<p>Hello.</p>",
+  });
+  expect(sent.status).toBe(202);
+  return eml(sent.body.id);
+}
+
+/** The signatures of each message as python3-dkim reads them: [selector, algorithm, result, detail]. */
+async function verify(messages: Buffer[]): Promise<string[][][]> {
+  return (await dkimpy(messages, dns.address)).map((sigs) =>
+    sigs.map((s) => [s.selector, s.algorithm, s.result, s.detail]),
+  );
+}
+
+beforeAll(async () => {
+  dns = await startDnsmasq([]);
+  stack = await startStack({
+    workers: 1,
+    env: {
+      DNS_SERVER: dns.address,
+      DKIM_ED25519: "1",
+      INBOUND_MX_HOST: INBOUND,
+      SPF_INCLUDE,
+      TRUST_PROXY: "127.0.0.1",
+    },
+  });
+  // The organization with signed.example, which the admin's `domain add` made with its keys.
+  token = await stack.org("signed", "enterprise");
+  smtp = await startSmtp(stack);
+}, 90_000);
+afterAll(async () => {
+  await smtp?.proc.stop("SIGKILL");
+  await stack?.stop();
+  await dns?.stop();
+});
+
+test("an API send, an SMTP submission and a campaign message each verify with python3-dkim against the records the API shows; the envelope sender is the return path", async () => {
+  const domain = await theDomain();
+  const dkim = domain.records.filter((r: Json) => r.purpose === "dkim");
+  expect(dkim.map((r: Json) => r.value.slice(0, 15))).toEqual(["v=DKIM1; k=rsa;", "v=DKIM1; k=ed25"]);
+  expect(JSON.stringify(domain)).not.toMatch(/PRIVATE|dkimseal/);
+  await dns.setRecords(published(domain));
+
+  const viaApi = await send("via the API");
+  const viaSmtp = await (async () => {
+    const o = await viaNodemailer({
+      port: smtp.port,
+      user: "signed",
+      pass: token,
+      mailFrom: `jane@${DOMAIN}`,
+      to: ["carol@receiver.test"],
+      from: `Jane <jane@${DOMAIN}>`,
+      subject: "via SMTP",
+      text: "Hello over SMTP.",
+    });
+    expect(o.failure, o.transcript).toBeUndefined();
+    return eml(o.queued!.id!);
+  })();
+  const viaCampaign = await (async () => {
+    expect((await api("POST", "/api/v1/subscribers", { email: "dave@receiver.test" })).status).toBeLessThan(300);
+    const made = await api("POST", "/api/v1/campaigns", {
+      name: "News",
+      from: `News <news@${DOMAIN}>`,
+      subject: "via a campaign",
+      markdown: "News. [Unsubscribe]({{unsubscribeUrl}})",
+      audience: { all: true },
+    });
+    expect(made.status).toBe(201);
+    expect((await api("POST", `/api/v1/campaigns/${made.body.id}/send`)).status).toBe(202);
+    let found: Buffer | undefined;
+    await waitFor(
+      "the campaign's message in the sink",
+      async () => {
+        for (const f of readdirSync(sinkDir())) {
+          const b = readFileSync(join(sinkDir(), f));
+          if (b.toString("latin1").includes("Subject: via a campaign")) found = b;
+        }
+        return found !== undefined;
+      },
+      30_000,
+    );
+    return found!;
+  })();
+
+  const results = await verify([viaApi, viaSmtp, viaCampaign]);
+  const [rsa, ed] = dkim.map((r: Json) => r.name.split(".")[0]);
+  for (const sigs of results)
+    expect(sigs).toEqual([
+      [rsa, "rsa-sha256", "pass", ""],
+      [ed, "ed25519-sha256", "pass", ""],
+    ]);
+  // The campaign's one-click unsubscribe is covered by the signature (RFC 8058 section 4).
+  const [campaignSig] = await dkimpy([viaCampaign], dns.address);
+  expect(campaignSig![0]!.headers).toEqual(expect.arrayContaining(["list-unsubscribe", "list-unsubscribe-post"]));
+
+  // The envelope sender: at bounces.<domain>, naming the message, its HMAC under the master key.
+  const key = readMasterKeyFile(join(stack.dataDir, MASTER_KEY_FILE)).derive("return-path");
+  for (const m of [viaApi, viaSmtp, viaCampaign]) {
+    const rp = returnPathOf(m);
+    expect(rp).toEndWith(`@bounces.${DOMAIN}`);
+    const parsed = parseReturnPath(rp, key);
+    expect(parsed).toMatchObject({ ok: true, domain: `bounces.${DOMAIN}` });
+  }
+  expect(parseReturnPath(returnPathOf(viaApi), key)).toMatchObject({
+    messageId: (/^Message-ID: <([^@]+)@/im.exec(viaApi.toString("latin1")) ?? [])[1],
+  });
+}, 120_000);
+
+test("verify: every record verified once published; a DNS server that times out changes nothing, and the answer says so", async () => {
+  const domain = await theDomain();
+  // The domain's own DMARC policy instead of the advice.
+  const own: DnsRecord = { type: "TXT", name: `_dmarc.${DOMAIN}`, strings: ["v=DMARC1; p=reject"] };
+  await dns.setRecords([...published(domain).filter((r) => r.name !== own.name), own]);
+  const checked = await api("POST", `/api/v1/domains/${domain.id}/verify`);
+  expect(checked.status).toBe(200);
+  expect(checked.body.records.map((r: Json) => [r.purpose, r.status, r.reason])).toEqual([
+    ["verification", "verified", null],
+    ["dkim", "verified", null],
+    ["dkim", "verified", null],
+    ["return-path", "verified", null],
+    ["spf", "verified", null],
+    ["dmarc", "verified", null],
+  ]);
+  expect(checked.body).toMatchObject({ status: "verified", dnsAnswered: true });
+
+  await dns.setRecords([{ type: "timeout", name: DOMAIN }]);
+  const timedOut = await api("POST", `/api/v1/domains/${domain.id}/verify`);
+  expect(timedOut.body).toMatchObject({ status: "verified", dnsAnswered: false });
+  expect(timedOut.body.records[0].reason).toContain("the status is kept from the last check until DNS answers");
+  const after = await api("GET", `/api/v1/domains/${domain.id}`);
+  expect(after.body.records.every((r: Json) => r.status === "verified" && r.reason === null)).toBe(true);
+  expect(after.body.checkedAt).toBe(checked.body.checkedAt);
+}, 60_000);
+
+test("rotation: the pending key's record shown; the old key signs until the new record verifies, then the new one; the old record kept, then removable", async () => {
+  const before = await theDomain();
+  const oldSelectors = before.records.filter((r: Json) => r.purpose === "dkim").map((r: Json) => r.name.split(".")[0]);
+  await dns.setRecords(published(before));
+  const rotated = await api("POST", `/api/v1/domains/${before.id}/dkim/rotate`);
+  expect(rotated.status).toBe(200);
+  const dkim = rotated.body.records.filter((r: Json) => r.purpose === "dkim");
+  expect(dkim).toHaveLength(4);
+  const newSelectors = dkim.map((r: Json) => r.name.split(".")[0]).filter((s: string) => !oldSelectors.includes(s));
+  expect(newSelectors).toHaveLength(2);
+  // A second rotation while this one is pending is refused.
+  expect((await api("POST", `/api/v1/domains/${before.id}/dkim/rotate`)).body.code).toBe("ROTATION_PENDING");
+
+  // Not yet published: the old key signs, the new one does not.
+  const [whilePending] = await verify([await send("while the rotation is pending")]);
+  expect(whilePending!.map((s) => s[0])).toEqual(oldSelectors);
+  expect(whilePending!.every((s) => s[2] === "pass")).toBe(true);
+  // The check does not promote a key whose record is not there.
+  expect(
+    (await api("POST", `/api/v1/domains/${before.id}/verify`)).body.records
+      .filter((r: Json) => r.purpose === "dkim")
+      .map((r: Json) => r.status),
+  ).toEqual(["verified", "verified", "pending", "pending"]);
+
+  // Published and verified: the new key signs (the daemon's cache of keys is forgotten on promotion).
+  await dns.setRecords(published(rotated.body));
+  const promoted = await api("POST", `/api/v1/domains/${before.id}/verify`);
+  expect(promoted.body.status).toBe("verified");
+  const records = promoted.body.records.filter((r: Json) => r.purpose === "dkim");
+  const retired = records.filter((r: Json) => String(r.reason).startsWith("retired"));
+  expect(retired.map((r: Json) => r.name.split(".")[0]).sort()).toEqual([...oldSelectors].sort());
+  expect(retired[0].reason).toContain("keep it published until");
+  const [afterRotation] = await verify([await send("after the rotation")]);
+  expect(afterRotation).toEqual([
+    [newSelectors[0], "rsa-sha256", "pass", ""],
+    [newSelectors[1], "ed25519-sha256", "pass", ""],
+  ]);
+}, 90_000);
+
+test("a start under another master key than the keys were sealed with is refused, saying so", async () => {
+  await stack.limiterd.stop("SIGKILL");
+  const other = Buffer.alloc(32, 7).toString("base64");
+  const { code, stderr } = await runToEnd("cmd/limiterd/index.ts", [], { ...stack.env, DKIM_MASTER_KEY: other });
+  expect(code).toBe(1);
+  expect(stderr).toContain("cannot start: the DKIM keys of the records do not open");
+  expect(stderr).toContain("DKIM_MASTER_KEY (or its file) is not the one the keys were made with");
+  expect(stderr).not.toMatch(/BEGIN|PRIVATE KEY/);
+}, 60_000);
