@@ -153,6 +153,7 @@ const metrics = limiterMetrics(registry, {
       oldestAgeMs: c.oldestAgeMs,
     })),
   ready: () => hot.lifecycle.ping().then(() => true),
+  dkimFailing: () => records.domains.countDkimFailing(),
 });
 // The SQLite files under DATA_DIR (records, embedded hot store): a full disk refuses the calls
 // that write (UNAVAILABLE: the API answers 503, the worker retries its acks) until there is space.

@@ -36,6 +36,7 @@ import { CampaignFanout } from "./campaign_fanout";
 import { consoleHandlers } from "./console_service";
 import { deliveryHandlers } from "./delivery_service";
 import { directoryHandlers } from "./directory_service";
+import { DomainRecheck } from "./domain_recheck";
 import { type DomainDeps, domainHandlers } from "./domain_service";
 import { txtLookup } from "./dns";
 import { healthHandlers } from "./health_service";
@@ -203,7 +204,9 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
       inboundHost: o.domains.inboundHost,
     },
     log,
+    recheckMs: o.domains.recheckMs,
   };
+  const recheck = new DomainRecheck({ leases, owner: o.owner, log }, domainDeps);
   const parts: DaemonParts = {
     o,
     destinations: new DestinationReports(clock),
@@ -250,11 +253,12 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
       fanout.start();
       runner.start();
       reconciler.start();
+      recheck.start();
       lanes = startDaemonLanes(o, runtime);
       runtime.recovery = lanes;
     },
     async stopReleasing() {
-      await Promise.all([fanout.stop(), runner.stop(), reconciler.stop()]);
+      await Promise.all([fanout.stop(), runner.stop(), reconciler.stop(), recheck.stop()]);
       await lanes?.stop();
       unwatch();
       runtime.stopping.abort();

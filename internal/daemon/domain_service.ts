@@ -52,9 +52,12 @@ export interface DomainDeps {
   resolve: Resolve;
   platform: Platform;
   log: Logger;
-  /** Told of each check's domain: whether an active DKIM key's record failed (the alert's gauge). */
-  dkimFailing?: (domainId: string, failing: boolean) => void;
+  /** DOMAIN_RECHECK_S: when a domain is checked again after a check. */
+  recheckMs: number;
 }
+
+/** When a check that DNS did not answer is tried again, at the latest. */
+const RETRY_UNANSWERED_MS = 5 * 60_000;
 
 /** DomainService's methods, by name. */
 export function domainHandlers(deps: DomainDeps): ServiceImpl<typeof DomainService> {
@@ -186,8 +189,13 @@ export async function checkAndSave(
   };
   const previous = currentRecords(deps, row);
   const records = await checkRecords(resolve, sendingDomain(row), deps.platform, previous);
-  if (dnsUnavailable) return { domain: info(deps, row, records), dnsUnavailable };
   const nowMs = deps.clock.nowMs();
+  if (dnsUnavailable) {
+    await guard(() =>
+      deps.records.domains.postpone(row.orgId, row.id, nowMs + Math.min(deps.recheckMs, RETRY_UNANSWERED_MS)),
+    );
+    return { domain: info(deps, row, records), dnsUnavailable };
+  }
   const verifiedDkim = new Set(
     records.filter((r) => r.purpose === "dkim" && r.status === "verified").map((r) => r.name),
   );
@@ -197,13 +205,23 @@ export async function checkAndSave(
   const activeNames = new Set(
     row.keys.filter((k) => k.state === "active").map((k) => dkimRecordName(k.selector, row.name)),
   );
-  deps.dkimFailing?.(
-    row.id,
-    records.some((r) => activeNames.has(r.name) && r.status === "failed"),
-  );
+  const dkimFailing = records.some((r) => activeNames.has(r.name) && r.status === "failed");
+  if (dkimFailing)
+    deps.log.warn(
+      "an active DKIM key's record failed: the domain's mail is still signed, and fails DKIM at receivers",
+      {
+        orgId: row.orgId,
+        domain: row.name,
+      },
+    );
   const status = domainStatus(records);
   const { wasVerified } = await guard(() =>
-    deps.records.domains.saveCheck(row.orgId, row.id, { records, grant: status === "verified", promote }, nowMs),
+    deps.records.domains.saveCheck(
+      row.orgId,
+      row.id,
+      { records, grant: status === "verified", nextMs: nowMs + deps.recheckMs, dkimFailing, promote },
+      nowMs,
+    ),
   );
   if (status === "verified" && !wasVerified) {
     const p = await guard(() => deps.records.directory.orgProjection(row.orgId));

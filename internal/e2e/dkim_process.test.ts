@@ -15,7 +15,8 @@ import { parseReturnPath } from "../returnpath/returnpath";
 import { dkimpy } from "../testkit/dkimverifiers";
 import { type DnsRecord, type Dnsmasq, startDnsmasq } from "../testkit/dnsmasq";
 import { viaNodemailer } from "../testkit/smtpclients";
-import { runToEnd, type SmtpProc, type Stack, startSmtp, startStack, waitFor } from "../testkit/testkit";
+import { startReceiver } from "../testkit/receiver";
+import { freePort, runToEnd, type SmtpProc, type Stack, startSmtp, startStack, waitFor } from "../testkit/testkit";
 
 const DOMAIN = "signed.example";
 const INBOUND = "mx.mail.test";
@@ -25,6 +26,7 @@ let dns: Dnsmasq;
 let stack: Stack;
 let smtp: SmtpProc;
 let token: string;
+let metricsPort: number;
 
 type Json = Record<string, any>;
 
@@ -99,6 +101,7 @@ async function verify(messages: Buffer[]): Promise<string[][][]> {
 
 beforeAll(async () => {
   dns = await startDnsmasq([]);
+  metricsPort = await freePort();
   stack = await startStack({
     workers: 1,
     env: {
@@ -107,6 +110,9 @@ beforeAll(async () => {
       INBOUND_MX_HOST: INBOUND,
       SPF_INCLUDE,
       TRUST_PROXY: "127.0.0.1",
+      DOMAIN_RECHECK_S: "10",
+      WEBHOOK_ALLOW_PRIVATE_URLS: "1",
+      LIMITER_METRICS_PORT: String(metricsPort),
     },
   });
   // The organization with signed.example, which the admin's `domain add` made with its keys.
@@ -255,6 +261,45 @@ test("rotation: the pending key's record shown; the old key signs until the new 
     [newSelectors[1], "ed25519-sha256", "pass", ""],
   ]);
 }, 90_000);
+
+test("the recheck: a DKIM record that disappears fails the domain (domain.failed, the alert's gauge) and its mail stays signed; back, domain.verified", async () => {
+  const receiver = startReceiver();
+  try {
+    const hook = await api("POST", "/api/v1/webhooks", {
+      url: `${receiver.url}/domains`,
+      events: ["domain.verified", "domain.failed"],
+    });
+    expect(hook.status).toBe(201);
+    const domain = await theDomain();
+    expect(domain.status).toBe("verified");
+    const live = published(domain);
+    await dns.setRecords(live.filter((r) => !r.name.includes("._domainkey.")));
+    const events = () => receiver.at("/domains").map((r) => JSON.parse(r.body) as Json);
+    await waitFor("domain.failed", async () => events().some((e) => e.type === "domain.failed"), 60_000);
+    const failed = events().find((e) => e.type === "domain.failed")!;
+    expect(failed.data).toMatchObject({ id: domain.id, name: DOMAIN, status: "failed" });
+    expect(failed.data.records.filter((r: Json) => r.purpose === "dkim").map((r: Json) => [r.from, r.to])).toEqual([
+      ["verified", "failed"],
+      ["verified", "failed"],
+    ]);
+    const now = await api("GET", `/api/v1/domains/${domain.id}`);
+    expect(now.body.status).toBe("failed");
+    expect(now.body.records.find((r: Json) => r.purpose === "dkim").reason).toContain("it was verified before");
+    const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    expect(metrics).toMatch(/^mailcore_domains_dkim_failing{process="limiterd"} 1$/m);
+    // Still signed (and still allowed to send): receivers find no key, nothing goes out unsigned.
+    const [sigs] = await dkimpy([await send("while the record is gone")], dns.address);
+    expect(sigs!.map((s) => s.result)).toEqual(["fail", "fail"]);
+
+    await dns.setRecords(live);
+    await waitFor("domain.verified", async () => events().some((e) => e.type === "domain.verified"), 60_000);
+    expect((await api("GET", `/api/v1/domains/${domain.id}`)).body.status).toBe("verified");
+    const after = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    expect(after).toMatch(/^mailcore_domains_dkim_failing{process="limiterd"} 0$/m);
+  } finally {
+    await receiver.stop();
+  }
+}, 180_000);
 
 test("a start under another master key than the keys were sealed with is refused, saying so", async () => {
   await stack.limiterd.stop("SIGKILL");

@@ -47,6 +47,10 @@ export interface SendingDomainRow {
 export interface CheckWrite {
   records: unknown[];
   grant: boolean;
+  /** When the recheck loop checks it next. */
+  nextMs: number;
+  /** Whether an active key's DKIM record failed: the domain signs on, and an alert counts it. */
+  dkimFailing: boolean;
   /** The pending keys whose records verified: they become active, and the active ones retired. */
   promote: string[];
 }
@@ -122,11 +126,24 @@ export class DomainRecords {
     return this.select((sql) => sql`SELECT * FROM sending_domains WHERE org_id = ${orgId} ORDER BY name`);
   }
 
-  /** Domains (of every organization) not checked since beforeMs, the longest unchecked first. */
-  due(beforeMs: number, limit: number): Promise<SendingDomainRow[]> {
+  /** Domains (of every organization) whose next check is due at nowMs, the longest due first. */
+  due(nowMs: number, limit: number): Promise<SendingDomainRow[]> {
     return this.select(
       (sql) => sql`SELECT * FROM sending_domains
-        WHERE checked_ms IS NULL OR checked_ms < ${beforeMs} ORDER BY COALESCE(checked_ms, 0), id LIMIT ${limit}`,
+        WHERE next_check_ms IS NULL OR next_check_ms <= ${nowMs} ORDER BY COALESCE(next_check_ms, 0), id LIMIT ${limit}`,
+    );
+  }
+
+  /** How many domains' last check found an active DKIM key's record failed. */
+  async countDkimFailing(): Promise<number> {
+    const [row] = await this.db.run((sql) => sql`SELECT COUNT(*) AS n FROM sending_domains WHERE dkim_failing = 1`);
+    return num(row.n);
+  }
+
+  /** Sets when a domain is checked next, and nothing else (a check DNS did not answer). */
+  async postpone(orgId: string, id: string, nextMs: number): Promise<void> {
+    await this.db.run(
+      (sql) => sql`UPDATE sending_domains SET next_check_ms = ${nextMs} WHERE org_id = ${orgId} AND id = ${id}`,
     );
   }
 
@@ -170,7 +187,7 @@ export class DomainRecords {
       const granted = check.grant && !wasVerified;
       if (granted) await refuseVerifiedElsewhere(sql, orgId, row.name);
       await sql`UPDATE sending_domains SET checked_json = ${JSON.stringify(check.records)}, checked_ms = ${nowMs},
-        verified = ${wasVerified || granted ? 1 : 0} WHERE org_id = ${orgId} AND id = ${id}`;
+        next_check_ms = ${check.nextMs}, dkim_failing = ${check.dkimFailing ? 1 : 0}, verified = ${wasVerified || granted ? 1 : 0} WHERE org_id = ${orgId} AND id = ${id}`;
       if (granted) await sql`UPDATE organizations SET version = version + 1 WHERE id = ${orgId}`;
       for (const selector of check.promote) {
         const [k] = await sql`SELECT algorithm FROM dkim_keys

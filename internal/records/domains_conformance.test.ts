@@ -57,7 +57,13 @@ for (const [name, fresh] of databases) {
       ).rejects.toThrow("already a sending domain of this organization");
 
       // Verified here: the other organization may not add it, nor verify it.
-      const check = { records: [{ purpose: "verification" }], grant: true, promote: [] };
+      const check = {
+        records: [{ purpose: "verification" }],
+        grant: true,
+        nextMs: T0 + 100,
+        dkimFailing: false,
+        promote: [],
+      };
       expect(await r.domains.saveCheck(made.org, "dom_a1", check, T0 + 1)).toEqual({ wasVerified: false });
       expect((await r.directory.orgProjection(made.org))!.verifiedDomains).toEqual(["mail.example.com"]);
       await expect(
@@ -73,7 +79,13 @@ for (const [name, fresh] of databases) {
       const got = await r.domains.get(made.org, "dom_a1");
       expect(got).toMatchObject({ verified: true, checked: [{ purpose: "verification" }], checkedMs: T0 + 1 });
       // A later check that does not grant (a record gone) never takes the right to send back.
-      await r.domains.saveCheck(made.org, "dom_a1", { records: [], grant: false, promote: [] }, T0 + 2);
+      await r.domains.saveCheck(
+        made.org,
+        "dom_a1",
+        { records: [], grant: false, nextMs: T0 + 100, dkimFailing: true, promote: [] },
+        T0 + 2,
+      );
+      expect(await r.domains.countDkimFailing()).toBe(1);
       expect(await r.domains.get(made.org, "dom_a1")).toMatchObject({ verified: true, checked: [], checkedMs: T0 + 2 });
     });
 
@@ -85,7 +97,12 @@ for (const [name, fresh] of databases) {
       const states = async () =>
         Object.fromEntries((await r.domains.keys(org, "mail.example.com")).map((k) => [k.selector, k.state]));
       expect(await states()).toEqual({ mc202611a: "active", "mc202611a-ed": "active", mc202611b: "pending" });
-      await r.domains.saveCheck(org, "dom_a1", { records: [], grant: true, promote: ["mc202611b"] }, T0 + 3);
+      await r.domains.saveCheck(
+        org,
+        "dom_a1",
+        { records: [], grant: true, nextMs: T0 + 100, dkimFailing: false, promote: ["mc202611b"] },
+        T0 + 3,
+      );
       expect(await states()).toEqual({ mc202611a: "retired", "mc202611a-ed": "active", mc202611b: "active" });
       const retired = (await r.domains.keys(org, "mail.example.com")).find((k) => k.selector === "mc202611a")!;
       expect(retired.changedMs).toBe(T0 + 3);
@@ -127,7 +144,12 @@ for (const [name, fresh] of databases) {
 
     test("removal takes the keys with the domain; a check not yet made is due, a recent one not", async () => {
       const org = (await r.directory.getOrganization("dom")).id;
-      expect((await r.domains.due(T0 + 2, 10)).map((d) => d.id)).toEqual(["dom_a3"]);
+      // dom_a3 was never checked; dom_a1's next check is at T0 + 100.
+      expect((await r.domains.due(T0 + 99, 10)).map((d) => d.id)).toEqual(["dom_a3"]);
+      expect((await r.domains.due(T0 + 100, 10)).map((d) => d.id)).toEqual(["dom_a3", "dom_a1"]);
+      await r.domains.postpone(org, "dom_a3", T0 + 200);
+      expect((await r.domains.due(T0 + 199, 10)).map((d) => d.id)).toEqual(["dom_a1"]);
+      expect((await r.domains.get(org, "dom_a3"))!.checkedMs).toBeNull();
       const removed = await r.domains.remove(org, "dom_a1");
       expect(removed.name).toBe("mail.example.com");
       expect(await r.domains.keys(org, "mail.example.com")).toEqual([]);

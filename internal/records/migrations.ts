@@ -308,6 +308,11 @@ export const MIGRATIONS: readonly Migration[] = [
       // The records of the last check (JSON, as the API shows them) and when it was.
       "ALTER TABLE sending_domains ADD COLUMN checked_json TEXT",
       "ALTER TABLE sending_domains ADD COLUMN checked_ms BIGINT",
+      // When the recheck loop checks it next (null: at once).
+      "ALTER TABLE sending_domains ADD COLUMN next_check_ms BIGINT",
+      "CREATE INDEX sending_domains_next_check ON sending_domains (next_check_ms)",
+      // 1 when the last check found an active key's DKIM record failed (the alert counts them).
+      "ALTER TABLE sending_domains ADD COLUMN dkim_failing SMALLINT NOT NULL DEFAULT 0",
       // state: active (signs), pending (a rotation's, until its record verifies), retired
       // (signed before; its record removable after a grace period from changed_ms).
       `CREATE TABLE dkim_keys (
