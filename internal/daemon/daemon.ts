@@ -338,6 +338,7 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
       clock,
       laneRate,
       lookupTxt: txtLookup(p.o.dnsServer),
+      domains: p.domainDeps,
       newToken,
       ipv6PrefixBits: p.o.ipv6PrefixBits,
       idleMs: p.o.consoleIdleMs,

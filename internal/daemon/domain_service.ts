@@ -25,6 +25,7 @@ import {
 } from "../gen/mailcore/limiter/v1/domains_pb";
 import type { Logger } from "../log/log";
 import { randomId } from "../records/db";
+import { newVerifyValue } from "../records/directory";
 import type { SendingDomainRow } from "../records/domains";
 import type { Records } from "../records/records";
 import { checkDomain as checkDomainName } from "./directory_service";
@@ -64,10 +65,10 @@ export function domainHandlers(deps: DomainDeps): ServiceImpl<typeof DomainServi
   return {
     createDomain: (req, ctx) => createDomain(deps, tenantOf(ctx.values), req),
     listSendingDomains: async (_req, ctx) => ({
-      domains: (await guard(() => deps.records.domains.list(tenantOf(ctx.values)))).map((d) => info(deps, d)),
+      domains: (await guard(() => deps.records.domains.list(tenantOf(ctx.values)))).map((d) => domainInfo(deps, d)),
     }),
     getDomain: async (req: GetDomainRequest, ctx) => ({
-      domain: info(deps, await found(deps, tenantOf(ctx.values), req.domainId)),
+      domain: domainInfo(deps, await found(deps, tenantOf(ctx.values), req.domainId)),
     }),
     checkDomain: (req: CheckDomainRequest, ctx) => checkNow(deps, tenantOf(ctx.values), req.domainId),
     rotateDkimKey: (req: RotateDkimKeyRequest, ctx) => rotate(deps, tenantOf(ctx.values), req.domainId),
@@ -90,20 +91,25 @@ async function found(deps: DomainDeps, orgId: string, id: string): Promise<Sendi
 }
 
 async function createDomain(deps: DomainDeps, orgId: string, req: CreateDomainRequest) {
-  const name = domainName(req.name);
+  return { domain: domainInfo(deps, await addDomain(deps, orgId, req.name)) };
+}
+
+/** Adds a sending domain with its DKIM keys (the API's create, the console's add). */
+export async function addDomain(deps: DomainDeps, orgId: string, input: string): Promise<SendingDomainRow> {
+  const name = domainName(input);
   const keys = await deps.signing.newKeys([], "active");
   const row = await guard(() =>
     deps.records.domains.add({
       id: randomId("dom"),
       orgId,
       name,
-      verifyValue: randomId("v").slice(2),
+      verifyValue: newVerifyValue(),
       keys,
       nowMs: deps.clock.nowMs(),
     }),
   );
   deps.log.info("added a sending domain", { orgId, domain: name, id: row.id });
-  return { domain: info(deps, row) };
+  return row;
 }
 
 /** The domain as domainauth reads it: its ownership value and the keys whose records are asked for. */
@@ -153,7 +159,12 @@ function retiredRecords(deps: DomainDeps, row: SendingDomainRow): DomainRecord[]
     });
 }
 
-function info(deps: DomainDeps, row: SendingDomainRow, records = currentRecords(deps, row)): SendingDomainInfo {
+/** A domain as the API (and the console) show it: its records as last checked, and its status from them. */
+export function domainInfo(
+  deps: DomainDeps,
+  row: SendingDomainRow,
+  records = currentRecords(deps, row),
+): SendingDomainInfo {
   return create(SendingDomainInfoSchema, {
     id: row.id,
     name: row.name,
@@ -194,7 +205,7 @@ export async function checkAndSave(
     await guard(() =>
       deps.records.domains.postpone(row.orgId, row.id, nowMs + Math.min(deps.recheckMs, RETRY_UNANSWERED_MS)),
     );
-    return { domain: info(deps, row, records), dnsUnavailable };
+    return { domain: domainInfo(deps, row, records), dnsUnavailable };
   }
   const verifiedDkim = new Set(
     records.filter((r) => r.purpose === "dkim" && r.status === "verified").map((r) => r.name),
@@ -269,7 +280,7 @@ export async function checkAndSave(
     });
   }
   return {
-    domain: info(deps, (await guard(() => deps.records.domains.get(row.orgId, row.id))) ?? row),
+    domain: domainInfo(deps, (await guard(() => deps.records.domains.get(row.orgId, row.id))) ?? row),
     dnsUnavailable,
   };
 }
@@ -296,7 +307,7 @@ async function rotate(deps: DomainDeps, orgId: string, id: string) {
     domain: row.name,
     selectors: keys.map((k) => k.selector).join(" "),
   });
-  return { domain: info(deps, await found(deps, orgId, id)) };
+  return { domain: domainInfo(deps, await found(deps, orgId, id)) };
 }
 
 async function remove(deps: DomainDeps, orgId: string, id: string) {

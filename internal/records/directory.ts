@@ -10,11 +10,6 @@ export interface Domain {
   verified: boolean;
 }
 
-/** A sending domain with the value of the TXT record that proves control of it. */
-export interface DomainRecord extends Domain {
-  verifyValue: string;
-}
-
 export interface Organization {
   id: string;
   slug: string;
@@ -244,32 +239,6 @@ export class DirectoryRecords {
     return { organization, projection: p! };
   }
 
-  /** An organization's sending domains with their verification values, by name. */
-  async listDomains(orgId: string): Promise<DomainRecord[]> {
-    const rows = await this.db.run(
-      (sql) => sql`SELECT name, verified, verify_value FROM sending_domains WHERE org_id = ${orgId} ORDER BY name`,
-    );
-    return rows.map((r: { name: string; verified: unknown; verify_value: string }) => ({
-      name: r.name,
-      verified: num(r.verified) === 1,
-      verifyValue: r.verify_value,
-    }));
-  }
-
-  /** Adds an unverified sending domain to an organization; already_exists when it has it. */
-  async addUnverifiedDomain(orgId: string, domain: string, nowMs: number): Promise<DomainRecord> {
-    const verifyValue = newVerifyValue();
-    const added = await this.db.run(
-      (
-        sql,
-      ) => sql`INSERT INTO sending_domains (id, org_id, name, verified, created_ms, verify_value) VALUES (${randomId("dom")}, ${orgId}, ${domain}, 0, ${nowMs}, ${verifyValue})
-        ON CONFLICT (org_id, name) DO NOTHING RETURNING name`,
-    );
-    if (added.length === 0)
-      throw new RecordError("already_exists", `${domain} is already a sending domain of this organization`);
-    return { name: domain, verified: false, verifyValue };
-  }
-
   /** Marks an organization's domain verified; returns the organization's new projection. */
   async markDomainVerified(orgId: string, domain: string): Promise<OrgProjection> {
     return this.db.tx(async (sql) => {
@@ -283,7 +252,7 @@ export class DirectoryRecords {
 }
 
 /** The value of a domain's TXT record: 128 random bits, hex. */
-function newVerifyValue(): string {
+export function newVerifyValue(): string {
   return randomBytes(16).toString("hex");
 }
 
