@@ -2,7 +2,7 @@
 // Signed mail end to end, through limiterd, an API process, an SMTP front and a worker with the
 // file sink, against a dnsmasq of the test's own: the DKIM record the API shows, published as
 // DNS carries it (two strings), verifies the signature of every kind of message (an API send,
-// an SMTP submission, a campaign) with Debian's python3-dkim, which nobody on the project wrote;
+// an SMTP submission, a campaign, a workflow's email step) with Debian's python3-dkim, which nobody on the project wrote;
 // the envelope sender is the return path, whose HMAC the master key checks. Then the domain's
 // records verified and a DNS timeout that changes nothing; a rotation without a gap; and a
 // start under another master key, refused.
@@ -125,7 +125,7 @@ afterAll(async () => {
   await dns?.stop();
 });
 
-test("an API send, an SMTP submission and a campaign message each verify with python3-dkim against the records the API shows; the envelope sender is the return path", async () => {
+test("an API send, an SMTP submission, a campaign message and a workflow's email each verify with python3-dkim against the records the API shows; the envelope sender is the return path", async () => {
   const domain = await theDomain();
   const dkim = domain.records.filter((r: Json) => r.purpose === "dkim");
   expect(dkim.map((r: Json) => r.value.slice(0, 15))).toEqual(["v=DKIM1; k=rsa;", "v=DKIM1; k=ed25"]);
@@ -147,6 +147,30 @@ test("an API send, an SMTP submission and a campaign message each verify with py
     expect(o.failure, o.transcript).toBeUndefined();
     return eml(o.queued!.id!);
   })();
+  /** The message in the sink whose Subject is this. */
+  const bySubject = async (subject: string) => {
+    let found: Buffer | undefined;
+    await waitFor(
+      `"${subject}" in the sink`,
+      async () => {
+        for (const f of readdirSync(sinkDir())) {
+          const b = readFileSync(join(sinkDir(), f));
+          if (b.toString("latin1").includes(`\r\nSubject: ${subject}\r\n`)) found = b;
+        }
+        return found !== undefined;
+      },
+      30_000,
+    );
+    return found!;
+  };
+  // A workflow that greets each new subscriber: its email step is a message too.
+  const workflow = await api("POST", "/api/v1/workflows", {
+    name: "welcome",
+    trigger: { type: "subscriber.created" },
+    steps: [{ type: "email", from: `Hello <hello@${DOMAIN}>`, subject: "via a workflow", text: "Welcome." }],
+    active: true,
+  });
+  expect(workflow.status).toBe(201);
   const viaCampaign = await (async () => {
     expect((await api("POST", "/api/v1/subscribers", { email: "dave@receiver.test" })).status).toBeLessThan(300);
     const made = await api("POST", "/api/v1/campaigns", {
@@ -158,22 +182,12 @@ test("an API send, an SMTP submission and a campaign message each verify with py
     });
     expect(made.status).toBe(201);
     expect((await api("POST", `/api/v1/campaigns/${made.body.id}/send`)).status).toBe(202);
-    let found: Buffer | undefined;
-    await waitFor(
-      "the campaign's message in the sink",
-      async () => {
-        for (const f of readdirSync(sinkDir())) {
-          const b = readFileSync(join(sinkDir(), f));
-          if (b.toString("latin1").includes("Subject: via a campaign")) found = b;
-        }
-        return found !== undefined;
-      },
-      30_000,
-    );
-    return found!;
+    return bySubject("via a campaign");
   })();
+  const viaWorkflow = await bySubject("via a workflow");
 
-  const results = await verify([viaApi, viaSmtp, viaCampaign]);
+  const all = [viaApi, viaSmtp, viaCampaign, viaWorkflow];
+  const results = await verify(all);
   const [rsa, ed] = dkim.map((r: Json) => r.name.split(".")[0]);
   for (const sigs of results)
     expect(sigs).toEqual([
@@ -186,7 +200,7 @@ test("an API send, an SMTP submission and a campaign message each verify with py
 
   // The envelope sender: at bounces.<domain>, naming the message, its HMAC under the master key.
   const key = readMasterKeyFile(join(stack.dataDir, MASTER_KEY_FILE)).derive("return-path");
-  for (const m of [viaApi, viaSmtp, viaCampaign]) {
+  for (const m of all) {
     const rp = returnPathOf(m);
     expect(rp).toEndWith(`@bounces.${DOMAIN}`);
     const parsed = parseReturnPath(rp, key);
@@ -223,7 +237,7 @@ test("verify: every record verified once published; a DNS server that times out 
   expect(after.body.checkedAt).toBe(checked.body.checkedAt);
 }, 60_000);
 
-test("rotation: the pending key's record shown; the old key signs until the new record verifies, then the new one; the old record kept, then removable", async () => {
+test("rotation: the pending key's record shown; the old key signs until the new record verifies, then the new one; the old record kept for its grace period", async () => {
   const before = await theDomain();
   const oldSelectors = before.records.filter((r: Json) => r.purpose === "dkim").map((r: Json) => r.name.split(".")[0]);
   await dns.setRecords(published(before));
