@@ -30,11 +30,16 @@ let metricsPort: number;
 
 type Json = Record<string, any>;
 
-async function api(method: string, path: string, body?: unknown): Promise<{ status: number; body: Json }> {
+async function api(
+  method: string,
+  path: string,
+  body?: unknown,
+  as: string = token,
+): Promise<{ status: number; body: Json }> {
   const res = await fetch(`${stack.apiUrls[0]}${path}`, {
     method,
     headers: {
-      Authorization: `Bearer ${token}`,
+      Authorization: `Bearer ${as}`,
       ...(body === undefined ? {} : { "Content-Type": "application/json" }),
     },
     body: body === undefined ? undefined : JSON.stringify(body),
@@ -210,6 +215,30 @@ test("an API send, an SMTP submission, a campaign message and a workflow's email
     messageId: (/^Message-ID: <([^@]+)@/im.exec(viaApi.toString("latin1")) ?? [])[1],
   });
 }, 120_000);
+
+test("bad input: not a domain 422, an IDN kept as punycode, a name taken 409, another organization's verified domain 409, an unknown id 404", async () => {
+  const notADomain = await api("POST", "/api/v1/domains", { name: "not a domain" });
+  expect(notADomain.status).toBe(422);
+  expect(notADomain.body.field).toBe("name");
+  expect((await api("POST", "/api/v1/domains", { domain: "x.example" })).status).toBe(422);
+  const idn = await api("POST", "/api/v1/domains", { name: "Bücher.example" });
+  expect(idn.status).toBe(201);
+  expect(idn.body).toMatchObject({ name: "xn--bcher-kva.example", status: "pending", checkedAt: null });
+  expect(idn.body.records.find((r: Json) => r.purpose === "dkim").name).toEndWith("._domainkey.xn--bcher-kva.example");
+  expect((await api("POST", "/api/v1/domains", { name: "xn--bcher-kva.example" })).body.code).toBe("DOMAIN_TAKEN");
+  // signed.example is verified by this organization: another one cannot add it.
+  const other = await stack.org("other", "enterprise");
+  const taken = await api("POST", "/api/v1/domains", { name: DOMAIN }, other);
+  expect(taken.status).toBe(409);
+  expect(taken.body.message).toContain("verified by another organization");
+  expect((await api("GET", `/api/v1/domains/${idn.body.id}`, undefined, other)).status).toBe(404);
+  expect((await api("GET", "/api/v1/domains/dom_000000000000000000000000")).status).toBe(404);
+  expect((await api("GET", "/api/v1/domains/not-an-id")).status).toBe(422);
+  expect((await api("DELETE", `/api/v1/domains/${idn.body.id}`)).status).toBe(204);
+  expect((await api("GET", `/api/v1/domains/${idn.body.id}`)).status).toBe(404);
+  const everything = JSON.stringify((await api("GET", "/api/v1/domains")).body);
+  expect(everything).not.toMatch(/dkimseal|PRIVATE|MIIE[uvw]/);
+}, 60_000);
 
 test("verify: every record verified once published; a DNS server that times out changes nothing, and the answer says so", async () => {
   const domain = await theDomain();
