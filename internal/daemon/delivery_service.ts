@@ -15,7 +15,7 @@ import type { AckInput, DeliveryPolicy, MailStore } from "../hotstore/hotstore";
 import type { DeliveryAttemptRecord } from "../model/history";
 import { nextRetry, type RetryPolicy as RetryInHours } from "../mx/retry";
 import { aheadOf } from "../lanes/scheduler";
-import { LANES } from "../mail/policy";
+import { fixtureKind, LANES } from "../mail/policy";
 import type { MailRuntime } from "./mail_runtime";
 import { guard } from "./rpc_errors";
 import type { Signing } from "./signing";
@@ -40,7 +40,10 @@ export interface DeliveryDeps {
   retryInHours: RetryInHours;
   /** The jitter's random source (Math.random unless a test gives one). */
   random?: () => number;
-  /** Each lease's DKIM keys and return path; a lease without them is sent unsigned, from its From address (tests of the lanes only). */
+  /**
+   * Each lease's DKIM keys (none for a fixture's message, which never leaves the worker) and
+   * return path; without it, leases carry neither (tests of the lanes only).
+   */
   signing?: Pick<Signing, "keysFor" | "returnPath">;
 }
 
@@ -100,8 +103,12 @@ export async function* lease(deps: DeliveryDeps, req: LeaseRequest, ctx: Handler
           email,
           notBeforeMs: BigInt(l.slotMs),
           laneRate: deps.laneRate,
+          // A fixture's message never leaves the worker (its outcome is simulated): no keys for it.
           ...(signing && {
-            signingKeys: await guard(() => signing.keysFor(l.orgId, email.fromAddress)),
+            signingKeys:
+              fixtureKind(email.toAddress) === undefined
+                ? await guard(() => signing.keysFor(l.orgId, email.fromAddress))
+                : [],
             returnPath: signing.returnPath(l.messageId, email.fromAddress),
           }),
         };

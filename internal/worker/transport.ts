@@ -85,8 +85,9 @@ function signingKeyOf(k: SigningKey): DkimSigningKey {
 
 /**
  * A composed message signed with its lease's keys, last: nothing changes its bytes afterwards.
- * A lease without keys (a From domain the organization has no keys for: fixtures) leaves it
- * unsigned; a lease with keys that cannot sign it fails the composing, never sends it unsigned.
+ * A lease without keys (a message to a fixture address, which the worker simulates and never
+ * sends, or a test's lease) leaves it unsigned; a lease with keys that cannot sign it fails the
+ * composing, and the message is retried: it is never sent unsigned.
  */
 export function signed(m: LeaseResponse, raw: Buffer): Buffer {
   return m.signingKeys.length === 0 ? raw : signMessage(raw, m.signingKeys.map(signingKeyOf));
