@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { OrgProjection } from "../model/projection";
+import { refuseVerifiedElsewhere } from "./domains";
 import { chunks, type Db, isUniqueViolation, num, numOrNull, RecordError, randomId, type Sql } from "./db";
 
 // Organizations, their plans, API tokens (hashes only) and sending domains.
@@ -242,6 +243,7 @@ export class DirectoryRecords {
   /** Marks an organization's domain verified; returns the organization's new projection. */
   async markDomainVerified(orgId: string, domain: string): Promise<OrgProjection> {
     return this.db.tx(async (sql) => {
+      await refuseVerifiedElsewhere(sql, orgId, domain);
       const [row] =
         await sql`UPDATE sending_domains SET verified = 1 WHERE org_id = ${orgId} AND name = ${domain} RETURNING name`;
       if (!row) throw new RecordError("not_found", `no sending domain ${domain}`);

@@ -252,7 +252,7 @@ export class DomainRecords {
 }
 
 /** A name another organization has verified cannot be added or verified here. */
-async function refuseVerifiedElsewhere(sql: Sql, orgId: string, name: string): Promise<void> {
+export async function refuseVerifiedElsewhere(sql: Sql, orgId: string, name: string): Promise<void> {
   const [other] =
     await sql`SELECT org_id FROM sending_domains WHERE name = ${name} AND verified = 1 AND org_id <> ${orgId} LIMIT 1`;
   if (other)

@@ -286,6 +286,10 @@ for (const [name, fresh] of databases) {
       const p = await r.directory.markDomainVerified(org.id, "mail.dom.example");
       expect(p).toMatchObject({ version: before + 1, verifiedDomains: ["cli.dom.example", "mail.dom.example"] });
       expect((await r.domains.list(other.id))[0]!.verified).toBe(false);
+      // Verified here, it cannot be verified by the other organization too.
+      await expect(r.directory.markDomainVerified(other.id, "mail.dom.example")).rejects.toMatchObject({
+        kind: "already_exists",
+      });
       await expect(r.directory.markDomainVerified(other.id, "none.example")).rejects.toMatchObject({
         kind: "not_found",
       });
