@@ -73,6 +73,9 @@ export async function createOrganization(deps: DirectoryDeps, req: CreateOrganiz
   const { spec, token } = toSpec(req, deps.newToken);
   const [res] = await provision(deps, [spec], [token]);
   if (!res!.created) throw new ConnectError(`organization ${spec.slug} already exists`, Code.AlreadyExists);
+  // Its domains' DKIM keys now; a batch's (provisionOrganizations) are made at their first message.
+  const orgId = res!.organization!.id;
+  for (const d of spec.domains) await guard(() => deps.signing.ensureKeys(orgId, d.name));
   return res!;
 }
 

@@ -7,7 +7,7 @@
 // records verified and a DNS timeout that changes nothing; a rotation without a gap; and a
 // start under another master key, refused.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { splitTxtValue } from "../dkim/keys";
 import { MASTER_KEY_FILE, readMasterKeyFile } from "../dkim/seal";
@@ -238,6 +238,53 @@ test("bad input: not a domain 422, an IDN kept as punycode, a name taken 409, an
   expect((await api("GET", `/api/v1/domains/${idn.body.id}`)).status).toBe(404);
   const everything = JSON.stringify((await api("GET", "/api/v1/domains")).body);
   expect(everything).not.toMatch(/dkimseal|PRIVATE|MIIE[uvw]/);
+}, 60_000);
+
+test("keys are made with an organization the operator creates; a batch's (import) at their first message, which is signed", async () => {
+  const created = await stack.admin(
+    "org",
+    "create",
+    "made",
+    "--plan",
+    "free",
+    "--domain",
+    "made.example",
+    "--verified",
+    "--token",
+    "--json",
+  );
+  expect([created.code, created.stderr]).toEqual([0, ""]);
+  const madeToken = JSON.parse(created.stdout).token as string;
+  const made = (await api("GET", "/api/v1/domains", undefined, madeToken)).body.data[0];
+  expect(made.records.filter((r: Json) => r.purpose === "dkim")).toHaveLength(2);
+
+  const file = join(stack.dataDir, "import.jsonl");
+  writeFileSync(
+    file,
+    `${JSON.stringify({ slug: "batch", plan: "free", domains: [{ name: "batch.example", verified: true }], token: true })}\n`,
+  );
+  const imported = await stack.admin("import", file, "--json");
+  expect(imported.code).toBe(0);
+  const batchToken = JSON.parse(imported.stdout.trim().split("\n")[0]!).token as string;
+  const dkimOf = async () =>
+    (await api("GET", "/api/v1/domains", undefined, batchToken)).body.data[0].records.filter(
+      (r: Json) => r.purpose === "dkim",
+    );
+  expect(await dkimOf()).toEqual([]);
+  const sent = await api(
+    "POST",
+    "/api/v1/emails",
+    { from: "hi@batch.example", to: "erin@receiver.test", subject: "first", text: "First." },
+    batchToken,
+  );
+  expect(sent.status).toBe(202);
+  const message = await eml(sent.body.id);
+  const keys = await dkimOf();
+  expect(keys).toHaveLength(2);
+  await dns.setRecords(
+    keys.map((r: Json): DnsRecord => ({ type: "TXT", name: r.name, strings: splitTxtValue(r.value) })),
+  );
+  expect((await verify([message]))[0]!.map((sig) => sig[2])).toEqual(["pass", "pass"]);
 }, 60_000);
 
 test("verify: every record verified once published; a DNS server that times out changes nothing, and the answer says so", async () => {
