@@ -31,7 +31,6 @@ import type { Records } from "../records/records";
 import { hashToken, sameSecret } from "../token/token";
 import { checkSlug, issueToken } from "./directory_service";
 import { addDomain, checkAndSave, type DomainDeps, domainInfo } from "./domain_service";
-import type { TxtLookup } from "./dns";
 import type { Projection } from "./projection";
 import type { RefusalCounter } from "./refusals";
 import { guard } from "./rpc_errors";
@@ -64,7 +63,6 @@ export interface ConsoleDeps {
   refusals: Pick<RefusalCounter, "flush">;
   clock: Clock;
   laneRate: number;
-  lookupTxt: TxtLookup;
   newToken: () => string;
   /** Sign-ins count an IPv6 client by its network of this many bits (IPV6_PREFIX_BITS). */
   ipv6PrefixBits: number;
@@ -252,36 +250,22 @@ export async function addSendingDomain(deps: ConsoleDeps, req: AddSendingDomainR
   return { domain: domainRecord(deps, await addDomain(deps.domains, s.orgId, req.domain)) };
 }
 
-/** Looks up the domain's TXT record; verified when it holds the organization's value. */
+/**
+ * Checks the domain's records as a receiver reads them (the domain service's check, which keeps
+ * what it found); verified when its ownership record holds the organization's value, the
+ * detail saying why not otherwise.
+ */
 export async function verifyDomain(deps: ConsoleDeps, req: VerifyDomainRequest) {
-  const { directory } = deps.records;
   const s = await sessionForChange(deps, req.sessionToken, req.csrfToken);
   const name = req.domain.trim().toLowerCase();
   const before = await guard(() => deps.records.domains.byName(s.orgId, name));
   if (!before) throw new ConnectError(`no sending domain ${name} in this organization`, Code.NotFound);
-  // Every record looked up as a receiver does, for the page; the ownership record alone verifies here.
-  await checkAndSave(deps.domains, before);
+  const { domain: checked } = await checkAndSave(deps.domains, before);
   const domain = (await guard(() => deps.records.domains.byName(s.orgId, name))) ?? before;
   if (domain.verified) return { domain: domainRecord(deps, domain) };
-  const { recordName, recordValue } = domainRecord(deps, domain);
-  let found: string[];
-  try {
-    found = await deps.lookupTxt(recordName);
-  } catch (err) {
-    const code = (err as { code?: string }).code;
-    const detail =
-      code === "ENOTFOUND" || code === "ENODATA"
-        ? `no TXT record at ${recordName}`
-        : `the DNS lookup of ${recordName} failed (${code ?? (err as Error).message})`;
-    return { domain: domainRecord(deps, domain), detail };
-  }
-  if (!found.includes(recordValue)) {
-    return {
-      domain: domainRecord(deps, domain),
-      detail: `the TXT records at ${recordName} do not hold ${recordValue}: found ${found.map((v) => JSON.stringify(v)).join(", ") || "none"}`,
-    };
-  }
-  const p = await guard(() => directory.markDomainVerified(s.orgId, name));
+  const ownership = checked.records.find((r) => r.purpose === "verification")!;
+  if (ownership.status !== "verified") return { domain: domainRecord(deps, domain), detail: ownership.reason };
+  const p = await guard(() => deps.records.directory.markDomainVerified(s.orgId, name));
   // The send path's verified-domain check reads the projection.
   await guard(() => deps.projection.writeOrg(p));
   return { domain: domainRecord(deps, { ...domain, verified: true }) };

@@ -38,7 +38,6 @@ import { deliveryHandlers } from "./delivery_service";
 import { directoryHandlers } from "./directory_service";
 import { DomainRecheck } from "./domain_recheck";
 import { type DomainDeps, domainHandlers } from "./domain_service";
-import { txtLookup } from "./dns";
 import { healthHandlers } from "./health_service";
 import { laneHandlers } from "./lane_service";
 import { MailRuntime } from "./mail_runtime";
@@ -75,7 +74,7 @@ export interface DaemonOptions {
   webhookPolicy: RetryPolicy;
   /** This daemon's name in the hot store's leases. */
   owner: string;
-  /** Where domain verification looks up TXT records (host:port); undefined: the system's resolvers. */
+  /** Where the domains' checks send their DNS queries (DNS_SERVER); undefined: the system's resolvers. */
   dnsServer?: string;
   /** Where links in mail (unsubscribe) point: PUBLIC_URL. */
   publicUrl: string;
@@ -337,7 +336,6 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
       refusals: p.refusals,
       clock,
       laneRate,
-      lookupTxt: txtLookup(p.o.dnsServer),
       domains: p.domainDeps,
       newToken,
       ipv6PrefixBits: p.o.ipv6PrefixBits,
