@@ -297,12 +297,13 @@ export function limiterdConfig(env: Env): LimiterdConfig {
   };
 }
 
-/** A DNS name; a label may start with "_" (_spf.example.com). */
+/** A host name; with underscores, a label may also start with "_" (_spf.example.com). */
+const HOST_NAME = /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 const DNS_NAME = /^(?=.{1,253}$)(?:[a-z0-9_](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 
-function dnsNameVar(env: Env, name: string, def: string): string {
+function dnsNameVar(env: Env, name: string, def: string, pattern = HOST_NAME): string {
   const v = (raw(env, name) ?? def).toLowerCase().replace(/\.$/, "");
-  if (!DNS_NAME.test(v)) throw new ConfigError(`${name}=${JSON.stringify(v)} is not a DNS name`);
+  if (!pattern.test(v)) throw new ConfigError(`${name}=${JSON.stringify(v)} is not a DNS name`);
   return v;
 }
 
@@ -312,7 +313,7 @@ export function domainsConfig(env: Env): DomainsConfig {
   const base = isIP(publicHost) === 0 && publicHost !== "localhost" ? publicHost : "mailcore.invalid";
   return {
     returnPathSubdomain: dnsNameVar(env, "RETURN_PATH_SUBDOMAIN", "bounces"),
-    spfInclude: dnsNameVar(env, "SPF_INCLUDE", `_spf.${base}`),
+    spfInclude: dnsNameVar(env, "SPF_INCLUDE", `_spf.${base}`, DNS_NAME),
     inboundHost: dnsNameVar(env, "INBOUND_MX_HOST", `mx.${base}`),
     ed25519: intVar(env, "DKIM_ED25519", 0, 0, 1) === 1,
     recheckMs: intVar(env, "DOMAIN_RECHECK_S", 3_600, 10, 7 * 86_400) * 1_000,
