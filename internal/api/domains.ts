@@ -24,7 +24,7 @@ function domainJson(d: SendingDomainInfo) {
   };
 }
 
-/** The resource endpoints' answers, and: a name that is not a domain 422, a domain taken 409, a rotation pending 409. */
+/** The resource endpoints' answers, and: a domain taken 409, a rotation pending 409. */
 function domainRoute(run: Handler): Handler {
   const inner = route(run);
   return async (front, a) => {
@@ -32,7 +32,6 @@ function domainRoute(run: Handler): Handler {
       return await inner(front, a);
     } catch (err) {
       if (!(err instanceof ConnectError)) throw err;
-      if (err.code === Code.InvalidArgument) return invalid("name", err.rawMessage, a.headers);
       if (err.code === Code.AlreadyExists) return error(409, "DOMAIN_TAKEN", `${err.rawMessage}.`, a.headers);
       if (err.code === Code.FailedPrecondition) return error(409, "ROTATION_PENDING", `${err.rawMessage}.`, a.headers);
       throw err;
@@ -42,11 +41,17 @@ function domainRoute(run: Handler): Handler {
 
 const domainRef = (a: Admitted) => ({ domainId: decoded(a.params[0]!) });
 
-/** POST /api/v1/domains: {"name": ...}; its DKIM keys are made with it. */
+/** POST /api/v1/domains: {"name": ...}; its DKIM keys are made with it. A name that is not a domain is 422. */
 export const createDomain = domainRoute(async ({ ports, records }, a) => {
   const b = (await body(a)) as { name: string };
-  const { domain } = await ports.domains.createDomain({ name: b.name }, records);
-  return json(201, domainJson(domain!), a.headers);
+  try {
+    const { domain } = await ports.domains.createDomain({ name: b.name }, records);
+    return json(201, domainJson(domain!), a.headers);
+  } catch (err) {
+    if (err instanceof ConnectError && err.code === Code.InvalidArgument)
+      return invalid("name", err.rawMessage, a.headers);
+    throw err;
+  }
 });
 
 /** GET /api/v1/domains: every domain of the organization, by name. */
