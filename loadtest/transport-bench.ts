@@ -76,7 +76,7 @@ async function main(): Promise<void> {
         heloName: "bench.mailcore.test",
         port,
       }),
-      composer("windows"),
+      composer(),
     );
     const relay = new SmtpRelay(`smtp://${ADDRESS}:${port}`);
     const pair = await generateDkimKey("rsa-sha256");

@@ -4,6 +4,7 @@ import { daemonPorts } from "../../internal/api/daemon_ports";
 import { serveApi } from "../../internal/api/server";
 import { offloadedValidation } from "../../internal/api/validation";
 import { apiConfig, loadOrExit } from "../../internal/config/config";
+import { DomainService } from "../../internal/gen/mailcore/limiter/v1/domains_pb";
 import { Health } from "../../internal/gen/grpc/health/v1/health_pb";
 import { AudienceService } from "../../internal/gen/mailcore/limiter/v1/audience_pb";
 import { AutomationService } from "../../internal/gen/mailcore/limiter/v1/automation_pb";
@@ -30,6 +31,7 @@ const clients = {
   webhooks: daemon.client(WebhookService),
   audience: daemon.client(AudienceService),
   automation: daemon.client(AutomationService),
+  domains: daemon.client(DomainService),
 };
 const validation = offloadedValidation({ workers: cfg.validationWorkers, timeoutMs: cfg.validationTimeoutMs });
 const ports = {

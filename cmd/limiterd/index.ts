@@ -17,6 +17,7 @@ import {
   waitingCommandTimeoutMs,
 } from "../../internal/hotstore/redis/redis";
 import { limiterDaemon } from "../../internal/daemon/daemon";
+import { openAllKeys } from "../../internal/daemon/signing";
 import { daemonInterceptors } from "../../internal/daemon/observe";
 import { serveRpc } from "../../internal/daemon/server";
 import { roleGate } from "../../internal/plane/roles";
@@ -130,6 +131,18 @@ try {
   process.exit(1);
 }
 
+// Every DKIM key of the records must open under this master key: a changed key stops the start
+// here, with the domain and selector it cannot open, rather than sending unsigned mail.
+try {
+  const opened = await openAllKeys(records, masterKey);
+  if (opened > 0) log.info("opened the DKIM keys of the sending domains", { keys: opened, masterKey: masterKey.id });
+} catch (err) {
+  log.error("cannot start: the DKIM keys of the records do not open", {
+    error: (err as Error).message,
+  });
+  process.exit(1);
+}
+
 const registry = newRegistry("limiterd");
 certificateExpiry(registry, { LIMITER_TLS_CERT: cfg.tls?.cert, LIMITER_TLS_CLIENT_CA: cfg.tls?.clientCa });
 const metrics = limiterMetrics(registry, {
@@ -140,6 +153,7 @@ const metrics = limiterMetrics(registry, {
       oldestAgeMs: c.oldestAgeMs,
     })),
   ready: () => hot.lifecycle.ping().then(() => true),
+  dkimFailing: () => records.domains.countDkimFailing(),
 });
 // The SQLite files under DATA_DIR (records, embedded hot store): a full disk refuses the calls
 // that write (UNAVAILABLE: the API answers 503, the worker retries its acks) until there is space.
@@ -164,6 +178,8 @@ const daemon = limiterDaemon({
   log,
   metrics,
   ticketKey: masterKey.derive("plane-ticket"),
+  master: masterKey,
+  domains: cfg.domains,
   disk,
 });
 const server = await serveRpc((router) => daemon.routes(router), cfg.host, cfg.port, {

@@ -1,3 +1,4 @@
+import type { DomainService } from "../gen/mailcore/limiter/v1/domains_pb";
 import type { Client } from "@connectrpc/connect";
 import type { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
 import type { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
@@ -75,6 +76,9 @@ export type AudienceCalls = Client<typeof AudienceService>;
 /** The daemon's automation RPCs (campaigns, workflows), as they are. */
 export type AutomationCalls = Client<typeof AutomationService>;
 
+/** The daemon's domain RPCs, as they are. */
+export type DomainCalls = Client<typeof DomainService>;
+
 /** Every port of the HTTP front. */
 export interface ApiPorts {
   admission: AdmissionPort;
@@ -84,6 +88,7 @@ export interface ApiPorts {
   webhooks: WebhookCalls;
   audience: AudienceCalls;
   automation: AutomationCalls;
+  domains: DomainCalls;
   /** Validates a send body off the event loop (validation.ts); throws InvalidField. */
   validation: Pick<SendValidation, "validate">;
 }

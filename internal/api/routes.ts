@@ -14,6 +14,7 @@ import {
   upsertSubscriber,
   upsertSubscribers,
 } from "./audience";
+import { createDomain, deleteDomain, getDomain, listDomains, rotateDomainKey, verifyDomain } from "./domains";
 import { cancelCampaign, createCampaign, getCampaign, listCampaigns, sendCampaign } from "./campaigns";
 import type { Route } from "./respond";
 import { sendEmail } from "./send";
@@ -67,6 +68,10 @@ export const API_ROUTES: readonly (readonly [string, Route])[] = [
   ["/api/v1/workflows/{id}", { GET: getWorkflow, PATCH: updateWorkflow, DELETE: deleteWorkflow }],
   ["/api/v1/workflows/{id}/secret", { POST: rotateWorkflowSecret }],
   ["/api/v1/workflows/{id}/runs", { GET: listWorkflowRuns }],
+  ["/api/v1/domains", { GET: listDomains, POST: createDomain }],
+  ["/api/v1/domains/{id}", { GET: getDomain, DELETE: deleteDomain }],
+  ["/api/v1/domains/{id}/verify", { POST: verifyDomain }],
+  ["/api/v1/domains/{id}/dkim/rotate", { POST: rotateDomainKey }],
 ];
 
 /** A route of the table as the front matches it: for dispatch, the metrics' labels and the test that holds it to the document. */

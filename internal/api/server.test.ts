@@ -1,5 +1,6 @@
 // The HTTP front's own decisions, with the daemon's answers given: what a failure before and
 // after admission looks like.
+import { DomainService } from "../gen/mailcore/limiter/v1/domains_pb";
 import { create, type DescService } from "@bufbuild/protobuf";
 import { createClient, createRouterTransport } from "@connectrpc/connect";
 import { describe, expect, test } from "bun:test";
@@ -39,6 +40,7 @@ function failingPorts(admit: AdmissionPort["admit"]): ApiPorts {
     webhooks: { create: failing, list: failing, delete: failing, deliveries: failing, test: failing, retry: failing },
     audience: failingClient(AudienceService),
     automation: failingClient(AutomationService),
+    domains: failingClient(DomainService),
     validation: { validate: failing },
   };
 }

@@ -77,6 +77,37 @@ describe("configuration", () => {
       expect(() => limiterdConfig({ DKIM_MASTER_KEY: bad })).toThrow("DKIM_MASTER_KEY must be the base64 of 32");
   });
 
+  test("the sending domains: the return path's label, the SPF include and inbound host under PUBLIC_URL's host, Ed25519 off, an hourly recheck", () => {
+    expect(limiterdConfig({}).domains).toEqual({
+      returnPathSubdomain: "bounces",
+      spfInclude: "_spf.mailcore.invalid",
+      inboundHost: "mx.mailcore.invalid",
+      ed25519: false,
+      recheckMs: 3_600_000,
+    });
+    expect(
+      limiterdConfig({
+        PUBLIC_URL: "https://mail.example.com",
+        RETURN_PATH_SUBDOMAIN: "Rp.Out",
+        DKIM_ED25519: "1",
+        DOMAIN_RECHECK_S: "600",
+      }).domains,
+    ).toEqual({
+      returnPathSubdomain: "rp.out",
+      spfInclude: "_spf.mail.example.com",
+      inboundHost: "mx.mail.example.com",
+      ed25519: true,
+      recheckMs: 600_000,
+    });
+    expect(() => limiterdConfig({ RETURN_PATH_SUBDOMAIN: "bounces@x" })).toThrow(
+      'RETURN_PATH_SUBDOMAIN="bounces@x" is not a DNS name',
+    );
+    expect(() => limiterdConfig({ RETURN_PATH_SUBDOMAIN: "_bounces" })).toThrow("RETURN_PATH_SUBDOMAIN");
+    expect(() => limiterdConfig({ SPF_INCLUDE: "-spf.example" })).toThrow("SPF_INCLUDE");
+    expect(() => limiterdConfig({ DKIM_ED25519: "yes" })).toThrow("DKIM_ED25519");
+    expect(() => limiterdConfig({ DOMAIN_RECHECK_S: "5" })).toThrow("DOMAIN_RECHECK_S");
+  });
+
   test("a client's credential: the plane secret in DATA_DIR on http://, the certificate on https://", () => {
     expect(apiConfig({ DATA_DIR: "/srv/mail" }).limiterCredential).toEqual({ secretFile: "/srv/mail/plane.secret" });
     expect(workerConfig({}).limiterCredential).toEqual({ secretFile: resolve("data/plane.secret") });

@@ -186,6 +186,21 @@ export interface LimiterdConfig {
    * internal/dkim's MasterKey); undefined: the key in DATA_DIR/dkim-master.key, made on the first start.
    */
   masterKey: string | undefined;
+  /** How the sending domains' records are made and checked. */
+  domains: DomainsConfig;
+}
+
+export interface DomainsConfig {
+  /** RETURN_PATH_SUBDOMAIN: the label of the return path under each From domain. */
+  returnPathSubdomain: string;
+  /** SPF_INCLUDE: the domain whose SPF record lists the platform's sending hosts. */
+  spfInclude: string;
+  /** INBOUND_MX_HOST: the platform's host that receives bounces (the return path's MX). */
+  inboundHost: string;
+  /** DKIM_ED25519=1: an Ed25519 key (and signature) beside the RSA one. */
+  ed25519: boolean;
+  /** DOMAIN_RECHECK_S: how often every domain's records are checked again. */
+  recheckMs: number;
 }
 
 /** Whether an address LIMITER_HOST may take is reachable from this host only. */
@@ -278,6 +293,30 @@ export function limiterdConfig(env: Env): LimiterdConfig {
     tls,
     insecure,
     masterKey: masterKeyVar(env),
+    domains: domainsConfig(env),
+  };
+}
+
+/** A host name; with underscores, a label may also start with "_" (_spf.example.com). */
+const HOST_NAME = /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+const DNS_NAME = /^(?=.{1,253}$)(?:[a-z0-9_](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+
+function dnsNameVar(env: Env, name: string, def: string, pattern = HOST_NAME): string {
+  const v = (raw(env, name) ?? def).toLowerCase().replace(/\.$/, "");
+  if (!pattern.test(v)) throw new ConfigError(`${name}=${JSON.stringify(v)} is not a DNS name`);
+  return v;
+}
+
+/** The domains' variables; SPF_INCLUDE and INBOUND_MX_HOST default to names under PUBLIC_URL's host. */
+export function domainsConfig(env: Env): DomainsConfig {
+  const publicHost = new URL(urlVar(env, "PUBLIC_URL", "http://127.0.0.1:8080", ["http", "https"])!).hostname;
+  const base = isIP(publicHost) === 0 && publicHost !== "localhost" ? publicHost : "mailcore.invalid";
+  return {
+    returnPathSubdomain: dnsNameVar(env, "RETURN_PATH_SUBDOMAIN", "bounces"),
+    spfInclude: dnsNameVar(env, "SPF_INCLUDE", `_spf.${base}`, DNS_NAME),
+    inboundHost: dnsNameVar(env, "INBOUND_MX_HOST", `mx.${base}`),
+    ed25519: intVar(env, "DKIM_ED25519", 0, 0, 1) === 1,
+    recheckMs: intVar(env, "DOMAIN_RECHECK_S", 3_600, 10, 7 * 86_400) * 1_000,
   };
 }
 

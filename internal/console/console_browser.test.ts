@@ -189,14 +189,22 @@ describe("the console in Chromium", () => {
     // Another value first: still refused, and the page says what it found.
     dns.setTxt(`_mailcore.${domain}`, ["v=spf1 -all"]);
     await page.getByRole("button", { name: `Verify ${domain}` }).click();
-    expect(await page.getByRole("alert").innerText()).toContain('found "v=spf1 -all"');
+    expect(await page.getByRole("alert").innerText()).toContain(
+      `no mailcore-verify= record among the TXT records at _mailcore.${domain}`,
+    );
     dns.setTxt(`_mailcore.${domain}`, ["v=spf1 -all", value]);
     await page.getByRole("button", { name: `Verify ${domain}` }).click();
     await page.waitForURL(`${base}/console/domains?done=verified`);
     const verified = page.getByRole("row", { name: new RegExp(domain) });
     expect(await verified.innerText()).toContain("verified");
     expect(await verified.innerText()).not.toContain("not verified");
-    expect(await verified.getByRole("button").count()).toBe(0);
+    expect(await verified.getByRole("button", { name: /^Verify/ }).count()).toBe(0);
+    // Every record the API shows, each name and value with a copy button: the DKIM key's copied whole.
+    const dkimValue = verified.locator("code", { hasText: "v=DKIM1; k=rsa; p=" });
+    expect(await dkimValue.textContent()).toMatch(/^v=DKIM1; k=rsa; p=[A-Za-z0-9+/]{300,}={0,2}$/);
+    await verified.getByRole("button", { name: "Copy the value of the dkim record" }).click();
+    await page.waitForFunction('document.getElementById("copy-status-0").textContent !== ""');
+    expect(await verified.innerText()).toContain(`bounces.${domain}`);
     await screenshot(page, "05-domain-verified");
     const accepted = await send();
     expect(accepted.status).toBe(202);

@@ -43,13 +43,21 @@ export function addDomain(cx: ConsoleContext, r: PageRequest): Promise<Response>
   });
 }
 
-/** POST /console/domains/{name}/verify: verified, or the page saying what DNS answered (422). */
+/** POST /console/domains/{name}/verify: verified, or the page saying what DNS answered (422) or that another organization has it (409). */
 export function verifyDomain(cx: ConsoleContext, r: PageRequest, [name]: string[]): Promise<Response> {
   return change(cx, r, async (s, token, _f, csrf) => {
-    const res = await cx.ports.console.verifyDomain(
-      { sessionToken: token, csrfToken: csrf, domain: pathParam(name!) },
-      cx.slow,
-    );
+    let res: Awaited<ReturnType<typeof cx.ports.console.verifyDomain>>;
+    try {
+      res = await cx.ports.console.verifyDomain(
+        { sessionToken: token, csrfToken: csrf, domain: pathParam(name!) },
+        cx.slow,
+      );
+    } catch (err) {
+      // Another organization verified it first.
+      if (err instanceof ConnectError && err.code === Code.AlreadyExists)
+        return domainsView(cx, s, token, 409, { notice: { kind: "error", text: err.rawMessage } });
+      throw err;
+    }
     if (res.domain?.verified) return redirect(`${PATHS.domains}?done=verified`);
     return domainsView(cx, s, token, 422, { failed: { name: res.domain!.name, detail: res.detail } });
   });

@@ -179,6 +179,25 @@ export function revokeTokenPage(o: { session: GetSessionResponse; token: ApiToke
   );
 }
 
+const RECORD_STATES: Record<string, string> = { verified: "ok", pending: "pending", failed: "bad" };
+
+/** A domain's DNS records, as the API shows them, each name and value with a copy button. */
+function domainRecords(d: SendingDomain, i: number): Html {
+  const status = `copy-status-${i}`;
+  const copyable = (id: string, label: string, text: string) =>
+    html`<code id="${id}">${text}</code> <button type="button" class="secondary copy" data-copy="${id}" data-status="${status}" aria-label="Copy the ${label}" hidden>Copy</button>`;
+  return html`<ul class="records">${d.records.map(
+    (
+      r,
+      j,
+    ) => html`<li><span class="badge ${RECORD_STATES[r.status] ?? "pending"}">${r.status}</span> <strong>${r.purpose}</strong> <code>${r.type}</code>
+<dl class="record"><dt>Name</dt><dd>${copyable(`record-${i}-${j}-name`, `name of the ${r.purpose} record`, r.name)}</dd>
+<dt>Value</dt><dd>${copyable(`record-${i}-${j}-value`, `value of the ${r.purpose} record`, r.value)}</dd></dl>
+${r.reason ? html`<p class="hint">${r.reason}</p>` : html``}</li>`,
+  )}</ul>
+<p id="${status}" class="hint" role="status" aria-live="polite"></p>`;
+}
+
 export function domainsPage(o: {
   session: GetSessionResponse;
   domains: SendingDomain[];
@@ -188,19 +207,21 @@ export function domainsPage(o: {
 }): string {
   const { session: s } = o;
   const rows = o.domains.map(
-    (d) => html`<tr>
+    (d, i) => html`<tr>
 <th scope="row">${d.name}</th>
 <td data-label="State">${d.verified ? html`<span class="badge ok">verified</span>` : html`<span class="badge pending">not verified</span>`}</td>
 <td>${
       d.verified
-        ? html`<span class="hint">Messages from ${d.name} are accepted.</span>`
-        : html`<p class="hint">Publish this DNS record, then press Verify:</p><dl class="record">
-<dt>Type</dt><dd><code>TXT</code></dd>
-<dt>Name</dt><dd><code>${d.recordName}</code></dd>
-<dt>Value</dt><dd><code>${d.recordValue}</code></dd></dl>
-${o.failed?.name === d.name ? html`<p class="notice error" role="alert">Not verified yet: ${o.failed.detail}.</p>` : html``}
+        ? html`<p class="hint">Messages from ${d.name} are accepted. Its DNS records:</p>`
+        : html`<p class="hint">Publish these DNS records, then press Verify (the first proves the domain is yours):</p>`
+    }
+${domainRecords(d, i)}
+${
+  d.verified
+    ? html``
+    : html`${o.failed?.name === d.name ? html`<p class="notice error" role="alert">Not verified yet: ${o.failed.detail}.</p>` : html``}
 <form class="inline" method="post" action="${PATHS.domains}/${encodeURIComponent(d.name)}/verify">${csrfField(s)}<button type="submit" class="secondary" aria-label="Verify ${d.name}">Verify</button></form>`
-    }</td>
+}</td>
 </tr>`,
   );
   return layout(

@@ -25,11 +25,12 @@ import { RELEASE_WINDOW_S, type UsageStore } from "../hotstore/hotstore";
 import { normalizeEmail } from "../mail/policy";
 import { planQuota } from "../plans/plans";
 import type { ConsoleSession } from "../records/console";
-import type { DomainRecord } from "../records/directory";
+import { verificationRecordName, verificationRecordValue } from "../domainauth/records";
+import type { SendingDomainRow } from "../records/domains";
 import type { Records } from "../records/records";
 import { hashToken, sameSecret } from "../token/token";
-import { checkDomain, checkSlug, issueToken } from "./directory_service";
-import type { TxtLookup } from "./dns";
+import { checkSlug, issueToken } from "./directory_service";
+import { addDomain, checkAndSave, type DomainDeps, domainInfo } from "./domain_service";
 import type { Projection } from "./projection";
 import type { RefusalCounter } from "./refusals";
 import { guard } from "./rpc_errors";
@@ -57,12 +58,11 @@ const SESSION_TOKEN = /^mcs_[A-Za-z0-9_-]{43}$/;
 
 export interface ConsoleDeps {
   usage: UsageStore;
-  records: Pick<Records, "console" | "directory">;
+  records: Pick<Records, "console" | "directory" | "domains">;
   projection: Projection;
   refusals: Pick<RefusalCounter, "flush">;
   clock: Clock;
   laneRate: number;
-  lookupTxt: TxtLookup;
   newToken: () => string;
   /** Sign-ins count an IPv6 client by its network of this many bits (IPV6_PREFIX_BITS). */
   ipv6PrefixBits: number;
@@ -70,6 +70,8 @@ export interface ConsoleDeps {
   idleMs: number;
   /** Make a session's ticket, for the console's organization-scoped calls. */
   tickets: Pick<Tickets, "issue">;
+  /** The domain service's: the domains' keys and records, as the API shows them. */
+  domains: DomainDeps;
 }
 
 /** ConsoleService's methods, by name. */
@@ -91,13 +93,16 @@ export function consoleHandlers(deps: ConsoleDeps): ServiceImpl<typeof ConsoleSe
   };
 }
 
-/** The TXT record that proves control of a domain, as the console shows it. */
-export function domainRecord(d: DomainRecord): SendingDomain {
+/** A domain as the console shows it: the TXT record that proves control of it, and every record it publishes. */
+export function domainRecord(deps: Pick<ConsoleDeps, "domains">, row: SendingDomainRow): SendingDomain {
+  const info = domainInfo(deps.domains, row);
   return create(SendingDomainSchema, {
-    name: d.name,
-    verified: d.verified,
-    recordName: `_mailcore.${d.name}`,
-    recordValue: `mailcore-verify=${d.verifyValue}`,
+    name: row.name,
+    verified: row.verified,
+    recordName: verificationRecordName(row.name),
+    recordValue: verificationRecordValue(row.verifyValue),
+    records: info.records,
+    status: info.status,
   });
 }
 
@@ -235,49 +240,35 @@ export async function revokeApiToken(deps: ConsoleDeps, req: RevokeApiTokenReque
 
 export async function listDomains(deps: ConsoleDeps, req: ListDomainsRequest) {
   const s = await session(deps, req.sessionToken);
-  return { domains: (await guard(() => deps.records.directory.listDomains(s.orgId))).map(domainRecord) };
+  return {
+    domains: (await guard(() => deps.records.domains.list(s.orgId))).map((row) => domainRecord(deps, row)),
+  };
 }
 
 export async function addSendingDomain(deps: ConsoleDeps, req: AddSendingDomainRequest) {
   const s = await sessionForChange(deps, req.sessionToken, req.csrfToken);
-  const domain = checkDomain(req.domain);
-  return {
-    domain: domainRecord(
-      await guard(() => deps.records.directory.addUnverifiedDomain(s.orgId, domain, deps.clock.nowMs())),
-    ),
-  };
+  return { domain: domainRecord(deps, await addDomain(deps.domains, s.orgId, req.domain)) };
 }
 
-/** Looks up the domain's TXT record; verified when it holds the organization's value. */
+/**
+ * Checks the domain's records as a receiver reads them (the domain service's check, which keeps
+ * what it found); verified when its ownership record holds the organization's value, the
+ * detail saying why not otherwise.
+ */
 export async function verifyDomain(deps: ConsoleDeps, req: VerifyDomainRequest) {
-  const { directory } = deps.records;
   const s = await sessionForChange(deps, req.sessionToken, req.csrfToken);
   const name = req.domain.trim().toLowerCase();
-  const domain = (await guard(() => directory.listDomains(s.orgId))).find((d) => d.name === name);
-  if (!domain) throw new ConnectError(`no sending domain ${name} in this organization`, Code.NotFound);
-  if (domain.verified) return { domain: domainRecord(domain) };
-  const { recordName, recordValue } = domainRecord(domain);
-  let found: string[];
-  try {
-    found = await deps.lookupTxt(recordName);
-  } catch (err) {
-    const code = (err as { code?: string }).code;
-    const detail =
-      code === "ENOTFOUND" || code === "ENODATA"
-        ? `no TXT record at ${recordName}`
-        : `the DNS lookup of ${recordName} failed (${code ?? (err as Error).message})`;
-    return { domain: domainRecord(domain), detail };
-  }
-  if (!found.includes(recordValue)) {
-    return {
-      domain: domainRecord(domain),
-      detail: `the TXT records at ${recordName} do not hold ${recordValue}: found ${found.map((v) => JSON.stringify(v)).join(", ") || "none"}`,
-    };
-  }
-  const p = await guard(() => directory.markDomainVerified(s.orgId, name));
+  const before = await guard(() => deps.records.domains.byName(s.orgId, name));
+  if (!before) throw new ConnectError(`no sending domain ${name} in this organization`, Code.NotFound);
+  const { domain: checked } = await checkAndSave(deps.domains, before);
+  const domain = (await guard(() => deps.records.domains.byName(s.orgId, name))) ?? before;
+  if (domain.verified) return { domain: domainRecord(deps, domain) };
+  const ownership = checked.records.find((r) => r.purpose === "verification")!;
+  if (ownership.status !== "verified") return { domain: domainRecord(deps, domain), detail: ownership.reason };
+  const p = await guard(() => deps.records.directory.markDomainVerified(s.orgId, name));
   // The send path's verified-domain check reads the projection.
   await guard(() => deps.projection.writeOrg(p));
-  return { domain: domainRecord({ ...domain, verified: true }) };
+  return { domain: domainRecord(deps, { ...domain, verified: true }) };
 }
 
 export async function getUsage(deps: ConsoleDeps, req: GetUsageRequest) {

@@ -1,6 +1,9 @@
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import type { Clock } from "../clock/clock";
+import type { DomainsConfig } from "../config/config";
+import type { MasterKey } from "../dkim/seal";
 import type { DiskSpace } from "../diskspace/diskspace";
+import { dnsResolver } from "../dnsquery/resolver";
 import { Health } from "../gen/grpc/health/v1/health_pb";
 import { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
 import { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
@@ -8,6 +11,7 @@ import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
 import { DestinationService } from "../gen/mailcore/limiter/v1/destinations_pb";
+import { DomainService } from "../gen/mailcore/limiter/v1/domains_pb";
 import { WebhookDeliveryService, WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
 import type { DeliveryPolicy, HotStore, QueueCap } from "../hotstore/hotstore";
 import { type Lanes, startLanes } from "../lanes/lanes";
@@ -32,7 +36,8 @@ import { CampaignFanout } from "./campaign_fanout";
 import { consoleHandlers } from "./console_service";
 import { deliveryHandlers } from "./delivery_service";
 import { directoryHandlers } from "./directory_service";
-import { txtLookup } from "./dns";
+import { DomainRecheck } from "./domain_recheck";
+import { type DomainDeps, domainHandlers } from "./domain_service";
 import { healthHandlers } from "./health_service";
 import { laneHandlers } from "./lane_service";
 import { MailRuntime } from "./mail_runtime";
@@ -43,6 +48,7 @@ import { sendBatchRawHandlers } from "./send_batch_service";
 import { Reconciler } from "./reconciler";
 import { RecordsWriter } from "./recordswriter";
 import { RefusalCounter } from "./refusals";
+import { Signing } from "./signing";
 import { tenantGate } from "./tenant";
 import { Tickets } from "./tickets";
 import type { RawUnary } from "./server";
@@ -68,7 +74,7 @@ export interface DaemonOptions {
   webhookPolicy: RetryPolicy;
   /** This daemon's name in the hot store's leases. */
   owner: string;
-  /** Where domain verification looks up TXT records (host:port); undefined: the system's resolvers. */
+  /** Where the domains' checks send their DNS queries (DNS_SERVER); undefined: the system's resolvers. */
   dnsServer?: string;
   /** Where links in mail (unsubscribe) point: PUBLIC_URL. */
   publicUrl: string;
@@ -83,6 +89,10 @@ export interface DaemonOptions {
   metrics?: LimiterMetrics;
   /** The key of the admission tickets' MAC: masterKey.derive("plane-ticket"), the same on every daemon. */
   ticketKey: Buffer;
+  /** The master key: seals the DKIM keys, and the return paths' HMAC key derives from it. */
+  master: MasterKey;
+  /** How the sending domains' keys and records are made and checked. */
+  domains: DomainsConfig;
   /** Told of a call refused because the store's disk is full (the raw methods'; the interceptors tell it of the rest). */
   disk?: Pick<DiskSpace, "noted">;
 }
@@ -119,6 +129,9 @@ export interface DaemonParts {
   runner: Pick<WorkflowRunner, "wake">;
   fanout: Pick<CampaignFanout, "wake">;
   tickets: Tickets;
+  signing: Signing;
+  /** The domain service's: the recheck loop checks with the same. */
+  domainDeps: DomainDeps;
 }
 
 /** The limiter daemon's parts, wired: its RPCs (daemonRoutes), the lanes, the records writer and the leased loops. */
@@ -170,6 +183,29 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
   const fanout = new CampaignFanout(sending);
   const runner = new WorkflowRunner(sending);
   const tickets = new Tickets(o.ticketKey, () => clock.nowMs());
+  const signing = new Signing({
+    records,
+    master: o.master,
+    clock,
+    log,
+    returnPathSubdomain: o.domains.returnPathSubdomain,
+    ed25519: o.domains.ed25519,
+  });
+  const domainDeps: DomainDeps = {
+    records,
+    projection,
+    signing,
+    clock,
+    resolve: dnsResolver({ server: o.dnsServer }),
+    platform: {
+      returnPathSubdomain: o.domains.returnPathSubdomain,
+      spfInclude: o.domains.spfInclude,
+      inboundHost: o.domains.inboundHost,
+    },
+    log,
+    recheckMs: o.domains.recheckMs,
+  };
+  const recheck = new DomainRecheck({ leases, owner: o.owner, log }, domainDeps);
   const parts: DaemonParts = {
     o,
     destinations: new DestinationReports(clock),
@@ -191,6 +227,8 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     runner,
     fanout,
     tickets,
+    signing,
+    domainDeps,
   };
   // Releases by any daemon on the store wake this daemon's idle lease streams (from its
   // construction: a daemon's RPCs serve before its lanes start); any lane signal wakes the
@@ -214,11 +252,12 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
       fanout.start();
       runner.start();
       reconciler.start();
+      recheck.start();
       lanes = startDaemonLanes(o, runtime);
       runtime.recovery = lanes;
     },
     async stopReleasing() {
-      await Promise.all([fanout.stop(), runner.stop(), reconciler.stop()]);
+      await Promise.all([fanout.stop(), runner.stop(), reconciler.stop(), recheck.stop()]);
       await lanes?.stop();
       unwatch();
       runtime.stopping.abort();
@@ -266,7 +305,10 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
   const { admission, mail, usage, lifecycle } = p.o.hot;
   const { projection, runtime } = p;
   router.service(LimiterService, admissionHandlers(p.admissionDeps));
-  router.service(DirectoryService, directoryHandlers({ admission, records, projection, clock, newToken }));
+  router.service(
+    DirectoryService,
+    directoryHandlers({ admission, records, projection, clock, newToken, signing: p.signing }),
+  );
   router.service(Health, healthHandlers({ lifecycle }));
   router.service(MailService, mailHandlers({ mail, records, accept: p.accept, refusals: p.refusals }));
   router.service(
@@ -279,10 +321,12 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
       visibilityMs: p.o.visibilityMs,
       policy: p.o.policy,
       retryInHours: p.o.retryInHours ?? retryPolicy(),
+      signing: p.signing,
     }),
   );
   router.service(LaneService, laneHandlers({ mail, runtime, clock, laneRate }));
   router.service(DestinationService, destinationHandlers(p.destinations));
+  router.service(DomainService, domainHandlers(p.domainDeps));
   router.service(
     ConsoleService,
     consoleHandlers({
@@ -292,7 +336,7 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
       refusals: p.refusals,
       clock,
       laneRate,
-      lookupTxt: txtLookup(p.o.dnsServer),
+      domains: p.domainDeps,
       newToken,
       ipv6PrefixBits: p.o.ipv6PrefixBits,
       idleMs: p.o.consoleIdleMs,

@@ -15,9 +15,10 @@ import type { AckInput, DeliveryPolicy, MailStore } from "../hotstore/hotstore";
 import type { DeliveryAttemptRecord } from "../model/history";
 import { nextRetry, type RetryPolicy as RetryInHours } from "../mx/retry";
 import { aheadOf } from "../lanes/scheduler";
-import { LANES } from "../mail/policy";
+import { fixtureKind, LANES } from "../mail/policy";
 import type { MailRuntime } from "./mail_runtime";
 import { guard } from "./rpc_errors";
+import type { Signing } from "./signing";
 
 // The delivery service (DeliveryService): the workers' lease streams, and their acks.
 
@@ -39,6 +40,11 @@ export interface DeliveryDeps {
   retryInHours: RetryInHours;
   /** The jitter's random source (Math.random unless a test gives one). */
   random?: () => number;
+  /**
+   * Each lease's DKIM keys (none for a fixture's message, which never leaves the worker) and
+   * return path; without it, leases carry neither (tests of the lanes only).
+   */
+  signing?: Pick<Signing, "keysFor" | "returnPath">;
 }
 
 /** The tries of one ack kept at most, and the length of a reply kept (the contract's 1,000 characters). */
@@ -86,15 +92,25 @@ export async function* lease(deps: DeliveryDeps, req: LeaseRequest, ctx: Handler
       for (const l of leased) {
         held.set(l.leaseId, now + visibilityMs);
         runtime.leaseOwners.set(l.leaseId, held);
+        const email = fromJsonString(EmailSchema, l.payload);
+        const signing = deps.signing;
         yield {
           leaseId: l.leaseId,
           messageId: l.messageId,
           orgId: l.orgId,
           lane: l.lane,
           attempt: l.attempt,
-          email: fromJsonString(EmailSchema, l.payload),
+          email,
           notBeforeMs: BigInt(l.slotMs),
           laneRate: deps.laneRate,
+          // A fixture's message never leaves the worker (its outcome is simulated): no keys for it.
+          ...(signing && {
+            signingKeys:
+              fixtureKind(email.toAddress) === undefined
+                ? await guard(() => signing.keysFor(l.orgId, email.fromAddress))
+                : [],
+            returnPath: signing.returnPath(l.messageId, email.fromAddress),
+          }),
         };
       }
       // Woken by a release (any daemon's), an ack that frees room, or an expiry of the held.

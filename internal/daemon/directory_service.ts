@@ -22,6 +22,7 @@ import type { Records } from "../records/records";
 import { hashToken, isWellFormed } from "../token/token";
 import type { Projection } from "./projection";
 import { guard } from "./rpc_errors";
+import type { Signing } from "./signing";
 import { tenantOf } from "./tenant";
 
 // The directory service (DirectoryService): organizations, their plans, domains and API tokens
@@ -41,6 +42,8 @@ export interface DirectoryDeps {
   projection: Projection;
   clock: Clock;
   newToken: () => string;
+  /** Makes an added domain's DKIM keys. */
+  signing: Pick<Signing, "ensureKeys">;
 }
 
 /** What issuing a token needs (the console's service issues them too). */
@@ -70,6 +73,9 @@ export async function createOrganization(deps: DirectoryDeps, req: CreateOrganiz
   const { spec, token } = toSpec(req, deps.newToken);
   const [res] = await provision(deps, [spec], [token]);
   if (!res!.created) throw new ConnectError(`organization ${spec.slug} already exists`, Code.AlreadyExists);
+  // Its domains' DKIM keys now; a batch's (provisionOrganizations) are made at their first message.
+  const orgId = res!.organization!.id;
+  for (const d of spec.domains) await guard(() => deps.signing.ensureKeys(orgId, d.name));
   return res!;
 }
 
@@ -129,6 +135,7 @@ export async function addDomain(deps: DirectoryDeps, req: AddDomainRequest) {
   const { organization, projection: p } = await guard(() =>
     deps.records.directory.addDomain(checkSlug(req.slug), domain, req.verified, deps.clock.nowMs()),
   );
+  await guard(() => deps.signing.ensureKeys(organization.id, domain));
   await guard(() => deps.projection.writeOrg(p));
   return { organization: toOrgMsg(organization) };
 }

@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { ManualClock } from "../clock/clock";
 import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
-import { DeliveryOutcome, Lane } from "../gen/mailcore/limiter/v1/mail_pb";
+import { DeliveryOutcome, Lane, type SigningKey } from "../gen/mailcore/limiter/v1/mail_pb";
 import { EmbeddedHot } from "../hotstore/embedded/embedded";
 import { releaseNext } from "../testkit/hotstores";
 import { type InProcess, startInProcess, ticketFor } from "../testkit/inprocess";
@@ -78,4 +78,37 @@ test("a stream whose ack never came is not stalled: the expired lease stops coun
   });
   expect(current.current).toBe(true);
   abort.abort();
+});
+
+test("a lease carries its From domain's DKIM key and the message's return path; a fixture's, no key", async () => {
+  const ticket = await ticketFor(svc.clients, "acme");
+  const send = (to: string) =>
+    svc.clients.mail.send(
+      {
+        lane: Lane.TRANSACTIONAL,
+        email: { from: "a@acme.example", fromAddress: "a@acme.example", to, toAddress: to, subject: "s", text: "t" },
+      },
+      ticket,
+    );
+  const real = await send("c@example.org");
+  const fixture = await send("delivered@fixtures.test");
+  await releaseNext(store.mail, Lane.TRANSACTIONAL, clock.nowMs());
+  await releaseNext(store.mail, Lane.TRANSACTIONAL, clock.nowMs());
+  const abort = new AbortController();
+  const stream = svc.clients.delivery
+    .lease({ workerId: "test", maxInFlight: 2 }, { signal: abort.signal })
+    [Symbol.asyncIterator]();
+  const leased = [(await stream.next()).value!, (await stream.next()).value!];
+  abort.abort();
+  const byId = new Map(leased.map((l) => [l.messageId, l]));
+  const signedLease = byId.get(real.messageId)!;
+  expect(signedLease.signingKeys.map((k: SigningKey) => [k.domain, k.selector, k.algorithm])).toEqual([
+    ["acme.example", expect.stringMatching(/^mc\d{6}a$/), "rsa-sha256"],
+  ]);
+  // PKCS#8 DER of an RSA key, opened by the daemon from its sealed form.
+  expect(signedLease.signingKeys[0]!.privateKey.length).toBeGreaterThan(1_000);
+  expect(signedLease.returnPath).toMatch(new RegExp(`^${real.messageId}-[a-z2-7]{16}@bounces\\.acme\\.example$`));
+  const fixtureLease = byId.get(fixture.messageId)!;
+  expect(fixtureLease.signingKeys).toEqual([]);
+  expect(fixtureLease.returnPath).toEndWith("@bounces.acme.example");
 });

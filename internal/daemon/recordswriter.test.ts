@@ -10,7 +10,11 @@ import { RecordsWriter, type WrittenRecords } from "./recordswriter";
 
 test("every round the records refuse counts as a failure of its task", async () => {
   const registry = newRegistry("limiterd");
-  const metrics = limiterMetrics(registry, { lanes: async () => [], ready: async () => true });
+  const metrics = limiterMetrics(registry, {
+    lanes: async () => [],
+    ready: async () => true,
+    dkimFailing: async () => 0,
+  });
   const changed: MessageHistory[] = [
     {
       id: "msg_1",

@@ -25,6 +25,7 @@ import { RPC_ACCESS, TICKET_RPCS } from "../plane/roles";
 import type { ClientCredential } from "../plane/secret";
 import { ROLES, type Role } from "../plane/tls";
 import { clientTlsEnv, REPO_ROOT, type Stack, sendEmail, startStack, tempDir, waitFor } from "../testkit/testkit";
+import { DomainService } from "../gen/mailcore/limiter/v1/domains_pb";
 import { TICKET_HEADER } from "../wire/metadata";
 import { TICKET_TTL_MS, Tickets } from "./tickets";
 
@@ -197,5 +198,18 @@ describe("every organization-scoped RPC, as each role, with another organization
     const messageId = sent.body.id as string;
     expect(await outcome(mail.getMessage({ messageId }, ticketed(alpha.ticket)))).toBe("NotFound");
     expect(await outcome(mail.getMessage({ messageId }, ticketed(beta.ticket)))).toBe("answered");
+    // Beta's sending domain: listed, read, rotated or removed by beta's ticket only.
+    const domains = clientOf(DomainService, "front");
+    const [betaDomain] = (await domains.listSendingDomains({}, ticketed(beta.ticket))).domains;
+    expect(betaDomain?.name).toBe("beta.example");
+    expect((await domains.listSendingDomains({}, ticketed(alpha.ticket))).domains.map((d) => d.name)).toEqual([
+      "alpha.example",
+    ]);
+    const domainId = betaDomain!.id;
+    for (const rpc of ["getDomain", "checkDomain", "rotateDkimKey", "deleteDomain"] as const)
+      expect(`${rpc}: ${await outcome(domains[rpc]({ domainId }, ticketed(alpha.ticket)))}`).toBe(`${rpc}: NotFound`);
+    expect(await outcome(domains.getDomain({ domainId }, ticketed(beta.ticket)))).toBe("answered");
+    // Beta verified nothing, but alpha cannot add beta's domain twice to itself nor see it.
+    expect(await outcome(domains.createDomain({ name: "beta.example" }, ticketed(alpha.ticket)))).toBe("AlreadyExists");
   }, 60_000);
 });

@@ -70,7 +70,7 @@ function recipients(subject: string): string[] {
   return readdirSync(dir)
     .filter((n) => n.endsWith(".eml"))
     .map((f) => readFileSync(join(dir, f), "utf8"))
-    .filter((eml) => eml.includes(`\nSubject: ${subject}\n`))
+    .filter((eml) => eml.includes(`\r\nSubject: ${subject}\r\n`))
     .map((eml) => /^To: (.*)$/m.exec(eml)![1]!);
 }
 

@@ -218,7 +218,9 @@ describe("the route", () => {
       ["mx2.pref.test", "127.0.0.52", "data"],
     ]);
     expect(preferred.received.filter((r) => r.to === "ada@pref.test")).toHaveLength(1);
-    expect(preferred.received[0]).toMatchObject({ from: "no-reply@mxsender.example", helo: "out.mailcore.test" });
+    // MAIL FROM: the message's return path at bounces.<its From domain>.
+    expect(preferred.received[0]).toMatchObject({ helo: "out.mailcore.test" });
+    expect(preferred.received[0]!.from).toMatch(new RegExp(`^${id}-[a-z2-7]{16}@bounces\\.mxsender\\.example$`));
   });
 
   test("implicit MX: a domain without MX records gets its mail at its own address", async () => {

@@ -3,6 +3,7 @@ import { type Client, Code, ConnectError, createClient, type Interceptor } from 
 import { Health } from "../gen/grpc/health/v1/health_pb";
 import { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
 import { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
+import { DomainService } from "../gen/mailcore/limiter/v1/domains_pb";
 import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
@@ -33,6 +34,7 @@ export interface LimiterClients {
   webhookDelivery: Client<typeof WebhookDeliveryService>;
   audience: Client<typeof AudienceService>;
   automation: Client<typeof AutomationService>;
+  domains: Client<typeof DomainService>;
 }
 
 /** A record-bound call that did not finish by its deadline: limiterd wrote nothing of it. */
@@ -103,5 +105,6 @@ export function limiterClients(baseUrl: string, cred: ClientCredential): Limiter
     webhookDelivery: daemon.client(WebhookDeliveryService),
     audience: daemon.client(AudienceService),
     automation: daemon.client(AutomationService),
+    domains: daemon.client(DomainService),
   };
 }

@@ -23,7 +23,7 @@ async function exportedNames(): Promise<Set<string>> {
   const registries = [newRegistry("api"), newRegistry("limiterd"), newRegistry("smtp"), newRegistry("worker")];
   const [api, limiterd, smtp, worker] = registries;
   apiMetrics(api!);
-  limiterMetrics(limiterd!, { lanes: async () => [], ready: async () => true });
+  limiterMetrics(limiterd!, { lanes: async () => [], ready: async () => true, dkimFailing: async () => 0 });
   smtpMetrics(smtp!);
   workerMetrics(worker!);
   mxMetrics(worker!, () => []);

@@ -86,6 +86,8 @@ export interface LimiterGauges {
   lanes(): Promise<{ lane: string; depth: number; oldestAgeMs: number }[]>;
   /** Whether the daemon serves: its hot store answers (the health check's SERVING). */
   ready(): Promise<boolean>;
+  /** How many sending domains' last check found an active DKIM key's record failed (they sign on). */
+  dkimFailing(): Promise<number>;
 }
 
 /** The daemon's metrics; the lanes and readiness are read from the store when scraped. */
@@ -125,6 +127,14 @@ export function limiterMetrics(registry: Registry, gauges: LimiterGauges): Limit
     registers: [registry],
     async collect() {
       this.set((await gauges.ready().catch(() => false)) ? 1 : 0);
+    },
+  });
+  new client.Gauge({
+    name: "mailcore_domains_dkim_failing",
+    help: "Sending domains whose last check found an active DKIM key's record missing or wrong: their mail is still signed, and fails DKIM at receivers",
+    registers: [registry],
+    async collect() {
+      this.set(await gauges.dkimFailing().catch(() => 0));
     },
   });
   return {

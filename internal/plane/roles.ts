@@ -11,6 +11,7 @@ import { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
 import { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
 import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import { DestinationService } from "../gen/mailcore/limiter/v1/destinations_pb";
+import { DomainService } from "../gen/mailcore/limiter/v1/domains_pb";
 import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
 import { SendBatchService } from "../gen/mailcore/limiter/v1/send_batch_pb";
@@ -75,6 +76,14 @@ export const RPC_ACCESS: ReadonlyMap<string, Access> = new Map([
   ...service(Health, { check: ["front", "none"], watch: ["front", "none"] }),
   ...service(MailService, { send: TICKET, getMessage: TICKET, listMessages: TICKET, getMessageStats: TICKET }),
   ...service(SendBatchService, { sendBatch: ["front", "tickets"] }),
+  ...service(DomainService, {
+    createDomain: TICKET,
+    listSendingDomains: TICKET,
+    getDomain: TICKET,
+    checkDomain: TICKET,
+    rotateDkimKey: TICKET,
+    deleteDomain: TICKET,
+  }),
   // A lease's message carries its organization; an ack names a lease the daemon handed out.
   ...service(DeliveryService, { lease: ["worker", "none"], ack: ["worker", "none"] }),
   ...service(LaneService, { getLanes: ["admin", "none"], listReleases: ["admin", "none"] }),

@@ -1,18 +1,14 @@
 import { randomBytes } from "node:crypto";
 import type { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { OrgProjection } from "../model/projection";
-import { chunks, type Db, isUniqueViolation, num, numOrNull, RecordError, type Sql } from "./db";
+import { refuseVerifiedElsewhere } from "./domains";
+import { chunks, type Db, isUniqueViolation, num, numOrNull, RecordError, randomId, type Sql } from "./db";
 
 // Organizations, their plans, API tokens (hashes only) and sending domains.
 
 export interface Domain {
   name: string;
   verified: boolean;
-}
-
-/** A sending domain with the value of the TXT record that proves control of it. */
-export interface DomainRecord extends Domain {
-  verifyValue: string;
 }
 
 export interface Organization {
@@ -84,6 +80,7 @@ export class DirectoryRecords {
           orgs.push({ id, slug: spec.slug, plan: spec.plan, version: 1, created_ms: nowMs });
           for (const d of spec.domains)
             domains.push({
+              id: randomId("dom"),
               org_id: id,
               name: d.name,
               verified: d.verified ? 1 : 0,
@@ -235,7 +232,7 @@ export class DirectoryRecords {
     const orgId = await this.db.tx(async (sql) => {
       const [row] = await sql`UPDATE organizations SET version = version + 1 WHERE slug = ${slug} RETURNING id`;
       if (!row) throw noOrg(slug);
-      await sql`INSERT INTO sending_domains (org_id, name, verified, created_ms, verify_value) VALUES (${row.id}, ${domain}, ${verified ? 1 : 0}, ${nowMs}, ${newVerifyValue()})
+      await sql`INSERT INTO sending_domains (id, org_id, name, verified, created_ms, verify_value) VALUES (${randomId("dom")}, ${row.id}, ${domain}, ${verified ? 1 : 0}, ${nowMs}, ${newVerifyValue()})
         ON CONFLICT (org_id, name) DO UPDATE SET verified = excluded.verified`;
       return row.id as string;
     });
@@ -243,35 +240,10 @@ export class DirectoryRecords {
     return { organization, projection: p! };
   }
 
-  /** An organization's sending domains with their verification values, by name. */
-  async listDomains(orgId: string): Promise<DomainRecord[]> {
-    const rows = await this.db.run(
-      (sql) => sql`SELECT name, verified, verify_value FROM sending_domains WHERE org_id = ${orgId} ORDER BY name`,
-    );
-    return rows.map((r: { name: string; verified: unknown; verify_value: string }) => ({
-      name: r.name,
-      verified: num(r.verified) === 1,
-      verifyValue: r.verify_value,
-    }));
-  }
-
-  /** Adds an unverified sending domain to an organization; already_exists when it has it. */
-  async addUnverifiedDomain(orgId: string, domain: string, nowMs: number): Promise<DomainRecord> {
-    const verifyValue = newVerifyValue();
-    const added = await this.db.run(
-      (
-        sql,
-      ) => sql`INSERT INTO sending_domains (org_id, name, verified, created_ms, verify_value) VALUES (${orgId}, ${domain}, 0, ${nowMs}, ${verifyValue})
-        ON CONFLICT (org_id, name) DO NOTHING RETURNING name`,
-    );
-    if (added.length === 0)
-      throw new RecordError("already_exists", `${domain} is already a sending domain of this organization`);
-    return { name: domain, verified: false, verifyValue };
-  }
-
   /** Marks an organization's domain verified; returns the organization's new projection. */
   async markDomainVerified(orgId: string, domain: string): Promise<OrgProjection> {
     return this.db.tx(async (sql) => {
+      await refuseVerifiedElsewhere(sql, orgId, domain);
       const [row] =
         await sql`UPDATE sending_domains SET verified = 1 WHERE org_id = ${orgId} AND name = ${domain} RETURNING name`;
       if (!row) throw new RecordError("not_found", `no sending domain ${domain}`);
@@ -282,7 +254,7 @@ export class DirectoryRecords {
 }
 
 /** The value of a domain's TXT record: 128 random bits, hex. */
-function newVerifyValue(): string {
+export function newVerifyValue(): string {
   return randomBytes(16).toString("hex");
 }
 

@@ -295,6 +295,39 @@ export const MIGRATIONS: readonly Migration[] = [
       "UPDATE console_sessions SET last_seen_ms = created_ms",
     ],
   },
+  {
+    version: 18,
+    name: "sending domains: an id, their DKIM keys (sealed), the last check of their records",
+    up: (dialect) => [
+      "ALTER TABLE sending_domains ADD COLUMN id TEXT",
+      dialect === "postgres"
+        ? "UPDATE sending_domains SET id = 'dom_' || substr(md5(random()::text || clock_timestamp()::text || org_id || name), 1, 24)"
+        : "UPDATE sending_domains SET id = 'dom_' || lower(hex(randomblob(12)))",
+      "CREATE UNIQUE INDEX sending_domains_id ON sending_domains (id)",
+      "CREATE INDEX sending_domains_name ON sending_domains (name)",
+      // The records of the last check (JSON, as the API shows them) and when it was.
+      "ALTER TABLE sending_domains ADD COLUMN checked_json TEXT",
+      "ALTER TABLE sending_domains ADD COLUMN checked_ms BIGINT",
+      // When the recheck loop checks it next (null: at once).
+      "ALTER TABLE sending_domains ADD COLUMN next_check_ms BIGINT",
+      "CREATE INDEX sending_domains_next_check ON sending_domains (next_check_ms)",
+      // 1 when the last check found an active key's DKIM record failed (the alert counts them).
+      "ALTER TABLE sending_domains ADD COLUMN dkim_failing SMALLINT NOT NULL DEFAULT 0",
+      // state: active (signs), pending (a rotation's, until its record verifies), retired
+      // (signed before; its record removable after a grace period from changed_ms).
+      `CREATE TABLE dkim_keys (
+        org_id TEXT NOT NULL,
+        domain TEXT NOT NULL,
+        selector TEXT NOT NULL,
+        algorithm TEXT NOT NULL,
+        public_key TEXT NOT NULL,
+        sealed_key TEXT NOT NULL,
+        state TEXT NOT NULL,
+        created_ms BIGINT NOT NULL,
+        changed_ms BIGINT NOT NULL,
+        PRIMARY KEY (org_id, domain, selector))`,
+    ],
+  },
 ];
 
 /** The lock that serializes migrations between processes (PostgreSQL advisory lock key). */

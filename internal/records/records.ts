@@ -4,6 +4,7 @@ import { CampaignRecords } from "./campaigns";
 import { ConsoleRecords } from "./console";
 import { Db } from "./db";
 import { DirectoryRecords } from "./directory";
+import { DomainRecords } from "./domains";
 import { HistoryRecords } from "./history";
 import { IdempotencyRecords } from "./idempotency";
 import { migrate } from "./migrations";
@@ -22,6 +23,7 @@ export function sqliteRecordsFile(dataDir: string): string {
 
 export class Records {
   readonly directory: DirectoryRecords;
+  readonly domains: DomainRecords;
   readonly history: HistoryRecords;
   readonly console: ConsoleRecords;
   readonly webhookEndpoints: WebhookEndpointRecords;
@@ -34,6 +36,7 @@ export class Records {
 
   constructor(readonly db: Db) {
     this.directory = new DirectoryRecords(db);
+    this.domains = new DomainRecords(db);
     this.history = new HistoryRecords(db);
     this.console = new ConsoleRecords(db);
     this.webhookEndpoints = new WebhookEndpointRecords(db);

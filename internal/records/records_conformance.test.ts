@@ -89,7 +89,10 @@ for (const [name, fresh] of databases) {
         domains: [{ name: "old.example", verified: false }],
       });
       // A domain added before the console got a verification value of its own.
-      expect((await records.directory.listDomains("org_old"))[0]!.verifyValue).toMatch(/^[0-9a-f]{32}$/);
+      expect((await records.domains.list("org_old"))[0]!.verifyValue).toMatch(/^[0-9a-f]{32}$/);
+      // And, for the domains API, an id of its own; no key yet (its first are made at its first message).
+      expect((await records.domains.byName("org_old", "old.example"))!.id).toMatch(/^dom_[0-9a-f]{24}$/);
+      expect(await records.domains.keys("org_old", "old.example")).toEqual([]);
       await records.history.write([message({ orgId: "org_old" })]);
       const versions = await records.db.run((sql) => sql`SELECT version FROM schema_migrations ORDER BY version`);
       expect(versions.map((r: { version: unknown }) => Number(r.version))).toEqual(MIGRATIONS.map((m) => m.version));
@@ -264,29 +267,29 @@ for (const [name, fresh] of databases) {
       const r = await open();
       const org = await r.directory.createOrganization("dom", Plan.FREE, T0);
       const other = await r.directory.createOrganization("dom-other", Plan.FREE, T0);
-      const added = await r.directory.addUnverifiedDomain(org.id, "mail.dom.example", T0);
-      expect(added).toEqual({
-        name: "mail.dom.example",
-        verified: false,
-        verifyValue: expect.stringMatching(/^[0-9a-f]{32}$/),
-      });
-      await expect(r.directory.addUnverifiedDomain(org.id, "mail.dom.example", T0)).rejects.toMatchObject({
-        kind: "already_exists",
-      });
-      // Another organization may claim the same name: it gets a value of its own.
-      const theirs = await r.directory.addUnverifiedDomain(other.id, "mail.dom.example", T0);
-      expect(theirs.verifyValue).not.toBe(added.verifyValue);
+      const add = (orgId: string, id: string) =>
+        r.domains.add({ id, orgId, name: "mail.dom.example", verifyValue: id, keys: [], nowMs: T0 });
+      const added = await add(org.id, "dom_1");
+      expect(added).toMatchObject({ name: "mail.dom.example", verified: false, verifyValue: "dom_1" });
+      await expect(add(org.id, "dom_2")).rejects.toMatchObject({ kind: "already_exists" });
+      // Another organization may claim the same name while nobody has verified it.
+      expect((await add(other.id, "dom_3")).verifyValue).toBe("dom_3");
       await r.directory.addDomain("dom", "cli.dom.example", true, T0);
-      const listed = await r.directory.listDomains(org.id);
+      const listed = await r.domains.list(org.id);
       expect(listed.map((d) => [d.name, d.verified])).toEqual([
         ["cli.dom.example", true],
         ["mail.dom.example", false],
       ]);
       expect(listed[0]!.verifyValue).toMatch(/^[0-9a-f]{32}$/);
+      expect(listed[0]!.id).toMatch(/^dom_[0-9a-f]{24}$/);
       const before = (await r.directory.orgProjection(org.id))!.version;
       const p = await r.directory.markDomainVerified(org.id, "mail.dom.example");
       expect(p).toMatchObject({ version: before + 1, verifiedDomains: ["cli.dom.example", "mail.dom.example"] });
-      expect((await r.directory.listDomains(other.id))[0]!.verified).toBe(false);
+      expect((await r.domains.list(other.id))[0]!.verified).toBe(false);
+      // Verified here, it cannot be verified by the other organization too.
+      await expect(r.directory.markDomainVerified(other.id, "mail.dom.example")).rejects.toMatchObject({
+        kind: "already_exists",
+      });
       await expect(r.directory.markDomainVerified(other.id, "none.example")).rejects.toMatchObject({
         kind: "not_found",
       });

@@ -8,7 +8,9 @@ import { apiSite } from "../site/site";
 import { offloadedValidation } from "../api/validation";
 import type { Clock } from "../clock/clock";
 import type { DeliveryPolicy, HotStore, QueueCap } from "../hotstore/hotstore";
+import { domainsConfig } from "../config/config";
 import { limiterDaemon } from "../daemon/daemon";
+import { MasterKey } from "../dkim/seal";
 import { serveRpc } from "../daemon/server";
 import { type LimiterClients, limiterClients } from "../limiterclient/client";
 import { logger } from "../log/log";
@@ -69,6 +71,8 @@ export async function startInProcess(
     queueCap: opts.queueCap ?? { messages: 100_000, bytes: 256 * 1024 * 1024 },
     log: logger("limiterd"),
     ticketKey: randomBytes(32),
+    master: MasterKey.generate(),
+    domains: domainsConfig({}),
   });
   if (opts.running) daemon.start();
   const dataDir = tempDir();

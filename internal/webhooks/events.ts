@@ -14,6 +14,8 @@ export const WEBHOOK_EVENTS = [
   "subscriber.updated",
   "subscriber.unsubscribed",
   "subscriber.deleted",
+  "domain.verified",
+  "domain.failed",
 ] as const;
 
 /** The event of POST /api/v1/webhooks/{id}/test: sent on request, never subscribed to. */

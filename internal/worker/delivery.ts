@@ -14,7 +14,7 @@ import { composer, FileSink, SmtpRelay, type Transport } from "./transport";
 export function deliveryTransport(cfg: WorkerConfig, disk: DiskSpace, resolve: Resolve): Transport {
   switch (cfg.delivery) {
     case "mx":
-      return mxTransport(cfg.mx!, { prepare: composer("windows"), maxQueued: Math.ceil(cfg.maxInFlight / 4), resolve });
+      return mxTransport(cfg.mx!, { prepare: composer(), maxQueued: Math.ceil(cfg.maxInFlight / 4), resolve });
     case "relay":
       return new SmtpRelay(cfg.relayUrl!);
     case "file":

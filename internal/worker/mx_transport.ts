@@ -16,15 +16,10 @@ import { cachedRouteLookup, routeLookup } from "../mx/route";
 import type { Resolve } from "../dnsquery/resolver";
 import { httpsPolicyFetch, MtaStsCache } from "../mx/mtasts";
 import { loadShaping } from "../mx/shaping";
-import { type DeliveryResult, outcomeOfRefusal, type Prepared, type Transport } from "./transport";
+import { type DeliveryResult, outcomeOfRefusal, type Prepared, returnPathOf, type Transport } from "./transport";
 
 export interface MxDeliveryResult extends DeliveryResult {
   mx: MxResult;
-}
-
-/** MAIL FROM of a message: the return path its lease carries, or its From address while the daemon gives none. */
-export function returnPathOf(m: LeaseResponse): string {
-  return m.returnPath || m.email!.fromAddress;
 }
 
 export class MxTransport implements Transport {

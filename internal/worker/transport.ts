@@ -1,8 +1,11 @@
+import { createPrivateKey, type KeyObject } from "node:crypto";
 import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createTransport } from "nodemailer";
 import { type DiskSpace, diskFullCode, isDiskFull, makeDir } from "../diskspace/diskspace";
-import { DeliveryOutcome, type LeaseResponse } from "../gen/mailcore/limiter/v1/mail_pb";
+import type { DkimAlgorithm } from "../dkim/keys";
+import { type DkimSigningKey, signMessage } from "../dkim/sign";
+import { DeliveryOutcome, type LeaseResponse, type SigningKey } from "../gen/mailcore/limiter/v1/mail_pb";
 import { type Classification, classify as classifyRefusal } from "../feedback/classify";
 import { domainOf, fixtureKind } from "../mail/policy";
 import type { DeliveryAttemptRecord } from "../model/history";
@@ -57,12 +60,45 @@ export function messageIdHeader(m: LeaseResponse): string {
   return `<${m.messageId}@${domainOf(m.email!.fromAddress)}>`;
 }
 
-/** The envelope is the message's one recipient. */
-const envelopeOf = (m: LeaseResponse) => ({ from: m.email!.fromAddress, to: [m.email!.toAddress] });
+/** MAIL FROM of a message: the return path its lease carries, or its From address when the lease has none. */
+export function returnPathOf(m: LeaseResponse): string {
+  return m.returnPath || m.email!.fromAddress;
+}
 
-/** Composes a leased message with nodemailer, with the given line ends. */
-export function composer(newline: "unix" | "windows") {
-  const compose = createTransport({ streamTransport: true, buffer: true, newline });
+/** The envelope: from the return path, to the message's one recipient. */
+const envelopeOf = (m: LeaseResponse) => ({ from: returnPathOf(m), to: [m.email!.toAddress] });
+
+/** The worker's opened keys, by their DER (a key under a selector never changes; a new one is a new entry). */
+const openedKeys = new Map<string, KeyObject>();
+const OPENED_KEYS_MAX = 1_000;
+
+function signingKeyOf(k: SigningKey): DkimSigningKey {
+  const id = `${k.algorithm}:${Buffer.from(k.privateKey).toString("base64")}`;
+  let key = openedKeys.get(id);
+  if (key === undefined) {
+    if (openedKeys.size >= OPENED_KEYS_MAX) openedKeys.clear();
+    key = createPrivateKey({ key: Buffer.from(k.privateKey), format: "der", type: "pkcs8" });
+    openedKeys.set(id, key);
+  }
+  return { domain: k.domain, selector: k.selector, algorithm: k.algorithm as DkimAlgorithm, privateKey: key };
+}
+
+/**
+ * A composed message signed with its lease's keys, last: nothing changes its bytes afterwards.
+ * A lease without keys (a message to a fixture address, which the worker simulates and never
+ * sends, or a test's lease) leaves it unsigned; a lease with keys that cannot sign it fails the
+ * composing, and the message is retried: it is never sent unsigned.
+ */
+export function signed(m: LeaseResponse, raw: Buffer): Buffer {
+  return m.signingKeys.length === 0 ? raw : signMessage(raw, m.signingKeys.map(signingKeyOf));
+}
+
+/**
+ * Composes a leased message with nodemailer (CRLF line ends, as SMTP sends them) and signs it:
+ * every transport sends, or writes, these bytes.
+ */
+export function composer() {
+  const compose = createTransport({ streamTransport: true, buffer: true, newline: "windows" });
   // A first composition takes 15 ms (nodemailer's code not yet compiled): made now, at start,
   // not for the first message, which may be a one-time code after an idle hour.
   void compose.sendMail({ from: "warm@example.org", to: "up@example.org", subject: "-", text: "-", html: "<p>-</p>" });
@@ -79,15 +115,19 @@ export function composer(newline: "unix" | "windows") {
       headers: { ...e.headers, ...(e.tags.length > 0 ? { "X-Mailcore-Tags": e.tags.join(", ") } : {}) },
       envelope: envelopeOf(m),
     });
-    return { m, raw: info.message as Buffer };
+    return { m, raw: signed(m, info.message as Buffer) };
   };
 }
 
-/** Writes each message as DATA_DIR/sink/<message id>.eml (a redelivery overwrites the same file). */
+/**
+ * Writes each message as DATA_DIR/sink/<message id>.eml (a redelivery overwrites the same file),
+ * as a final delivery does: a Return-Path field with the envelope sender first, then the
+ * message's bytes as they were signed.
+ */
 export class FileSink implements Transport {
   readonly name = "file sink";
   readonly retryInHours = false;
-  readonly prepare = composer("unix");
+  readonly prepare = composer();
 
   /** Whether the directory is there: a worker started on a full disk makes it at its first write. */
   private made: boolean;
@@ -108,7 +148,7 @@ export class FileSink implements Transport {
         mkdirSync(this.dir, { recursive: true });
         this.made = true;
       }
-      writeFileSync(`${path}.tmp`, raw);
+      writeFileSync(`${path}.tmp`, Buffer.concat([Buffer.from(`Return-Path: <${returnPathOf(m)}>\r\n`), raw]));
     } catch (err) {
       rmSync(`${path}.tmp`, { force: true });
       if (!isDiskFull(err)) throw err;
@@ -173,7 +213,7 @@ function relayAttempt(
 export class SmtpRelay implements Transport {
   readonly name: string;
   readonly retryInHours = false;
-  readonly prepare = composer("windows");
+  readonly prepare = composer();
   private readonly transporter;
   private readonly host: string;
 

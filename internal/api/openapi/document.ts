@@ -1,6 +1,7 @@
 import { audienceArea } from "./audience";
 import { automationArea, workflowsArea } from "./automation";
 import { COMPONENTS } from "./common";
+import { domainsArea } from "./domains";
 import { emailsArea } from "./emails";
 import { EXAMPLES } from "./examples";
 import { serviceArea } from "./service";
@@ -16,6 +17,7 @@ export const AREAS: readonly ApiArea[] = [
   audienceArea,
   tagsArea,
   webhooksArea,
+  domainsArea,
   automationArea,
   workflowsArea,
   serviceArea,

@@ -112,6 +112,58 @@ export interface OperationExamples {
   responses: Record<string, unknown>;
 }
 
+const DOMAIN_KEY =
+  "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAu5Y0kq1Qv3hA4l1xkqW0c6Qe2mJ8w7Kc3bNbVt1o4m0D9d5w5t2p8YqXb6m0gk1m3Q4mJx6f5l3s1uWqU8o2r9d4c7b6a5e4f3g2h1i0j9k8l7m6n5o4p3q2r1s0t9u8v7w6x5y4z3A2B1C0D9E8F7G6H5I4J3K2L1M0N9O8P7Q6R5S4T3U2V1W0X9Y8Z7a6b5c4d3e2f1g0h9i8j7k6l5m4n3o2p1q0r9s8t7u6v5w4x3y2z1A0B9C8D7E6F5G4H3I2J1K0L9M8N7O6P5Q4R3S2T1U0V9W8X7Y6Z5a4b3c2d1e0f9g8h7i6j5k4l3m2n1o0p9q8r7s6t5u4v3w2x1y0z9A8B7C6D5E4F3G2H1I0J9QIDAQAB";
+const domain = {
+  id: "dom_5f1d2c3b4a5968778695a4b3",
+  name: "acme.example",
+  status: "pending",
+  records: [
+    {
+      purpose: "verification",
+      type: "TXT",
+      name: "_mailcore.acme.example",
+      value: "mailcore-verify=5f1d2c3b4a5968778695a4b3",
+      status: "verified",
+      reason: null,
+    },
+    {
+      purpose: "dkim",
+      type: "TXT",
+      name: "mc202611a._domainkey.acme.example",
+      value: `v=DKIM1; k=rsa; p=${DOMAIN_KEY}`,
+      status: "pending",
+      reason: "no TXT record at mc202611a._domainkey.acme.example (the name does not exist)",
+    },
+    {
+      purpose: "return-path",
+      type: "MX",
+      name: "bounces.acme.example",
+      value: "10 mx.mail.example.net",
+      status: "verified",
+      reason: null,
+    },
+    {
+      purpose: "spf",
+      type: "TXT",
+      name: "bounces.acme.example",
+      value: "v=spf1 include:_spf.mail.example.net -all",
+      status: "verified",
+      reason: null,
+    },
+    {
+      purpose: "dmarc",
+      type: "TXT",
+      name: "_dmarc.acme.example",
+      value: "v=DMARC1; p=none; rua=mailto:dmarc-reports@acme.example",
+      status: "pending",
+      reason: "no TXT record at _dmarc.acme.example (the name does not exist)",
+    },
+  ],
+  createdAt: AT,
+  checkedAt: LATER,
+};
+
 export const EXAMPLES: Record<string, OperationExamples> = {
   sendEmail: {
     request: {
@@ -230,6 +282,17 @@ export const EXAMPLES: Record<string, OperationExamples> = {
   },
   listWebhooks: { responses: { "200": page(webhook) } },
   deleteWebhook: { responses: {} },
+  createDomain: {
+    request: { name: "acme.example" },
+    responses: {
+      "201": { ...domain, records: domain.records.map((r) => ({ ...r, status: "pending" })), checkedAt: null },
+    },
+  },
+  listDomains: { responses: { "200": { data: [domain] } } },
+  getDomain: { responses: { "200": domain } },
+  verifyDomain: { responses: { "200": { ...domain, dnsAnswered: true } } },
+  rotateDomainKey: { responses: { "200": domain } },
+  deleteDomain: { responses: {} },
   listWebhookDeliveries: {
     responses: {
       "200": page({

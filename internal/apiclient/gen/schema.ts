@@ -141,6 +141,44 @@ export interface paths {
      */
     post: operations["retryWebhookDelivery"];
   };
+  "/api/v1/domains": {
+    /**
+     * List domains
+     * @description Every sending domain of the organization, by name, with its records as last checked.
+     */
+    get: operations["listDomains"];
+    /**
+     * Add a domain
+     * @description Adds a sending domain with its DKIM key; its records are pending until published and verified. An internationalized name is stored and shown as punycode.
+     */
+    post: operations["createDomain"];
+  };
+  "/api/v1/domains/{id}": {
+    /**
+     * Get a domain
+     * @description The domain with its records as last checked (the recheck runs every `DOMAIN_RECHECK_S`).
+     */
+    get: operations["getDomain"];
+    /**
+     * Remove a domain
+     * @description Removes the domain and its DKIM keys; mail from it is refused from now on.
+     */
+    delete: operations["deleteDomain"];
+  };
+  "/api/v1/domains/{id}/verify": {
+    /**
+     * Check a domain's records now
+     * @description Looks every record up in DNS now, as a receiver does, and answers the domain with each record's status and reason. A DNS server that does not answer (a timeout, a server failure) changes nothing: `dnsAnswered` is false and the records keep their last status, their reasons saying why. A rotation's pending key starts signing when its record verifies. No body.
+     */
+    post: operations["verifyDomain"];
+  };
+  "/api/v1/domains/{id}/dkim/rotate": {
+    /**
+     * Rotate the DKIM key
+     * @description Makes a new key under a new selector, pending: its record is listed to publish, the old key signs until the new record verifies (on a verify or the recheck), then the new key signs and the old record is shown as still needed for 7 days, then removable. No body.
+     */
+    post: operations["rotateDomainKey"];
+  };
   "/api/v1/campaigns": {
     /**
      * List campaigns
@@ -553,13 +591,13 @@ export interface components {
        * @example https://hooks.acme.example/mail
        */
       url: string;
-      events: ("email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted")[];
+      events: ("email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted" | "domain.verified" | "domain.failed")[];
     };
     Webhook: {
       id: string;
       /** Format: uri */
       url: string;
-      events: ("email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted")[];
+      events: ("email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted" | "domain.verified" | "domain.failed")[];
       /** Format: date-time */
       createdAt: string;
       /** @description True once every attempt failed for 5 days; nothing more is sent. */
@@ -588,7 +626,7 @@ export interface components {
       /** @description Also the `webhook-id` header of every attempt. */
       id: string;
       /** @enum {string} */
-      type: "email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted" | "webhook.test";
+      type: "email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted" | "domain.verified" | "domain.failed" | "webhook.test";
       /** @enum {string} */
       state: "pending" | "delivered" | "failed";
       /** Format: date-time */
@@ -612,6 +650,46 @@ export interface components {
       error: string | null;
       /** @description The start of the receiver's answer body: its first 256 characters, decoded as UTF-8 (invalid bytes replaced), control characters other than newline and tab removed. Empty when it did not answer or answered no body. */
       responseExcerpt: string;
+    };
+    CreateDomainRequest: {
+      /** @description A domain name (an internationalized one is stored as punycode). */
+      name: string;
+    };
+    Domain: {
+      id: string;
+      /** @description ASCII, lower case: punycode for an internationalized name. */
+      name: string;
+      /**
+       * @description verified: every record it waits on is verified; failed: one of them failed; pending otherwise.
+       * @enum {string}
+       */
+      status: "pending" | "verified" | "failed";
+      records: components["schemas"]["DomainRecord"][];
+      /** Format: date-time */
+      createdAt: string;
+      /**
+       * Format: date-time
+       * @description The last check; null: never.
+       */
+      checkedAt: string | null;
+    };
+    DomainChecked: WithRequired<{
+      /** @description False when DNS did not answer: nothing changed state. */
+      dnsAnswered: boolean;
+    } & components["schemas"]["Domain"], "dnsAnswered">;
+    DomainRecord: {
+      /** @enum {string} */
+      purpose: "verification" | "dkim" | "return-path" | "spf" | "dmarc";
+      /** @enum {string} */
+      type: "TXT" | "MX";
+      /** @description The fully qualified name to publish at. */
+      name: string;
+      /** @description Exactly what to publish (a DKIM key's TXT value is one string; DNS hosts split it into strings of 255 characters). */
+      value: string;
+      /** @enum {string} */
+      status: "pending" | "verified" | "failed";
+      /** @description Why it is pending or failed, or a note; null otherwise. */
+      reason: string | null;
     };
     Audience: OneOf<[{
       tags: string[];
@@ -3105,6 +3183,465 @@ export interface operations {
         };
       };
       /** @description `id` or `deliveryId` is invalid; `field` names it. */
+      422: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationFailed"];
+        };
+      };
+      429: components["responses"]["TooManyRequests"];
+      503: components["responses"]["LimiterUnavailable"];
+    };
+  };
+  /**
+   * List domains
+   * @description Every sending domain of the organization, by name, with its records as last checked.
+   */
+  listDomains: {
+    responses: {
+      /** @description The domains. */
+      200: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["Domain"][];
+          };
+        };
+      };
+      401: components["responses"]["Unauthorized"];
+      429: components["responses"]["TooManyRequests"];
+      503: components["responses"]["LimiterUnavailable"];
+    };
+  };
+  /**
+   * Add a domain
+   * @description Adds a sending domain with its DKIM key; its records are pending until published and verified. An internationalized name is stored and shown as punycode.
+   */
+  createDomain: {
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *   "name": "acme.example"
+         * }
+         */
+        "application/json": components["schemas"]["CreateDomainRequest"];
+      };
+    };
+    responses: {
+      /** @description Added: the domain with the records to publish. */
+      201: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["Domain"];
+        };
+      };
+      /** @description The body is not JSON. */
+      400: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            /** @enum {unknown} */
+            code?: "INVALID_JSON";
+          } & components["schemas"]["Error"];
+        };
+      };
+      401: components["responses"]["Unauthorized"];
+      /** @description The organization has this domain already, or another organization has verified it. */
+      409: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            /** @enum {unknown} */
+            code?: "DOMAIN_TAKEN";
+          } & components["schemas"]["Error"];
+        };
+      };
+      /** @description The body is larger than 1 MB. */
+      413: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            /** @enum {unknown} */
+            code?: "PAYLOAD_TOO_LARGE";
+          } & components["schemas"]["Error"];
+        };
+      };
+      /** @description The body is not sent as application/json. */
+      415: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            /** @enum {unknown} */
+            code?: "UNSUPPORTED_MEDIA_TYPE";
+          } & components["schemas"]["Error"];
+        };
+      };
+      /** @description `name` is not a domain name; `field` names it. */
+      422: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationFailed"];
+        };
+      };
+      429: components["responses"]["TooManyRequests"];
+      503: components["responses"]["LimiterUnavailable"];
+    };
+  };
+  /**
+   * Get a domain
+   * @description The domain with its records as last checked (the recheck runs every `DOMAIN_RECHECK_S`).
+   */
+  getDomain: {
+    parameters: {
+      path: {
+        /**
+         * @description The domain's id.
+         * @example dom_5f1d2c3b4a5968778695a4b3
+         */
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The domain. */
+      200: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["Domain"];
+        };
+      };
+      401: components["responses"]["Unauthorized"];
+      /** @description No such domain in this organization. */
+      404: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            /** @enum {unknown} */
+            code?: "NOT_FOUND";
+          } & components["schemas"]["Error"];
+        };
+      };
+      /** @description The id is not a domain's id; `field` names it. */
+      422: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationFailed"];
+        };
+      };
+      429: components["responses"]["TooManyRequests"];
+      503: components["responses"]["LimiterUnavailable"];
+    };
+  };
+  /**
+   * Remove a domain
+   * @description Removes the domain and its DKIM keys; mail from it is refused from now on.
+   */
+  deleteDomain: {
+    parameters: {
+      path: {
+        /**
+         * @description The domain's id.
+         * @example dom_5f1d2c3b4a5968778695a4b3
+         */
+        id: string;
+      };
+    };
+    responses: {
+      /** @description Removed. */
+      204: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: never;
+      };
+      401: components["responses"]["Unauthorized"];
+      /** @description No such domain in this organization. */
+      404: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            /** @enum {unknown} */
+            code?: "NOT_FOUND";
+          } & components["schemas"]["Error"];
+        };
+      };
+      /** @description The id is not a domain's id; `field` names it. */
+      422: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationFailed"];
+        };
+      };
+      429: components["responses"]["TooManyRequests"];
+      503: components["responses"]["LimiterUnavailable"];
+    };
+  };
+  /**
+   * Check a domain's records now
+   * @description Looks every record up in DNS now, as a receiver does, and answers the domain with each record's status and reason. A DNS server that does not answer (a timeout, a server failure) changes nothing: `dnsAnswered` is false and the records keep their last status, their reasons saying why. A rotation's pending key starts signing when its record verifies. No body.
+   */
+  verifyDomain: {
+    parameters: {
+      path: {
+        /**
+         * @description The domain's id.
+         * @example dom_5f1d2c3b4a5968778695a4b3
+         */
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The domain as checked. */
+      200: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["DomainChecked"];
+        };
+      };
+      401: components["responses"]["Unauthorized"];
+      /** @description No such domain in this organization. */
+      404: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            /** @enum {unknown} */
+            code?: "NOT_FOUND";
+          } & components["schemas"]["Error"];
+        };
+      };
+      /** @description The id is not a domain's id; `field` names it. */
+      422: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationFailed"];
+        };
+      };
+      429: components["responses"]["TooManyRequests"];
+      503: components["responses"]["LimiterUnavailable"];
+    };
+  };
+  /**
+   * Rotate the DKIM key
+   * @description Makes a new key under a new selector, pending: its record is listed to publish, the old key signs until the new record verifies (on a verify or the recheck), then the new key signs and the old record is shown as still needed for 7 days, then removable. No body.
+   */
+  rotateDomainKey: {
+    parameters: {
+      path: {
+        /**
+         * @description The domain's id.
+         * @example dom_5f1d2c3b4a5968778695a4b3
+         */
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The domain with the pending key's record. */
+      200: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["Domain"];
+        };
+      };
+      401: components["responses"]["Unauthorized"];
+      /** @description No such domain in this organization. */
+      404: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            /** @enum {unknown} */
+            code?: "NOT_FOUND";
+          } & components["schemas"]["Error"];
+        };
+      };
+      /** @description A rotation is pending already: publish its record and verify first. */
+      409: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            /** @enum {unknown} */
+            code?: "ROTATION_PENDING";
+          } & components["schemas"]["Error"];
+        };
+      };
+      /** @description The id is not a domain's id; `field` names it. */
       422: {
         headers: {
           "RateLimit-Policy": components["headers"]["RateLimit-Policy"];

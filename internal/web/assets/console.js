@@ -1,15 +1,16 @@
-// The console works without this script; with it, a new token has a copy button and the
-// usage page updates itself every 5 seconds while it is visible.
+// The console works without this script; with it, a new token and each DNS record of a domain
+// have copy buttons, and the usage page updates itself every 5 seconds while it is visible.
 for (const button of document.querySelectorAll("button[data-copy]")) {
   const field = document.getElementById(button.dataset.copy);
   const status = document.getElementById(button.dataset.status);
   button.hidden = false;
   button.addEventListener("click", async () => {
     try {
-      await navigator.clipboard.writeText(field.value);
+      await navigator.clipboard.writeText(field.value ?? field.textContent);
       status.textContent = "Copied to the clipboard.";
     } catch {
-      field.select();
+      if (field.select) field.select();
+      else getSelection().selectAllChildren(field);
       status.textContent = "Selected: press Ctrl+C (or Cmd+C) to copy.";
     }
   });
