@@ -295,6 +295,26 @@ export const MIGRATIONS: readonly Migration[] = [
       "UPDATE console_sessions SET last_seen_ms = created_ms",
     ],
   },
+  {
+    version: 19,
+    name: "suppression list: the addresses an organization sends nothing to; campaigns count the suppressed",
+    up: (dialect) => [
+      // One row per organization and mailbox (normalised as the recipient guards do); seq
+      // orders the list, newest first, and keys its cursors.
+      `CREATE TABLE suppressions (
+        seq ${identityColumn(dialect)},
+        org_id TEXT NOT NULL,
+        email TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        detail TEXT NOT NULL,
+        message_id TEXT,
+        created_ms BIGINT NOT NULL)`,
+      "CREATE UNIQUE INDEX suppressions_org_email ON suppressions (org_id, email)",
+      "CREATE INDEX suppressions_org_seq ON suppressions (org_id, seq)",
+      "CREATE INDEX suppressions_org_reason ON suppressions (org_id, reason, seq)",
+      "ALTER TABLE campaigns ADD COLUMN suppressed BIGINT NOT NULL DEFAULT 0",
+    ],
+  },
 ];
 
 /** The lock that serializes migrations between processes (PostgreSQL advisory lock key). */

@@ -8,6 +8,7 @@ import { HistoryRecords } from "./history";
 import { IdempotencyRecords } from "./idempotency";
 import { migrate } from "./migrations";
 import { StatsRecords } from "./stats";
+import { SuppressionRecords } from "./suppressions";
 import { WebhookDeliveryRecords } from "./webhook_deliveries";
 import { WebhookEndpointRecords } from "./webhook_endpoints";
 import { WorkflowRecords } from "./workflows";
@@ -31,6 +32,7 @@ export class Records {
   readonly workflows: WorkflowRecords;
   readonly idempotency: IdempotencyRecords;
   readonly stats: StatsRecords;
+  readonly suppressions: SuppressionRecords;
 
   constructor(readonly db: Db) {
     this.directory = new DirectoryRecords(db);
@@ -46,6 +48,7 @@ export class Records {
     this.workflows = new WorkflowRecords(db);
     this.idempotency = new IdempotencyRecords(db);
     this.stats = new StatsRecords(db);
+    this.suppressions = new SuppressionRecords(db);
   }
 
   /** Opens the records and applies the pending migrations. */

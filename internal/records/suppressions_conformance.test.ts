@@ -1,0 +1,85 @@
+// Suppression lists on both databases: one per organization, the first reason kept, pages newest
+// first by reason that a walk never repeats or skips, removal, and the check of many addresses.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
+import { recordDatabases } from "../testkit/recorddbs";
+import { Records } from "./records";
+
+const databases = recordDatabases("suppressions");
+
+const T0 = Date.UTC(2026, 10, 1);
+
+for (const [name, fresh] of databases) {
+  describe(`suppression records: ${name}`, () => {
+    let r: Records;
+    let orgA: string;
+    let orgB: string;
+    beforeAll(async () => {
+      const where = await fresh();
+      r = await Records.open({ databaseUrl: where.url, sqliteFile: where.sqliteFile });
+      orgA = (await r.directory.createOrganization("a", Plan.PREMIUM, T0)).id;
+      orgB = (await r.directory.createOrganization("b", Plan.PREMIUM, T0)).id;
+    });
+    afterAll(async () => {
+      await r?.close();
+    });
+
+    test("an address listed once per organization, as the guards see it; the first reason stays", async () => {
+      const first = await r.suppressions.add({
+        orgId: orgA,
+        email: "Gone+news@Example.COM",
+        reason: "hard_bounce",
+        detail: "5.1.1 user unknown",
+        messageId: "msg_1",
+        nowMs: T0,
+      });
+      expect(first).toEqual({
+        created: true,
+        suppression: {
+          email: "gone@example.com",
+          reason: "hard_bounce",
+          detail: "5.1.1 user unknown",
+          messageId: "msg_1",
+          createdMs: T0,
+        },
+      });
+      const again = await r.suppressions.add({
+        orgId: orgA,
+        email: "gone@example.com",
+        reason: "complaint",
+        detail: "abuse",
+        nowMs: T0 + 1,
+      });
+      expect(again).toEqual({ created: false, suppression: first.suppression });
+      // Another organization's list is its own.
+      expect(await r.suppressions.listed(orgB, ["gone@example.com"])).toEqual(new Set());
+      expect(await r.suppressions.listed(orgA, ["GONE+x@example.com", "other@example.com"])).toEqual(
+        new Set(["gone@example.com"]),
+      );
+      expect(await r.suppressions.listed(orgA, [])).toEqual(new Set());
+      expect(await r.suppressions.remove(orgB, "gone@example.com")).toBe(false);
+      expect(await r.suppressions.remove(orgA, "Gone@example.com")).toBe(true);
+      expect(await r.suppressions.remove(orgA, "gone@example.com")).toBe(false);
+      expect(await r.suppressions.listed(orgA, ["gone@example.com"])).toEqual(new Set());
+    });
+
+    test("pages newest first, by reason, that a walk never repeats or skips", async () => {
+      const reasons = ["manual", "complaint", "manual", "hard_bounce", "manual"] as const;
+      for (const [i, reason] of reasons.entries())
+        await r.suppressions.add({ orgId: orgB, email: `p${i}@example.com`, reason, detail: "", nowMs: T0 + i });
+      const first = await r.suppressions.list(orgB, { limit: 2 });
+      expect(first.data.map((s) => s.email)).toEqual(["p4@example.com", "p3@example.com"]);
+      await r.suppressions.add({ orgId: orgB, email: "new@example.com", reason: "manual", detail: "", nowMs: T0 + 9 });
+      const rest = await r.suppressions.list(orgB, { limit: 10, cursor: first.nextCursor! });
+      expect(rest.data.map((s) => s.email)).toEqual(["p2@example.com", "p1@example.com", "p0@example.com"]);
+      expect(rest.nextCursor).toBeNull();
+      const manual = await r.suppressions.list(orgB, { reason: "manual", limit: 2 });
+      expect(manual.data.map((s) => s.email)).toEqual(["new@example.com", "p4@example.com"]);
+      const manualRest = await r.suppressions.list(orgB, { reason: "manual", limit: 2, cursor: manual.nextCursor! });
+      expect(manualRest.data.map((s) => s.email)).toEqual(["p2@example.com", "p0@example.com"]);
+      expect(manualRest.nextCursor).toBeNull();
+      expect((await r.suppressions.list(orgA, { limit: 10 })).data).toEqual([]);
+      expect((await r.suppressions.list(orgB, { limit: 10, cursor: "garbage" })).data).toEqual([]);
+    });
+  });
+}
