@@ -161,6 +161,7 @@ export function campaignsPage(o: { session: GetSessionResponse; campaigns: Campa
 <td class="num" data-label="Bounced">${st?.bounced ?? 0n}</td>
 <td class="num" data-label="Failed">${st?.failed ?? 0n}</td>
 <td class="num" data-label="Skipped">${st?.skipped ?? 0n}</td>
+<td class="num" data-label="Suppressed">${st?.suppressed ?? 0n}</td>
 <td data-label="Created">${time(Number(c.createdAtMs))}</td>
 </tr>`;
   });
@@ -174,10 +175,10 @@ ${
     ? html`<p>No campaigns yet.</p>`
     : html`<div class="table-wrap"><table class="stack">
 <caption class="visually-hidden">Campaigns and their stats</caption>
-<thead><tr><th scope="col">Campaign</th><th scope="col">Status</th><th scope="col">Audience</th><th scope="col" class="num">Recipients</th><th scope="col" class="num">Queued</th><th scope="col" class="num">Delivered</th><th scope="col" class="num">Bounced</th><th scope="col" class="num">Failed</th><th scope="col" class="num">Skipped</th><th scope="col">Created</th></tr></thead>
+<thead><tr><th scope="col">Campaign</th><th scope="col">Status</th><th scope="col">Audience</th><th scope="col" class="num">Recipients</th><th scope="col" class="num">Queued</th><th scope="col" class="num">Delivered</th><th scope="col" class="num">Bounced</th><th scope="col" class="num">Failed</th><th scope="col" class="num">Skipped</th><th scope="col" class="num">Suppressed</th><th scope="col">Created</th></tr></thead>
 <tbody>${rows}</tbody></table></div>`
 }
-<p class="hint">Recipients: the audience's subscribers when sending started. Skipped: unsubscribed, or bounced before; nothing was sent to them.</p>
+<p class="hint">Recipients: the audience's subscribers when sending started. Skipped: unsubscribed, on the suppression list (counted under Suppressed too), or bounced before; nothing was sent to them.</p>
 ${pager(PATHS.campaigns, {}, o.paged, "campaigns")}`,
   );
 }

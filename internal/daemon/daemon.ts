@@ -8,6 +8,7 @@ import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
 import { DestinationService } from "../gen/mailcore/limiter/v1/destinations_pb";
+import { SuppressionService } from "../gen/mailcore/limiter/v1/suppressions_pb";
 import { WebhookDeliveryService, WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
 import type { DeliveryPolicy, HotStore, QueueCap } from "../hotstore/hotstore";
 import { type Lanes, startLanes } from "../lanes/lanes";
@@ -48,6 +49,7 @@ import { Tickets } from "./tickets";
 import type { RawUnary } from "./server";
 import { webhookDeliveryHandlers } from "./webhook_delivery_service";
 import { DestinationReports, destinationHandlers } from "./destination_service";
+import { suppressionHandlers } from "./suppression_service";
 import { webhookHandlers } from "./webhook_service";
 import { WorkflowRunner } from "./workflow_runner";
 
@@ -156,7 +158,17 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
   });
   const refusals = new RefusalCounter(usage, records.stats, clock, log);
   const accepting: Accept = (send) =>
-    accept({ mail, projection, clock, queueCap: o.queueCap, onAccepted: () => runtime.onChange() }, send);
+    accept(
+      {
+        mail,
+        projection,
+        clock,
+        queueCap: o.queueCap,
+        onAccepted: () => runtime.onChange(),
+        suppressions: records.suppressions,
+      },
+      send,
+    );
   const sending = {
     records,
     mail,
@@ -307,4 +319,5 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
   // round within their idle wait).
   recordBound.service(AudienceService, audienceHandlers({ records, clock, onChange: () => p.runner.wake() }));
   recordBound.service(AutomationService, automationHandlers({ records, clock, onCampaignSent: () => p.fanout.wake() }));
+  recordBound.service(SuppressionService, suppressionHandlers({ records, clock }));
 }

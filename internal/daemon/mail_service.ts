@@ -87,6 +87,8 @@ export async function send(deps: Pick<MailDeps, "accept" | "refusals">, orgId: s
         retryAfterSeconds: QUEUE_FULL_RETRY_MS / 1_000,
         reason: result.reason,
       };
+    case "suppressed":
+      return { outcome: SendOutcome.SUPPRESSED, reason: result.reason };
     case "miss":
       throw new ConnectError(`no organization ${orgId}`, Code.NotFound);
   }

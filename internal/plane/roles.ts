@@ -14,6 +14,7 @@ import { DestinationService } from "../gen/mailcore/limiter/v1/destinations_pb";
 import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
 import { SendBatchService } from "../gen/mailcore/limiter/v1/send_batch_pb";
+import { SuppressionService } from "../gen/mailcore/limiter/v1/suppressions_pb";
 import { WebhookDeliveryService, WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
 import type { Logger } from "../log/log";
 import type { Peer, Role } from "./tls";
@@ -131,6 +132,7 @@ export const RPC_ACCESS: ReadonlyMap<string, Access> = new Map([
     listWorkflowRuns: TICKET,
     rotateWorkflowSecret: TICKET,
   }),
+  ...service(SuppressionService, { listSuppressions: TICKET, addSuppression: TICKET, deleteSuppression: TICKET }),
 ]);
 
 /** RPC path -> the one role allowed to call it. */

@@ -101,6 +101,15 @@ export class SuppressionRecords {
     return gone.length > 0;
   }
 
+  /** Why the organization's list holds the address; undefined when it does not. */
+  async reasonOf(orgId: string, email: string): Promise<SuppressionReason | undefined> {
+    const mailbox = normalizeMailbox(email);
+    const [row] = await this.db.run(
+      (sql) => sql`SELECT reason FROM suppressions WHERE org_id = ${orgId} AND email = ${mailbox}`,
+    );
+    return (row?.reason as SuppressionReason | undefined) ?? undefined;
+  }
+
   /** Which of these addresses the organization's list holds (normalised, as stored). */
   async listed(orgId: string, emails: readonly string[]): Promise<Set<string>> {
     const mailboxes = [...new Set(emails.map(normalizeMailbox))];

@@ -59,7 +59,7 @@ const campaign = {
   audience: { tags: ["newsletter"] },
   status: "draft",
   scheduledAt: null,
-  stats: { recipients: 0, queued: 0, delivered: 0, bounced: 0, failed: 0, skipped: 0 },
+  stats: { recipients: 0, queued: 0, delivered: 0, bounced: 0, failed: 0, skipped: 0, suppressed: 0 },
   createdAt: AT,
   updatedAt: AT,
 };
