@@ -6,6 +6,7 @@ import { offloadedValidation } from "../../internal/api/validation";
 import { apiConfig, loadOrExit } from "../../internal/config/config";
 import { Health } from "../../internal/gen/grpc/health/v1/health_pb";
 import { AudienceService } from "../../internal/gen/mailcore/limiter/v1/audience_pb";
+import { SuppressionService } from "../../internal/gen/mailcore/limiter/v1/suppressions_pb";
 import { AutomationService } from "../../internal/gen/mailcore/limiter/v1/automation_pb";
 import { ConsoleService } from "../../internal/gen/mailcore/limiter/v1/console_pb";
 import { MailService } from "../../internal/gen/mailcore/limiter/v1/mail_pb";
@@ -30,6 +31,7 @@ const clients = {
   webhooks: daemon.client(WebhookService),
   audience: daemon.client(AudienceService),
   automation: daemon.client(AutomationService),
+  suppressions: daemon.client(SuppressionService),
 };
 const validation = offloadedValidation({ workers: cfg.validationWorkers, timeoutMs: cfg.validationTimeoutMs });
 const ports = {

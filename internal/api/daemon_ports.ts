@@ -28,7 +28,7 @@ const SENDS_IN_FLIGHT = 1;
 /** The daemon's clients the API's ports call. */
 export type ApiClients = Pick<
   LimiterClients,
-  "admitBatch" | "sendBatch" | "health" | "mail" | "webhooks" | "audience" | "automation"
+  "admitBatch" | "sendBatch" | "health" | "mail" | "webhooks" | "audience" | "automation" | "suppressions"
 >;
 
 /** A send waiting for its batch: its ticket, the send (its email carries the request id) and its deadline. */
@@ -141,6 +141,7 @@ export function daemonPorts(
     webhooks: webhookPort(clients.webhooks, o.recordsTimeoutMs),
     audience: clients.audience,
     automation: clients.automation,
+    suppressions: clients.suppressions,
   };
 }
 

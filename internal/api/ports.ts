@@ -2,6 +2,7 @@ import type { Client } from "@connectrpc/connect";
 import type { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
 import type { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
 import type { Email, Lane, MailService, MessageInfo, SendResponse } from "../gen/mailcore/limiter/v1/mail_pb";
+import type { SuppressionService } from "../gen/mailcore/limiter/v1/suppressions_pb";
 import type {
   CreateWebhookResponse,
   ListWebhookDeliveriesResponse,
@@ -75,6 +76,9 @@ export type AudienceCalls = Client<typeof AudienceService>;
 /** The daemon's automation RPCs (campaigns, workflows), as they are. */
 export type AutomationCalls = Client<typeof AutomationService>;
 
+/** The daemon's suppression-list RPCs, as they are. */
+export type SuppressionCalls = Client<typeof SuppressionService>;
+
 /** Every port of the HTTP front. */
 export interface ApiPorts {
   admission: AdmissionPort;
@@ -84,6 +88,7 @@ export interface ApiPorts {
   webhooks: WebhookCalls;
   audience: AudienceCalls;
   automation: AutomationCalls;
+  suppressions: SuppressionCalls;
   /** Validates a send body off the event loop (validation.ts); throws InvalidField. */
   validation: Pick<SendValidation, "validate">;
 }

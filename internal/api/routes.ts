@@ -17,6 +17,7 @@ import {
 import { cancelCampaign, createCampaign, getCampaign, listCampaigns, sendCampaign } from "./campaigns";
 import type { Route } from "./respond";
 import { sendEmail } from "./send";
+import { addSuppression, deleteSuppression, listSuppressions } from "./suppressions";
 import {
   createWebhook,
   deleteWebhook,
@@ -67,6 +68,8 @@ export const API_ROUTES: readonly (readonly [string, Route])[] = [
   ["/api/v1/workflows/{id}", { GET: getWorkflow, PATCH: updateWorkflow, DELETE: deleteWorkflow }],
   ["/api/v1/workflows/{id}/secret", { POST: rotateWorkflowSecret }],
   ["/api/v1/workflows/{id}/runs", { GET: listWorkflowRuns }],
+  ["/api/v1/suppressions", { GET: listSuppressions, POST: addSuppression }],
+  ["/api/v1/suppressions/{email}", { DELETE: deleteSuppression }],
 ];
 
 /** A route of the table as the front matches it: for dispatch, the metrics' labels and the test that holds it to the document. */

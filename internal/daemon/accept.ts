@@ -5,7 +5,8 @@ import { type Email, EmailSchema, Lane } from "../gen/mailcore/limiter/v1/mail_p
 import type { EnqueueInput, EnqueueResult, MailStore, QueueCap } from "../hotstore/hotstore";
 import { newMessageId } from "../mail/identity";
 import { domainOf, fixtureKind, GUARD_LIMITS, IDEMPOTENCY_TTL_MS, normalizeMailbox } from "../mail/policy";
-import type { SuppressionReason, SuppressionRecords } from "../records/suppressions";
+import type { SuppressionReason } from "../mail/suppression";
+import type { SuppressionRecords } from "../records/suppressions";
 import type { Projection } from "./projection";
 
 // The accept step of every send (POST /api/v1/emails, SMTP, a campaign's or a workflow's

@@ -10,7 +10,8 @@ import {
   type SuppressionService,
 } from "../gen/mailcore/limiter/v1/suppressions_pb";
 import type { Records } from "../records/records";
-import { isSuppressionReason, SUPPRESSION_REASONS, type Suppression } from "../records/suppressions";
+import { isSuppressionReason, SUPPRESSION_REASONS } from "../mail/suppression";
+import type { Suppression } from "../records/suppressions";
 import { guard, pageCursor } from "./rpc_errors";
 import { tenantOf } from "./tenant";
 

@@ -2,6 +2,7 @@ import type { DescService } from "@bufbuild/protobuf";
 import { type Client, Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { Health } from "../gen/grpc/health/v1/health_pb";
 import { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
+import { SuppressionService } from "../gen/mailcore/limiter/v1/suppressions_pb";
 import { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
 import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
@@ -33,6 +34,7 @@ export interface LimiterClients {
   webhookDelivery: Client<typeof WebhookDeliveryService>;
   audience: Client<typeof AudienceService>;
   automation: Client<typeof AutomationService>;
+  suppressions: Client<typeof SuppressionService>;
 }
 
 /** A record-bound call that did not finish by its deadline: limiterd wrote nothing of it. */
@@ -103,5 +105,6 @@ export function limiterClients(baseUrl: string, cred: ClientCredential): Limiter
     webhookDelivery: daemon.client(WebhookDeliveryService),
     audience: daemon.client(AudienceService),
     automation: daemon.client(AutomationService),
+    suppressions: daemon.client(SuppressionService),
   };
 }

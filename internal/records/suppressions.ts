@@ -1,4 +1,5 @@
 import { normalizeMailbox } from "../mail/policy";
+import type { SuppressionReason } from "../mail/suppression";
 import { type Db, num, type Sql } from "./db";
 import { BY_SEQ, mapPage, newestFirst, type Page } from "./paging";
 
@@ -7,14 +8,6 @@ import { BY_SEQ, mapPage, newestFirst, type Page } from "./paging";
 // addresses itself too. A send to a listed address is refused at once; a campaign skips it. The
 // address is kept as the recipient guards see it (lower case, without a +tag), so a listed
 // mailbox is not reached again through a tag.
-
-export const SUPPRESSION_REASONS = ["hard_bounce", "soft_bounce", "complaint", "manual"] as const;
-
-export type SuppressionReason = (typeof SUPPRESSION_REASONS)[number];
-
-export function isSuppressionReason(v: unknown): v is SuppressionReason {
-  return (SUPPRESSION_REASONS as readonly unknown[]).includes(v);
-}
 
 export interface Suppression {
   email: string;

@@ -4,6 +4,7 @@ import { COMPONENTS } from "./common";
 import { emailsArea } from "./emails";
 import { EXAMPLES } from "./examples";
 import { serviceArea } from "./service";
+import { suppressionsArea } from "./suppressions";
 import { tagsArea } from "./tags";
 import type { ApiArea } from "./types";
 import { webhooksArea } from "./webhooks";
@@ -18,6 +19,7 @@ export const AREAS: readonly ApiArea[] = [
   webhooksArea,
   automationArea,
   workflowsArea,
+  suppressionsArea,
   serviceArea,
 ];
 

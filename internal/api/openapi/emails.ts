@@ -57,7 +57,16 @@ export const emailsArea: ApiArea = {
           "409": errorAnswer("The Idempotency-Key was used with a different body.", ["IDEMPOTENCY_KEY_REUSED"]),
           "413": errorAnswer("The body is larger than 1 MB.", ["PAYLOAD_TOO_LARGE"]),
           "415": errorAnswer("The body is not sent as application/json.", ["UNSUPPORTED_MEDIA_TYPE"]),
-          "422": jsonAnswer("A field is invalid; `field` names it.", schemaRef("ValidationFailed")),
+          "422": {
+            description:
+              "A field is invalid (`field` names it), or the recipient is on the organization's suppression list (`{code: RECIPIENT_SUPPRESSED, message}`; nothing was queued, see Suppressions).",
+            headers: rateLimitHeaders,
+            content: {
+              "application/json": {
+                schema: { oneOf: [schemaRef("ValidationFailed"), schemaRef("RecipientSuppressed")] },
+              },
+            },
+          },
           "429": {
             description:
               "Over the quota or the IP limit (`{message, docs}`), a recipient guard (`{code: RECIPIENT_RATE_LIMITED, message}`), or the organization's queue is full (`{code: QUEUE_FULL, message}`). Honour Retry-After in every case.",

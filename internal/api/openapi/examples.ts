@@ -112,7 +112,30 @@ export interface OperationExamples {
   responses: Record<string, unknown>;
 }
 
+const suppression = {
+  email: "ada@example.com",
+  reason: "hard_bounce",
+  detail: "5.1.1: bad destination mailbox (550 5.1.1 <ada@example.com>: Recipient address rejected: User unknown)",
+  messageId: "msg_0192f3a4b5c6d7e8f9a0b1c2",
+  createdAt: AT,
+};
+
 export const EXAMPLES: Record<string, OperationExamples> = {
+  listSuppressions: { query: { reason: "hard_bounce" }, responses: { "200": page(suppression) } },
+  addSuppression: {
+    request: { email: "ben@example.com", detail: "asked by phone not to be mailed" },
+    responses: {
+      "201": {
+        email: "ben@example.com",
+        reason: "manual",
+        detail: "asked by phone not to be mailed",
+        messageId: null,
+        createdAt: AT,
+      },
+      "200": suppression,
+    },
+  },
+  deleteSuppression: { responses: {} },
   sendEmail: {
     request: {
       from: "Acme <hello@acme.example>",
