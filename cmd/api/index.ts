@@ -45,6 +45,7 @@ const site = apiSite(
     automation: clients.automation,
     mail: clients.mail,
     webhooks: clients.webhooks,
+    suppressions: clients.suppressions,
     admission: ports.admission,
   },
   { timeoutMs: cfg.limiterTimeoutMs, trustProxy: cfg.trustProxy, log },

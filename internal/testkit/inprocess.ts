@@ -88,6 +88,7 @@ export async function startInProcess(
       automation: clients.automation,
       mail: clients.mail,
       webhooks: clients.webhooks,
+      suppressions: clients.suppressions,
       admission: ports.admission,
     },
     { timeoutMs: 2_000, trustProxy: opts.trustProxy ?? [], log },
