@@ -285,6 +285,7 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
     DeliveryService,
     deliveryHandlers({
       mail,
+      suppressions: records.suppressions,
       runtime,
       clock,
       laneRate,

@@ -14,6 +14,7 @@ import { EmbeddedHot } from "../hotstore/embedded/embedded";
 import type { LeasedRecord } from "../hotstore/hotstore";
 import { aheadOf } from "../lanes/scheduler";
 import { retryPolicy } from "../mx/retry";
+import { Records } from "../records/records";
 import { projectSuiteOrg, suiteSends } from "../testkit/hotstores";
 import { ack, type DeliveryDeps, leaseRoom } from "./delivery_service";
 import { MailRuntime } from "./mail_runtime";
@@ -36,8 +37,10 @@ test("a deferral under the schedule in hours: nextRetry's time, the receiver's w
   const org = "org_hours";
   await projectSuiteOrg(store.admission, org);
   const { send, drain } = suiteSends(() => ({ mail: store.mail, clock, org, idPrefix: "msg_hours" }));
+  const records = await Records.open({ sqliteFile: ":memory:" });
   const deps: DeliveryDeps = {
     mail: store.mail,
+    suppressions: records.suppressions,
     runtime: new MailRuntime(),
     clock,
     laneRate: 40,

@@ -297,7 +297,7 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 19,
-    name: "suppression list: the addresses an organization sends nothing to; campaigns count the suppressed",
+    name: "suppression list: the addresses an organization sends nothing to, soft bounces counted; campaigns count the suppressed",
     up: (dialect) => [
       // One row per organization and mailbox (normalised as the recipient guards do); seq
       // orders the list, newest first, and keys its cursors.
@@ -313,6 +313,14 @@ export const MIGRATIONS: readonly Migration[] = [
       "CREATE INDEX suppressions_org_seq ON suppressions (org_id, seq)",
       "CREATE INDEX suppressions_org_reason ON suppressions (org_id, reason, seq)",
       "ALTER TABLE campaigns ADD COLUMN suppressed BIGINT NOT NULL DEFAULT 0",
+      // An organization's soft bounces of a mailbox since its last delivery (a delivery deletes
+      // them): what the soft-bounce rule counts.
+      `CREATE TABLE soft_bounces (
+        org_id TEXT NOT NULL,
+        email TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        at_ms BIGINT NOT NULL,
+        PRIMARY KEY (org_id, email, message_id))`,
     ],
   },
 ];

@@ -48,7 +48,10 @@ export class Records {
     this.workflows = new WorkflowRecords(db);
     this.idempotency = new IdempotencyRecords(db);
     this.stats = new StatsRecords(db);
-    this.suppressions = new SuppressionRecords(db);
+    // A listing is announced to webhooks in the transaction that makes it.
+    this.suppressions = new SuppressionRecords(db, (sql, events, nowMs) =>
+      this.webhookDeliveries.enqueueIn(sql, events, nowMs),
+    );
   }
 
   /** Opens the records and applies the pending migrations. */

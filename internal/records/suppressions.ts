@@ -1,7 +1,10 @@
+import { type SoftBounceRule, softBounceVerdict } from "../feedback/softbounces";
+import type { BounceDetail } from "../mail/bounce_detail";
 import { normalizeMailbox } from "../mail/policy";
 import type { SuppressionReason } from "../mail/suppression";
-import { type Db, num, type Sql } from "./db";
+import { chunks, type Db, num, type Sql } from "./db";
 import { BY_SEQ, mapPage, newestFirst, type Page } from "./paging";
+import type { WebhookEventInput } from "./webhook_deliveries";
 
 // The suppression list of each organization: the mailboxes it sends nothing to. A hard bounce,
 // soft bounces that repeat, a complaint put an address there; the organization adds and removes
@@ -41,8 +44,91 @@ function suppressionOf(r: Record<string, unknown>): Suppression {
   };
 }
 
+/** A final refusal of one message, as the mailbox's organization learns it. */
+export interface BounceInput {
+  orgId: string;
+  messageId: string;
+  /** The recipient (normalised here). */
+  email: string;
+  bounce: BounceDetail;
+  atMs: number;
+}
+
+/** What a bounce did to the organization's list. */
+export interface BounceEffect {
+  /** Listed by this bounce (false: listed already, or not listed: policy, or soft below the rule). */
+  suppressed: boolean;
+  /** For a soft bounce: those that count now, this one included. */
+  softBounces: number;
+}
+
+/** Announces events to the organization's webhooks in the caller's transaction. */
+export type AnnounceIn = (sql: Sql, events: WebhookEventInput[], nowMs: number) => Promise<unknown>;
+
 export class SuppressionRecords {
-  constructor(private readonly db: Db) {}
+  constructor(
+    private readonly db: Db,
+    private readonly announce: AnnounceIn,
+    private readonly softRule?: SoftBounceRule,
+  ) {}
+
+  /**
+   * Applies one message's final refusal to its organization's list, in one transaction: a hard
+   * bounce lists the mailbox; a soft one is counted, and lists it when the soft-bounce rule
+   * says so; a policy refusal is the sender's, and changes nothing. A listing is announced as
+   * email.suppressed. The same message's bounce twice counts once.
+   */
+  async recordBounce(b: BounceInput): Promise<BounceEffect> {
+    if (b.bounce.type === "policy") return { suppressed: false, softBounces: 0 };
+    const email = normalizeMailbox(b.email);
+    return this.db.tx(async (sql) => {
+      let softBounces = 0;
+      let reason: SuppressionReason = "hard_bounce";
+      if (b.bounce.type === "soft") {
+        reason = "soft_bounce";
+        await sql`INSERT INTO soft_bounces ${sql({ org_id: b.orgId, email, message_id: b.messageId, at_ms: b.atMs })}
+          ON CONFLICT (org_id, email, message_id) DO NOTHING`;
+        const rows = await sql`SELECT at_ms FROM soft_bounces WHERE org_id = ${b.orgId} AND email = ${email}`;
+        const verdict = softBounceVerdict(
+          rows.map((r: { at_ms: unknown }) => ({ atMs: num(r.at_ms), outcome: "soft" as const })),
+          b.atMs,
+          this.softRule,
+        );
+        softBounces = verdict.softBounces;
+        if (!verdict.suppress) return { suppressed: false, softBounces };
+      }
+      const detail = `${b.bounce.status ? `${b.bounce.status}: ` : ""}${b.bounce.diagnostic}`;
+      const made = await this.addIn(sql, {
+        orgId: b.orgId,
+        email,
+        reason,
+        detail,
+        messageId: b.messageId,
+        nowMs: b.atMs,
+      });
+      if (made.created)
+        await this.announce(
+          sql,
+          [
+            {
+              orgId: b.orgId,
+              type: "email.suppressed",
+              atMs: b.atMs,
+              data: { email, reason, detail: made.suppression.detail, emailId: b.messageId },
+            },
+          ],
+          b.atMs,
+        );
+      return { suppressed: made.created, softBounces };
+    });
+  }
+
+  /** A delivery to each of these mailboxes: their soft bounces no longer count. */
+  async delivered(orgId: string, emails: readonly string[]): Promise<void> {
+    const mailboxes = [...new Set(emails.map(normalizeMailbox))];
+    for (const part of chunks(mailboxes))
+      await this.db.run((sql) => sql`DELETE FROM soft_bounces WHERE org_id = ${orgId} AND email IN ${sql(part)}`);
+  }
 
   /**
    * Lists the address, unless it is listed already: the first reason stays (a complaint after

@@ -1,5 +1,7 @@
 // Suppression lists on both databases: one per organization, the first reason kept, pages newest
-// first by reason that a walk never repeats or skips, removal, and the check of many addresses.
+// first by reason that a walk never repeats or skips, removal, and the check of many addresses;
+// bounces: a hard one lists the mailbox, soft ones by the rule, a policy refusal never, each
+// listing announced to the organization's webhooks.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { recordDatabases } from "../testkit/recorddbs";
@@ -8,6 +10,7 @@ import { Records } from "./records";
 const databases = recordDatabases("suppressions");
 
 const T0 = Date.UTC(2026, 10, 1);
+const HOUR = 3_600_000;
 
 for (const [name, fresh] of databases) {
   describe(`suppression records: ${name}`, () => {
@@ -80,6 +83,60 @@ for (const [name, fresh] of databases) {
       expect(manualRest.nextCursor).toBeNull();
       expect((await r.suppressions.list(orgA, { limit: 10 })).data).toEqual([]);
       expect((await r.suppressions.list(orgB, { limit: 10, cursor: "garbage" })).data).toEqual([]);
+    });
+
+    test("bounces: hard lists at once, soft by the rule (a delivery starts the count again), policy never; each listing announced", async () => {
+      await r.webhookEndpoints.create({
+        orgId: orgA,
+        url: "https://a.example/hook",
+        events: ["email.suppressed"],
+        secret: "whsec_a",
+        nowMs: T0,
+      });
+      const bounce = (type: "hard" | "soft" | "policy", email: string, messageId: string, atMs: number) =>
+        r.suppressions.recordBounce({
+          orgId: orgA,
+          messageId,
+          email,
+          bounce: { type, status: type === "policy" ? "5.7.1" : "5.1.1", diagnostic: `550 ${type}` },
+          atMs,
+        });
+      expect(await bounce("policy", "spam@example.net", "m1", T0)).toEqual({ suppressed: false, softBounces: 0 });
+      expect(await bounce("hard", "Kim+x@Example.net", "m2", T0)).toEqual({ suppressed: true, softBounces: 0 });
+      expect(await bounce("hard", "kim@example.net", "m3", T0 + 1)).toEqual({ suppressed: false, softBounces: 0 });
+      const listed = (await r.suppressions.list(orgA, { limit: 10 })).data;
+      expect(listed).toEqual([
+        { email: "kim@example.net", reason: "hard_bounce", detail: "5.1.1: 550 hard", messageId: "m2", createdMs: T0 },
+      ]);
+      // Soft: 3 since the last delivery, 72 hours or more from the first to the last.
+      expect(await bounce("soft", "full@example.net", "s1", T0)).toEqual({ suppressed: false, softBounces: 1 });
+      expect(await bounce("soft", "full@example.net", "s1", T0)).toEqual({ suppressed: false, softBounces: 1 });
+      expect(await bounce("soft", "full@example.net", "s2", T0 + HOUR)).toEqual({ suppressed: false, softBounces: 2 });
+      expect(await bounce("soft", "full@example.net", "s3", T0 + 2 * HOUR)).toEqual({
+        suppressed: false,
+        softBounces: 3,
+      });
+      await r.suppressions.delivered(orgA, ["Full@example.net"]);
+      expect(await bounce("soft", "full@example.net", "s4", T0 + 10 * HOUR)).toEqual({
+        suppressed: false,
+        softBounces: 1,
+      });
+      expect(await bounce("soft", "full@example.net", "s5", T0 + 40 * HOUR)).toEqual({
+        suppressed: false,
+        softBounces: 2,
+      });
+      expect(await bounce("soft", "full@example.net", "s6", T0 + 82 * HOUR)).toEqual({
+        suppressed: true,
+        softBounces: 3,
+      });
+      expect(await r.suppressions.reasonOf(orgA, "full@example.net")).toBe("soft_bounce");
+      expect(await r.suppressions.listed(orgB, ["kim@example.net", "full@example.net", "spam@example.net"])).toEqual(
+        new Set(),
+      );
+      expect(await r.suppressions.reasonOf(orgA, "spam@example.net")).toBeUndefined();
+      const [endpoint] = (await r.webhookEndpoints.list(orgA, 1)).data;
+      const announced = (await r.webhookDeliveries.list(orgA, endpoint!.id, 10))!.data;
+      expect(announced.map((d) => d.eventType)).toEqual(["email.suppressed", "email.suppressed"]);
     });
   });
 }

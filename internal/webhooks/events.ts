@@ -10,6 +10,7 @@ export const WEBHOOK_EVENTS = [
   "email.bounced",
   "email.failed",
   "email.complained",
+  "email.suppressed",
   "subscriber.created",
   "subscriber.updated",
   "subscriber.unsubscribed",

@@ -572,13 +572,13 @@ export interface components {
        * @example https://hooks.acme.example/mail
        */
       url: string;
-      events: ("email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted")[];
+      events: ("email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted")[];
     };
     Webhook: {
       id: string;
       /** Format: uri */
       url: string;
-      events: ("email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted")[];
+      events: ("email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted")[];
       /** Format: date-time */
       createdAt: string;
       /** @description True once every attempt failed for 5 days; nothing more is sent. */
@@ -607,7 +607,7 @@ export interface components {
       /** @description Also the `webhook-id` header of every attempt. */
       id: string;
       /** @enum {string} */
-      type: "email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted" | "webhook.test";
+      type: "email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted" | "webhook.test";
       /** @enum {string} */
       state: "pending" | "delivered" | "failed";
       /** Format: date-time */
