@@ -375,6 +375,11 @@ export interface MailStore {
   /** A message that is still in the hot store (not yet settled in the records); null otherwise. */
   getMessage(orgId: string, messageId: string): Promise<MessageHistory | null>;
   laneCounts(nowMs: number): Promise<LaneCounts[]>;
+  /**
+   * Puts a mailbox on bounce cooldown for cooldownMs from now (a hard bounce learned after the
+   * delivery), unless it is cooled longer already; returns when its cooldown ends.
+   */
+  coolDown(mailbox: string, nowMs: number, cooldownMs: number): Promise<number>;
 }
 
 /** What the console shows of an organization's use of the service. */

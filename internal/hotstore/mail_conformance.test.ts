@@ -326,6 +326,20 @@ for (const [name, open] of hotStores(servers)) {
       expect((await send({ mailbox: "gone@example.com" })).kind).toBe("accepted");
     });
 
+    test("a bounce learned later (a DSN) cools the mailbox for every organization; a shorter one does not shorten it", async () => {
+      const start = clock.nowMs();
+      expect(await store.mail.coolDown("later@example.com", start, HOUR)).toBe(start + HOUR);
+      expect(await store.mail.coolDown("later@example.com", start, MIN)).toBe(start + HOUR);
+      clock.advance(1_000);
+      expect(await send({ mailbox: "later@example.com" })).toEqual({
+        kind: "limited",
+        reason: "bounce_cooldown",
+        retryAfterMs: HOUR - 1_000,
+      });
+      clock.advance(HOUR - 1_000);
+      expect((await send({ mailbox: "later@example.com" })).kind).toBe("accepted");
+    });
+
     test("a REJECTED ack fails the message at once and puts no mailbox on cooldown", async () => {
       await send({ mailbox: "refused@example.com" });
       await drain(Lane.TRANSACTIONAL);

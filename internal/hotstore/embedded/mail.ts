@@ -322,6 +322,16 @@ export class EmbeddedMail implements MailStore {
     return result;
   }
 
+  async coolDown(mailbox: string, nowMs: number, cooldownMs: number): Promise<number> {
+    const untilMs = nowMs + cooldownMs;
+    const row = this.db
+      .query(
+        "INSERT INTO cooldowns (mailbox, until_ms) VALUES (?, ?) ON CONFLICT (mailbox) DO UPDATE SET until_ms = MAX(until_ms, excluded.until_ms) RETURNING until_ms",
+      )
+      .get(mailbox, untilMs) as { until_ms: number };
+    return row.until_ms;
+  }
+
   async getMessage(orgId: string, messageId: string): Promise<MessageHistory | null> {
     const row = this.db
       .query("SELECT * FROM messages WHERE id = ? AND org_id = ?")

@@ -279,6 +279,10 @@ export class RedisMail implements MailStore {
     return total;
   }
 
+  async coolDown(mailbox: string, nowMs: number, cooldownMs: number): Promise<number> {
+    return Number(await this.writes.run("cool", [keys.cooldown(mailbox), nowMs, cooldownMs]));
+  }
+
   async getMessage(orgId: string, messageId: string): Promise<MessageHistory | null> {
     const reply = (await this.redis.message(keys.message(orgId, messageId), orgId, messageId)) as MessageReply | null;
     return reply ? toHistory(reply) : null;
