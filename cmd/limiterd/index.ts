@@ -164,6 +164,7 @@ const daemon = limiterDaemon({
   log,
   metrics,
   ticketKey: masterKey.derive("plane-ticket"),
+  returnPathKey: masterKey.derive("return-path"),
   disk,
 });
 const server = await serveRpc((router) => daemon.routes(router), cfg.host, cfg.port, {

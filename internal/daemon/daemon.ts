@@ -8,6 +8,7 @@ import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
 import { DestinationService } from "../gen/mailcore/limiter/v1/destinations_pb";
+import { FeedbackService } from "../gen/mailcore/limiter/v1/feedback_pb";
 import { SuppressionService } from "../gen/mailcore/limiter/v1/suppressions_pb";
 import { WebhookDeliveryService, WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
 import type { DeliveryPolicy, HotStore, QueueCap } from "../hotstore/hotstore";
@@ -49,6 +50,7 @@ import { Tickets } from "./tickets";
 import type { RawUnary } from "./server";
 import { webhookDeliveryHandlers } from "./webhook_delivery_service";
 import { DestinationReports, destinationHandlers } from "./destination_service";
+import { feedbackHandlers } from "./feedback_service";
 import { suppressionHandlers } from "./suppression_service";
 import { webhookHandlers } from "./webhook_service";
 import { WorkflowRunner } from "./workflow_runner";
@@ -85,6 +87,8 @@ export interface DaemonOptions {
   metrics?: LimiterMetrics;
   /** The key of the admission tickets' MAC: masterKey.derive("plane-ticket"), the same on every daemon. */
   ticketKey: Buffer;
+  /** The return paths' HMAC key: masterKey.derive("return-path"), the same on every daemon. */
+  returnPathKey: Buffer;
   /** Told of a call refused because the store's disk is full (the raw methods'; the interceptors tell it of the rest). */
   disk?: Pick<DiskSpace, "noted">;
 }
@@ -321,4 +325,14 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
   recordBound.service(AudienceService, audienceHandlers({ records, clock, onChange: () => p.runner.wake() }));
   recordBound.service(AutomationService, automationHandlers({ records, clock, onCampaignSent: () => p.fanout.wake() }));
   recordBound.service(SuppressionService, suppressionHandlers({ records, clock }));
+  recordBound.service(
+    FeedbackService,
+    feedbackHandlers({
+      mail,
+      records,
+      clock,
+      returnPathKey: p.o.returnPathKey,
+      bounceCooldownMs: p.o.policy.bounceCooldownMs,
+    }),
+  );
 }

@@ -11,6 +11,7 @@ import { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
 import { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
 import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import { DestinationService } from "../gen/mailcore/limiter/v1/destinations_pb";
+import { FeedbackService } from "../gen/mailcore/limiter/v1/feedback_pb";
 import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
 import { SendBatchService } from "../gen/mailcore/limiter/v1/send_batch_pb";
@@ -133,6 +134,9 @@ export const RPC_ACCESS: ReadonlyMap<string, Access> = new Map([
     rotateWorkflowSecret: TICKET,
   }),
   ...service(SuppressionService, { listSuppressions: TICKET, addSuppression: TICKET, deleteSuppression: TICKET }),
+  // The inbound MX: a return path carries the daemon's HMAC over its message, which names the
+  // organization; nothing else in a report is believed without it.
+  ...service(FeedbackService, { checkRecipient: ["inbound", "secret"], applyReport: ["inbound", "secret"] }),
 ]);
 
 /** RPC path -> the one role allowed to call it. */

@@ -14,6 +14,7 @@ export const STAT_KINDS = [
   "refused_quota",
   "refused_ip",
   "refused_recipient",
+  "complained",
 ] as const;
 export type StatKind = (typeof STAT_KINDS)[number];
 

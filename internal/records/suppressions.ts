@@ -4,6 +4,7 @@ import { normalizeMailbox } from "../mail/policy";
 import type { SuppressionReason } from "../mail/suppression";
 import { chunks, type Db, num, type Sql } from "./db";
 import { BY_SEQ, mapPage, newestFirst, type Page } from "./paging";
+import { addStatsIn } from "./stats";
 import type { WebhookEventInput } from "./webhook_deliveries";
 
 // The suppression list of each organization: the mailboxes it sends nothing to. A hard bounce,
@@ -120,6 +121,44 @@ export class SuppressionRecords {
           b.atMs,
         );
       return { suppressed: made.created, softBounces };
+    });
+  }
+
+  /**
+   * A complaint about a message (an ARF report): the recipient goes on its organization's list,
+   * announced as email.complained and, when it was not listed, email.suppressed.
+   */
+  async recordComplaint(c: {
+    orgId: string;
+    messageId: string;
+    email: string;
+    feedbackType: string;
+    atMs: number;
+  }): Promise<{ suppressed: boolean }> {
+    return this.db.tx(async (sql) => {
+      const detail = `complaint (${c.feedbackType || "abuse"})`;
+      const made = await this.addIn(sql, {
+        orgId: c.orgId,
+        email: c.email,
+        reason: "complaint",
+        detail,
+        messageId: c.messageId,
+        nowMs: c.atMs,
+      });
+      const email = made.suppression.email;
+      const data = { emailId: c.messageId, email, feedbackType: c.feedbackType };
+      await this.announce(
+        sql,
+        [
+          { orgId: c.orgId, type: "email.complained", atMs: c.atMs, data },
+          ...(made.created
+            ? [{ orgId: c.orgId, type: "email.suppressed", atMs: c.atMs, data: { ...data, reason: "complaint", detail } }]
+            : []),
+        ],
+        c.atMs,
+      );
+      await addStatsIn(sql, [{ orgId: c.orgId, atMs: c.atMs, kind: "complained", n: 1 }]);
+      return { suppressed: made.created };
     });
   }
 

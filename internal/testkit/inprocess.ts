@@ -49,7 +49,7 @@ export async function startInProcess(
   clock: Clock,
   policy: DeliveryPolicy,
   visibilityMs = 60_000,
-  opts: { running?: boolean; trustProxy?: string[]; queueCap?: QueueCap } = {},
+  opts: { running?: boolean; trustProxy?: string[]; queueCap?: QueueCap; returnPathKey?: Buffer } = {},
 ): Promise<InProcess> {
   const records = await Records.open({ sqliteFile: ":memory:" });
   const daemon = limiterDaemon({
@@ -69,6 +69,7 @@ export async function startInProcess(
     queueCap: opts.queueCap ?? { messages: 100_000, bytes: 256 * 1024 * 1024 },
     log: logger("limiterd"),
     ticketKey: randomBytes(32),
+    returnPathKey: opts.returnPathKey ?? randomBytes(32),
   });
   if (opts.running) daemon.start();
   const dataDir = tempDir();

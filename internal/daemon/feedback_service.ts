@@ -1,0 +1,138 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { Clock } from "../clock/clock";
+import type {
+  ApplyReportRequest,
+  ApplyReportResponseSchema,
+  CheckRecipientRequest,
+  FeedbackService,
+  ReportedRecipient,
+} from "../gen/mailcore/limiter/v1/feedback_pb";
+import type { MailStore } from "../hotstore/hotstore";
+import { normalizeMailbox } from "../mail/policy";
+import type { Records } from "../records/records";
+import { parseReturnPath } from "../returnpath/returnpath";
+import { guard } from "./rpc_errors";
+
+// The feedback service (FeedbackService, for the inbound MX): whether an address is one of our
+// return paths, and the bounces and complaints that come back, applied to the message they are
+// tied to. The tie: the return path's HMAC (the envelope recipient of a bounce, a complaint's
+// Original-Mail-From), which only the daemon can make; else the returned message's Message-ID,
+// believed only when the report names that message's own recipient. A forged return path is
+// never applied, and never falls back to the Message-ID.
+
+export interface FeedbackDeps {
+  mail: Pick<MailStore, "coolDown">;
+  records: Pick<Records, "history" | "suppressions" | "audience" | "webhookDeliveries">;
+  clock: Clock;
+  /** The return paths' HMAC key: masterKey.derive("return-path"). */
+  returnPathKey: Uint8Array;
+  /** The spec's bounce cooldown of a mailbox that bounced hard. */
+  bounceCooldownMs: number;
+}
+
+/** FeedbackService's methods, by name. */
+export function feedbackHandlers(deps: FeedbackDeps): ServiceImpl<typeof FeedbackService> {
+  return {
+    checkRecipient: async (req) => checkRecipient(deps, req),
+    applyReport: (req) => applyReport(deps, req),
+  };
+}
+
+export function checkRecipient(deps: Pick<FeedbackDeps, "returnPathKey">, req: CheckRecipientRequest) {
+  const parsed = parseReturnPath(req.address, deps.returnPathKey);
+  return parsed.ok ? { accepted: true, refusal: "" } : { accepted: false, refusal: parsed.code };
+}
+
+/** A message a report is tied to: its organization and recipient, and how it was tied. */
+interface Tie {
+  messageId: string;
+  orgId: string;
+  toMailbox: string;
+  tiedBy: "return-path" | "message-id";
+}
+
+/** The platform's Message-ID of a message: "<id>@<domain>"; the id's part when it is one of ours. */
+function ourMessageId(messageId: string): string | undefined {
+  const m = /^(msg_[0-9a-f]{24})@/.exec(messageId.trim().toLowerCase());
+  return m?.[1];
+}
+
+/** The message a report is about, or why there is none ("forged", "untied"). */
+async function tie(deps: FeedbackDeps, req: ApplyReportRequest): Promise<Tie | "forged" | "untied"> {
+  const returnPath = req.kind === "arf" ? req.originalMailFrom : req.envelopeRecipient;
+  if (returnPath) {
+    const parsed = parseReturnPath(returnPath, deps.returnPathKey);
+    if (parsed.ok) {
+      const owner = await deps.records.history.recipientOf(parsed.messageId);
+      return owner ? { messageId: parsed.messageId, ...owner, tiedBy: "return-path" } : "untied";
+    }
+    if (parsed.code === "forged") return "forged";
+  }
+  // The fallback: the returned message's own Message-ID, and its recipient named by the report.
+  const id = ourMessageId(req.originalMessageId);
+  if (!id) return "untied";
+  const owner = await deps.records.history.recipientOf(id);
+  if (!owner) return "untied";
+  const named =
+    req.kind === "arf" ? req.originalRecipients : req.recipients.map((r: ReportedRecipient) => r.finalRecipient);
+  if (!named.some((a) => a.includes("@") && normalizeMailbox(a.trim()) === owner.toMailbox)) return "untied";
+  return { messageId: id, ...owner, tiedBy: "message-id" };
+}
+
+/** The recipient of a DSN that is about the message's recipient and failed for good; the first failed one otherwise. */
+function failedRecipient(req: ApplyReportRequest, toMailbox: string): ReportedRecipient | undefined {
+  const failed = req.recipients.filter((r) => r.type === "hard" || r.type === "soft" || r.type === "policy");
+  return (
+    failed.find((r) => r.finalRecipient.includes("@") && normalizeMailbox(r.finalRecipient) === toMailbox) ??
+    failed[0]
+  );
+}
+
+type Applied = MessageInitShape<typeof ApplyReportResponseSchema>;
+
+export async function applyReport(deps: FeedbackDeps, req: ApplyReportRequest): Promise<Applied> {
+  const tied = await guard(() => tie(deps, req));
+  if (tied === "forged" || tied === "untied") return { outcome: tied };
+  const at = deps.clock.nowMs();
+  const base = { messageId: tied.messageId, tiedBy: tied.tiedBy };
+  if (req.kind === "arf") {
+    const { suppressed } = await guard(async () => {
+      const made = await deps.records.suppressions.recordComplaint({
+        orgId: tied.orgId,
+        messageId: tied.messageId,
+        email: tied.toMailbox,
+        feedbackType: req.feedbackType,
+        atMs: at,
+      });
+      // A subscriber who complained gets no more of the organization's mail.
+      await deps.records.audience.update(tied.orgId, tied.toMailbox, { status: "unsubscribed", triggerWorkflows: false }, at);
+      return made;
+    });
+    return { ...base, outcome: "applied", applied: "complaint", suppressed };
+  }
+  const r = failedRecipient(req, tied.toMailbox);
+  if (!r) return { ...base, outcome: "ignored" };
+  const bounce = { type: r.type as "hard" | "soft" | "policy", status: r.status, diagnostic: r.diagnostic };
+  const effect = await guard(async () => {
+    // The spec's cooldown is the mailbox's, for every organization: a hard bounce only.
+    if (bounce.type === "hard") await deps.mail.coolDown(tied.toMailbox, at, deps.bounceCooldownMs);
+    await deps.records.webhookDeliveries.enqueue(
+      {
+        orgId: tied.orgId,
+        type: "email.bounced",
+        atMs: at,
+        data: { emailId: tied.messageId, to: tied.toMailbox, source: "dsn", bounce },
+      },
+      at,
+    );
+    return deps.records.suppressions.recordBounce({
+      orgId: tied.orgId,
+      messageId: tied.messageId,
+      email: tied.toMailbox,
+      bounce,
+      atMs: at,
+    });
+  });
+  return { ...base, outcome: "applied", applied: bounce.type, suppressed: effect.suppressed };
+}
