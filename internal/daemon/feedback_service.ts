@@ -84,8 +84,7 @@ async function tie(deps: FeedbackDeps, req: ApplyReportRequest): Promise<Tie | "
 function failedRecipient(req: ApplyReportRequest, toMailbox: string): ReportedRecipient | undefined {
   const failed = req.recipients.filter((r) => r.type === "hard" || r.type === "soft" || r.type === "policy");
   return (
-    failed.find((r) => r.finalRecipient.includes("@") && normalizeMailbox(r.finalRecipient) === toMailbox) ??
-    failed[0]
+    failed.find((r) => r.finalRecipient.includes("@") && normalizeMailbox(r.finalRecipient) === toMailbox) ?? failed[0]
   );
 }
 
@@ -106,7 +105,12 @@ export async function applyReport(deps: FeedbackDeps, req: ApplyReportRequest): 
         atMs: at,
       });
       // A subscriber who complained gets no more of the organization's mail.
-      await deps.records.audience.update(tied.orgId, tied.toMailbox, { status: "unsubscribed", triggerWorkflows: false }, at);
+      await deps.records.audience.update(
+        tied.orgId,
+        tied.toMailbox,
+        { status: "unsubscribed", triggerWorkflows: false },
+        at,
+      );
       return made;
     });
     return { ...base, outcome: "applied", applied: "complaint", suppressed };

@@ -152,7 +152,14 @@ export class SuppressionRecords {
         [
           { orgId: c.orgId, type: "email.complained", atMs: c.atMs, data },
           ...(made.created
-            ? [{ orgId: c.orgId, type: "email.suppressed", atMs: c.atMs, data: { ...data, reason: "complaint", detail } }]
+            ? [
+                {
+                  orgId: c.orgId,
+                  type: "email.suppressed",
+                  atMs: c.atMs,
+                  data: { ...data, reason: "complaint", detail },
+                },
+              ]
             : []),
         ],
         c.atMs,
