@@ -177,6 +177,30 @@ export function smtpMetrics(registry: Registry): SmtpMetrics {
   };
 }
 
+export interface InboundMetrics {
+  /** What the inbound MX did with a report: kind (dsn, arf, none) and outcome (applied, ignored, untied, forged, malformed, unavailable). */
+  reports: client.Counter<"kind" | "outcome">;
+  /** RCPT TO refused: not one of our return paths (not-ours), a return path whose HMAC is wrong (forged), the daemon unreachable (unavailable). */
+  recipientsRefused: client.Counter<"reason">;
+}
+
+export function inboundMetrics(registry: Registry): InboundMetrics {
+  return {
+    reports: new client.Counter({
+      name: "mailcore_inbound_reports_total",
+      help: "Bounces and complaints received by the inbound MX, by kind and outcome",
+      labelNames: ["kind", "outcome"],
+      registers: [registry],
+    }),
+    recipientsRefused: new client.Counter({
+      name: "mailcore_inbound_recipients_refused_total",
+      help: "RCPT TO refused by the inbound MX, by reason",
+      labelNames: ["reason"],
+      registers: [registry],
+    }),
+  };
+}
+
 export interface WorkerMetrics {
   deliveries: client.Counter<"outcome">;
   pendingAcks: client.Gauge;
