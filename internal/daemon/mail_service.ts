@@ -135,6 +135,7 @@ export async function getMessageStats(deps: MailDeps, orgId: string, req: GetMes
       refusedQuota: BigInt(h.refused_quota),
       refusedIp: BigInt(h.refused_ip),
       refusedRecipient: BigInt(h.refused_recipient),
+      complained: BigInt(h.complained),
     })),
   };
 }

@@ -215,6 +215,13 @@ test("RFC 5965's ARF example about one of our messages: the recipient suppressed
   expect(await toInbound(FBL, arf("x@example.net", "other@example.com", `${other}@acme.example`))).toStartWith(
     `250 2.0.0 Applied to ${other}`,
   );
+  // Counted: GET /api/v1/stats/emails has them, and the rate over delivered messages (none here).
+  const stats = (await api(acme, "GET", "/api/v1/stats/emails")).body as {
+    complaintRate: number;
+    data: { complained: number }[];
+  };
+  expect(stats.data.reduce((n, r) => n + r.complained, 0)).toBe(2);
+  expect(stats.complaintRate).toBe(0);
 }, 60_000);
 
 test("forged or altered return paths are refused at RCPT; an unreadable report at DATA; each counted", async () => {

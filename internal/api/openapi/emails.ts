@@ -242,16 +242,22 @@ export const emailsArea: ApiArea = {
     },
     EmailStats: {
       type: "object",
-      required: ["interval", "since", "until", "data"],
+      required: ["interval", "since", "until", "complaintRate", "data"],
       properties: {
         interval: { type: "string", enum: ["hour", "day"] },
+        complaintRate: {
+          type: "number",
+          minimum: 0,
+          description:
+            "Complaints per delivered message over the whole range (0 without deliveries). Mailbox providers block senders above 0.3%; keep it under 0.1%.",
+        },
         since: { type: "string", format: "date-time", description: "The start of the first interval." },
         until: { type: "string", format: "date-time", description: "The end of the last interval." },
         data: {
           type: "array",
           items: {
             type: "object",
-            required: ["start", "accepted", "delivered", "bounced", "failed", "deferred", "refused"],
+            required: ["start", "accepted", "delivered", "bounced", "failed", "deferred", "complained", "refused"],
             properties: {
               start: { type: "string", format: "date-time" },
               accepted: COUNT,
@@ -259,6 +265,7 @@ export const emailsArea: ApiArea = {
               bounced: COUNT,
               failed: COUNT,
               deferred: COUNT,
+              complained: { ...COUNT, description: "Complaints from feedback loops (ARF reports) received." },
               refused: {
                 type: "object",
                 description: "429 answers given, by kind.",

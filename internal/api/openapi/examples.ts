@@ -93,6 +93,7 @@ const statsRow = {
   bounced: 3,
   failed: 0,
   deferred: 5,
+  complained: 0,
   refused: { quota: 12, ip: 0, recipient: 2 },
 };
 const testDelivery = {
@@ -287,6 +288,7 @@ export const EXAMPLES: Record<string, OperationExamples> = {
         interval: "hour",
         since: "2026-11-25T13:00:00.000Z",
         until: "2026-11-25T15:00:00.000Z",
+        complaintRate: 0,
         data: [{ ...statsRow, start: "2026-11-25T13:00:00.000Z" }, statsRow],
       },
     },

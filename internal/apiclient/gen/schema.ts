@@ -357,6 +357,8 @@ export interface components {
     EmailStats: {
       /** @enum {string} */
       interval: "hour" | "day";
+      /** @description Complaints per delivered message over the whole range (0 without deliveries). Mailbox providers block senders above 0.3%; keep it under 0.1%. */
+      complaintRate: number;
       /**
        * Format: date-time
        * @description The start of the first interval.
@@ -375,6 +377,8 @@ export interface components {
           bounced: number;
           failed: number;
           deferred: number;
+          /** @description Complaints from feedback loops (ARF reports) received. */
+          complained: number;
           /** @description 429 answers given, by kind. */
           refused: {
             quota: number;
