@@ -54,6 +54,13 @@ export function sendAnswer(res: SendResponse, input: SendInput, headers: Headers
         { code: "QUEUE_FULL", message: QUEUE_FULL_MESSAGES[res.reason === "bytes" ? "bytes" : "messages"] },
         { ...headers, "Retry-After": String(res.retryAfterSeconds) },
       );
+    case SendOutcome.BULK_PAUSED:
+      return error(
+        403,
+        "BULK_LANE_PAUSED",
+        `This organization's bulk sends are paused: ${res.reason}. Nothing was queued; transactional sends go on. An operator resumes them.`,
+        headers,
+      );
     case SendOutcome.SUPPRESSED:
       return error(
         422,

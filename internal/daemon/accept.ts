@@ -6,6 +6,7 @@ import type { EnqueueInput, EnqueueResult, MailStore, QueueCap } from "../hotsto
 import { newMessageId } from "../mail/identity";
 import { domainOf, fixtureKind, GUARD_LIMITS, IDEMPOTENCY_TTL_MS, normalizeMailbox } from "../mail/policy";
 import type { SuppressionReason } from "../mail/suppression";
+import type { ComplaintRecords } from "../records/complaints";
 import type { SuppressionRecords } from "../records/suppressions";
 import type { Projection } from "./projection";
 
@@ -13,7 +14,7 @@ import type { Projection } from "./projection";
 // message), with every guard of its lane (verified From domain, the organization's queue cap;
 // on the transactional lane the bounce cooldown and the recipient guards), atomically with the
 // enqueue; before them, the organization's suppression list, which refuses a listed recipient
-// on both lanes.
+// on both lanes, and the pause of its bulk sends for its complaint rate.
 
 /** One send as the accept step takes it. */
 export interface SendInput {
@@ -27,7 +28,11 @@ export interface SendInput {
 }
 
 /** What the accept step answers: the hot store's verdict, or a recipient on the suppression list. */
-export type AcceptResult = EnqueueResult | { kind: "suppressed"; reason: SuppressionReason };
+export type AcceptResult =
+  | EnqueueResult
+  | { kind: "suppressed"; reason: SuppressionReason }
+  /** A bulk send of an organization whose bulk sends are paused for its complaint rate. */
+  | { kind: "bulk_paused"; reason: string };
 
 /** The accept step, as the services and loops that send are given it. */
 export type Accept = (send: SendInput) => Promise<AcceptResult>;
@@ -42,6 +47,8 @@ export interface AcceptDeps {
   onAccepted: () => void;
   /** The organization's suppression list (the records'). */
   suppressions: Pick<SuppressionRecords, "reasonOf">;
+  /** Whether its bulk sends are paused (the records'). */
+  complaints: Pick<ComplaintRecords, "paused">;
 }
 
 /**
@@ -51,6 +58,10 @@ export interface AcceptDeps {
 export async function accept(deps: AcceptDeps, send: SendInput): Promise<AcceptResult> {
   const listed = await deps.suppressions.reasonOf(send.orgId, send.email.toAddress);
   if (listed !== undefined) return { kind: "suppressed", reason: listed };
+  if (send.lane === Lane.BULK) {
+    const paused = await deps.complaints.paused(send.orgId);
+    if (paused) return { kind: "bulk_paused", reason: paused.reason };
+  }
   const result = await enqueueRebuilt(deps, toEnqueueInput(send, deps.queueCap));
   if (result.kind === "accepted") deps.onAccepted();
   return result;

@@ -81,6 +81,8 @@ export class CampaignFanout extends LeasedLoop {
       // The organization's queue is full: the page is queued again from its start on a later
       // round (what it queued so far is replayed, by its keys), once the lanes have drained it.
       if (result.kind === "queue_full") return;
+      // Its bulk sends are paused for its complaint rate: the page waits for an operator to resume them.
+      if (result.kind === "bulk_paused") return;
       if (result.kind === "accepted" || result.kind === "replayed") queued++;
       // Listed since the page was read.
       if (result.kind === "suppressed") suppressed++;

@@ -170,6 +170,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
         queueCap: o.queueCap,
         onAccepted: () => runtime.onChange(),
         suppressions: records.suppressions,
+        complaints: records.complaints,
       },
       send,
     );
@@ -331,6 +332,8 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
       mail,
       records,
       clock,
+      log: p.o.log,
+      metrics: p.o.metrics,
       returnPathKey: p.o.returnPathKey,
       bounceCooldownMs: p.o.policy.bounceCooldownMs,
     }),

@@ -10,6 +10,8 @@ import type {
 } from "../gen/mailcore/limiter/v1/feedback_pb";
 import type { MailStore } from "../hotstore/hotstore";
 import { normalizeMailbox } from "../mail/policy";
+import type { Logger } from "../log/log";
+import type { LimiterMetrics } from "../metrics/metrics";
 import type { Records } from "../records/records";
 import { parseReturnPath } from "../returnpath/returnpath";
 import { guard } from "./rpc_errors";
@@ -21,9 +23,20 @@ import { guard } from "./rpc_errors";
 // believed only when the report names that message's own recipient. A forged return path is
 // never applied, and never falls back to the Message-ID.
 
+/**
+ * Past this complaint rate over the last 24 hours an organization's bulk sends are paused until
+ * an operator resumes them (mailbox providers block senders above 0.3%), once it delivered at
+ * least minDelivered in that window (below it, one complaint says too little).
+ */
+export const COMPLAINT_PAUSE = { rate: 0.003, minDelivered: 1_000 };
+
 export interface FeedbackDeps {
   mail: Pick<MailStore, "coolDown">;
-  records: Pick<Records, "history" | "suppressions" | "audience" | "webhookDeliveries">;
+  records: Pick<Records, "history" | "suppressions" | "audience" | "webhookDeliveries" | "complaints" | "directory">;
+  log: Logger;
+  metrics?: Pick<LimiterMetrics, "complaintRate">;
+  /** COMPLAINT_PAUSE unless a test gives its own. */
+  pause?: typeof COMPLAINT_PAUSE;
   clock: Clock;
   /** The return paths' HMAC key: masterKey.derive("return-path"). */
   returnPathKey: Uint8Array;
@@ -36,6 +49,11 @@ export function feedbackHandlers(deps: FeedbackDeps): ServiceImpl<typeof Feedbac
   return {
     checkRecipient: async (req) => checkRecipient(deps, req),
     applyReport: (req) => applyReport(deps, req),
+    resumeBulk: async (req) => ({
+      resumed: await guard(async () =>
+        deps.records.complaints.resume((await deps.records.directory.getOrganization(req.slug)).id),
+      ),
+    }),
   };
 }
 
@@ -80,6 +98,20 @@ async function tie(deps: FeedbackDeps, req: ApplyReportRequest): Promise<Tie | "
   return { messageId: id, ...owner, tiedBy: "message-id" };
 }
 
+/** The organization's complaint rate, in the metrics; its bulk sends paused past the limit. */
+async function pauseOverLimit(deps: FeedbackDeps, orgId: string, at: number): Promise<void> {
+  const { rate, delivered, complained } = await deps.records.complaints.rate(orgId, at);
+  deps.metrics?.complaintRate.set({ org: orgId }, rate);
+  const limit = deps.pause ?? COMPLAINT_PAUSE;
+  if (delivered < limit.minDelivered || rate <= limit.rate) return;
+  const reason = `complaint rate ${(rate * 100).toFixed(2)}% (${complained} of ${delivered} delivered in 24 hours) over ${limit.rate * 100}%`;
+  await deps.records.complaints.pause(orgId, reason, at);
+  deps.log.warn("bulk sends paused for complaints; an operator resumes them (admin org resume-bulk)", {
+    org: orgId,
+    reason,
+  });
+}
+
 /** The recipient of a DSN that is about the message's recipient and failed for good; the first failed one otherwise. */
 function failedRecipient(req: ApplyReportRequest, toMailbox: string): ReportedRecipient | undefined {
   const failed = req.recipients.filter((r) => r.type === "hard" || r.type === "soft" || r.type === "policy");
@@ -111,6 +143,7 @@ export async function applyReport(deps: FeedbackDeps, req: ApplyReportRequest): 
         { status: "unsubscribed", triggerWorkflows: false },
         at,
       );
+      await pauseOverLimit(deps, tied.orgId, at);
       return made;
     });
     return { ...base, outcome: "applied", applied: "complaint", suppressed };

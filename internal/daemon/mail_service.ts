@@ -89,6 +89,8 @@ export async function send(deps: Pick<MailDeps, "accept" | "refusals">, orgId: s
       };
     case "suppressed":
       return { outcome: SendOutcome.SUPPRESSED, reason: result.reason };
+    case "bulk_paused":
+      return { outcome: SendOutcome.BULK_PAUSED, reason: result.reason };
     case "miss":
       throw new ConnectError(`no organization ${orgId}`, Code.NotFound);
   }

@@ -2,6 +2,7 @@ import type { DescService } from "@bufbuild/protobuf";
 import { type Client, Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { Health } from "../gen/grpc/health/v1/health_pb";
 import { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
+import { FeedbackService } from "../gen/mailcore/limiter/v1/feedback_pb";
 import { SuppressionService } from "../gen/mailcore/limiter/v1/suppressions_pb";
 import { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
 import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
@@ -35,6 +36,7 @@ export interface LimiterClients {
   audience: Client<typeof AudienceService>;
   automation: Client<typeof AutomationService>;
   suppressions: Client<typeof SuppressionService>;
+  feedback: Client<typeof FeedbackService>;
 }
 
 /** A record-bound call that did not finish by its deadline: limiterd wrote nothing of it. */
@@ -106,5 +108,6 @@ export function limiterClients(baseUrl: string, cred: ClientCredential): Limiter
     audience: daemon.client(AudienceService),
     automation: daemon.client(AutomationService),
     suppressions: daemon.client(SuppressionService),
+    feedback: daemon.client(FeedbackService),
   };
 }

@@ -78,6 +78,8 @@ export interface LimiterMetrics {
   slotsMissed: client.Counter<"lane">;
   recordsWriterFailures: client.Counter<"task">;
   reconciled: client.Counter<"action">;
+  /** An organization's complaints per delivered message over the last 24 hours, set at each complaint. */
+  complaintRate: client.Gauge<"org">;
 }
 
 /** What the daemon's gauges read from its store when scraped. */
@@ -151,6 +153,12 @@ export function limiterMetrics(registry: Registry, gauges: LimiterGauges): Limit
       help: "Rounds of the records writer that failed (the hot store keeps what it could not write), by task",
       // Not "job": Prometheus sets job on every series it scrapes and would rename this one exported_job.
       labelNames: ["task"],
+      registers: [registry],
+    }),
+    complaintRate: new client.Gauge({
+      name: "mailcore_org_complaint_rate",
+      help: "An organization's complaints per delivered message over the last 24 hours, as of its last complaint (by organization id)",
+      labelNames: ["org"],
       registers: [registry],
     }),
     reconciled: new client.Counter({

@@ -136,7 +136,11 @@ export const RPC_ACCESS: ReadonlyMap<string, Access> = new Map([
   ...service(SuppressionService, { listSuppressions: TICKET, addSuppression: TICKET, deleteSuppression: TICKET }),
   // The inbound MX: a return path carries the daemon's HMAC over its message, which names the
   // organization; nothing else in a report is believed without it.
-  ...service(FeedbackService, { checkRecipient: ["inbound", "secret"], applyReport: ["inbound", "secret"] }),
+  ...service(FeedbackService, {
+    checkRecipient: ["inbound", "secret"],
+    applyReport: ["inbound", "secret"],
+    resumeBulk: OPERATOR,
+  }),
 ]);
 
 /** RPC path -> the one role allowed to call it. */

@@ -297,7 +297,7 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 19,
-    name: "suppression list: the addresses an organization sends nothing to, soft bounces counted; campaigns count the suppressed",
+    name: "suppression list: the addresses an organization sends nothing to, soft bounces counted, bulk sends paused for complaints; campaigns count the suppressed",
     up: (dialect) => [
       // One row per organization and mailbox (normalised as the recipient guards do); seq
       // orders the list, newest first, and keys its cursors.
@@ -321,6 +321,12 @@ export const MIGRATIONS: readonly Migration[] = [
         message_id TEXT NOT NULL,
         at_ms BIGINT NOT NULL,
         PRIMARY KEY (org_id, email, message_id))`,
+      // An organization whose complaint rate went past the limit: its bulk sends are refused
+      // until an operator resumes them.
+      `CREATE TABLE bulk_pauses (
+        org_id TEXT PRIMARY KEY,
+        paused_ms BIGINT NOT NULL,
+        reason TEXT NOT NULL)`,
     ],
   },
 ];

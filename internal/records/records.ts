@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import { AudienceRecords } from "./audience";
 import { CampaignRecords } from "./campaigns";
+import { ComplaintRecords } from "./complaints";
 import { ConsoleRecords } from "./console";
 import { Db } from "./db";
 import { DirectoryRecords } from "./directory";
@@ -33,6 +34,7 @@ export class Records {
   readonly idempotency: IdempotencyRecords;
   readonly stats: StatsRecords;
   readonly suppressions: SuppressionRecords;
+  readonly complaints: ComplaintRecords;
 
   constructor(readonly db: Db) {
     this.directory = new DirectoryRecords(db);
@@ -52,6 +54,7 @@ export class Records {
     this.suppressions = new SuppressionRecords(db, (sql, events, nowMs) =>
       this.webhookDeliveries.enqueueIn(sql, events, nowMs),
     );
+    this.complaints = new ComplaintRecords(db);
   }
 
   /** Opens the records and applies the pending migrations. */

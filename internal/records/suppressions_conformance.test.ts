@@ -138,5 +138,26 @@ for (const [name, fresh] of databases) {
       const announced = (await r.webhookDeliveries.list(orgA, endpoint!.id, 10))!.data;
       expect(announced.map((d) => d.eventType)).toEqual(["email.suppressed", "email.suppressed"]);
     });
+
+    test("complaints: the rate over the last 24 hours of counters; a bulk pause kept until resumed", async () => {
+      const now = T0 + 30 * HOUR + 5;
+      await r.stats.add([
+        { orgId: orgB, atMs: T0, kind: "complained", n: 9 }, // 30 hours ago: outside the window
+        { orgId: orgB, atMs: now - 20 * HOUR, kind: "delivered", n: 1_500 },
+        { orgId: orgB, atMs: now - HOUR, kind: "delivered", n: 500 },
+        { orgId: orgB, atMs: now, kind: "complained", n: 7 },
+        { orgId: orgA, atMs: now, kind: "complained", n: 1 },
+      ]);
+      expect(await r.complaints.rate(orgB, now)).toEqual({ complained: 7, delivered: 2_000, rate: 0.0035 });
+      expect(await r.complaints.rate(orgA, now)).toEqual({ complained: 1, delivered: 0, rate: 0 });
+      expect(await r.complaints.paused(orgB)).toBeUndefined();
+      await r.complaints.pause(orgB, "complaint rate 0.35%", now);
+      await r.complaints.pause(orgB, "again", now + 1);
+      expect(await r.complaints.paused(orgB)).toEqual({ pausedMs: now, reason: "complaint rate 0.35%" });
+      expect(await r.complaints.paused(orgA)).toBeUndefined();
+      expect(await r.complaints.resume(orgB)).toBe(true);
+      expect(await r.complaints.resume(orgB)).toBe(false);
+      expect(await r.complaints.paused(orgB)).toBeUndefined();
+    });
   });
 }

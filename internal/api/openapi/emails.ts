@@ -51,9 +51,10 @@ export const emailsArea: ApiArea = {
             "INVALID_JSON",
             "INVALID_IDEMPOTENCY_KEY",
           ]),
-          "403": errorAnswer("The From domain is not a verified sending domain of this organization.", [
-            "DOMAIN_NOT_VERIFIED",
-          ]),
+          "403": errorAnswer(
+            "The From domain is not a verified sending domain of this organization (`DOMAIN_NOT_VERIFIED`), or the organization's bulk sends are paused because its complaint rate went over 0.3% (`BULK_LANE_PAUSED`; transactional sends go on; an operator resumes them).",
+            ["DOMAIN_NOT_VERIFIED", "BULK_LANE_PAUSED"],
+          ),
           "409": errorAnswer("The Idempotency-Key was used with a different body.", ["IDEMPOTENCY_KEY_REUSED"]),
           "413": errorAnswer("The body is larger than 1 MB.", ["PAYLOAD_TOO_LARGE"]),
           "415": errorAnswer("The body is not sent as application/json.", ["UNSUPPORTED_MEDIA_TYPE"]),

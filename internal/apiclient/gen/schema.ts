@@ -1128,7 +1128,7 @@ export interface operations {
         };
       };
       401: components["responses"]["Unauthorized"];
-      /** @description The From domain is not a verified sending domain of this organization. */
+      /** @description The From domain is not a verified sending domain of this organization (`DOMAIN_NOT_VERIFIED`), or the organization's bulk sends are paused because its complaint rate went over 0.3% (`BULK_LANE_PAUSED`; transactional sends go on; an operator resumes them). */
       403: {
         headers: {
           "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -1141,10 +1141,10 @@ export interface operations {
           "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
         };
         content: {
-          "application/json": {
+          "application/json": ({
             /** @enum {unknown} */
-            code?: "DOMAIN_NOT_VERIFIED";
-          } & components["schemas"]["Error"];
+            code?: "DOMAIN_NOT_VERIFIED" | "BULK_LANE_PAUSED";
+          }) & components["schemas"]["Error"];
         };
       };
       /** @description The Idempotency-Key was used with a different body. */

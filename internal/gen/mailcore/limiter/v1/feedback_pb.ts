@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file mailcore/limiter/v1/feedback.proto.
  */
 export const file_mailcore_limiter_v1_feedback: GenFile = /*@__PURE__*/
-  fileDesc("CiJtYWlsY29yZS9saW1pdGVyL3YxL2ZlZWRiYWNrLnByb3RvEhNtYWlsY29yZS5saW1pdGVyLnYxIigKFUNoZWNrUmVjaXBpZW50UmVxdWVzdBIPCgdhZGRyZXNzGAEgASgJIjsKFkNoZWNrUmVjaXBpZW50UmVzcG9uc2USEAoIYWNjZXB0ZWQYASABKAgSDwoHcmVmdXNhbBgCIAEoCSJuChFSZXBvcnRlZFJlY2lwaWVudBIXCg9maW5hbF9yZWNpcGllbnQYASABKAkSDgoGYWN0aW9uGAIgASgJEg4KBnN0YXR1cxgDIAEoCRISCgpkaWFnbm9zdGljGAQgASgJEgwKBHR5cGUYBSABKAki5wEKEkFwcGx5UmVwb3J0UmVxdWVzdBIaChJlbnZlbG9wZV9yZWNpcGllbnQYASABKAkSDAoEa2luZBgCIAEoCRI6CgpyZWNpcGllbnRzGAMgAygLMiYubWFpbGNvcmUubGltaXRlci52MS5SZXBvcnRlZFJlY2lwaWVudBIbChNvcmlnaW5hbF9tZXNzYWdlX2lkGAQgASgJEhoKEm9yaWdpbmFsX21haWxfZnJvbRgFIAEoCRIVCg1mZWVkYmFja190eXBlGAYgASgJEhsKE29yaWdpbmFsX3JlY2lwaWVudHMYByADKAkicAoTQXBwbHlSZXBvcnRSZXNwb25zZRIPCgdvdXRjb21lGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSDwoHdGllZF9ieRgDIAEoCRIPCgdhcHBsaWVkGAQgASgJEhIKCnN1cHByZXNzZWQYBSABKAgy3gEKD0ZlZWRiYWNrU2VydmljZRJpCg5DaGVja1JlY2lwaWVudBIqLm1haWxjb3JlLmxpbWl0ZXIudjEuQ2hlY2tSZWNpcGllbnRSZXF1ZXN0GisubWFpbGNvcmUubGltaXRlci52MS5DaGVja1JlY2lwaWVudFJlc3BvbnNlEmAKC0FwcGx5UmVwb3J0EicubWFpbGNvcmUubGltaXRlci52MS5BcHBseVJlcG9ydFJlcXVlc3QaKC5tYWlsY29yZS5saW1pdGVyLnYxLkFwcGx5UmVwb3J0UmVzcG9uc2ViBnByb3RvMw");
+  fileDesc("CiJtYWlsY29yZS9saW1pdGVyL3YxL2ZlZWRiYWNrLnByb3RvEhNtYWlsY29yZS5saW1pdGVyLnYxIigKFUNoZWNrUmVjaXBpZW50UmVxdWVzdBIPCgdhZGRyZXNzGAEgASgJIjsKFkNoZWNrUmVjaXBpZW50UmVzcG9uc2USEAoIYWNjZXB0ZWQYASABKAgSDwoHcmVmdXNhbBgCIAEoCSJuChFSZXBvcnRlZFJlY2lwaWVudBIXCg9maW5hbF9yZWNpcGllbnQYASABKAkSDgoGYWN0aW9uGAIgASgJEg4KBnN0YXR1cxgDIAEoCRISCgpkaWFnbm9zdGljGAQgASgJEgwKBHR5cGUYBSABKAki5wEKEkFwcGx5UmVwb3J0UmVxdWVzdBIaChJlbnZlbG9wZV9yZWNpcGllbnQYASABKAkSDAoEa2luZBgCIAEoCRI6CgpyZWNpcGllbnRzGAMgAygLMiYubWFpbGNvcmUubGltaXRlci52MS5SZXBvcnRlZFJlY2lwaWVudBIbChNvcmlnaW5hbF9tZXNzYWdlX2lkGAQgASgJEhoKEm9yaWdpbmFsX21haWxfZnJvbRgFIAEoCRIVCg1mZWVkYmFja190eXBlGAYgASgJEhsKE29yaWdpbmFsX3JlY2lwaWVudHMYByADKAkicAoTQXBwbHlSZXBvcnRSZXNwb25zZRIPCgdvdXRjb21lGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSDwoHdGllZF9ieRgDIAEoCRIPCgdhcHBsaWVkGAQgASgJEhIKCnN1cHByZXNzZWQYBSABKAgiIQoRUmVzdW1lQnVsa1JlcXVlc3QSDAoEc2x1ZxgBIAEoCSIlChJSZXN1bWVCdWxrUmVzcG9uc2USDwoHcmVzdW1lZBgBIAEoCDK9AgoPRmVlZGJhY2tTZXJ2aWNlEmkKDkNoZWNrUmVjaXBpZW50EioubWFpbGNvcmUubGltaXRlci52MS5DaGVja1JlY2lwaWVudFJlcXVlc3QaKy5tYWlsY29yZS5saW1pdGVyLnYxLkNoZWNrUmVjaXBpZW50UmVzcG9uc2USYAoLQXBwbHlSZXBvcnQSJy5tYWlsY29yZS5saW1pdGVyLnYxLkFwcGx5UmVwb3J0UmVxdWVzdBooLm1haWxjb3JlLmxpbWl0ZXIudjEuQXBwbHlSZXBvcnRSZXNwb25zZRJdCgpSZXN1bWVCdWxrEiYubWFpbGNvcmUubGltaXRlci52MS5SZXN1bWVCdWxrUmVxdWVzdBonLm1haWxjb3JlLmxpbWl0ZXIudjEuUmVzdW1lQnVsa1Jlc3BvbnNlYgZwcm90bzM");
 
 /**
  * @generated from message mailcore.limiter.v1.CheckRecipientRequest
@@ -393,6 +393,68 @@ export const ApplyReportResponseSchema: GenMessage<ApplyReportResponse, {jsonTyp
   messageDesc(file_mailcore_limiter_v1_feedback, 4);
 
 /**
+ * @generated from message mailcore.limiter.v1.ResumeBulkRequest
+ */
+export type ResumeBulkRequest = Message<"mailcore.limiter.v1.ResumeBulkRequest"> & {
+  /**
+   * The organization, by slug (the operator's).
+   *
+   * @generated from field: string slug = 1;
+   */
+  slug: string;
+};
+
+/**
+ * @generated from message mailcore.limiter.v1.ResumeBulkRequest
+ */
+export type ResumeBulkRequestJson = {
+  /**
+   * The organization, by slug (the operator's).
+   *
+   * @generated from field: string slug = 1;
+   */
+  slug?: string;
+};
+
+/**
+ * Describes the message mailcore.limiter.v1.ResumeBulkRequest.
+ * Use `create(ResumeBulkRequestSchema)` to create a new message.
+ */
+export const ResumeBulkRequestSchema: GenMessage<ResumeBulkRequest, {jsonType: ResumeBulkRequestJson}> = /*@__PURE__*/
+  messageDesc(file_mailcore_limiter_v1_feedback, 5);
+
+/**
+ * @generated from message mailcore.limiter.v1.ResumeBulkResponse
+ */
+export type ResumeBulkResponse = Message<"mailcore.limiter.v1.ResumeBulkResponse"> & {
+  /**
+   * False when its bulk sends were not paused.
+   *
+   * @generated from field: bool resumed = 1;
+   */
+  resumed: boolean;
+};
+
+/**
+ * @generated from message mailcore.limiter.v1.ResumeBulkResponse
+ */
+export type ResumeBulkResponseJson = {
+  /**
+   * False when its bulk sends were not paused.
+   *
+   * @generated from field: bool resumed = 1;
+   */
+  resumed?: boolean;
+};
+
+/**
+ * Describes the message mailcore.limiter.v1.ResumeBulkResponse.
+ * Use `create(ResumeBulkResponseSchema)` to create a new message.
+ */
+export const ResumeBulkResponseSchema: GenMessage<ResumeBulkResponse, {jsonType: ResumeBulkResponseJson}> = /*@__PURE__*/
+  messageDesc(file_mailcore_limiter_v1_feedback, 6);
+
+/**
  * @generated from service mailcore.limiter.v1.FeedbackService
  */
 export const FeedbackService: GenService<{
@@ -411,6 +473,16 @@ export const FeedbackService: GenService<{
     methodKind: "unary";
     input: typeof ApplyReportRequestSchema;
     output: typeof ApplyReportResponseSchema;
+  },
+  /**
+   * The operator resumes the bulk sends of an organization paused for its complaint rate.
+   *
+   * @generated from rpc mailcore.limiter.v1.FeedbackService.ResumeBulk
+   */
+  resumeBulk: {
+    methodKind: "unary";
+    input: typeof ResumeBulkRequestSchema;
+    output: typeof ResumeBulkResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_mailcore_limiter_v1_feedback, 0);
