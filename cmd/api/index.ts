@@ -6,6 +6,7 @@ import { offloadedValidation } from "../../internal/api/validation";
 import { apiConfig, loadOrExit } from "../../internal/config/config";
 import { Health } from "../../internal/gen/grpc/health/v1/health_pb";
 import { AudienceService } from "../../internal/gen/mailcore/limiter/v1/audience_pb";
+import { TrackingService } from "../../internal/gen/mailcore/limiter/v1/feedback_pb";
 import { SuppressionService } from "../../internal/gen/mailcore/limiter/v1/suppressions_pb";
 import { AutomationService } from "../../internal/gen/mailcore/limiter/v1/automation_pb";
 import { ConsoleService } from "../../internal/gen/mailcore/limiter/v1/console_pb";
@@ -46,6 +47,7 @@ const site = apiSite(
     mail: clients.mail,
     webhooks: clients.webhooks,
     suppressions: clients.suppressions,
+    tracking: daemon.client(TrackingService),
     admission: ports.admission,
   },
   { timeoutMs: cfg.limiterTimeoutMs, trustProxy: cfg.trustProxy, log },

@@ -165,6 +165,7 @@ const daemon = limiterDaemon({
   metrics,
   ticketKey: masterKey.derive("plane-ticket"),
   returnPathKey: masterKey.derive("return-path"),
+  trackingKey: masterKey.derive("tracking"),
   disk,
 });
 const server = await serveRpc((router) => daemon.routes(router), cfg.host, cfg.port, {

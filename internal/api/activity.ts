@@ -127,6 +127,8 @@ export function statsRows(range: { widthMs: number; sinceMs: number; untilMs: nu
     failed: 0,
     deferred: 0,
     complained: 0,
+    opened: { human: 0, machine: 0 },
+    clicked: { human: 0, machine: 0 },
     refused: { quota: 0, ip: 0, recipient: 0 },
   }));
   for (const h of hours) {
@@ -138,6 +140,10 @@ export function statsRows(range: { widthMs: number; sinceMs: number; untilMs: nu
     row.failed += Number(h.failed);
     row.deferred += Number(h.deferred);
     row.complained += Number(h.complained);
+    row.opened.human += Number(h.opened);
+    row.opened.machine += Number(h.openedMachine);
+    row.clicked.human += Number(h.clicked);
+    row.clicked.machine += Number(h.clickedMachine);
     row.refused.quota += Number(h.refusedQuota);
     row.refused.ip += Number(h.refusedIp);
     row.refused.recipient += Number(h.refusedRecipient);

@@ -8,7 +8,7 @@ import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
 import { DestinationService } from "../gen/mailcore/limiter/v1/destinations_pb";
-import { FeedbackService } from "../gen/mailcore/limiter/v1/feedback_pb";
+import { FeedbackService, TrackingService } from "../gen/mailcore/limiter/v1/feedback_pb";
 import { SuppressionService } from "../gen/mailcore/limiter/v1/suppressions_pb";
 import { WebhookDeliveryService, WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
 import type { DeliveryPolicy, HotStore, QueueCap } from "../hotstore/hotstore";
@@ -52,6 +52,7 @@ import { webhookDeliveryHandlers } from "./webhook_delivery_service";
 import { DestinationReports, destinationHandlers } from "./destination_service";
 import { feedbackHandlers } from "./feedback_service";
 import { suppressionHandlers } from "./suppression_service";
+import { trackingHandlers } from "./tracking_service";
 import { webhookHandlers } from "./webhook_service";
 import { WorkflowRunner } from "./workflow_runner";
 
@@ -89,6 +90,8 @@ export interface DaemonOptions {
   ticketKey: Buffer;
   /** The return paths' HMAC key: masterKey.derive("return-path"), the same on every daemon. */
   returnPathKey: Buffer;
+  /** The tracking URLs' signing key: masterKey.derive("tracking"), the same on every daemon. */
+  trackingKey: Buffer;
   /** Told of a call refused because the store's disk is full (the raw methods'; the interceptors tell it of the rest). */
   disk?: Pick<DiskSpace, "noted">;
 }
@@ -291,6 +294,7 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
     deliveryHandlers({
       mail,
       suppressions: records.suppressions,
+      tracking: { publicUrl: p.o.publicUrl, key: p.o.trackingKey },
       runtime,
       clock,
       laneRate,
@@ -326,6 +330,7 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
   recordBound.service(AudienceService, audienceHandlers({ records, clock, onChange: () => p.runner.wake() }));
   recordBound.service(AutomationService, automationHandlers({ records, clock, onCampaignSent: () => p.fanout.wake() }));
   recordBound.service(SuppressionService, suppressionHandlers({ records, clock }));
+  recordBound.service(TrackingService, trackingHandlers({ records, clock, key: p.o.trackingKey }));
   recordBound.service(
     FeedbackService,
     feedbackHandlers({

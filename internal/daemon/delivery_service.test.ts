@@ -41,6 +41,7 @@ test("a deferral under the schedule in hours: nextRetry's time, the receiver's w
   const deps: DeliveryDeps = {
     mail: store.mail,
     suppressions: records.suppressions,
+    tracking: { publicUrl: "http://127.0.0.1:8080", key: Buffer.alloc(32, 1) },
     runtime: new MailRuntime(),
     clock,
     laneRate: 40,

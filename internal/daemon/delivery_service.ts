@@ -19,6 +19,7 @@ import { type BounceDetail, bounceDetail } from "../mail/bounce_detail";
 import { LANES } from "../mail/policy";
 import type { SuppressionRecords } from "../records/suppressions";
 import type { MailRuntime } from "./mail_runtime";
+import { type TrackingKeys, trackedEmail } from "./tracking_service";
 import { guard } from "./rpc_errors";
 
 // The delivery service (DeliveryService): the workers' lease streams, and their acks.
@@ -41,6 +42,8 @@ export interface DeliveryDeps {
   policy: DeliveryPolicy;
   /** The retry schedule in hours (MX delivery). */
   retryInHours: RetryInHours;
+  /** Open and click tracking of the messages that ask for it, applied as they are leased. */
+  tracking: TrackingKeys;
   /** The jitter's random source (Math.random unless a test gives one). */
   random?: () => number;
 }
@@ -96,7 +99,8 @@ export async function* lease(deps: DeliveryDeps, req: LeaseRequest, ctx: Handler
           orgId: l.orgId,
           lane: l.lane,
           attempt: l.attempt,
-          email: fromJsonString(EmailSchema, l.payload),
+          // Before the worker composes and signs it: the signature covers the rewritten HTML.
+          email: trackedEmail(deps.tracking, l.messageId, fromJsonString(EmailSchema, l.payload)),
           notBeforeMs: BigInt(l.slotMs),
           laneRate: deps.laneRate,
         };

@@ -138,6 +138,10 @@ export async function getMessageStats(deps: MailDeps, orgId: string, req: GetMes
       refusedIp: BigInt(h.refused_ip),
       refusedRecipient: BigInt(h.refused_recipient),
       complained: BigInt(h.complained),
+      opened: BigInt(h.opened),
+      openedMachine: BigInt(h.opened_machine),
+      clicked: BigInt(h.clicked),
+      clickedMachine: BigInt(h.clicked_machine),
     })),
   };
 }

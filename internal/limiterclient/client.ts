@@ -2,7 +2,7 @@ import type { DescService } from "@bufbuild/protobuf";
 import { type Client, Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { Health } from "../gen/grpc/health/v1/health_pb";
 import { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
-import { FeedbackService } from "../gen/mailcore/limiter/v1/feedback_pb";
+import { FeedbackService, TrackingService } from "../gen/mailcore/limiter/v1/feedback_pb";
 import { SuppressionService } from "../gen/mailcore/limiter/v1/suppressions_pb";
 import { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
 import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
@@ -37,6 +37,7 @@ export interface LimiterClients {
   automation: Client<typeof AutomationService>;
   suppressions: Client<typeof SuppressionService>;
   feedback: Client<typeof FeedbackService>;
+  tracking: Client<typeof TrackingService>;
 }
 
 /** A record-bound call that did not finish by its deadline: limiterd wrote nothing of it. */
@@ -109,5 +110,6 @@ export function limiterClients(baseUrl: string, cred: ClientCredential): Limiter
     automation: daemon.client(AutomationService),
     suppressions: daemon.client(SuppressionService),
     feedback: daemon.client(FeedbackService),
+    tracking: daemon.client(TrackingService),
   };
 }

@@ -11,7 +11,7 @@ import { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
 import { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
 import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import { DestinationService } from "../gen/mailcore/limiter/v1/destinations_pb";
-import { FeedbackService } from "../gen/mailcore/limiter/v1/feedback_pb";
+import { FeedbackService, TrackingService } from "../gen/mailcore/limiter/v1/feedback_pb";
 import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
 import { SendBatchService } from "../gen/mailcore/limiter/v1/send_batch_pb";
@@ -141,6 +141,8 @@ export const RPC_ACCESS: ReadonlyMap<string, Access> = new Map([
     applyReport: ["inbound", "secret"],
     resumeBulk: OPERATOR,
   }),
+  // A tracking URL's signed token names its message (and so its organization).
+  ...service(TrackingService, { recordHit: ["front", "secret"] }),
 ]);
 
 /** RPC path -> the one role allowed to call it. */

@@ -297,7 +297,7 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 19,
-    name: "suppression list: the addresses an organization sends nothing to, soft bounces counted, bulk sends paused for complaints; campaigns count the suppressed",
+    name: "suppression list: the addresses an organization sends nothing to, soft bounces counted, bulk sends paused for complaints, opens and clicks; campaigns count the suppressed",
     up: (dialect) => [
       // One row per organization and mailbox (normalised as the recipient guards do); seq
       // orders the list, newest first, and keys its cursors.
@@ -323,6 +323,17 @@ export const MIGRATIONS: readonly Migration[] = [
         PRIMARY KEY (org_id, email, message_id))`,
       // An organization whose complaint rate went past the limit: its bulk sends are refused
       // until an operator resumes them.
+      // Each open and click of a tracked message, and whether it was likely a machine's.
+      `CREATE TABLE tracking_hits (
+        seq ${identityColumn(dialect)},
+        org_id TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        link INTEGER NOT NULL,
+        at_ms BIGINT NOT NULL,
+        machine SMALLINT NOT NULL,
+        reason TEXT NOT NULL)`,
+      "CREATE INDEX tracking_hits_message ON tracking_hits (message_id, at_ms)",
       `CREATE TABLE bulk_pauses (
         org_id TEXT PRIMARY KEY,
         paused_ms BIGINT NOT NULL,

@@ -10,6 +10,7 @@ import { IdempotencyRecords } from "./idempotency";
 import { migrate } from "./migrations";
 import { StatsRecords } from "./stats";
 import { SuppressionRecords } from "./suppressions";
+import { TrackingRecords } from "./tracking";
 import { WebhookDeliveryRecords } from "./webhook_deliveries";
 import { WebhookEndpointRecords } from "./webhook_endpoints";
 import { WorkflowRecords } from "./workflows";
@@ -35,6 +36,7 @@ export class Records {
   readonly stats: StatsRecords;
   readonly suppressions: SuppressionRecords;
   readonly complaints: ComplaintRecords;
+  readonly tracking: TrackingRecords;
 
   constructor(readonly db: Db) {
     this.directory = new DirectoryRecords(db);
@@ -55,6 +57,9 @@ export class Records {
       this.webhookDeliveries.enqueueIn(sql, events, nowMs),
     );
     this.complaints = new ComplaintRecords(db);
+    this.tracking = new TrackingRecords(db, (sql, events, nowMs) =>
+      this.webhookDeliveries.enqueueIn(sql, events, nowMs),
+    );
   }
 
   /** Opens the records and applies the pending migrations. */

@@ -15,6 +15,10 @@ export const STAT_KINDS = [
   "refused_ip",
   "refused_recipient",
   "complained",
+  "opened",
+  "opened_machine",
+  "clicked",
+  "clicked_machine",
 ] as const;
 export type StatKind = (typeof STAT_KINDS)[number];
 

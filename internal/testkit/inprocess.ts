@@ -49,7 +49,7 @@ export async function startInProcess(
   clock: Clock,
   policy: DeliveryPolicy,
   visibilityMs = 60_000,
-  opts: { running?: boolean; trustProxy?: string[]; queueCap?: QueueCap; returnPathKey?: Buffer } = {},
+  opts: { running?: boolean; trustProxy?: string[]; queueCap?: QueueCap; returnPathKey?: Buffer; trackingKey?: Buffer } = {},
 ): Promise<InProcess> {
   const records = await Records.open({ sqliteFile: ":memory:" });
   const daemon = limiterDaemon({
@@ -70,6 +70,7 @@ export async function startInProcess(
     log: logger("limiterd"),
     ticketKey: randomBytes(32),
     returnPathKey: opts.returnPathKey ?? randomBytes(32),
+    trackingKey: opts.trackingKey ?? randomBytes(32),
   });
   if (opts.running) daemon.start();
   const dataDir = tempDir();
@@ -90,6 +91,7 @@ export async function startInProcess(
       mail: clients.mail,
       webhooks: clients.webhooks,
       suppressions: clients.suppressions,
+      tracking: clients.tracking,
       admission: ports.admission,
     },
     { timeoutMs: 2_000, trustProxy: opts.trustProxy ?? [], log },

@@ -11,6 +11,8 @@ export const WEBHOOK_EVENTS = [
   "email.failed",
   "email.complained",
   "email.suppressed",
+  "email.opened",
+  "email.clicked",
   "subscriber.created",
   "subscriber.updated",
   "subscriber.unsubscribed",

@@ -18,6 +18,12 @@ const time = (name: string, description: string, example: string) => ({
 });
 
 const COUNT = { type: "integer", minimum: 0 };
+const HUMAN_MACHINE = {
+  type: "object",
+  required: ["human", "machine"],
+  properties: { human: COUNT, machine: COUNT },
+  additionalProperties: false,
+};
 
 export const emailsArea: ApiArea = {
   tag: { name: "Emails", description: "Transactional email: send one message, read its status." },
@@ -258,7 +264,18 @@ export const emailsArea: ApiArea = {
           type: "array",
           items: {
             type: "object",
-            required: ["start", "accepted", "delivered", "bounced", "failed", "deferred", "complained", "refused"],
+            required: [
+              "start",
+              "accepted",
+              "delivered",
+              "bounced",
+              "failed",
+              "deferred",
+              "complained",
+              "opened",
+              "clicked",
+              "refused",
+            ],
             properties: {
               start: { type: "string", format: "date-time" },
               accepted: COUNT,
@@ -267,6 +284,15 @@ export const emailsArea: ApiArea = {
               failed: COUNT,
               deferred: COUNT,
               complained: { ...COUNT, description: "Complaints from feedback loops (ARF reports) received." },
+              opened: {
+                ...HUMAN_MACHINE,
+                description:
+                  "Opens of tracked messages (the pixel loaded): by a person, and likely by a machine (Apple Mail Privacy Protection, scanners, a load within 2 s of delivery: see docs/tracking.md).",
+              },
+              clicked: {
+                ...HUMAN_MACHINE,
+                description: "Clicks on tracked links: by a person, and likely by a machine (link scanners, bursts).",
+              },
               refused: {
                 type: "object",
                 description: "429 answers given, by kind.",

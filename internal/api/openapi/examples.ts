@@ -94,6 +94,8 @@ const statsRow = {
   failed: 0,
   deferred: 5,
   complained: 0,
+  opened: { human: 41, machine: 37 },
+  clicked: { human: 12, machine: 3 },
   refused: { quota: 12, ip: 0, recipient: 2 },
 };
 const testDelivery = {

@@ -379,6 +379,16 @@ export interface components {
           deferred: number;
           /** @description Complaints from feedback loops (ARF reports) received. */
           complained: number;
+          /** @description Opens of tracked messages (the pixel loaded): by a person, and likely by a machine (Apple Mail Privacy Protection, scanners, a load within 2 s of delivery: see docs/tracking.md). */
+          opened: {
+            human: number;
+            machine: number;
+          };
+          /** @description Clicks on tracked links: by a person, and likely by a machine (link scanners, bursts). */
+          clicked: {
+            human: number;
+            machine: number;
+          };
           /** @description 429 answers given, by kind. */
           refused: {
             quota: number;
@@ -576,13 +586,13 @@ export interface components {
        * @example https://hooks.acme.example/mail
        */
       url: string;
-      events: ("email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted")[];
+      events: ("email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted")[];
     };
     Webhook: {
       id: string;
       /** Format: uri */
       url: string;
-      events: ("email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted")[];
+      events: ("email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted")[];
       /** Format: date-time */
       createdAt: string;
       /** @description True once every attempt failed for 5 days; nothing more is sent. */
@@ -611,7 +621,7 @@ export interface components {
       /** @description Also the `webhook-id` header of every attempt. */
       id: string;
       /** @enum {string} */
-      type: "email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted" | "webhook.test";
+      type: "email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted" | "webhook.test";
       /** @enum {string} */
       state: "pending" | "delivered" | "failed";
       /** Format: date-time */

@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file mailcore/limiter/v1/feedback.proto.
  */
 export const file_mailcore_limiter_v1_feedback: GenFile = /*@__PURE__*/
-  fileDesc("CiJtYWlsY29yZS9saW1pdGVyL3YxL2ZlZWRiYWNrLnByb3RvEhNtYWlsY29yZS5saW1pdGVyLnYxIigKFUNoZWNrUmVjaXBpZW50UmVxdWVzdBIPCgdhZGRyZXNzGAEgASgJIjsKFkNoZWNrUmVjaXBpZW50UmVzcG9uc2USEAoIYWNjZXB0ZWQYASABKAgSDwoHcmVmdXNhbBgCIAEoCSJuChFSZXBvcnRlZFJlY2lwaWVudBIXCg9maW5hbF9yZWNpcGllbnQYASABKAkSDgoGYWN0aW9uGAIgASgJEg4KBnN0YXR1cxgDIAEoCRISCgpkaWFnbm9zdGljGAQgASgJEgwKBHR5cGUYBSABKAki5wEKEkFwcGx5UmVwb3J0UmVxdWVzdBIaChJlbnZlbG9wZV9yZWNpcGllbnQYASABKAkSDAoEa2luZBgCIAEoCRI6CgpyZWNpcGllbnRzGAMgAygLMiYubWFpbGNvcmUubGltaXRlci52MS5SZXBvcnRlZFJlY2lwaWVudBIbChNvcmlnaW5hbF9tZXNzYWdlX2lkGAQgASgJEhoKEm9yaWdpbmFsX21haWxfZnJvbRgFIAEoCRIVCg1mZWVkYmFja190eXBlGAYgASgJEhsKE29yaWdpbmFsX3JlY2lwaWVudHMYByADKAkicAoTQXBwbHlSZXBvcnRSZXNwb25zZRIPCgdvdXRjb21lGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSDwoHdGllZF9ieRgDIAEoCRIPCgdhcHBsaWVkGAQgASgJEhIKCnN1cHByZXNzZWQYBSABKAgiIQoRUmVzdW1lQnVsa1JlcXVlc3QSDAoEc2x1ZxgBIAEoCSIlChJSZXN1bWVCdWxrUmVzcG9uc2USDwoHcmVzdW1lZBgBIAEoCDK9AgoPRmVlZGJhY2tTZXJ2aWNlEmkKDkNoZWNrUmVjaXBpZW50EioubWFpbGNvcmUubGltaXRlci52MS5DaGVja1JlY2lwaWVudFJlcXVlc3QaKy5tYWlsY29yZS5saW1pdGVyLnYxLkNoZWNrUmVjaXBpZW50UmVzcG9uc2USYAoLQXBwbHlSZXBvcnQSJy5tYWlsY29yZS5saW1pdGVyLnYxLkFwcGx5UmVwb3J0UmVxdWVzdBooLm1haWxjb3JlLmxpbWl0ZXIudjEuQXBwbHlSZXBvcnRSZXNwb25zZRJdCgpSZXN1bWVCdWxrEiYubWFpbGNvcmUubGltaXRlci52MS5SZXN1bWVCdWxrUmVxdWVzdBonLm1haWxjb3JlLmxpbWl0ZXIudjEuUmVzdW1lQnVsa1Jlc3BvbnNlYgZwcm90bzM");
+  fileDesc("CiJtYWlsY29yZS9saW1pdGVyL3YxL2ZlZWRiYWNrLnByb3RvEhNtYWlsY29yZS5saW1pdGVyLnYxIigKFUNoZWNrUmVjaXBpZW50UmVxdWVzdBIPCgdhZGRyZXNzGAEgASgJIjsKFkNoZWNrUmVjaXBpZW50UmVzcG9uc2USEAoIYWNjZXB0ZWQYASABKAgSDwoHcmVmdXNhbBgCIAEoCSJuChFSZXBvcnRlZFJlY2lwaWVudBIXCg9maW5hbF9yZWNpcGllbnQYASABKAkSDgoGYWN0aW9uGAIgASgJEg4KBnN0YXR1cxgDIAEoCRISCgpkaWFnbm9zdGljGAQgASgJEgwKBHR5cGUYBSABKAki5wEKEkFwcGx5UmVwb3J0UmVxdWVzdBIaChJlbnZlbG9wZV9yZWNpcGllbnQYASABKAkSDAoEa2luZBgCIAEoCRI6CgpyZWNpcGllbnRzGAMgAygLMiYubWFpbGNvcmUubGltaXRlci52MS5SZXBvcnRlZFJlY2lwaWVudBIbChNvcmlnaW5hbF9tZXNzYWdlX2lkGAQgASgJEhoKEm9yaWdpbmFsX21haWxfZnJvbRgFIAEoCRIVCg1mZWVkYmFja190eXBlGAYgASgJEhsKE29yaWdpbmFsX3JlY2lwaWVudHMYByADKAkicAoTQXBwbHlSZXBvcnRSZXNwb25zZRIPCgdvdXRjb21lGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSDwoHdGllZF9ieRgDIAEoCRIPCgdhcHBsaWVkGAQgASgJEhIKCnN1cHByZXNzZWQYBSABKAgiIQoRUmVzdW1lQnVsa1JlcXVlc3QSDAoEc2x1ZxgBIAEoCSIlChJSZXN1bWVCdWxrUmVzcG9uc2USDwoHcmVzdW1lZBgBIAEoCCJRChBSZWNvcmRIaXRSZXF1ZXN0Eg0KBXRva2VuGAEgASgJEg4KBm1ldGhvZBgCIAEoCRISCgp1c2VyX2FnZW50GAMgASgJEgoKAmlwGAQgASgJIlAKEVJlY29yZEhpdFJlc3BvbnNlEg0KBXZhbGlkGAEgASgIEgsKA3VybBgCIAEoCRIPCgdtYWNoaW5lGAMgASgIEg4KBnJlYXNvbhgEIAEoCTJtCg9UcmFja2luZ1NlcnZpY2USWgoJUmVjb3JkSGl0EiUubWFpbGNvcmUubGltaXRlci52MS5SZWNvcmRIaXRSZXF1ZXN0GiYubWFpbGNvcmUubGltaXRlci52MS5SZWNvcmRIaXRSZXNwb25zZTK9AgoPRmVlZGJhY2tTZXJ2aWNlEmkKDkNoZWNrUmVjaXBpZW50EioubWFpbGNvcmUubGltaXRlci52MS5DaGVja1JlY2lwaWVudFJlcXVlc3QaKy5tYWlsY29yZS5saW1pdGVyLnYxLkNoZWNrUmVjaXBpZW50UmVzcG9uc2USYAoLQXBwbHlSZXBvcnQSJy5tYWlsY29yZS5saW1pdGVyLnYxLkFwcGx5UmVwb3J0UmVxdWVzdBooLm1haWxjb3JlLmxpbWl0ZXIudjEuQXBwbHlSZXBvcnRSZXNwb25zZRJdCgpSZXN1bWVCdWxrEiYubWFpbGNvcmUubGltaXRlci52MS5SZXN1bWVCdWxrUmVxdWVzdBonLm1haWxjb3JlLmxpbWl0ZXIudjEuUmVzdW1lQnVsa1Jlc3BvbnNlYgZwcm90bzM");
 
 /**
  * @generated from message mailcore.limiter.v1.CheckRecipientRequest
@@ -455,6 +455,163 @@ export const ResumeBulkResponseSchema: GenMessage<ResumeBulkResponse, {jsonType:
   messageDesc(file_mailcore_limiter_v1_feedback, 6);
 
 /**
+ * @generated from message mailcore.limiter.v1.RecordHitRequest
+ */
+export type RecordHitRequest = Message<"mailcore.limiter.v1.RecordHitRequest"> & {
+  /**
+   * The token of the URL: /t/o/<token> (the open pixel) or /t/c/<token> (a link).
+   *
+   * @generated from field: string token = 1;
+   */
+  token: string;
+
+  /**
+   * GET or HEAD.
+   *
+   * @generated from field: string method = 2;
+   */
+  method: string;
+
+  /**
+   * @generated from field: string user_agent = 3;
+   */
+  userAgent: string;
+
+  /**
+   * The client's address (as the API takes it: trusted proxies honoured).
+   *
+   * @generated from field: string ip = 4;
+   */
+  ip: string;
+};
+
+/**
+ * @generated from message mailcore.limiter.v1.RecordHitRequest
+ */
+export type RecordHitRequestJson = {
+  /**
+   * The token of the URL: /t/o/<token> (the open pixel) or /t/c/<token> (a link).
+   *
+   * @generated from field: string token = 1;
+   */
+  token?: string;
+
+  /**
+   * GET or HEAD.
+   *
+   * @generated from field: string method = 2;
+   */
+  method?: string;
+
+  /**
+   * @generated from field: string user_agent = 3;
+   */
+  userAgent?: string;
+
+  /**
+   * The client's address (as the API takes it: trusted proxies honoured).
+   *
+   * @generated from field: string ip = 4;
+   */
+  ip?: string;
+};
+
+/**
+ * Describes the message mailcore.limiter.v1.RecordHitRequest.
+ * Use `create(RecordHitRequestSchema)` to create a new message.
+ */
+export const RecordHitRequestSchema: GenMessage<RecordHitRequest, {jsonType: RecordHitRequestJson}> = /*@__PURE__*/
+  messageDesc(file_mailcore_limiter_v1_feedback, 7);
+
+/**
+ * @generated from message mailcore.limiter.v1.RecordHitResponse
+ */
+export type RecordHitResponse = Message<"mailcore.limiter.v1.RecordHitResponse"> & {
+  /**
+   * False: the token is none of ours (made up, altered, or of a retired key): nothing recorded.
+   *
+   * @generated from field: bool valid = 1;
+   */
+  valid: boolean;
+
+  /**
+   * For a click: where to send the browser (the link as it was in the message).
+   *
+   * @generated from field: string url = 2;
+   */
+  url: string;
+
+  /**
+   * Whether it was likely a machine's, and the rule that said so (internal/tracking/machine.ts).
+   *
+   * @generated from field: bool machine = 3;
+   */
+  machine: boolean;
+
+  /**
+   * @generated from field: string reason = 4;
+   */
+  reason: string;
+};
+
+/**
+ * @generated from message mailcore.limiter.v1.RecordHitResponse
+ */
+export type RecordHitResponseJson = {
+  /**
+   * False: the token is none of ours (made up, altered, or of a retired key): nothing recorded.
+   *
+   * @generated from field: bool valid = 1;
+   */
+  valid?: boolean;
+
+  /**
+   * For a click: where to send the browser (the link as it was in the message).
+   *
+   * @generated from field: string url = 2;
+   */
+  url?: string;
+
+  /**
+   * Whether it was likely a machine's, and the rule that said so (internal/tracking/machine.ts).
+   *
+   * @generated from field: bool machine = 3;
+   */
+  machine?: boolean;
+
+  /**
+   * @generated from field: string reason = 4;
+   */
+  reason?: string;
+};
+
+/**
+ * Describes the message mailcore.limiter.v1.RecordHitResponse.
+ * Use `create(RecordHitResponseSchema)` to create a new message.
+ */
+export const RecordHitResponseSchema: GenMessage<RecordHitResponse, {jsonType: RecordHitResponseJson}> = /*@__PURE__*/
+  messageDesc(file_mailcore_limiter_v1_feedback, 8);
+
+/**
+ * Opens and clicks of tracked messages (TrackingService, for the API front): the token names
+ * the message under the daemon's tracking key, which only the daemon holds; an answer that
+ * names a URL is the only way to a redirect.
+ *
+ * @generated from service mailcore.limiter.v1.TrackingService
+ */
+export const TrackingService: GenService<{
+  /**
+   * @generated from rpc mailcore.limiter.v1.TrackingService.RecordHit
+   */
+  recordHit: {
+    methodKind: "unary";
+    input: typeof RecordHitRequestSchema;
+    output: typeof RecordHitResponseSchema;
+  },
+}> = /*@__PURE__*/
+  serviceDesc(file_mailcore_limiter_v1_feedback, 0);
+
+/**
  * @generated from service mailcore.limiter.v1.FeedbackService
  */
 export const FeedbackService: GenService<{
@@ -485,5 +642,5 @@ export const FeedbackService: GenService<{
     output: typeof ResumeBulkResponseSchema;
   },
 }> = /*@__PURE__*/
-  serviceDesc(file_mailcore_limiter_v1_feedback, 0);
+  serviceDesc(file_mailcore_limiter_v1_feedback, 1);
 
