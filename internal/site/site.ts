@@ -50,7 +50,8 @@ export function apiSite(ports: SitePorts, o: ConsoleOptions): SiteHandler {
         path,
         () => new Response(null, { status: 301, headers: { Location: `${ASSETS_PATH}favicon.svg` } }),
       );
-    const page = reference(req, url) ?? unsubscribe(req, url, peerIp) ?? tracked(req, url, peerIp) ?? pages(req, url, peerIp);
+    const page =
+      reference(req, url) ?? unsubscribe(req, url, peerIp) ?? tracked(req, url, peerIp) ?? pages(req, url, peerIp);
     if (page) return page;
     // A browser's request for a path that is nothing gets a page; an API client gets the API's answer.
     if (path !== READY_PATH && wantsHtml(req))

@@ -56,7 +56,8 @@ export function trackingPages(
           : page(503, "Try again", html`<p>This link cannot be followed just now. Please try again in a moment.</p>`);
       try {
         const wait = await gate(req, peerIp);
-        if (wait !== undefined) return kind === "o" ? pixel() : page(429, "Too many requests", html`<p>Please try again in a moment.</p>`);
+        if (wait !== undefined)
+          return kind === "o" ? pixel() : page(429, "Too many requests", html`<p>Please try again in a moment.</p>`);
         const hit = await tracking.recordHit(
           {
             token,

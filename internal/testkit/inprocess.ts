@@ -49,7 +49,13 @@ export async function startInProcess(
   clock: Clock,
   policy: DeliveryPolicy,
   visibilityMs = 60_000,
-  opts: { running?: boolean; trustProxy?: string[]; queueCap?: QueueCap; returnPathKey?: Buffer; trackingKey?: Buffer } = {},
+  opts: {
+    running?: boolean;
+    trustProxy?: string[];
+    queueCap?: QueueCap;
+    returnPathKey?: Buffer;
+    trackingKey?: Buffer;
+  } = {},
 ): Promise<InProcess> {
   const records = await Records.open({ sqliteFile: ":memory:" });
   const daemon = limiterDaemon({
