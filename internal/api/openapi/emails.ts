@@ -215,6 +215,8 @@ export const emailsArea: ApiArea = {
         tags: { type: "array", maxItems: 20, items: { type: "string", pattern: "^[A-Za-z0-9_-]{1,64}$" } },
         tracking: {
           type: "object",
+          description:
+            "Off unless asked. `opens`: a 1x1 image at PUBLIC_URL/t/o/... is added to the HTML. `clicks`: every http(s) link but the unsubscribe one goes through PUBLIC_URL/t/c/... (signed: it redirects only to that link). Applied before the DKIM signature. Opens and clicks are counted by people and machines apart (GET /api/v1/stats/emails) and announced as email.opened and email.clicked.",
           properties: { opens: { type: "boolean", default: false }, clicks: { type: "boolean", default: false } },
           additionalProperties: false,
         },

@@ -306,6 +306,7 @@ export interface components {
         [key: string]: string;
       };
       tags?: string[];
+      /** @description Off unless asked. `opens`: a 1x1 image at PUBLIC_URL/t/o/... is added to the HTML. `clicks`: every http(s) link but the unsubscribe one goes through PUBLIC_URL/t/c/... (signed: it redirects only to that link). Applied before the DKIM signature. Opens and clicks are counted by people and machines apart (GET /api/v1/stats/emails) and announced as email.opened and email.clicked. */
       tracking?: {
         /** @default false */
         opens?: boolean;
