@@ -245,3 +245,30 @@ test("forged or altered return paths are refused at RCPT; an unreadable report a
   expect(metrics).toMatch(/mailcore_inbound_reports_total\{kind="arf",outcome="forged"[^}]*\} [1-9]/);
   expect(metrics).toMatch(/mailcore_inbound_reports_total\{kind="dsn",outcome="applied"[^}]*\} [1-9]/);
 }, 60_000);
+
+test("RFC 3464's example, a megabyte long, naming another organization's message inside: tied by its return path alone", async () => {
+  const id = await accepted("louisl@larry.example", "bulk");
+  const beta = await sendEmail(stack.apiUrls[0]!, beta, {
+    from: "app@beta.example",
+    to: "louisl@larry.example",
+    subject: "s",
+    text: "t",
+  });
+  const example = readFileSync(join(import.meta.dir, "../feedback/testdata/rfc3464-simple.eml"), "utf8");
+  const dsn = example
+    .replaceAll("louisl@larry.slip.umd.edu", "louisl@larry.example")
+    .replace("Status: 4.0.0", "Status: 5.1.1")
+    .replace("Diagnostic-Code: smtp; 426 connection timed out", "Diagnostic-Code: smtp; 550 5.1.1 user unknown")
+    // The returned message claims to be beta's, and is a megabyte long.
+    .replace("Message-ID: <19940702.1710@cs.utk.edu>", `Message-ID: <${beta.body.id}@beta.example>`)
+    .replace("the original message", `the original message\n${"x".repeat(76)}\n`.repeat(14_000))
+    .replace(/\r?\n/g, "\r\n");
+  expect(dsn.length).toBeGreaterThan(1_000_000);
+  expect(await toInbound(returnPathFor(id, "acme.example", key), dsn)).toStartWith(`250 2.0.0 Applied to ${id}`);
+  const listed = (await api(acme, "GET", "/api/v1/suppressions?limit=100")).body.data as {
+    email: string;
+    messageId: string;
+  }[];
+  expect(listed).toContainEqual(expect.objectContaining({ email: "louisl@larry.example", messageId: id }));
+  expect((await api(beta, "GET", "/api/v1/suppressions")).body.data).toEqual([]);
+}, 60_000);
