@@ -248,7 +248,7 @@ test("forged or altered return paths are refused at RCPT; an unreadable report a
 
 test("RFC 3464's example, a megabyte long, naming another organization's message inside: tied by its return path alone", async () => {
   const id = await accepted("louisl@larry.example", "bulk");
-  const beta = await sendEmail(stack.apiUrls[0]!, beta, {
+  const theirs = await sendEmail(stack.apiUrls[0]!, beta, {
     from: "app@beta.example",
     to: "louisl@larry.example",
     subject: "s",
@@ -260,7 +260,7 @@ test("RFC 3464's example, a megabyte long, naming another organization's message
     .replace("Status: 4.0.0", "Status: 5.1.1")
     .replace("Diagnostic-Code: smtp; 426 connection timed out", "Diagnostic-Code: smtp; 550 5.1.1 user unknown")
     // The returned message claims to be beta's, and is a megabyte long.
-    .replace("Message-ID: <19940702.1710@cs.utk.edu>", `Message-ID: <${beta.body.id}@beta.example>`)
+    .replace("Message-ID: <19940702.1710@cs.utk.edu>", `Message-ID: <${theirs.body.id}@beta.example>`)
     .replace("the original message", `the original message\n${"x".repeat(76)}\n`.repeat(14_000))
     .replace(/\r?\n/g, "\r\n");
   expect(dsn.length).toBeGreaterThan(1_000_000);
