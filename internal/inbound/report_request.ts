@@ -30,6 +30,6 @@ export function applyRequest(report: Report, envelopeRecipient: string): ApplyRe
     ...base,
     originalMailFrom: report.arf.originalMailFrom ?? "",
     feedbackType: report.arf.feedbackType ?? "",
-    originalRecipients: [...report.arf.originalRcptTo, ...(to ? [to] : [])],
+    originalRecipients: [...report.arf.originalRcptTo, ...(to?.includes("@") ? [to] : [])],
   };
 }
