@@ -5,9 +5,7 @@ import { type Email, EmailSchema, Lane } from "../gen/mailcore/limiter/v1/mail_p
 import type { EnqueueInput, EnqueueResult, MailStore, QueueCap } from "../hotstore/hotstore";
 import { newMessageId } from "../mail/identity";
 import { domainOf, fixtureKind, GUARD_LIMITS, IDEMPOTENCY_TTL_MS, normalizeMailbox } from "../mail/policy";
-import type { SuppressionReason } from "../mail/suppression";
-import type { ComplaintRecords } from "../records/complaints";
-import type { SuppressionRecords } from "../records/suppressions";
+import type { SendingRefusal, SendingState } from "./sending_state";
 import type { Projection } from "./projection";
 
 // The accept step of every send (POST /api/v1/emails, SMTP, a campaign's or a workflow's
@@ -28,11 +26,7 @@ export interface SendInput {
 }
 
 /** What the accept step answers: the hot store's verdict, or a recipient on the suppression list. */
-export type AcceptResult =
-  | EnqueueResult
-  | { kind: "suppressed"; reason: SuppressionReason }
-  /** A bulk send of an organization whose bulk sends are paused for its complaint rate. */
-  | { kind: "bulk_paused"; reason: string };
+export type AcceptResult = EnqueueResult | SendingRefusal;
 
 /** The accept step, as the services and loops that send are given it. */
 export type Accept = (send: SendInput) => Promise<AcceptResult>;
@@ -45,10 +39,8 @@ export interface AcceptDeps {
   queueCap: QueueCap;
   /** A message was accepted: the records writer has work. */
   onAccepted: () => void;
-  /** The organization's suppression list (the records'). */
-  suppressions: Pick<SuppressionRecords, "reasonOf">;
-  /** Whether its bulk sends are paused (the records'). */
-  complaints: Pick<ComplaintRecords, "paused">;
+  /** The organization's suppression list and the pause of its bulk sends (the hot store's copy). */
+  sending: Pick<SendingState, "refusal">;
 }
 
 /**
@@ -56,12 +48,8 @@ export interface AcceptDeps {
  * organization missing from the projection is rebuilt from the records once.
  */
 export async function accept(deps: AcceptDeps, send: SendInput): Promise<AcceptResult> {
-  const listed = await deps.suppressions.reasonOf(send.orgId, send.email.toAddress);
-  if (listed !== undefined) return { kind: "suppressed", reason: listed };
-  if (send.lane === Lane.BULK) {
-    const paused = await deps.complaints.paused(send.orgId);
-    if (paused) return { kind: "bulk_paused", reason: paused.reason };
-  }
+  const refused = await deps.sending.refusal(send.orgId, send.email.toAddress, send.lane);
+  if (refused) return refused;
   const result = await enqueueRebuilt(deps, toEnqueueInput(send, deps.queueCap));
   if (result.kind === "accepted") deps.onAccepted();
   return result;

@@ -51,6 +51,7 @@ import type { RawUnary } from "./server";
 import { webhookDeliveryHandlers } from "./webhook_delivery_service";
 import { DestinationReports, destinationHandlers } from "./destination_service";
 import { feedbackHandlers } from "./feedback_service";
+import { SendingState } from "./sending_state";
 import { suppressionHandlers } from "./suppression_service";
 import { trackingHandlers } from "./tracking_service";
 import { webhookHandlers } from "./webhook_service";
@@ -128,6 +129,8 @@ export interface DaemonParts {
   runner: Pick<WorkflowRunner, "wake">;
   fanout: Pick<CampaignFanout, "wake">;
   tickets: Tickets;
+  /** The hot store's copy of the suppression lists and bulk pauses, written through on every change. */
+  sendingState: SendingState;
 }
 
 /** The limiter daemon's parts, wired: its RPCs (daemonRoutes), the lanes, the records writer and the leased loops. */
@@ -164,6 +167,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     reconciler.wake();
   });
   const refusals = new RefusalCounter(usage, records.stats, clock, log);
+  const sendingState = new SendingState(mail, records, clock);
   const accepting: Accept = (send) =>
     accept(
       {
@@ -172,8 +176,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
         clock,
         queueCap: o.queueCap,
         onAccepted: () => runtime.onChange(),
-        suppressions: records.suppressions,
-        complaints: records.complaints,
+        sending: sendingState,
       },
       send,
     );
@@ -197,6 +200,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     runtime,
     refusals,
     accept: accepting,
+    sendingState,
     admissionDeps: {
       admission,
       projection,
@@ -294,6 +298,7 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
     deliveryHandlers({
       mail,
       suppressions: records.suppressions,
+      sending: p.sendingState,
       tracking: { publicUrl: p.o.publicUrl, key: p.o.trackingKey },
       runtime,
       clock,
@@ -329,7 +334,7 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
   // round within their idle wait).
   recordBound.service(AudienceService, audienceHandlers({ records, clock, onChange: () => p.runner.wake() }));
   recordBound.service(AutomationService, automationHandlers({ records, clock, onCampaignSent: () => p.fanout.wake() }));
-  recordBound.service(SuppressionService, suppressionHandlers({ records, clock }));
+  recordBound.service(SuppressionService, suppressionHandlers({ records, clock, sending: p.sendingState }));
   recordBound.service(TrackingService, trackingHandlers({ records, clock, key: p.o.trackingKey }));
   recordBound.service(
     FeedbackService,
@@ -339,6 +344,7 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
       clock,
       log: p.o.log,
       metrics: p.o.metrics,
+      sending: p.sendingState,
       returnPathKey: p.o.returnPathKey,
       bounceCooldownMs: p.o.policy.bounceCooldownMs,
     }),

@@ -18,6 +18,7 @@ import { Records } from "../records/records";
 import { projectSuiteOrg, suiteSends } from "../testkit/hotstores";
 import { ack, type DeliveryDeps, leaseRoom } from "./delivery_service";
 import { MailRuntime } from "./mail_runtime";
+import { SendingState } from "./sending_state";
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -41,6 +42,7 @@ test("a deferral under the schedule in hours: nextRetry's time, the receiver's w
   const deps: DeliveryDeps = {
     mail: store.mail,
     suppressions: records.suppressions,
+    sending: new SendingState(store.mail, records, clock),
     tracking: { publicUrl: "http://127.0.0.1:8080", key: Buffer.alloc(32, 1) },
     runtime: new MailRuntime(),
     clock,

@@ -19,6 +19,7 @@ import { type BounceDetail, bounceDetail } from "../mail/bounce_detail";
 import { LANES } from "../mail/policy";
 import type { SuppressionRecords } from "../records/suppressions";
 import type { MailRuntime } from "./mail_runtime";
+import type { SendingState } from "./sending_state";
 import { type TrackingKeys, trackedEmail } from "./tracking_service";
 import { guard } from "./rpc_errors";
 
@@ -34,6 +35,8 @@ export interface DeliveryDeps {
   mail: Pick<MailStore, "lease" | "ack" | "retryState" | "getMessage">;
   /** The organizations' suppression lists: a final refusal of the mailbox counts there. */
   suppressions: Pick<SuppressionRecords, "recordBounce">;
+  /** The hot store's copy of the lists, which the accept step reads. */
+  sending: Pick<SendingState, "listed">;
   runtime: MailRuntime;
   clock: Clock;
   laneRate: number;
@@ -159,13 +162,15 @@ async function recordBounce(deps: DeliveryDeps, req: AckRequest, bounce: BounceD
   if (bounce.type === "policy") return;
   const m = await deps.mail.getMessage(req.orgId, req.messageId);
   if (!m) return;
-  await deps.suppressions.recordBounce({
+  const effect = await deps.suppressions.recordBounce({
     orgId: m.orgId,
     messageId: m.id,
     email: m.toMailbox,
     bounce,
     atMs: nowMs,
   });
+  if (effect.suppressed)
+    await deps.sending.listed(m.orgId, m.toMailbox, bounce.type === "hard" ? "hard_bounce" : "soft_bounce");
 }
 
 /**

@@ -15,6 +15,7 @@ import type { LimiterMetrics } from "../metrics/metrics";
 import type { Records } from "../records/records";
 import { parseReturnPath } from "../returnpath/returnpath";
 import { guard } from "./rpc_errors";
+import type { SendingState } from "./sending_state";
 
 // The feedback service (FeedbackService, for the inbound MX): whether an address is one of our
 // return paths, and the bounces and complaints that come back, applied to the message they are
@@ -35,6 +36,8 @@ export interface FeedbackDeps {
   records: Pick<Records, "history" | "suppressions" | "audience" | "webhookDeliveries" | "complaints" | "directory">;
   log: Logger;
   metrics?: Pick<LimiterMetrics, "complaintRate">;
+  /** The hot store's copy of the lists and pauses, which the accept step reads. */
+  sending: Pick<SendingState, "listed" | "bulkPaused">;
   /** COMPLAINT_PAUSE unless a test gives its own. */
   pause?: typeof COMPLAINT_PAUSE;
   clock: Clock;
@@ -50,9 +53,12 @@ export function feedbackHandlers(deps: FeedbackDeps): ServiceImpl<typeof Feedbac
     checkRecipient: async (req) => checkRecipient(deps, req),
     applyReport: (req) => applyReport(deps, req),
     resumeBulk: async (req) => ({
-      resumed: await guard(async () =>
-        deps.records.complaints.resume((await deps.records.directory.getOrganization(req.slug)).id),
-      ),
+      resumed: await guard(async () => {
+        const { id } = await deps.records.directory.getOrganization(req.slug);
+        const resumed = await deps.records.complaints.resume(id);
+        await deps.sending.bulkPaused(id, null);
+        return resumed;
+      }),
     }),
   };
 }
@@ -106,6 +112,7 @@ async function pauseOverLimit(deps: FeedbackDeps, orgId: string, at: number): Pr
   if (delivered < limit.minDelivered || rate <= limit.rate) return;
   const reason = `complaint rate ${(rate * 100).toFixed(2)}% (${complained} of ${delivered} delivered in 24 hours) over ${limit.rate * 100}%`;
   await deps.records.complaints.pause(orgId, reason, at);
+  await deps.sending.bulkPaused(orgId, (await deps.records.complaints.paused(orgId))?.reason ?? reason);
   deps.log.warn("bulk sends paused for complaints; an operator resumes them (admin org resume-bulk)", {
     org: orgId,
     reason,
@@ -143,6 +150,7 @@ export async function applyReport(deps: FeedbackDeps, req: ApplyReportRequest): 
         { status: "unsubscribed", triggerWorkflows: false },
         at,
       );
+      if (made.suppressed) await deps.sending.listed(tied.orgId, tied.toMailbox, "complaint");
       await pauseOverLimit(deps, tied.orgId, at);
       return made;
     });
@@ -163,13 +171,16 @@ export async function applyReport(deps: FeedbackDeps, req: ApplyReportRequest): 
       },
       at,
     );
-    return deps.records.suppressions.recordBounce({
+    const made = await deps.records.suppressions.recordBounce({
       orgId: tied.orgId,
       messageId: tied.messageId,
       email: tied.toMailbox,
       bounce,
       atMs: at,
     });
+    if (made.suppressed)
+      await deps.sending.listed(tied.orgId, tied.toMailbox, bounce.type === "hard" ? "hard_bounce" : "soft_bounce");
+    return made;
   });
   return { ...base, outcome: "applied", applied: bounce.type, suppressed: effect.suppressed };
 }

@@ -13,6 +13,7 @@ import type { Records } from "../records/records";
 import { isSuppressionReason, SUPPRESSION_REASONS } from "../mail/suppression";
 import type { Suppression } from "../records/suppressions";
 import { guard, pageCursor } from "./rpc_errors";
+import type { SendingState } from "./sending_state";
 import { tenantOf } from "./tenant";
 
 // The suppression service (SuppressionService): an organization's suppression list, for the API
@@ -28,6 +29,8 @@ const MAX_ADDRESS = 254;
 export interface SuppressionDeps {
   records: Pick<Records, "suppressions">;
   clock: Clock;
+  /** The hot store's copy, which the accept step reads. */
+  sending: Pick<SendingState, "listed" | "unlisted">;
 }
 
 /** SuppressionService's methods, by name. */
@@ -64,9 +67,17 @@ export async function listSuppressions(deps: SuppressionDeps, orgId: string, req
 
 export async function addSuppression(deps: SuppressionDeps, orgId: string, req: AddSuppressionRequest) {
   const email = address(req.email);
-  const made = await guard(() =>
-    deps.records.suppressions.add({ orgId, email, reason: "manual", detail: req.detail, nowMs: deps.clock.nowMs() }),
-  );
+  const made = await guard(async () => {
+    const added = await deps.records.suppressions.add({
+      orgId,
+      email,
+      reason: "manual",
+      detail: req.detail,
+      nowMs: deps.clock.nowMs(),
+    });
+    if (added.created) await deps.sending.listed(orgId, email, "manual");
+    return added;
+  });
   return { suppression: suppressionMessage(made.suppression), created: made.created };
 }
 
@@ -74,6 +85,7 @@ export async function deleteSuppression(deps: SuppressionDeps, orgId: string, re
   const email = address(req.email);
   if (!(await guard(() => deps.records.suppressions.remove(orgId, email))))
     throw new ConnectError(`${email} is not on the suppression list`, Code.NotFound);
+  await guard(() => deps.sending.unlisted(orgId, email));
   return {};
 }
 

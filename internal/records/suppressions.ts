@@ -226,13 +226,10 @@ export class SuppressionRecords {
     return gone.length > 0;
   }
 
-  /** Why the organization's list holds the address; undefined when it does not. */
-  async reasonOf(orgId: string, email: string): Promise<SuppressionReason | undefined> {
-    const mailbox = normalizeMailbox(email);
-    const [row] = await this.db.run(
-      (sql) => sql`SELECT reason FROM suppressions WHERE org_id = ${orgId} AND email = ${mailbox}`,
-    );
-    return (row?.reason as SuppressionReason | undefined) ?? undefined;
+  /** The organization's whole list, as [mailbox, reason] pairs (the hot store's copy is rebuilt from it). */
+  async all(orgId: string): Promise<[string, SuppressionReason][]> {
+    const rows = await this.db.run((sql) => sql`SELECT email, reason FROM suppressions WHERE org_id = ${orgId}`);
+    return rows.map((r: { email: string; reason: SuppressionReason }) => [r.email, r.reason]);
   }
 
   /** Which of these addresses the organization's list holds (normalised, as stored). */
