@@ -167,7 +167,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     reconciler.wake();
   });
   const refusals = new RefusalCounter(usage, records.stats, clock, log);
-  const sendingState = new SendingState(mail, records, clock);
+  const sendingState = new SendingState(mail, records, clock, log);
   const accepting: Accept = (send) =>
     accept(
       {

@@ -17,6 +17,7 @@ import { retryPolicy } from "../mx/retry";
 import { Records } from "../records/records";
 import { projectSuiteOrg, suiteSends } from "../testkit/hotstores";
 import { ack, type DeliveryDeps, leaseRoom } from "./delivery_service";
+import { logger } from "../log/log";
 import { MailRuntime } from "./mail_runtime";
 import { SendingState } from "./sending_state";
 
@@ -42,7 +43,7 @@ test("a deferral under the schedule in hours: nextRetry's time, the receiver's w
   const deps: DeliveryDeps = {
     mail: store.mail,
     suppressions: records.suppressions,
-    sending: new SendingState(store.mail, records, clock),
+    sending: new SendingState(store.mail, records, clock, logger("test")),
     tracking: { publicUrl: "http://127.0.0.1:8080", key: Buffer.alloc(32, 1) },
     runtime: new MailRuntime(),
     clock,
