@@ -7,6 +7,8 @@ import { apiConfig, loadOrExit } from "../../internal/config/config";
 import { DomainService } from "../../internal/gen/mailcore/limiter/v1/domains_pb";
 import { Health } from "../../internal/gen/grpc/health/v1/health_pb";
 import { AudienceService } from "../../internal/gen/mailcore/limiter/v1/audience_pb";
+import { TrackingService } from "../../internal/gen/mailcore/limiter/v1/feedback_pb";
+import { SuppressionService } from "../../internal/gen/mailcore/limiter/v1/suppressions_pb";
 import { AutomationService } from "../../internal/gen/mailcore/limiter/v1/automation_pb";
 import { ConsoleService } from "../../internal/gen/mailcore/limiter/v1/console_pb";
 import { MailService } from "../../internal/gen/mailcore/limiter/v1/mail_pb";
@@ -32,6 +34,7 @@ const clients = {
   audience: daemon.client(AudienceService),
   automation: daemon.client(AutomationService),
   domains: daemon.client(DomainService),
+  suppressions: daemon.client(SuppressionService),
 };
 const validation = offloadedValidation({ workers: cfg.validationWorkers, timeoutMs: cfg.validationTimeoutMs });
 const ports = {
@@ -45,6 +48,8 @@ const site = apiSite(
     automation: clients.automation,
     mail: clients.mail,
     webhooks: clients.webhooks,
+    suppressions: clients.suppressions,
+    tracking: daemon.client(TrackingService),
     admission: ports.admission,
   },
   { timeoutMs: cfg.limiterTimeoutMs, trustProxy: cfg.trustProxy, log },

@@ -2,6 +2,7 @@ import type { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import type { DirectoryService, OrganizationJson } from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { LaneService } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { DestinationService } from "../gen/mailcore/limiter/v1/destinations_pb";
+import type { FeedbackService } from "../gen/mailcore/limiter/v1/feedback_pb";
 import { ConfigError, configErrorLine } from "../config/config";
 import { RpcError } from "../limiterclient/rpcerror";
 import type { UnarySession } from "../limiterclient/unary";
@@ -15,6 +16,7 @@ export const USAGE = `usage: bun run cmd/admin <command> [--json]
   org create <slug> --plan <free|premium|enterprise> [--domain <domain> [--verified]] [--token [--name <name>]]
   org set-plan <slug> <plan>
   org show <slug>
+  org resume-bulk <slug>       resumes bulk sends paused for the organization's complaint rate
   token create <slug> [--name <name>]   prints the new token alone on stdout
   token revoke <token>
   domain add <slug> <domain> [--verified]
@@ -223,6 +225,18 @@ export async function runAdmin(argv: string[], deps: AdminDeps, io: Output): Pro
       need(4);
       const res = await (await directory()).setPlan({ slug: args[2], plan: plan(args[3]) });
       emit(orgJson(res.organization), `updated ${describe(res.organization)}`);
+      return;
+    }
+    case "org resume-bulk": {
+      need(3);
+      const res = await (await deps.rpc())
+        .client<typeof FeedbackService>("mailcore.limiter.v1.FeedbackService")
+        .resumeBulk({ slug: args[2] });
+      const resumed = res.resumed === true;
+      emit(
+        { slug: args[2], resumed },
+        resumed ? `resumed the bulk sends of ${args[2]}` : `the bulk sends of ${args[2]} were not paused`,
+      );
       return;
     }
     case "org show": {

@@ -49,6 +49,12 @@ describe("cmd/admin", () => {
     expect((await admin("org", "show", "acme")).stdout).toMatch(
       /^acme id=org_[0-9a-f]{16} plan=enterprise domains=mail\.acme\.com \(verified\), news\.acme\.com \(unverified\)\n$/,
     );
+    // Bulk sends paused for complaints are resumed by the operator (none are paused here).
+    expect((await admin("org", "resume-bulk", "acme")).stdout).toBe("the bulk sends of acme were not paused\n");
+    expect(JSON.parse((await admin("org", "resume-bulk", "acme", "--json")).stdout)).toEqual({
+      slug: "acme",
+      resumed: false,
+    });
     expect((await admin("token", "revoke", token.stdout.trim())).stdout).toBe("revoked\n");
     // Revoking again changes nothing and succeeds (a revocation can always be repeated).
     expect((await admin("token", "revoke", token.stdout.trim())).stdout).toBe("revoked\n");
@@ -102,6 +108,7 @@ describe("cmd/admin", () => {
     [["org", "create", "x", "--plan", "gold"], 2, "plan must be free, premium or enterprise"],
     [["org", "create", "x"], 2, "plan must be"],
     [["org", "set-plan", "nobody", "free"], 1, "no organization nobody"],
+    [["org", "resume-bulk", "nobody"], 1, "no organization nobody"],
     [["token", "create"], 2, "takes 1 argument"],
     [["token", "revoke", "garbage"], 1, "not a token"],
     [["domain", "add", "acme", "not a domain"], 1, "not a domain name"],

@@ -126,6 +126,9 @@ export function statsRows(range: { widthMs: number; sinceMs: number; untilMs: nu
     bounced: 0,
     failed: 0,
     deferred: 0,
+    complained: 0,
+    opened: { human: 0, machine: 0 },
+    clicked: { human: 0, machine: 0 },
     refused: { quota: 0, ip: 0, recipient: 0 },
   }));
   for (const h of hours) {
@@ -136,11 +139,23 @@ export function statsRows(range: { widthMs: number; sinceMs: number; untilMs: nu
     row.bounced += Number(h.bounced);
     row.failed += Number(h.failed);
     row.deferred += Number(h.deferred);
+    row.complained += Number(h.complained);
+    row.opened.human += Number(h.opened);
+    row.opened.machine += Number(h.openedMachine);
+    row.clicked.human += Number(h.clicked);
+    row.clicked.machine += Number(h.clickedMachine);
     row.refused.quota += Number(h.refusedQuota);
     row.refused.ip += Number(h.refusedIp);
     row.refused.recipient += Number(h.refusedRecipient);
   }
   return rows;
+}
+
+/** Complaints per delivered message over the rows (0 without deliveries), to 6 decimals. */
+export function complaintRate(rows: readonly { delivered: number; complained: number }[]): number {
+  const delivered = rows.reduce((n, r) => n + r.delivered, 0);
+  const complained = rows.reduce((n, r) => n + r.complained, 0);
+  return delivered === 0 ? 0 : Math.round((complained / delivered) * 1e6) / 1e6;
 }
 
 /** GET /api/v1/emails: a page of the activity log, filtered. */
@@ -168,13 +183,15 @@ export const emailStats = route(async ({ ports, records }, { req, headers }) => 
           { sinceMs: BigInt(range.sinceMs), untilMs: BigInt(range.untilMs) },
           records,
         );
+  const data = statsRows(range, res.hours);
   return json(
     200,
     {
       interval: range.interval,
       since: new Date(range.sinceMs).toISOString(),
       until: new Date(range.untilMs).toISOString(),
-      data: statsRows(range, res.hours),
+      complaintRate: complaintRate(data),
+      data,
     },
     headers,
   );

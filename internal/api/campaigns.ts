@@ -41,6 +41,7 @@ function campaignJson(c: Campaign) {
       bounced: Number(s.bounced),
       failed: Number(s.failed),
       skipped: Number(s.skipped),
+      suppressed: Number(s.suppressed),
     },
     createdAt: iso(c.createdAtMs),
     updatedAt: iso(c.updatedAtMs),

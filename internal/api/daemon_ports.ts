@@ -28,7 +28,7 @@ const SENDS_IN_FLIGHT = 1;
 /** The daemon's clients the API's ports call. */
 export type ApiClients = Pick<
   LimiterClients,
-  "admitBatch" | "sendBatch" | "health" | "mail" | "webhooks" | "audience" | "automation" | "domains"
+  "admitBatch" | "sendBatch" | "health" | "mail" | "webhooks" | "audience" | "automation" | "domains" | "suppressions"
 >;
 
 /** A send waiting for its batch: its ticket, the send (its email carries the request id) and its deadline. */
@@ -142,6 +142,7 @@ export function daemonPorts(
     audience: clients.audience,
     automation: clients.automation,
     domains: clients.domains,
+    suppressions: clients.suppressions,
   };
 }
 

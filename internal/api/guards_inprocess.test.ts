@@ -95,7 +95,7 @@ for (const [name, open] of hotStores(servers)) {
       for (let i = 0; i < 12; i++) expect((await send(`delivered+run${i % 2}@fixtures.test`)).status).toBe(202);
     });
 
-    test("a hard bounce puts the mailbox on cooldown; it lifts after BOUNCE_COOLDOWN_S", async () => {
+    test("a hard bounce puts the mailbox on the organization's suppression list and on cooldown; the cooldown lifts after BOUNCE_COOLDOWN_S", async () => {
       const first = await send("bounced+signup@fixtures.test");
       expect(first.status).toBe(202);
       // Stand in for the lane scheduler, then let a real worker lease, simulate and ack it.
@@ -118,6 +118,13 @@ for (const [name, open] of hotStores(servers)) {
       expect(await status()).toMatchObject({ status: "bounced", attempts: 1 });
 
       clock.advance(MIN);
+      // The organization's own list refuses it first; off the list, the cooldown still does.
+      expect((await send("bounced@fixtures.test")).body.code).toBe("RECIPIENT_SUPPRESSED");
+      const removed = await fetch(`${svc.apiUrl}/api/v1/suppressions/bounced@fixtures.test`, {
+        method: "DELETE",
+        headers: { Authorization: `Bearer ${token}` },
+      });
+      expect(removed.status).toBe(204);
       const refused = await send("bounced@fixtures.test");
       expect(refused.status).toBe(429);
       expect(refused.body).toEqual(LIMITED);

@@ -3,6 +3,7 @@ import type { Client } from "@connectrpc/connect";
 import type { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
 import type { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
 import type { Email, Lane, MailService, MessageInfo, SendResponse } from "../gen/mailcore/limiter/v1/mail_pb";
+import type { SuppressionService } from "../gen/mailcore/limiter/v1/suppressions_pb";
 import type {
   CreateWebhookResponse,
   ListWebhookDeliveriesResponse,
@@ -78,6 +79,8 @@ export type AutomationCalls = Client<typeof AutomationService>;
 
 /** The daemon's domain RPCs, as they are. */
 export type DomainCalls = Client<typeof DomainService>;
+/** The daemon's suppression-list RPCs, as they are. */
+export type SuppressionCalls = Client<typeof SuppressionService>;
 
 /** Every port of the HTTP front. */
 export interface ApiPorts {
@@ -89,6 +92,7 @@ export interface ApiPorts {
   audience: AudienceCalls;
   automation: AutomationCalls;
   domains: DomainCalls;
+  suppressions: SuppressionCalls;
   /** Validates a send body off the event loop (validation.ts); throws InvalidField. */
   validation: Pick<SendValidation, "validate">;
 }

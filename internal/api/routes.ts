@@ -18,6 +18,7 @@ import { createDomain, deleteDomain, getDomain, listDomains, rotateDomainKey, ve
 import { cancelCampaign, createCampaign, getCampaign, listCampaigns, sendCampaign } from "./campaigns";
 import type { Route } from "./respond";
 import { sendEmail } from "./send";
+import { addSuppression, deleteSuppression, listSuppressions } from "./suppressions";
 import {
   createWebhook,
   deleteWebhook,
@@ -72,6 +73,8 @@ export const API_ROUTES: readonly (readonly [string, Route])[] = [
   ["/api/v1/domains/{id}", { GET: getDomain, DELETE: deleteDomain }],
   ["/api/v1/domains/{id}/verify", { POST: verifyDomain }],
   ["/api/v1/domains/{id}/dkim/rotate", { POST: rotateDomainKey }],
+  ["/api/v1/suppressions", { GET: listSuppressions, POST: addSuppression }],
+  ["/api/v1/suppressions/{email}", { DELETE: deleteSuppression }],
 ];
 
 /** A route of the table as the front matches it: for dispatch, the metrics' labels and the test that holds it to the document. */

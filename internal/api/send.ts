@@ -54,6 +54,20 @@ export function sendAnswer(res: SendResponse, input: SendInput, headers: Headers
         { code: "QUEUE_FULL", message: QUEUE_FULL_MESSAGES[res.reason === "bytes" ? "bytes" : "messages"] },
         { ...headers, "Retry-After": String(res.retryAfterSeconds) },
       );
+    case SendOutcome.BULK_PAUSED:
+      return error(
+        403,
+        "BULK_LANE_PAUSED",
+        `This organization's bulk sends are paused: ${res.reason}. Nothing was queued; transactional sends go on. An operator resumes them.`,
+        headers,
+      );
+    case SendOutcome.SUPPRESSED:
+      return error(
+        422,
+        "RECIPIENT_SUPPRESSED",
+        `${input.email.toAddress} is on this organization's suppression list (${res.reason}); nothing was queued. Remove it with DELETE /api/v1/suppressions/{email} to send to it again.`,
+        headers,
+      );
     default:
       throw new Error(`unknown send outcome ${res.outcome}`);
   }

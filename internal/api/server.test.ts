@@ -6,6 +6,7 @@ import { createClient, createRouterTransport } from "@connectrpc/connect";
 import { describe, expect, test } from "bun:test";
 import { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
 import { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
+import { SuppressionService } from "../gen/mailcore/limiter/v1/suppressions_pb";
 import { AdmitResponseSchema, Plan, Verdict } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { MailService } from "../gen/mailcore/limiter/v1/mail_pb";
 import { logger } from "../log/log";
@@ -41,6 +42,7 @@ function failingPorts(admit: AdmissionPort["admit"]): ApiPorts {
     audience: failingClient(AudienceService),
     automation: failingClient(AutomationService),
     domains: failingClient(DomainService),
+    suppressions: failingClient(SuppressionService),
     validation: { validate: failing },
   };
 }

@@ -653,3 +653,67 @@ export function smtpConfig(env: Env): SmtpConfig {
     ipv6PrefixBits: ipv6PrefixBitsVar(env),
   };
 }
+
+export interface InboundConfig {
+  host: string;
+  /** INBOUND_PORT: 25, where MX records point. */
+  port: number;
+  /** Both set or both undefined: the self-signed certificate under dataDir/tls (an MTA's STARTTLS verifies none). */
+  tlsCert: string | undefined;
+  tlsKey: string | undefined;
+  /** FBL_ADDRESS: the feedback-loop addresses (lower case) that take complaints besides the return paths. */
+  fblAddresses: string[];
+  limiterUrl: string;
+  limiterTls: ClientTls | undefined;
+  limiterCredential: ClientCredential;
+  limiterTimeoutMs: number;
+  dataDir: string;
+  maxClients: number;
+  maxClientsPerIp: number;
+  maxWaitingPerIp: number;
+  socketTimeoutMs: number;
+  sessionTimeoutMs: number;
+  ipv6PrefixBits: number;
+  logFormat: "json" | "pretty";
+  metricsHost: string;
+  metricsPort: number;
+}
+
+/** FBL_ADDRESS: comma-separated addresses; each one bare address. */
+function addressList(env: Env, name: string): string[] {
+  const v = raw(env, name);
+  if (v === undefined) return [];
+  const out = v.split(",").map((a) => a.trim().toLowerCase());
+  for (const a of out)
+    if (!/^[^\s@<>,]+@[^\s@<>,.]+(\.[^\s@<>,.]+)+$/.test(a))
+      throw new ConfigError(`${name}: ${JSON.stringify(a)} is not an email address (comma-separated bare addresses)`);
+  return out;
+}
+
+export function inboundConfig(env: Env): InboundConfig {
+  const tlsCert = existingFile(env, "INBOUND_TLS_CERT");
+  const tlsKey = existingFile(env, "INBOUND_TLS_KEY");
+  if ((tlsCert === undefined) !== (tlsKey === undefined))
+    throw new ConfigError("INBOUND_TLS_CERT and INBOUND_TLS_KEY go together: set both (PEM files) or neither");
+  return {
+    host: hostVar(env, "INBOUND_HOST", "0.0.0.0"),
+    port: portVar(env, "INBOUND_PORT", 25),
+    tlsCert,
+    tlsKey,
+    fblAddresses: addressList(env, "FBL_ADDRESS"),
+    limiterUrl: limiterUrl(env),
+    limiterTls: limiterTls(env, limiterUrl(env)),
+    limiterCredential: limiterCredential(env),
+    limiterTimeoutMs: intVar(env, "LIMITER_TIMEOUT_MS", 1_000, 10, 60_000),
+    dataDir: dirVar(env, "DATA_DIR", "data"),
+    maxClients: intVar(env, "INBOUND_MAX_CLIENTS", 1_000, 1, 100_000),
+    maxClientsPerIp: intVar(env, "INBOUND_MAX_CLIENTS_PER_IP", 10, 1, 100_000),
+    maxWaitingPerIp: intVar(env, "INBOUND_MAX_WAITING_PER_IP", 20, 0, 100_000),
+    socketTimeoutMs: intVar(env, "INBOUND_SOCKET_TIMEOUT_MS", 60_000, 100, 3_600_000),
+    sessionTimeoutMs: intVar(env, "INBOUND_SESSION_TIMEOUT_MS", 300_000, 1_000, 86_400_000),
+    ipv6PrefixBits: ipv6PrefixBitsVar(env),
+    logFormat: logFormatVar(env),
+    metricsHost: hostVar(env, "METRICS_HOST", "127.0.0.1"),
+    metricsPort: intVar(env, "INBOUND_METRICS_PORT", 0, 0, 65_535),
+  };
+}

@@ -1,7 +1,15 @@
 import { InvalidField } from "../api/invalid_field";
 import { DEFAULT_LIMIT } from "../api/resource";
 import { MAX_EMAIL, tagName } from "../api/subscribers";
-import { campaignsPage, subscriberPage, subscribersPage, workflowPage, workflowsPage } from "./audience_pages";
+import { isSuppressionReason } from "../mail/suppression";
+import {
+  campaignsPage,
+  subscriberPage,
+  subscribersPage,
+  suppressionsPage,
+  workflowPage,
+  workflowsPage,
+} from "./audience_pages";
 import type { ConsoleContext } from "./context";
 import { type PageRequest, page, pathParam } from "./request";
 import { reading, signedIn } from "./session";
@@ -84,6 +92,34 @@ export function showCampaigns(cx: ConsoleContext, r: PageRequest): Promise<Respo
     return campaignsPage({
       session: s,
       campaigns: res.campaigns,
+      paged: { cursor: p.cursor, nextCursor: res.nextCursor },
+    });
+  });
+}
+
+/** GET /console/suppressions: the suppression list, of one reason or all; a reason that is none is the page saying so (422). */
+export function showSuppressions(cx: ConsoleContext, r: PageRequest): Promise<Response> {
+  const reason = r.url.searchParams.get("reason") ?? "";
+  if (reason !== "" && !isSuppressionReason(reason))
+    return signedIn(cx, r, async (s) =>
+      page(
+        422,
+        suppressionsPage({
+          session: s,
+          suppressions: [],
+          reason: "",
+          paged: { cursor: "", nextCursor: "" },
+          notice: { kind: "error", text: `There is no reason “${reason}”.` },
+        }),
+      ),
+    );
+  return reading(cx, r, async (s) => {
+    const p = paging(r);
+    const res = await cx.ports.suppressions.listSuppressions({ ...p, reason }, ticketed(cx.slow, s.ticket));
+    return suppressionsPage({
+      session: s,
+      suppressions: res.suppressions,
+      reason,
       paged: { cursor: p.cursor, nextCursor: res.nextCursor },
     });
   });

@@ -95,6 +95,7 @@ beforeAll(async () => {
     },
     60_000,
   );
+  await api("POST", "/api/v1/suppressions", acme, { email: "gone@people.example", detail: "asked by phone" });
   // The rival has its own of each.
   const rival = tokens.rival!;
   await api("POST", "/api/v1/subscribers", rival, { email: "rival-secret@people.example", tags: ["rivals-only"] });
@@ -200,6 +201,25 @@ describe("the audience and automation pages in Chromium", () => {
     await screenshot(page, "13-campaigns");
   });
 
+  test("suppressions: the organization's list, of one reason or all", async () => {
+    await page.getByRole("link", { name: "Suppressions", exact: true }).click();
+    await page.waitForURL(`${base}/console/suppressions`);
+    const row = rows(page).filter({ hasText: "gone@people.example" });
+    expect(await row.locator('[data-label="Reason"]').innerText()).toBe("added by the organization");
+    expect(await row.locator('[data-label="Detail"]').innerText()).toBe("asked by phone");
+    await screenshot(page, "13b-suppressions");
+    await page.getByLabel("Reason").selectOption("complaint");
+    await page.getByRole("button", { name: "Show" }).click();
+    await page.waitForURL(`${base}/console/suppressions?reason=complaint`);
+    expect(await page.getByText("No address is listed for this reason.").isVisible()).toBe(true);
+    await page.getByLabel("Reason").selectOption("manual");
+    await page.getByRole("button", { name: "Show" }).click();
+    expect(await rows(page).locator("th").allInnerTexts()).toEqual(["gone@people.example"]);
+    const refused = await page.goto(`${base}/console/suppressions?reason=${encodeURIComponent("<i>x</i>")}`);
+    expect(refused!.status()).toBe(422);
+    expect(await page.getByRole("alert").innerText()).toBe("There is no reason “<i>x</i>”.");
+  });
+
   test("workflows, and a workflow's runs paged by its cursor", async () => {
     await page.getByRole("link", { name: "Workflows", exact: true }).click();
     await page.waitForURL(`${base}/console/workflows`);
@@ -252,6 +272,7 @@ describe("the audience and automation pages in Chromium", () => {
       `/console/subscribers/${deeId}`,
       "/console/campaigns",
       "/console/workflows",
+      "/console/suppressions",
       dripPath,
     ]) {
       const res = await page.request.get(`${base}${path}?cursor=not-a-cursor`);
@@ -269,6 +290,8 @@ describe("the audience and automation pages in Chromium", () => {
     expect(await theirs.getByText("No campaigns yet.").isVisible()).toBe(true);
     await theirs.goto(`${base}/console/workflows`);
     expect(await rows(theirs).locator("th").allInnerTexts()).toEqual(["Rival flow"]);
+    await theirs.goto(`${base}/console/suppressions`);
+    expect(await theirs.getByText("No suppressed addresses.").isVisible()).toBe(true);
     for (const path of [
       `/console/subscribers/${deeId}`,
       `/console/subscribers/delivered@fixtures.test`,
@@ -296,6 +319,7 @@ describe("the audience and automation pages in Chromium", () => {
       [`/console/subscribers/${deeId}`, "17-phone-subscriber"],
       ["/console/campaigns", "17-phone-campaigns"],
       ["/console/workflows", "17-phone-workflows"],
+      ["/console/suppressions", "17-phone-suppressions"],
       [dripPath, "17-phone-workflow-runs"],
       ["/console/tokens", "17-phone-tokens"],
     ] as const) {

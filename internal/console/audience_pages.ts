@@ -6,6 +6,8 @@ import {
   type WorkflowRun,
 } from "../gen/mailcore/limiter/v1/automation_pb";
 import type { GetSessionResponse } from "../gen/mailcore/limiter/v1/console_pb";
+import type { Suppression } from "../gen/mailcore/limiter/v1/suppressions_pb";
+import { SUPPRESSION_REASONS, type SuppressionReason } from "../mail/suppression";
 import { SUBSCRIBER_STATUS_NAMES } from "../api/audience";
 import { CAMPAIGN_STATUS_NAMES } from "../api/campaigns";
 import { type Html, html, time } from "../web/html";
@@ -161,6 +163,7 @@ export function campaignsPage(o: { session: GetSessionResponse; campaigns: Campa
 <td class="num" data-label="Bounced">${st?.bounced ?? 0n}</td>
 <td class="num" data-label="Failed">${st?.failed ?? 0n}</td>
 <td class="num" data-label="Skipped">${st?.skipped ?? 0n}</td>
+<td class="num" data-label="Suppressed">${st?.suppressed ?? 0n}</td>
 <td data-label="Created">${time(Number(c.createdAtMs))}</td>
 </tr>`;
   });
@@ -174,11 +177,61 @@ ${
     ? html`<p>No campaigns yet.</p>`
     : html`<div class="table-wrap"><table class="stack">
 <caption class="visually-hidden">Campaigns and their stats</caption>
-<thead><tr><th scope="col">Campaign</th><th scope="col">Status</th><th scope="col">Audience</th><th scope="col" class="num">Recipients</th><th scope="col" class="num">Queued</th><th scope="col" class="num">Delivered</th><th scope="col" class="num">Bounced</th><th scope="col" class="num">Failed</th><th scope="col" class="num">Skipped</th><th scope="col">Created</th></tr></thead>
+<thead><tr><th scope="col">Campaign</th><th scope="col">Status</th><th scope="col">Audience</th><th scope="col" class="num">Recipients</th><th scope="col" class="num">Queued</th><th scope="col" class="num">Delivered</th><th scope="col" class="num">Bounced</th><th scope="col" class="num">Failed</th><th scope="col" class="num">Skipped</th><th scope="col" class="num">Suppressed</th><th scope="col">Created</th></tr></thead>
 <tbody>${rows}</tbody></table></div>`
 }
-<p class="hint">Recipients: the audience's subscribers when sending started. Skipped: unsubscribed, or bounced before; nothing was sent to them.</p>
+<p class="hint">Recipients: the audience's subscribers when sending started. Skipped: unsubscribed, on the suppression list (counted under Suppressed too), or bounced before; nothing was sent to them.</p>
 ${pager(PATHS.campaigns, {}, o.paged, "campaigns")}`,
+  );
+}
+
+const REASON_NAMES: Record<SuppressionReason, string> = {
+  hard_bounce: "hard bounce",
+  soft_bounce: "soft bounces",
+  complaint: "complaint",
+  manual: "added by the organization",
+};
+
+export function suppressionsPage(o: {
+  session: GetSessionResponse;
+  suppressions: Suppression[];
+  reason: string;
+  paged: Paged;
+  notice?: Notice;
+}): string {
+  const rows = o.suppressions.map(
+    (s) => html`<tr>
+<th scope="row">${s.email}</th>
+<td data-label="Reason">${REASON_NAMES[s.reason as SuppressionReason] ?? s.reason}</td>
+<td data-label="Detail">${s.detail || NONE}</td>
+<td data-label="Message">${s.messageId ? html`<a href="${PATHS.emails}/${encodeURIComponent(s.messageId)}">${s.messageId}</a>` : NONE}</td>
+<td data-label="Since">${time(Number(s.createdAtMs))}</td>
+</tr>`,
+  );
+  const option = (value: string, label: string) =>
+    html`<option value="${value}"${value === o.reason ? html` selected` : html``}>${label}</option>`;
+  return layout(
+    o.session,
+    "suppressions",
+    "Suppressions",
+    html`<p class="lead">Addresses organization ${o.session.orgSlug} sends nothing to, newest first: a send to one is refused at once, a campaign skips it. Hard bounces, repeated soft bounces and complaints put an address here; addresses are added and removed through the API (<code>POST /api/v1/suppressions</code>, <code>DELETE /api/v1/suppressions/{email}</code>).</p>
+${notice(o.notice)}
+<form method="get" action="${PATHS.suppressions}" role="search">
+<div class="row"><div class="field"><label for="reason">Reason</label>
+<select id="reason" name="reason">${option("", "every reason")}${SUPPRESSION_REASONS.map((r) => option(r, REASON_NAMES[r]))}</select></div>
+<button type="submit">Show</button></div>
+</form>
+${
+  o.suppressions.length === 0
+    ? o.notice
+      ? html``
+      : html`<p>${o.reason ? "No address is listed for this reason." : "No suppressed addresses."}</p>`
+    : html`<div class="table-wrap"><table class="stack">
+<caption class="visually-hidden">Suppressed addresses</caption>
+<thead><tr><th scope="col">Email</th><th scope="col">Reason</th><th scope="col">Detail</th><th scope="col">Message</th><th scope="col">Since</th></tr></thead>
+<tbody>${rows}</tbody></table></div>`
+}
+${pager(PATHS.suppressions, { reason: o.reason }, o.paged, "suppressed addresses")}`,
   );
 }
 

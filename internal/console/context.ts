@@ -3,6 +3,7 @@ import type { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
 import type { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
 import type { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import type { MailService } from "../gen/mailcore/limiter/v1/mail_pb";
+import type { SuppressionService } from "../gen/mailcore/limiter/v1/suppressions_pb";
 import type { WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
 import type { Logger } from "../log/log";
 import type { PageRequest } from "./request";
@@ -39,6 +40,7 @@ export interface ConsolePorts {
     Client<typeof WebhookService>,
     "listWebhooks" | "listWebhookDeliveries" | "testWebhook" | "retryWebhookDelivery"
   >;
+  suppressions: Pick<Client<typeof SuppressionService>, "listSuppressions">;
 }
 
 export interface ConsoleOptions {

@@ -7,7 +7,14 @@ import {
   showWebhooks,
   testWebhook,
 } from "./activity";
-import { showCampaigns, showSubscriber, showSubscribers, showWorkflow, showWorkflows } from "./audience";
+import {
+  showCampaigns,
+  showSubscriber,
+  showSubscribers,
+  showSuppressions,
+  showWorkflow,
+  showWorkflows,
+} from "./audience";
 import type { IpGate } from "../api/server";
 import {
   type ConsoleContext,
@@ -49,6 +56,7 @@ export const CONSOLE_ROUTES: Routes<Partial<Record<string, PageHandler>>> = [
   [/^\/console\/campaigns$/, { GET: showCampaigns }],
   [/^\/console\/workflows$/, { GET: showWorkflows }],
   [/^\/console\/workflows\/([^/]+)$/, { GET: showWorkflow }],
+  [/^\/console\/suppressions$/, { GET: showSuppressions }],
 ];
 
 /**

@@ -25,9 +25,19 @@ export const PATHS = {
   workflows: `${CONSOLE}/workflows`,
   emails: `${CONSOLE}/emails`,
   webhooks: `${CONSOLE}/webhooks`,
+  suppressions: `${CONSOLE}/suppressions`,
 } as const;
 
-export type Tab = "tokens" | "domains" | "usage" | "emails" | "webhooks" | "subscribers" | "campaigns" | "workflows";
+export type Tab =
+  | "tokens"
+  | "domains"
+  | "usage"
+  | "emails"
+  | "webhooks"
+  | "subscribers"
+  | "campaigns"
+  | "workflows"
+  | "suppressions";
 
 const TABS: [Tab, string, string][] = [
   ["tokens", PATHS.tokens, "API Tokens"],
@@ -38,6 +48,7 @@ const TABS: [Tab, string, string][] = [
   ["subscribers", PATHS.subscribers, "Subscribers"],
   ["campaigns", PATHS.campaigns, "Campaigns"],
   ["workflows", PATHS.workflows, "Workflows"],
+  ["suppressions", PATHS.suppressions, "Suppressions"],
 ];
 
 /** A notice after a change (the ?done= of a redirect); the text is ours, never the URL's. */

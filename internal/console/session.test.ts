@@ -8,6 +8,7 @@ import { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
 import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { MailService } from "../gen/mailcore/limiter/v1/mail_pb";
+import { SuppressionService } from "../gen/mailcore/limiter/v1/suppressions_pb";
 import { WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
 import { logger } from "../log/log";
 import { type ConsolePorts, consoleContext } from "./context";
@@ -39,6 +40,7 @@ const ports: ConsolePorts = {
   automation: unserved(AutomationService),
   mail: unserved(MailService),
   webhooks: unserved(WebhookService),
+  suppressions: unserved(SuppressionService),
 };
 const cx = consoleContext(ports, { timeoutMs: 1_000, trustProxy: [], log: logger("test") });
 const request = (path: string, o: { session?: boolean; form?: string } = {}) => {

@@ -5,12 +5,14 @@ import { type Email, EmailSchema, Lane } from "../gen/mailcore/limiter/v1/mail_p
 import type { EnqueueInput, EnqueueResult, MailStore, QueueCap } from "../hotstore/hotstore";
 import { newMessageId } from "../mail/identity";
 import { domainOf, fixtureKind, GUARD_LIMITS, IDEMPOTENCY_TTL_MS, normalizeMailbox } from "../mail/policy";
+import type { SendingRefusal, SendingState } from "./sending_state";
 import type { Projection } from "./projection";
 
 // The accept step of every send (POST /api/v1/emails, SMTP, a campaign's or a workflow's
 // message), with every guard of its lane (verified From domain, the organization's queue cap;
 // on the transactional lane the bounce cooldown and the recipient guards), atomically with the
-// enqueue.
+// enqueue; before them, the organization's suppression list, which refuses a listed recipient
+// on both lanes, and the pause of its bulk sends for its complaint rate.
 
 /** One send as the accept step takes it. */
 export interface SendInput {
@@ -23,8 +25,11 @@ export interface SendInput {
   messageId?: string;
 }
 
+/** What the accept step answers: the hot store's verdict, or a recipient on the suppression list. */
+export type AcceptResult = EnqueueResult | SendingRefusal;
+
 /** The accept step, as the services and loops that send are given it. */
-export type Accept = (send: SendInput) => Promise<EnqueueResult>;
+export type Accept = (send: SendInput) => Promise<AcceptResult>;
 
 export interface AcceptDeps {
   mail: Pick<MailStore, "enqueue">;
@@ -34,10 +39,17 @@ export interface AcceptDeps {
   queueCap: QueueCap;
   /** A message was accepted: the records writer has work. */
   onAccepted: () => void;
+  /** The organization's suppression list and the pause of its bulk sends (the hot store's copy). */
+  sending: Pick<SendingState, "refusal">;
 }
 
-/** Accepts one send; an organization missing from the projection is rebuilt from the records once. */
-export async function accept(deps: AcceptDeps, send: SendInput): Promise<EnqueueResult> {
+/**
+ * Accepts one send, unless its recipient is on the organization's suppression list; an
+ * organization missing from the projection is rebuilt from the records once.
+ */
+export async function accept(deps: AcceptDeps, send: SendInput): Promise<AcceptResult> {
+  const refused = await deps.sending.refusal(send.orgId, send.email.toAddress, send.lane);
+  if (refused) return refused;
   const result = await enqueueRebuilt(deps, toEnqueueInput(send, deps.queueCap));
   if (result.kind === "accepted") deps.onAccepted();
   return result;

@@ -73,6 +73,7 @@ function toCampaignMsg(c: Campaign): CampaignMsg {
       bounced: BigInt(s.bounced),
       failed: BigInt(s.failed),
       skipped: BigInt(s.skipped),
+      suppressed: BigInt(s.suppressed),
     },
     createdAtMs: BigInt(c.createdMs),
     updatedAtMs: BigInt(c.updatedMs),

@@ -2,6 +2,7 @@ import { Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import { type Campaign, pending } from "../records/campaigns";
 import { type AudienceSendParts, audienceEmail, newUnsubscribeToken, unverifiedDomain } from "./audience_email";
 import { newMessageId } from "../mail/identity";
+import { normalizeMailbox } from "../mail/policy";
 import { LeasedLoop } from "./leasedloop";
 
 // The fan-out of campaigns into the bulk lane: a page of the audience at a time, and only
@@ -49,7 +50,13 @@ export class CampaignFanout extends LeasedLoop {
     const { records, clock } = this.o;
     const members = await records.campaigns.nextMembers(c, CAMPAIGN_PAGE);
     const done = members.length < CAMPAIGN_PAGE;
-    const sendTo = members.filter((m) => !m.skip);
+    // The organization's suppression list: skipped, and counted apart.
+    const listed = await records.suppressions.listed(
+      c.orgId,
+      members.filter((m) => !m.skip).map((m) => m.email),
+    );
+    const sendTo = members.filter((m) => !m.skip && !listed.has(normalizeMailbox(m.email)));
+    let suppressed = members.length - members.filter((m) => m.skip).length - sendTo.length;
     const reserved = await records.campaigns.reserve(
       c,
       sendTo.map((m) => ({ subscriberId: m.id, messageId: newMessageId(), token: newUnsubscribeToken() })),
@@ -74,9 +81,13 @@ export class CampaignFanout extends LeasedLoop {
       // The organization's queue is full: the page is queued again from its start on a later
       // round (what it queued so far is replayed, by its keys), once the lanes have drained it.
       if (result.kind === "queue_full") return;
+      // Its bulk sends are paused for its complaint rate: the page waits for an operator to resume them.
+      if (result.kind === "bulk_paused") return;
       if (result.kind === "accepted" || result.kind === "replayed") queued++;
+      // Listed since the page was read.
+      if (result.kind === "suppressed") suppressed++;
     }
     const throughSeq = members.at(-1)?.seq ?? c.lastSeq;
-    await records.campaigns.advance(c, throughSeq, queued, members.length - queued, done, clock.nowMs());
+    await records.campaigns.advance(c, throughSeq, queued, members.length - queued, done, clock.nowMs(), suppressed);
   }
 }

@@ -12,6 +12,8 @@ import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/lim
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
 import { DestinationService } from "../gen/mailcore/limiter/v1/destinations_pb";
 import { DomainService } from "../gen/mailcore/limiter/v1/domains_pb";
+import { FeedbackService, TrackingService } from "../gen/mailcore/limiter/v1/feedback_pb";
+import { SuppressionService } from "../gen/mailcore/limiter/v1/suppressions_pb";
 import { WebhookDeliveryService, WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
 import type { DeliveryPolicy, HotStore, QueueCap } from "../hotstore/hotstore";
 import { type Lanes, startLanes } from "../lanes/lanes";
@@ -54,6 +56,10 @@ import { Tickets } from "./tickets";
 import type { RawUnary } from "./server";
 import { webhookDeliveryHandlers } from "./webhook_delivery_service";
 import { DestinationReports, destinationHandlers } from "./destination_service";
+import { feedbackHandlers } from "./feedback_service";
+import { SendingState } from "./sending_state";
+import { suppressionHandlers } from "./suppression_service";
+import { trackingHandlers } from "./tracking_service";
 import { webhookHandlers } from "./webhook_service";
 import { WorkflowRunner } from "./workflow_runner";
 
@@ -89,7 +95,7 @@ export interface DaemonOptions {
   metrics?: LimiterMetrics;
   /** The key of the admission tickets' MAC: masterKey.derive("plane-ticket"), the same on every daemon. */
   ticketKey: Buffer;
-  /** The master key: seals the DKIM keys, and the return paths' HMAC key derives from it. */
+  /** The master key: seals the DKIM keys; the return paths' HMAC key and the tracking URLs' signing key derive from it. */
   master: MasterKey;
   /** How the sending domains' keys and records are made and checked. */
   domains: DomainsConfig;
@@ -132,6 +138,8 @@ export interface DaemonParts {
   signing: Signing;
   /** The domain service's: the recheck loop checks with the same. */
   domainDeps: DomainDeps;
+  /** The hot store's copy of the suppression lists and bulk pauses, written through on every change. */
+  sendingState: SendingState;
 }
 
 /** The limiter daemon's parts, wired: its RPCs (daemonRoutes), the lanes, the records writer and the leased loops. */
@@ -168,8 +176,19 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     reconciler.wake();
   });
   const refusals = new RefusalCounter(usage, records.stats, clock, log);
+  const sendingState = new SendingState(mail, records, clock, log);
   const accepting: Accept = (send) =>
-    accept({ mail, projection, clock, queueCap: o.queueCap, onAccepted: () => runtime.onChange() }, send);
+    accept(
+      {
+        mail,
+        projection,
+        clock,
+        queueCap: o.queueCap,
+        onAccepted: () => runtime.onChange(),
+        sending: sendingState,
+      },
+      send,
+    );
   const sending = {
     records,
     mail,
@@ -213,6 +232,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     runtime,
     refusals,
     accept: accepting,
+    sendingState,
     admissionDeps: {
       admission,
       projection,
@@ -304,6 +324,7 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
   const { records, clock, laneRate } = p.o;
   const { admission, mail, usage, lifecycle } = p.o.hot;
   const { projection, runtime } = p;
+  const trackingKey = p.o.master.derive("tracking");
   router.service(LimiterService, admissionHandlers(p.admissionDeps));
   router.service(
     DirectoryService,
@@ -315,6 +336,9 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
     DeliveryService,
     deliveryHandlers({
       mail,
+      suppressions: records.suppressions,
+      sending: p.sendingState,
+      tracking: { publicUrl: p.o.publicUrl, key: trackingKey },
       runtime,
       clock,
       laneRate,
@@ -351,4 +375,19 @@ export function daemonRoutes(router: ConnectRouter, p: DaemonParts): void {
   // round within their idle wait).
   recordBound.service(AudienceService, audienceHandlers({ records, clock, onChange: () => p.runner.wake() }));
   recordBound.service(AutomationService, automationHandlers({ records, clock, onCampaignSent: () => p.fanout.wake() }));
+  recordBound.service(SuppressionService, suppressionHandlers({ records, clock, sending: p.sendingState }));
+  recordBound.service(TrackingService, trackingHandlers({ records, clock, key: trackingKey }));
+  recordBound.service(
+    FeedbackService,
+    feedbackHandlers({
+      mail,
+      records,
+      clock,
+      log: p.o.log,
+      metrics: p.o.metrics,
+      sending: p.sendingState,
+      returnPathKey: p.o.master.derive("return-path"),
+      bounceCooldownMs: p.o.policy.bounceCooldownMs,
+    }),
+  );
 }

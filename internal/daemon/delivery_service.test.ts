@@ -14,9 +14,12 @@ import { EmbeddedHot } from "../hotstore/embedded/embedded";
 import type { LeasedRecord } from "../hotstore/hotstore";
 import { aheadOf } from "../lanes/scheduler";
 import { retryPolicy } from "../mx/retry";
+import { Records } from "../records/records";
 import { projectSuiteOrg, suiteSends } from "../testkit/hotstores";
 import { ack, type DeliveryDeps, leaseRoom } from "./delivery_service";
+import { logger } from "../log/log";
 import { MailRuntime } from "./mail_runtime";
+import { SendingState } from "./sending_state";
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -36,8 +39,12 @@ test("a deferral under the schedule in hours: nextRetry's time, the receiver's w
   const org = "org_hours";
   await projectSuiteOrg(store.admission, org);
   const { send, drain } = suiteSends(() => ({ mail: store.mail, clock, org, idPrefix: "msg_hours" }));
+  const records = await Records.open({ sqliteFile: ":memory:" });
   const deps: DeliveryDeps = {
     mail: store.mail,
+    suppressions: records.suppressions,
+    sending: new SendingState(store.mail, records, clock, logger("test")),
+    tracking: { publicUrl: "http://127.0.0.1:8080", key: Buffer.alloc(32, 1) },
     runtime: new MailRuntime(),
     clock,
     laneRate: 40,

@@ -15,8 +15,12 @@ import type { AckInput, DeliveryPolicy, MailStore } from "../hotstore/hotstore";
 import type { DeliveryAttemptRecord } from "../model/history";
 import { nextRetry, type RetryPolicy as RetryInHours } from "../mx/retry";
 import { aheadOf } from "../lanes/scheduler";
+import { type BounceDetail, bounceDetail } from "../mail/bounce_detail";
 import { fixtureKind, LANES } from "../mail/policy";
+import type { SuppressionRecords } from "../records/suppressions";
 import type { MailRuntime } from "./mail_runtime";
+import type { SendingState } from "./sending_state";
+import { type TrackingKeys, trackedEmail } from "./tracking_service";
 import { guard } from "./rpc_errors";
 import type { Signing } from "./signing";
 
@@ -29,7 +33,11 @@ const DEFAULT_IN_FLIGHT = 16;
 const IDLE_LOOK_MS = 30_000;
 
 export interface DeliveryDeps {
-  mail: Pick<MailStore, "lease" | "ack" | "retryState">;
+  mail: Pick<MailStore, "lease" | "ack" | "retryState" | "getMessage">;
+  /** The organizations' suppression lists: a final refusal of the mailbox counts there. */
+  suppressions: Pick<SuppressionRecords, "recordBounce">;
+  /** The hot store's copy of the lists, which the accept step reads. */
+  sending: Pick<SendingState, "listed">;
   runtime: MailRuntime;
   clock: Clock;
   laneRate: number;
@@ -38,6 +46,8 @@ export interface DeliveryDeps {
   policy: DeliveryPolicy;
   /** The retry schedule in hours (MX delivery). */
   retryInHours: RetryInHours;
+  /** Open and click tracking of the messages that ask for it, applied as they are leased. */
+  tracking: TrackingKeys;
   /** The jitter's random source (Math.random unless a test gives one). */
   random?: () => number;
   /**
@@ -92,7 +102,8 @@ export async function* lease(deps: DeliveryDeps, req: LeaseRequest, ctx: Handler
       for (const l of leased) {
         held.set(l.leaseId, now + visibilityMs);
         runtime.leaseOwners.set(l.leaseId, held);
-        const email = fromJsonString(EmailSchema, l.payload);
+        // Tracked before the worker composes and signs it: the signature covers the rewritten HTML.
+        const email = trackedEmail(deps.tracking, l.messageId, fromJsonString(EmailSchema, l.payload));
         const signing = deps.signing;
         yield {
           leaseId: l.leaseId,
@@ -126,14 +137,17 @@ export async function* lease(deps: DeliveryDeps, req: LeaseRequest, ctx: Handler
 export async function ack(deps: DeliveryDeps, req: AckRequest) {
   const { runtime, clock } = deps;
   if (req.outcome === DeliveryOutcome.UNSPECIFIED) throw new ConnectError("outcome is required", Code.InvalidArgument);
+  const bounce = finalBounce(req);
   const input: AckInput = {
     orgId: req.orgId,
     messageId: req.messageId,
     leaseId: req.leaseId,
     outcome: req.outcome,
-    detail: req.detail,
+    detail: bounce ? bounceDetail(bounce) : req.detail,
     attempts: req.attempts.slice(0, MAX_TRIES_PER_ACK).map(triedAt),
   };
+  // Before the ack: should the records fail, the ack fails too and the worker sends it again.
+  if (bounce) await guard(() => recordBounce(deps, req, bounce, clock.nowMs()));
   if (req.outcome === DeliveryOutcome.DEFERRED && req.retrySchedule === RetrySchedule.HOURS)
     await guard(() => scheduleInHours(deps, req, input, clock.nowMs()));
   const result = await guard(() => deps.mail.ack(input, deps.policy, clock.nowMs()));
@@ -144,6 +158,35 @@ export async function ack(deps: DeliveryDeps, req: AckRequest) {
   runtime.onChange();
   if (result.status === MessageStatus.DEFERRED) runtime.dueBy(clock.nowMs()); // its retry: the recovery looks when it is due
   return result;
+}
+
+/** The classified refusal of a bounced or rejected delivery; undefined for anything else. */
+function finalBounce(req: AckRequest): BounceDetail | undefined {
+  const type = req.bounce?.type;
+  if (req.outcome !== DeliveryOutcome.BOUNCED && req.outcome !== DeliveryOutcome.REJECTED) return undefined;
+  if (type !== "hard" && type !== "soft" && type !== "policy") return undefined;
+  return { type, status: req.bounce!.status, diagnostic: req.detail.slice(0, MAX_REPLY) };
+}
+
+/**
+ * A final refusal, on the organization's suppression list: a hard bounce lists the mailbox, a
+ * soft one counts (bounces.md); a policy refusal is the sender's, and changes nothing. The
+ * mailbox is the message's own, read from the hot store; a message it no longer has (its lease
+ * ended long ago) is left alone.
+ */
+async function recordBounce(deps: DeliveryDeps, req: AckRequest, bounce: BounceDetail, nowMs: number) {
+  if (bounce.type === "policy") return;
+  const m = await deps.mail.getMessage(req.orgId, req.messageId);
+  if (!m) return;
+  const effect = await deps.suppressions.recordBounce({
+    orgId: m.orgId,
+    messageId: m.id,
+    email: m.toMailbox,
+    bounce,
+    atMs: nowMs,
+  });
+  if (effect.suppressed)
+    await deps.sending.listed(m.orgId, m.toMailbox, bounce.type === "hard" ? "hard_bounce" : "soft_bounce");
 }
 
 /**

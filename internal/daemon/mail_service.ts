@@ -87,6 +87,10 @@ export async function send(deps: Pick<MailDeps, "accept" | "refusals">, orgId: s
         retryAfterSeconds: QUEUE_FULL_RETRY_MS / 1_000,
         reason: result.reason,
       };
+    case "suppressed":
+      return { outcome: SendOutcome.SUPPRESSED, reason: result.reason };
+    case "bulk_paused":
+      return { outcome: SendOutcome.BULK_PAUSED, reason: result.reason };
     case "miss":
       throw new ConnectError(`no organization ${orgId}`, Code.NotFound);
   }
@@ -133,6 +137,11 @@ export async function getMessageStats(deps: MailDeps, orgId: string, req: GetMes
       refusedQuota: BigInt(h.refused_quota),
       refusedIp: BigInt(h.refused_ip),
       refusedRecipient: BigInt(h.refused_recipient),
+      complained: BigInt(h.complained),
+      opened: BigInt(h.opened),
+      openedMachine: BigInt(h.opened_machine),
+      clicked: BigInt(h.clicked),
+      clickedMachine: BigInt(h.clicked_machine),
     })),
   };
 }

@@ -8,7 +8,11 @@ import type { AudienceRecords } from "../records/audience";
 import type { CampaignRecords } from "../records/campaigns";
 import type { DirectoryRecords } from "../records/directory";
 import type { HistoryRecords } from "../records/history";
+import type { SuppressionRecords } from "../records/suppressions";
 import type { WebhookDeliveryRecords, WebhookEventInput } from "../records/webhook_deliveries";
+import { MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
+import { bounceOfDetail } from "../mail/bounce_detail";
+import type { MessageHistory } from "../model/history";
 import { EMAIL_EVENT_OF_STATUS } from "../webhooks/events";
 
 /**
@@ -35,6 +39,7 @@ export interface WrittenRecords {
   audience: Pick<AudienceRecords, "recordMessageEvents">;
   campaigns: Pick<CampaignRecords, "recordOutcomes">;
   directory: Pick<DirectoryRecords, "touchTokens">;
+  suppressions: Pick<SuppressionRecords, "delivered">;
 }
 
 export interface RecordsWriterOptions {
@@ -126,6 +131,7 @@ export class RecordsWriter {
         );
         await this.o.records.audience.recordMessageEvents(changed);
         await this.o.records.campaigns.recordOutcomes(changed);
+        await deliveredTo(this.o.records.suppressions, changed);
         await this.o.outbox.settle(changed.map((m) => ({ orgId: m.orgId, id: m.id, version: m.version })));
         if (changed.length < FLUSH_BATCH) return;
       }
@@ -179,6 +185,14 @@ export class RecordsWriter {
   }
 }
 
+/** A delivery starts an organization's count of a mailbox's soft bounces again. */
+async function deliveredTo(suppressions: WrittenRecords["suppressions"], changed: MessageHistory[]): Promise<void> {
+  const byOrg = new Map<string, string[]>();
+  for (const m of changed)
+    if (m.status === MessageStatus.DELIVERED) byOrg.set(m.orgId, [...(byOrg.get(m.orgId) ?? []), m.toMailbox]);
+  for (const [orgId, mailboxes] of byOrg) await suppressions.delivered(orgId, mailboxes);
+}
+
 /**
  * The email.* webhook events of the message events a flush wrote first: written in the same
  * transaction as the history, so an event is announced once, and only once it is recorded.
@@ -195,7 +209,14 @@ export function emailWebhookEvents(fresh: NewMessageEvent[]): WebhookEventInput[
       subject: m.subject,
       lane: laneName(m.lane),
       detail: e.detail,
+      // A classified refusal: its type (hard, soft, policy), status code and diagnostic.
+      ...withBounce(e.detail),
     };
     return [{ orgId: m.orgId, type, atMs: e.atMs, data }];
   });
+}
+
+function withBounce(detail: string): { bounce?: ReturnType<typeof bounceOfDetail> } {
+  const bounce = bounceOfDetail(detail);
+  return bounce ? { bounce } : {};
 }

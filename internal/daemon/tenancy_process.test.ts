@@ -19,6 +19,7 @@ import { limiterTls } from "../config/config";
 import { readMasterKeyFile } from "../dkim/seal";
 import { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
 import { MailService } from "../gen/mailcore/limiter/v1/mail_pb";
+import { SuppressionService } from "../gen/mailcore/limiter/v1/suppressions_pb";
 import { limiterTransport } from "../limiterclient/transport";
 import { initCerts } from "../plane/certs";
 import { RPC_ACCESS, TICKET_RPCS } from "../plane/roles";
@@ -211,5 +212,17 @@ describe("every organization-scoped RPC, as each role, with another organization
     expect(await outcome(domains.getDomain({ domainId }, ticketed(beta.ticket)))).toBe("answered");
     // Beta verified nothing, but alpha cannot add beta's domain twice to itself nor see it.
     expect(await outcome(domains.createDomain({ name: "beta.example" }, ticketed(alpha.ticket)))).toBe("AlreadyExists");
+    // Beta's suppression list: alpha's ticket neither reads nor removes it.
+    const suppressions = clientOf(SuppressionService, "front");
+    await suppressions.addSuppression({ email: "gone@example.org" }, ticketed(beta.ticket));
+    const listSuppressions = withOrgId(SuppressionService.method.listSuppressions.input, beta.id);
+    expect((await suppressions.listSuppressions(listSuppressions, ticketed(beta.ticket))).suppressions).toHaveLength(1);
+    expect((await suppressions.listSuppressions(listSuppressions, ticketed(alpha.ticket))).suppressions).toEqual([]);
+    const remove = {
+      ...withOrgId(SuppressionService.method.deleteSuppression.input, beta.id),
+      email: "gone@example.org",
+    };
+    expect(await outcome(suppressions.deleteSuppression(remove, ticketed(alpha.ticket)))).toBe("NotFound");
+    expect(await outcome(suppressions.deleteSuppression(remove, ticketed(beta.ticket)))).toBe("answered");
   }, 60_000);
 });

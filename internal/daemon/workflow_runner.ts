@@ -140,6 +140,8 @@ export class WorkflowRunner extends LeasedLoop {
           dueMs: clock.nowMs() + QUEUE_FULL_RETRY_MS,
           detail: `the organization's queue is full (${result.reason})`,
         };
+      case "suppressed":
+        return { kind: "fail", detail: `the recipient is on the organization's suppression list (${result.reason})` };
       default:
         return { kind: "fail", detail: `the send was refused (${result.kind})` };
     }

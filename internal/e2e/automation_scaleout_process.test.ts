@@ -124,6 +124,7 @@ test("a campaign to 400 and a workflow for 20 new subscribers: each message once
     bounced: 0,
     failed: 0,
     skipped: 0,
+    suppressed: 0,
   });
   const campaign = recipients("Both daemons");
   expect(campaign).toHaveLength(400);

@@ -158,7 +158,7 @@ test("drafts are checked like a send; send, read, list; a second send is 409; a 
   });
 }, 60_000);
 
-test("one-click unsubscribe: the POST flips the subscriber (idempotent); the next campaign skips them, and the one a message bounced for", async () => {
+test("one-click unsubscribe: the POST flips the subscriber (idempotent); the next campaign skips them, the one a message bounced for, and a suppressed one", async () => {
   const token = await stack.org("news", "enterprise");
   const people = ["ann@example.org", "bob@example.org", "cy@example.org", "bounced@fixtures.test"];
   const batch = await api(token, "POST", "/api/v1/subscribers/batch", {
@@ -175,7 +175,15 @@ test("one-click unsubscribe: the POST flips the subscriber (idempotent); the nex
   const first = (await api(token, "POST", "/api/v1/campaigns", campaignBody("news", { tags: ["news"] }))).body;
   expect((await api(token, "POST", `/api/v1/campaigns/${first.id}/send`)).body).toMatchObject({ status: "sending" });
   const done = await finished(token, first.id, (c) => c.status === "sent" && c.stats.delivered + c.stats.bounced === 4);
-  expect(done.stats).toEqual({ recipients: 4, queued: 4, delivered: 3, bounced: 1, failed: 0, skipped: 0 });
+  expect(done.stats).toEqual({
+    recipients: 4,
+    queued: 4,
+    delivered: 3,
+    bounced: 1,
+    failed: 0,
+    skipped: 0,
+    suppressed: 0,
+  });
 
   const mail = sink().get("ann@example.org")!;
   const link = /^List-Unsubscribe: <([^>]+)>$/m.exec(mail)![1]!;
@@ -206,10 +214,20 @@ test("one-click unsubscribe: the POST flips the subscriber (idempotent); the nex
   );
   expect(events.filter((t: string) => t === "subscriber.unsubscribed")).toHaveLength(1);
 
+  // On the organization's suppression list: skipped, and counted as suppressed.
+  expect((await api(token, "POST", "/api/v1/suppressions", { email: "cy@example.org" })).status).toBe(201);
   const second = (await api(token, "POST", "/api/v1/campaigns", campaignBody("news", { tags: ["news"] }))).body;
   await api(token, "POST", `/api/v1/campaigns/${second.id}/send`);
-  const again = await finished(token, second.id, (c) => c.status === "sent" && c.stats.delivered === 2);
-  expect(again.stats).toEqual({ recipients: 4, queued: 2, delivered: 2, bounced: 0, failed: 0, skipped: 2 });
+  const again = await finished(token, second.id, (c) => c.status === "sent" && c.stats.delivered === 1);
+  expect(again.stats).toEqual({
+    recipients: 4,
+    queued: 1,
+    delivered: 1,
+    bounced: 0,
+    failed: 0,
+    skipped: 3,
+    suppressed: 1,
+  });
 }, 60_000);
 
 async function importAudience(token: string, n: number): Promise<void> {
@@ -296,7 +314,15 @@ test("kill -9 of limiterd in the middle of a campaign: after the restart it goes
   await finished(token, c.id, (x) => x.stats.queued >= 3 * PAGE);
   await stack.restartLimiterd();
   const done = await finished(token, c.id, (x) => x.status === "sent" && x.stats.delivered === 1_000, 90_000);
-  expect(done.stats).toEqual({ recipients: 1_000, queued: 1_000, delivered: 1_000, bounced: 0, failed: 0, skipped: 0 });
+  expect(done.stats).toEqual({
+    recipients: 1_000,
+    queued: 1_000,
+    delivered: 1_000,
+    bounced: 0,
+    failed: 0,
+    skipped: 0,
+    suppressed: 0,
+  });
   const files = readdirSync(join(stack.dataDir, "sink"))
     .filter((n) => n.endsWith(".eml"))
     .map((f) => readFileSync(join(stack.dataDir, "sink", f), "utf8"));

@@ -375,6 +375,35 @@ export interface MailStore {
   /** A message that is still in the hot store (not yet settled in the records); null otherwise. */
   getMessage(orgId: string, messageId: string): Promise<MessageHistory | null>;
   laneCounts(nowMs: number): Promise<LaneCounts[]>;
+  /**
+   * Puts a mailbox on bounce cooldown for cooldownMs from now (a hard bounce learned after the
+   * delivery), unless it is cooled longer already; returns when its cooldown ends.
+   */
+  coolDown(mailbox: string, nowMs: number, cooldownMs: number): Promise<number>;
+  /**
+   * What the accept step refuses an organization's sends for, besides the guards: the mailbox on
+   * its suppression list (the reason), its bulk sends paused (why); a miss when this store has
+   * not been given the organization's whole state in the last SENDING_STATE_TTL_MS (rebuild it
+   * from the records: a write-through lost on the way is mended within that time).
+   */
+  sendingState(orgId: string, mailbox: string, nowMs: number): Promise<SendingState>;
+  /**
+   * Writes an organization's suppressions (mailbox -> reason; null: off the list) and the pause
+   * of its bulk sends (a reason; null: resumed; undefined: unchanged). loaded: this is the whole
+   * state, rebuilt from the records (a write-through without it changes what is there).
+   */
+  projectSending(orgId: string, change: SendingChange, nowMs: number): Promise<void>;
+}
+
+/** How long an organization's sending state rebuilt from the records is used before it is rebuilt again. */
+export const SENDING_STATE_TTL_MS = 10 * 60_000;
+
+export type SendingState = { kind: "miss" } | { kind: "known"; suppressed?: string; bulkPaused?: string };
+
+export interface SendingChange {
+  suppressions?: [mailbox: string, reason: string | null][];
+  bulkPaused?: string | null;
+  loaded?: boolean;
 }
 
 /** What the console shows of an organization's use of the service. */

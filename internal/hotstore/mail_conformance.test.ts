@@ -326,6 +326,62 @@ for (const [name, open] of hotStores(servers)) {
       expect((await send({ mailbox: "gone@example.com" })).kind).toBe("accepted");
     });
 
+    test("a bounce learned later (a DSN) cools the mailbox for every organization; a shorter one does not shorten it", async () => {
+      const start = clock.nowMs();
+      expect(await store.mail.coolDown("later@example.com", start, HOUR)).toBe(start + HOUR);
+      expect(await store.mail.coolDown("later@example.com", start, MIN)).toBe(start + HOUR);
+      clock.advance(1_000);
+      expect(await send({ mailbox: "later@example.com" })).toEqual({
+        kind: "limited",
+        reason: "bounce_cooldown",
+        retryAfterMs: HOUR - 1_000,
+      });
+      clock.advance(HOUR - 1_000);
+      expect((await send({ mailbox: "later@example.com" })).kind).toBe("accepted");
+    });
+
+    test("an organization's sending state: a miss until rebuilt whole, then written through; another organization's apart", async () => {
+      const now = clock.nowMs();
+      expect(await store.mail.sendingState("org_state", "a@example.com", now)).toEqual({ kind: "miss" });
+      // A write-through before the rebuild leaves it a miss: the rebuild will have it.
+      await store.mail.projectSending("org_state", { suppressions: [["a@example.com", "manual"]] }, now);
+      expect(await store.mail.sendingState("org_state", "a@example.com", now)).toEqual({ kind: "miss" });
+      await store.mail.projectSending(
+        "org_state",
+        { suppressions: [["a@example.com", "hard_bounce"]], bulkPaused: null, loaded: true },
+        now,
+      );
+      expect(await store.mail.sendingState("org_state", "a@example.com", now)).toEqual({
+        kind: "known",
+        suppressed: "hard_bounce",
+        bulkPaused: undefined,
+      });
+      await store.mail.projectSending(
+        "org_state",
+        {
+          suppressions: [
+            ["a@example.com", null],
+            ["b@example.com", "complaint"],
+          ],
+          bulkPaused: "complaint rate",
+        },
+        now,
+      );
+      expect(await store.mail.sendingState("org_state", "a@example.com", now)).toEqual({
+        kind: "known",
+        suppressed: undefined,
+        bulkPaused: "complaint rate",
+      });
+      expect((await store.mail.sendingState("org_state", "b@example.com", now)).kind).toBe("known");
+      await store.mail.projectSending("org_state", { bulkPaused: null }, now);
+      expect(await store.mail.sendingState("org_state", "b@example.com", now)).toEqual({
+        kind: "known",
+        suppressed: "complaint",
+        bulkPaused: undefined,
+      });
+      expect(await store.mail.sendingState("org_other_state", "b@example.com", now)).toEqual({ kind: "miss" });
+    });
+
     test("a REJECTED ack fails the message at once and puts no mailbox on cooldown", async () => {
       await send({ mailbox: "refused@example.com" });
       await drain(Lane.TRANSACTIONAL);

@@ -2,6 +2,8 @@ import type { DescService } from "@bufbuild/protobuf";
 import { type Client, Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { Health } from "../gen/grpc/health/v1/health_pb";
 import { AudienceService } from "../gen/mailcore/limiter/v1/audience_pb";
+import { FeedbackService, TrackingService } from "../gen/mailcore/limiter/v1/feedback_pb";
+import { SuppressionService } from "../gen/mailcore/limiter/v1/suppressions_pb";
 import { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
 import { DomainService } from "../gen/mailcore/limiter/v1/domains_pb";
 import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
@@ -35,6 +37,9 @@ export interface LimiterClients {
   audience: Client<typeof AudienceService>;
   automation: Client<typeof AutomationService>;
   domains: Client<typeof DomainService>;
+  suppressions: Client<typeof SuppressionService>;
+  feedback: Client<typeof FeedbackService>;
+  tracking: Client<typeof TrackingService>;
 }
 
 /** A record-bound call that did not finish by its deadline: limiterd wrote nothing of it. */
@@ -106,5 +111,8 @@ export function limiterClients(baseUrl: string, cred: ClientCredential): Limiter
     audience: daemon.client(AudienceService),
     automation: daemon.client(AutomationService),
     domains: daemon.client(DomainService),
+    suppressions: daemon.client(SuppressionService),
+    feedback: daemon.client(FeedbackService),
+    tracking: daemon.client(TrackingService),
   };
 }

@@ -78,6 +78,8 @@ export interface LimiterMetrics {
   slotsMissed: client.Counter<"lane">;
   recordsWriterFailures: client.Counter<"task">;
   reconciled: client.Counter<"action">;
+  /** An organization's complaints per delivered message over the last 24 hours, set at each complaint. */
+  complaintRate: client.Gauge<"org">;
 }
 
 /** What the daemon's gauges read from its store when scraped. */
@@ -163,6 +165,12 @@ export function limiterMetrics(registry: Registry, gauges: LimiterGauges): Limit
       labelNames: ["task"],
       registers: [registry],
     }),
+    complaintRate: new client.Gauge({
+      name: "mailcore_org_complaint_rate",
+      help: "An organization's complaints per delivered message over the last 24 hours, as of its last complaint (by organization id)",
+      labelNames: ["org"],
+      registers: [registry],
+    }),
     reconciled: new client.Counter({
       name: "mailcore_reconciled_messages_total",
       help: "Messages the reconciliation found the hot store had lost or had stale: requeued (put back in their lane), finished (put back with a kept ack's outcome), dropped (a copy older than the records)",
@@ -182,6 +190,30 @@ export function smtpMetrics(registry: Registry): SmtpMetrics {
       name: "mailcore_smtp_replies_total",
       help: "Replies to MAIL transactions and AUTH, by basic code",
       labelNames: ["code"],
+      registers: [registry],
+    }),
+  };
+}
+
+export interface InboundMetrics {
+  /** What the inbound MX did with a report: kind (dsn, arf, none) and outcome (applied, ignored, untied, forged, malformed, unavailable). */
+  reports: client.Counter<"kind" | "outcome">;
+  /** RCPT TO refused: not one of our return paths (not-ours), a return path whose HMAC is wrong (forged), the daemon unreachable (unavailable). */
+  recipientsRefused: client.Counter<"reason">;
+}
+
+export function inboundMetrics(registry: Registry): InboundMetrics {
+  return {
+    reports: new client.Counter({
+      name: "mailcore_inbound_reports_total",
+      help: "Bounces and complaints received by the inbound MX, by kind and outcome",
+      labelNames: ["kind", "outcome"],
+      registers: [registry],
+    }),
+    recipientsRefused: new client.Counter({
+      name: "mailcore_inbound_recipients_refused_total",
+      help: "RCPT TO refused by the inbound MX, by reason",
+      labelNames: ["reason"],
       registers: [registry],
     }),
   };

@@ -12,9 +12,11 @@ import { AutomationService } from "../gen/mailcore/limiter/v1/automation_pb";
 import { ConsoleService } from "../gen/mailcore/limiter/v1/console_pb";
 import { DestinationService } from "../gen/mailcore/limiter/v1/destinations_pb";
 import { DomainService } from "../gen/mailcore/limiter/v1/domains_pb";
+import { FeedbackService, TrackingService } from "../gen/mailcore/limiter/v1/feedback_pb";
 import { DirectoryService, LimiterService } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryService, LaneService, MailService } from "../gen/mailcore/limiter/v1/mail_pb";
 import { SendBatchService } from "../gen/mailcore/limiter/v1/send_batch_pb";
+import { SuppressionService } from "../gen/mailcore/limiter/v1/suppressions_pb";
 import { WebhookDeliveryService, WebhookService } from "../gen/mailcore/limiter/v1/webhooks_pb";
 import type { Logger } from "../log/log";
 import type { Peer, Role } from "./tls";
@@ -140,6 +142,16 @@ export const RPC_ACCESS: ReadonlyMap<string, Access> = new Map([
     listWorkflowRuns: TICKET,
     rotateWorkflowSecret: TICKET,
   }),
+  ...service(SuppressionService, { listSuppressions: TICKET, addSuppression: TICKET, deleteSuppression: TICKET }),
+  // The inbound MX: a return path carries the daemon's HMAC over its message, which names the
+  // organization; nothing else in a report is believed without it.
+  ...service(FeedbackService, {
+    checkRecipient: ["inbound", "secret"],
+    applyReport: ["inbound", "secret"],
+    resumeBulk: OPERATOR,
+  }),
+  // A tracking URL's signed token names its message (and so its organization).
+  ...service(TrackingService, { recordHit: ["front", "secret"] }),
 ]);
 
 /** RPC path -> the one role allowed to call it. */

@@ -4,10 +4,11 @@ import type { PeerCertificate } from "node:tls";
 
 /**
  * The roles a client certificate can name, each as a URI SAN urn:mailcore:role:<role>: the API
- * front, the SMTP front (which only checks tokens), the delivery workers and the operator.
+ * front, the SMTP front (which only checks tokens), the inbound MX (which only hands in what
+ * comes back to the return paths), the delivery workers and the operator.
  */
-export type Role = "front" | "smtp" | "worker" | "admin";
-export const ROLES: readonly Role[] = ["front", "smtp", "worker", "admin"];
+export type Role = "front" | "smtp" | "inbound" | "worker" | "admin";
+export const ROLES: readonly Role[] = ["front", "smtp", "inbound", "worker", "admin"];
 const ROLE_URI_PREFIX = "urn:mailcore:role:";
 
 export function roleUri(role: Role): string {

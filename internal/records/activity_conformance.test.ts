@@ -124,6 +124,11 @@ for (const [name, fresh] of databases) {
         refused_quota: 0,
         refused_ip: 0,
         refused_recipient: 0,
+        complained: 0,
+        opened: 0,
+        opened_machine: 0,
+        clicked: 0,
+        clicked_machine: 0,
       };
       expect(await r.stats.hours(org, T0 - HOUR_MS, T0 + 3 * HOUR_MS)).toEqual([
         { ...zero, hourStartMs: T0, accepted: 2, deferred: 1, bounced: 1, refused_quota: 5 },

@@ -18,6 +18,8 @@ export interface CampaignStats {
   bounced: number;
   failed: number;
   skipped: number;
+  /** Of the skipped, those on the organization's suppression list. */
+  suppressed: number;
 }
 
 export interface Campaign {
@@ -100,6 +102,7 @@ interface CampaignRow {
   bounced: unknown;
   failed: unknown;
   skipped: unknown;
+  suppressed: unknown;
   created_ms: unknown;
   updated_ms: unknown;
 }
@@ -127,6 +130,7 @@ function fromRow(r: CampaignRow): Campaign {
       bounced: num(r.bounced),
       failed: num(r.failed),
       skipped: num(r.skipped),
+      suppressed: num(r.suppressed ?? 0),
     },
     createdMs: num(r.created_ms),
     updatedMs: num(r.updated_ms),
@@ -170,6 +174,7 @@ export class CampaignRecords {
           bounced: 0,
           failed: 0,
           skipped: 0,
+          suppressed: 0,
           created_ms: nowMs,
           updated_ms: nowMs,
         })} RETURNING *`,
@@ -299,8 +304,8 @@ export class CampaignRecords {
   }
 
   /**
-   * Moves the walk past a page read at c's cursor: the cursor to throughSeq, queued and skipped
-   * up by what the page did; sent when the walk is done. Only while the campaign is sending (a
+   * Moves the walk past a page read at c's cursor: the cursor to throughSeq, queued, skipped
+   * and suppressed (of the skipped) up by what the page did; sent when the walk is done. Only while the campaign is sending (a
    * cancel wins) and still at that cursor (a page done twice, by a daemon that lost the lease
    * meanwhile, counts once).
    */
@@ -311,12 +316,13 @@ export class CampaignRecords {
     skipped: number,
     done: boolean,
     nowMs: number,
+    suppressed = 0,
   ): Promise<void> {
     const status = done ? "sent" : "sending";
     await this.db.run(
       (
         sql,
-      ) => sql`UPDATE campaigns SET cursor_seq = ${throughSeq}, queued = queued + ${queued}, skipped = skipped + ${skipped}, status = ${status}, updated_ms = ${nowMs}
+      ) => sql`UPDATE campaigns SET cursor_seq = ${throughSeq}, queued = queued + ${queued}, skipped = skipped + ${skipped}, suppressed = suppressed + ${suppressed}, status = ${status}, updated_ms = ${nowMs}
         WHERE id = ${c.id} AND status = 'sending' AND cursor_seq = ${c.cursorSeq}`,
     );
   }

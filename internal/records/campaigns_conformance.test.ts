@@ -121,10 +121,18 @@ for (const [name, fresh] of databases) {
       });
       expect(await r.campaigns.tokenOwner("nope")).toBeUndefined();
 
-      await r.campaigns.advance(running!, members.at(-1)!.seq, 3, 2, false, T0 + 20);
-      await r.campaigns.advance(running!, members.at(-1)!.seq, 3, 2, false, T0 + 21); // the same page again: counted once
+      await r.campaigns.advance(running!, members.at(-1)!.seq, 3, 2, false, T0 + 20, 1);
+      await r.campaigns.advance(running!, members.at(-1)!.seq, 3, 2, false, T0 + 21, 1); // the same page again: counted once
       const advanced = (await r.campaigns.get(org, c.id))!;
-      expect(advanced.stats).toEqual({ recipients: 5, queued: 3, delivered: 0, bounced: 0, failed: 0, skipped: 2 });
+      expect(advanced.stats).toEqual({
+        recipients: 5,
+        queued: 3,
+        delivered: 0,
+        bounced: 0,
+        failed: 0,
+        skipped: 2,
+        suppressed: 1,
+      });
       expect(pending(advanced)).toBe(3);
       expect(await r.campaigns.nextMembers(advanced, 100)).toEqual([]);
 
@@ -144,6 +152,7 @@ for (const [name, fresh] of databases) {
         bounced: 1,
         failed: 0,
         skipped: 2,
+        suppressed: 1,
       });
 
       await r.campaigns.advance(advanced, members.at(-1)!.seq, 0, 0, true, T0 + 30);

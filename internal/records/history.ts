@@ -177,6 +177,27 @@ export class HistoryRecords {
     });
   }
 
+  /**
+   * The organization and recipient of a message, whichever organization it is of: for tying what
+   * comes back after delivery (a bounce, a complaint) to its message. Undefined when there is none.
+   */
+  async recipientOf(
+    id: string,
+  ): Promise<{ orgId: string; toMailbox: string; deliveredMs: number | undefined } | undefined> {
+    const [m] = await this.db.run(
+      (sql) => sql`SELECT org_id, to_mailbox,
+        (SELECT MIN(at_ms) FROM message_events WHERE message_id = ${id} AND status = ${MessageStatus.DELIVERED}) AS delivered_ms
+        FROM messages WHERE id = ${id}`,
+    );
+    return m
+      ? {
+          orgId: m.org_id as string,
+          toMailbox: m.to_mailbox as string,
+          deliveredMs: m.delivered_ms === null ? undefined : num(m.delivered_ms),
+        }
+      : undefined;
+  }
+
   /** The messages not yet final with ids after afterId, in id order, at most limit: the reconciliation's walk. */
   async unfinishedAfter(afterId: string, limit: number): Promise<{ orgId: string; id: string }[]> {
     return this.db.run(async (sql) => {

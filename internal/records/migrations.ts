@@ -328,6 +328,51 @@ export const MIGRATIONS: readonly Migration[] = [
         PRIMARY KEY (org_id, domain, selector))`,
     ],
   },
+  {
+    version: 19,
+    name: "suppression list: the addresses an organization sends nothing to, soft bounces counted, bulk sends paused for complaints, opens and clicks; campaigns count the suppressed",
+    up: (dialect) => [
+      // One row per organization and mailbox (normalised as the recipient guards do); seq
+      // orders the list, newest first, and keys its cursors.
+      `CREATE TABLE suppressions (
+        seq ${identityColumn(dialect)},
+        org_id TEXT NOT NULL,
+        email TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        detail TEXT NOT NULL,
+        message_id TEXT,
+        created_ms BIGINT NOT NULL)`,
+      "CREATE UNIQUE INDEX suppressions_org_email ON suppressions (org_id, email)",
+      "CREATE INDEX suppressions_org_seq ON suppressions (org_id, seq)",
+      "CREATE INDEX suppressions_org_reason ON suppressions (org_id, reason, seq)",
+      "ALTER TABLE campaigns ADD COLUMN suppressed BIGINT NOT NULL DEFAULT 0",
+      // An organization's soft bounces of a mailbox since its last delivery (a delivery deletes
+      // them): what the soft-bounce rule counts.
+      `CREATE TABLE soft_bounces (
+        org_id TEXT NOT NULL,
+        email TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        at_ms BIGINT NOT NULL,
+        PRIMARY KEY (org_id, email, message_id))`,
+      // An organization whose complaint rate went past the limit: its bulk sends are refused
+      // until an operator resumes them.
+      // Each open and click of a tracked message, and whether it was likely a machine's.
+      `CREATE TABLE tracking_hits (
+        seq ${identityColumn(dialect)},
+        org_id TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        link INTEGER NOT NULL,
+        at_ms BIGINT NOT NULL,
+        machine SMALLINT NOT NULL,
+        reason TEXT NOT NULL)`,
+      "CREATE INDEX tracking_hits_message ON tracking_hits (message_id, at_ms)",
+      `CREATE TABLE bulk_pauses (
+        org_id TEXT PRIMARY KEY,
+        paused_ms BIGINT NOT NULL,
+        reason TEXT NOT NULL)`,
+    ],
+  },
 ];
 
 /** The lock that serializes migrations between processes (PostgreSQL advisory lock key). */

@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import { AudienceRecords } from "./audience";
 import { CampaignRecords } from "./campaigns";
+import { ComplaintRecords } from "./complaints";
 import { ConsoleRecords } from "./console";
 import { Db } from "./db";
 import { DirectoryRecords } from "./directory";
@@ -9,6 +10,8 @@ import { HistoryRecords } from "./history";
 import { IdempotencyRecords } from "./idempotency";
 import { migrate } from "./migrations";
 import { StatsRecords } from "./stats";
+import { SuppressionRecords } from "./suppressions";
+import { TrackingRecords } from "./tracking";
 import { WebhookDeliveryRecords } from "./webhook_deliveries";
 import { WebhookEndpointRecords } from "./webhook_endpoints";
 import { WorkflowRecords } from "./workflows";
@@ -33,6 +36,9 @@ export class Records {
   readonly workflows: WorkflowRecords;
   readonly idempotency: IdempotencyRecords;
   readonly stats: StatsRecords;
+  readonly suppressions: SuppressionRecords;
+  readonly complaints: ComplaintRecords;
+  readonly tracking: TrackingRecords;
 
   constructor(readonly db: Db) {
     this.directory = new DirectoryRecords(db);
@@ -49,6 +55,14 @@ export class Records {
     this.workflows = new WorkflowRecords(db);
     this.idempotency = new IdempotencyRecords(db);
     this.stats = new StatsRecords(db);
+    // A listing is announced to webhooks in the transaction that makes it.
+    this.suppressions = new SuppressionRecords(db, (sql, events, nowMs) =>
+      this.webhookDeliveries.enqueueIn(sql, events, nowMs),
+    );
+    this.complaints = new ComplaintRecords(db);
+    this.tracking = new TrackingRecords(db, (sql, events, nowMs) =>
+      this.webhookDeliveries.enqueueIn(sql, events, nowMs),
+    );
   }
 
   /** Opens the records and applies the pending migrations. */

@@ -14,6 +14,11 @@ export const STAT_KINDS = [
   "refused_quota",
   "refused_ip",
   "refused_recipient",
+  "complained",
+  "opened",
+  "opened_machine",
+  "clicked",
+  "clicked_machine",
 ] as const;
 export type StatKind = (typeof STAT_KINDS)[number];
 

@@ -8,6 +8,7 @@ import { referenceHandler } from "./reference";
 import { DOCS_PATH, ipGate, READY_PATH, type SiteHandler } from "../api/server";
 import { getOnly } from "../api/respond";
 import { rateLimitDocsPage } from "./docs";
+import { type TrackingCalls, trackingPages } from "./tracking";
 import { type UnsubscribeCalls, unsubscribePages } from "./unsubscribe";
 import { landingPage, notFoundPage, wantsHtml } from "./landing";
 
@@ -18,6 +19,7 @@ export interface SitePorts extends ConsolePorts {
   /** The API's admission: the unsubscribe pages, which anyone may call, count against the client IP's limit through it (an admission without a token). */
   admission: AdmissionPort;
   automation: ConsolePorts["automation"] & UnsubscribeCalls;
+  tracking: TrackingCalls;
 }
 
 /**
@@ -32,6 +34,7 @@ export function apiSite(ports: SitePorts, o: ConsoleOptions): SiteHandler {
   const gate = ipGate(ports.admission, o.trustProxy);
   const pages = consoleHandler(ports, o, gate);
   const unsubscribe = unsubscribePages(ports.automation, gate, o.timeoutMs, o.log);
+  const tracked = trackingPages(ports.tracking, gate, o);
   return (req, url, peerIp) => {
     const path = url.pathname;
     if (path === DOCS_PATH) return getOnly(req, path, () => new Response(docsPage, { headers: pageHeaders() }));
@@ -47,7 +50,8 @@ export function apiSite(ports: SitePorts, o: ConsoleOptions): SiteHandler {
         path,
         () => new Response(null, { status: 301, headers: { Location: `${ASSETS_PATH}favicon.svg` } }),
       );
-    const page = reference(req, url) ?? unsubscribe(req, url, peerIp) ?? pages(req, url, peerIp);
+    const page =
+      reference(req, url) ?? unsubscribe(req, url, peerIp) ?? tracked(req, url, peerIp) ?? pages(req, url, peerIp);
     if (page) return page;
     // A browser's request for a path that is nothing gets a page; an API client gets the API's answer.
     if (path !== READY_PATH && wantsHtml(req))

@@ -95,6 +95,13 @@ describe("the API's answer to an SMTP reply (401 535, 403/400/422 550, 413 552, 
       "Message refused: subject: is required",
     ],
     [
+      "422 suppressed",
+      http(422, err("RECIPIENT_SUPPRESSED", "a@b.example is on this organization's suppression list (complaint)")),
+      550,
+      "5.7.1",
+      "Recipient suppressed: a@b.example is on this organization's suppression list (complaint)",
+    ],
+    [
       "413",
       http(413, err("PAYLOAD_TOO_LARGE", "The body is larger than 1048576 bytes.")),
       552,

@@ -285,6 +285,8 @@ export function apiReply(answer: ApiAnswer, nowMs: number, keyed: boolean): Repl
     case 409:
       return reply(550, "5.6.0", `Message refused: ${says}`);
     case 422: {
+      // The organization's own list: the recipient is refused for this sender only.
+      if (field(body, "code") === "RECIPIENT_SUPPRESSED") return reply(550, "5.7.1", `Recipient suppressed: ${says}`);
       const f = field(body, "field");
       if (f === "from" || f === "replyTo") return reply(550, "5.1.7", `Sender refused: ${says}`);
       if (f === "to") return reply(550, "5.1.3", `Recipient refused: ${says}`);

@@ -51,7 +51,13 @@ export async function startInProcess(
   clock: Clock,
   policy: DeliveryPolicy,
   visibilityMs = 60_000,
-  opts: { running?: boolean; trustProxy?: string[]; queueCap?: QueueCap } = {},
+  opts: {
+    running?: boolean;
+    trustProxy?: string[];
+    queueCap?: QueueCap;
+    /** The daemon's master key (its derived keys sign return paths and tracking URLs); a new one when not given. */
+    master?: MasterKey;
+  } = {},
 ): Promise<InProcess> {
   const records = await Records.open({ sqliteFile: ":memory:" });
   const daemon = limiterDaemon({
@@ -71,7 +77,7 @@ export async function startInProcess(
     queueCap: opts.queueCap ?? { messages: 100_000, bytes: 256 * 1024 * 1024 },
     log: logger("limiterd"),
     ticketKey: randomBytes(32),
-    master: MasterKey.generate(),
+    master: opts.master ?? MasterKey.generate(),
     domains: domainsConfig({}),
   });
   if (opts.running) daemon.start();
@@ -92,6 +98,8 @@ export async function startInProcess(
       automation: clients.automation,
       mail: clients.mail,
       webhooks: clients.webhooks,
+      suppressions: clients.suppressions,
+      tracking: clients.tracking,
       admission: ports.admission,
     },
     { timeoutMs: 2_000, trustProxy: opts.trustProxy ?? [], log },

@@ -68,11 +68,15 @@ describe("through a real SMTP relay", () => {
     expect(parsed.headers.get("x-campaign")).toBe("welcome");
   });
 
-  test("550: bounced, and the mailbox is on cooldown", async () => {
+  test("550: bounced, the mailbox on the organization's suppression list and on cooldown for everyone", async () => {
     const sent = await sendEmail(stack.apiUrls[0]!, token, mail("relay", "bounce@dest.example"));
     const done = await until(stack, token, sent.body.id as string, "bounced");
     expect(done.events.at(-1)!.detail).toContain("550");
-    const again = await sendEmail(stack.apiUrls[0]!, token, mail("relay", "Bounce+2@dest.example"));
+    const listed = await sendEmail(stack.apiUrls[0]!, token, mail("relay", "Bounce+2@dest.example"));
+    expect([listed.status, listed.body.code]).toEqual([422, "RECIPIENT_SUPPRESSED"]);
+    // The spec's cooldown is the mailbox's: another organization's transactional send waits too.
+    const other = await stack.org("relay-other", "premium");
+    const again = await sendEmail(stack.apiUrls[0]!, other, mail("relay-other", "Bounce+2@dest.example"));
     expect(again.status).toBe(429);
     expect(again.body).toEqual({
       code: "RECIPIENT_RATE_LIMITED",

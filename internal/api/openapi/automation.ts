@@ -270,7 +270,7 @@ export const automationArea: ApiArea = {
   tag: {
     name: "Campaigns",
     description:
-      "One message to every subscriber of an audience (some tags, or all), through the bulk lane at its pace, so a campaign never delays transactional mail. Unsubscribed subscribers and those a message bounced for are skipped. Subject and bodies may use {{subscriber.name}}, {{subscriber.email}}, {{subscriber.fields.KEY}} and {{unsubscribeUrl}}; every message carries the one-click List-Unsubscribe headers (RFC 8058).",
+      "One message to every subscriber of an audience (some tags, or all), through the bulk lane at its pace, so a campaign never delays transactional mail. Unsubscribed subscribers, those on the suppression list and those a message bounced for are skipped. Subject and bodies may use {{subscriber.name}}, {{subscriber.email}}, {{subscriber.fields.KEY}} and {{unsubscribeUrl}}; every message carries the one-click List-Unsubscribe headers (RFC 8058).",
   },
   paths: {
     "/api/v1/campaigns": {
@@ -397,14 +397,18 @@ export const automationArea: ApiArea = {
         error: { type: "string", description: "Why a failed campaign failed." },
         stats: {
           type: "object",
-          required: ["recipients", "queued", "delivered", "bounced", "failed", "skipped"],
+          required: ["recipients", "queued", "delivered", "bounced", "failed", "skipped", "suppressed"],
           properties: {
             recipients: { ...count, description: "Subscribers of the audience when sending started." },
             queued: count,
             delivered: count,
             bounced: count,
             failed: count,
-            skipped: { ...count, description: "Unsubscribed, or a message to them bounced before." },
+            skipped: {
+              ...count,
+              description: "Unsubscribed, on the suppression list, or a message to them bounced before.",
+            },
+            suppressed: { ...count, description: "Of the skipped, those on the organization's suppression list." },
           },
         },
         createdAt: { type: "string", format: "date-time" },

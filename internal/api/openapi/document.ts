@@ -5,6 +5,7 @@ import { domainsArea } from "./domains";
 import { emailsArea } from "./emails";
 import { EXAMPLES } from "./examples";
 import { serviceArea } from "./service";
+import { suppressionsArea } from "./suppressions";
 import { tagsArea } from "./tags";
 import type { ApiArea } from "./types";
 import { webhooksArea } from "./webhooks";
@@ -20,6 +21,7 @@ export const AREAS: readonly ApiArea[] = [
   domainsArea,
   automationArea,
   workflowsArea,
+  suppressionsArea,
   serviceArea,
 ];
 

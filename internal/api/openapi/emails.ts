@@ -18,6 +18,12 @@ const time = (name: string, description: string, example: string) => ({
 });
 
 const COUNT = { type: "integer", minimum: 0 };
+const HUMAN_MACHINE = {
+  type: "object",
+  required: ["human", "machine"],
+  properties: { human: COUNT, machine: COUNT },
+  additionalProperties: false,
+};
 
 export const emailsArea: ApiArea = {
   tag: { name: "Emails", description: "Transactional email: send one message, read its status." },
@@ -51,13 +57,23 @@ export const emailsArea: ApiArea = {
             "INVALID_JSON",
             "INVALID_IDEMPOTENCY_KEY",
           ]),
-          "403": errorAnswer("The From domain is not a verified sending domain of this organization.", [
-            "DOMAIN_NOT_VERIFIED",
-          ]),
+          "403": errorAnswer(
+            "The From domain is not a verified sending domain of this organization (`DOMAIN_NOT_VERIFIED`), or the organization's bulk sends are paused because its complaint rate went over 0.3% (`BULK_LANE_PAUSED`; transactional sends go on; an operator resumes them).",
+            ["DOMAIN_NOT_VERIFIED", "BULK_LANE_PAUSED"],
+          ),
           "409": errorAnswer("The Idempotency-Key was used with a different body.", ["IDEMPOTENCY_KEY_REUSED"]),
           "413": errorAnswer("The body is larger than 1 MB.", ["PAYLOAD_TOO_LARGE"]),
           "415": errorAnswer("The body is not sent as application/json.", ["UNSUPPORTED_MEDIA_TYPE"]),
-          "422": jsonAnswer("A field is invalid; `field` names it.", schemaRef("ValidationFailed")),
+          "422": {
+            description:
+              "A field is invalid (`field` names it), or the recipient is on the organization's suppression list (`{code: RECIPIENT_SUPPRESSED, message}`; nothing was queued, see Suppressions).",
+            headers: rateLimitHeaders,
+            content: {
+              "application/json": {
+                schema: { oneOf: [schemaRef("ValidationFailed"), schemaRef("RecipientSuppressed")] },
+              },
+            },
+          },
           "429": {
             description:
               "Over the quota or the IP limit (`{message, docs}`), a recipient guard (`{code: RECIPIENT_RATE_LIMITED, message}`), or the organization's queue is full (`{code: QUEUE_FULL, message}`). Honour Retry-After in every case.",
@@ -199,6 +215,8 @@ export const emailsArea: ApiArea = {
         tags: { type: "array", maxItems: 20, items: { type: "string", pattern: "^[A-Za-z0-9_-]{1,64}$" } },
         tracking: {
           type: "object",
+          description:
+            "Off unless asked. `opens`: a 1x1 image at PUBLIC_URL/t/o/... is added to the HTML. `clicks`: every http(s) link but the unsubscribe one goes through PUBLIC_URL/t/c/... (signed: it redirects only to that link). Applied before the DKIM signature. Opens and clicks are counted by people and machines apart (GET /api/v1/stats/emails) and announced as email.opened and email.clicked.",
           properties: { opens: { type: "boolean", default: false }, clicks: { type: "boolean", default: false } },
           additionalProperties: false,
         },
@@ -233,16 +251,33 @@ export const emailsArea: ApiArea = {
     },
     EmailStats: {
       type: "object",
-      required: ["interval", "since", "until", "data"],
+      required: ["interval", "since", "until", "complaintRate", "data"],
       properties: {
         interval: { type: "string", enum: ["hour", "day"] },
+        complaintRate: {
+          type: "number",
+          minimum: 0,
+          description:
+            "Complaints per delivered message over the whole range (0 without deliveries). Mailbox providers block senders above 0.3%; keep it under 0.1%.",
+        },
         since: { type: "string", format: "date-time", description: "The start of the first interval." },
         until: { type: "string", format: "date-time", description: "The end of the last interval." },
         data: {
           type: "array",
           items: {
             type: "object",
-            required: ["start", "accepted", "delivered", "bounced", "failed", "deferred", "refused"],
+            required: [
+              "start",
+              "accepted",
+              "delivered",
+              "bounced",
+              "failed",
+              "deferred",
+              "complained",
+              "opened",
+              "clicked",
+              "refused",
+            ],
             properties: {
               start: { type: "string", format: "date-time" },
               accepted: COUNT,
@@ -250,6 +285,16 @@ export const emailsArea: ApiArea = {
               bounced: COUNT,
               failed: COUNT,
               deferred: COUNT,
+              complained: { ...COUNT, description: "Complaints from feedback loops (ARF reports) received." },
+              opened: {
+                ...HUMAN_MACHINE,
+                description:
+                  "Opens of tracked messages (the pixel loaded): by a person, and likely by a machine (Apple Mail Privacy Protection, scanners, a load within 2 s of delivery: see docs/tracking.md).",
+              },
+              clicked: {
+                ...HUMAN_MACHINE,
+                description: "Clicks on tracked links: by a person, and likely by a machine (link scanners, bursts).",
+              },
               refused: {
                 type: "object",
                 description: "429 answers given, by kind.",

@@ -59,7 +59,7 @@ const campaign = {
   audience: { tags: ["newsletter"] },
   status: "draft",
   scheduledAt: null,
-  stats: { recipients: 0, queued: 0, delivered: 0, bounced: 0, failed: 0, skipped: 0 },
+  stats: { recipients: 0, queued: 0, delivered: 0, bounced: 0, failed: 0, skipped: 0, suppressed: 0 },
   createdAt: AT,
   updatedAt: AT,
 };
@@ -93,6 +93,9 @@ const statsRow = {
   bounced: 3,
   failed: 0,
   deferred: 5,
+  complained: 0,
+  opened: { human: 41, machine: 37 },
+  clicked: { human: 12, machine: 3 },
   refused: { quota: 12, ip: 0, recipient: 2 },
 };
 const testDelivery = {
@@ -164,7 +167,30 @@ const domain = {
   checkedAt: LATER,
 };
 
+const suppression = {
+  email: "ada@example.com",
+  reason: "hard_bounce",
+  detail: "5.1.1: bad destination mailbox (550 5.1.1 <ada@example.com>: Recipient address rejected: User unknown)",
+  messageId: "msg_0192f3a4b5c6d7e8f9a0b1c2",
+  createdAt: AT,
+};
+
 export const EXAMPLES: Record<string, OperationExamples> = {
+  listSuppressions: { query: { reason: "hard_bounce" }, responses: { "200": page(suppression) } },
+  addSuppression: {
+    request: { email: "ben@example.com", detail: "asked by phone not to be mailed" },
+    responses: {
+      "201": {
+        email: "ben@example.com",
+        reason: "manual",
+        detail: "asked by phone not to be mailed",
+        messageId: null,
+        createdAt: AT,
+      },
+      "200": suppression,
+    },
+  },
+  deleteSuppression: { responses: {} },
   sendEmail: {
     request: {
       from: "Acme <hello@acme.example>",
@@ -327,6 +353,7 @@ export const EXAMPLES: Record<string, OperationExamples> = {
         interval: "hour",
         since: "2026-11-25T13:00:00.000Z",
         until: "2026-11-25T15:00:00.000Z",
+        complaintRate: 0,
         data: [{ ...statsRow, start: "2026-11-25T13:00:00.000Z" }, statsRow],
       },
     },

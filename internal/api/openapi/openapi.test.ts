@@ -251,6 +251,7 @@ describe("the OpenAPI document and the server", () => {
         interval: "day",
         since: `${tomorrow.slice(0, 10)}T00:00:00.000Z`,
         until: `${tomorrow.slice(0, 10)}T00:00:00.000Z`,
+        complaintRate: 0,
         data: [],
       },
     });

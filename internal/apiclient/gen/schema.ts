@@ -249,6 +249,25 @@ export interface paths {
      */
     get: operations["listWorkflowRuns"];
   };
+  "/api/v1/suppressions": {
+    /**
+     * List suppressed addresses
+     * @description The organization's suppression list, newest first, a page at a time; `reason` narrows it.
+     */
+    get: operations["listSuppressions"];
+    /**
+     * Suppress an address
+     * @description Lists an address (reason `manual`). An address listed already keeps its listing, which the answer shows (200).
+     */
+    post: operations["addSuppression"];
+  };
+  "/api/v1/suppressions/{email}": {
+    /**
+     * Remove a suppressed address
+     * @description Takes the address off the list: sends to it are accepted again.
+     */
+    delete: operations["deleteSuppression"];
+  };
   "/healthz": {
     /**
      * Liveness
@@ -325,6 +344,7 @@ export interface components {
         [key: string]: string;
       };
       tags?: string[];
+      /** @description Off unless asked. `opens`: a 1x1 image at PUBLIC_URL/t/o/... is added to the HTML. `clicks`: every http(s) link but the unsubscribe one goes through PUBLIC_URL/t/c/... (signed: it redirects only to that link). Applied before the DKIM signature. Opens and clicks are counted by people and machines apart (GET /api/v1/stats/emails) and announced as email.opened and email.clicked. */
       tracking?: {
         /** @default false */
         opens?: boolean;
@@ -376,6 +396,8 @@ export interface components {
     EmailStats: {
       /** @enum {string} */
       interval: "hour" | "day";
+      /** @description Complaints per delivered message over the whole range (0 without deliveries). Mailbox providers block senders above 0.3%; keep it under 0.1%. */
+      complaintRate: number;
       /**
        * Format: date-time
        * @description The start of the first interval.
@@ -394,6 +416,18 @@ export interface components {
           bounced: number;
           failed: number;
           deferred: number;
+          /** @description Complaints from feedback loops (ARF reports) received. */
+          complained: number;
+          /** @description Opens of tracked messages (the pixel loaded): by a person, and likely by a machine (Apple Mail Privacy Protection, scanners, a load within 2 s of delivery: see docs/tracking.md). */
+          opened: {
+            human: number;
+            machine: number;
+          };
+          /** @description Clicks on tracked links: by a person, and likely by a machine (link scanners, bursts). */
+          clicked: {
+            human: number;
+            machine: number;
+          };
           /** @description 429 answers given, by kind. */
           refused: {
             quota: number;
@@ -591,13 +625,13 @@ export interface components {
        * @example https://hooks.acme.example/mail
        */
       url: string;
-      events: ("email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted" | "domain.verified" | "domain.failed")[];
+      events: ("email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted" | "domain.verified" | "domain.failed")[];
     };
     Webhook: {
       id: string;
       /** Format: uri */
       url: string;
-      events: ("email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted" | "domain.verified" | "domain.failed")[];
+      events: ("email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted" | "domain.verified" | "domain.failed")[];
       /** Format: date-time */
       createdAt: string;
       /** @description True once every attempt failed for 5 days; nothing more is sent. */
@@ -626,7 +660,7 @@ export interface components {
       /** @description Also the `webhook-id` header of every attempt. */
       id: string;
       /** @enum {string} */
-      type: "email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted" | "domain.verified" | "domain.failed" | "webhook.test";
+      type: "email.queued" | "email.delivered" | "email.deferred" | "email.delayed" | "email.bounced" | "email.failed" | "email.complained" | "email.suppressed" | "email.opened" | "email.clicked" | "subscriber.created" | "subscriber.updated" | "subscriber.unsubscribed" | "subscriber.deleted" | "domain.verified" | "domain.failed" | "webhook.test";
       /** @enum {string} */
       state: "pending" | "delivered" | "failed";
       /** Format: date-time */
@@ -747,8 +781,10 @@ export interface components {
         delivered: number;
         bounced: number;
         failed: number;
-        /** @description Unsubscribed, or a message to them bounced before. */
+        /** @description Unsubscribed, on the suppression list, or a message to them bounced before. */
         skipped: number;
+        /** @description Of the skipped, those on the organization's suppression list. */
+        suppressed: number;
       };
       /** Format: date-time */
       createdAt: string;
@@ -876,6 +912,30 @@ export interface components {
       createdAt: string;
       /** Format: date-time */
       updatedAt: string;
+    };
+    /** @description A send to an address on the organization's suppression list: nothing was queued. */
+    RecipientSuppressed: {
+      /** @constant */
+      code?: "RECIPIENT_SUPPRESSED";
+    } & components["schemas"]["Error"];
+    Suppression: {
+      /** @description Lower case, without a `+tag`. */
+      email: string;
+      /** @enum {string} */
+      reason: "hard_bounce" | "soft_bounce" | "complaint" | "manual";
+      /** @description Why: the bounce's status and diagnostic, the complaint's feedback type, the note given. */
+      detail: string;
+      /** @description The message whose bounce or complaint listed it; null for an address added by hand. */
+      messageId: string | null;
+      /** Format: date-time */
+      createdAt: string;
+    };
+    /** @description Unknown fields are refused (422). */
+    SuppressionCreate: {
+      /** @description One bare address (no display name). */
+      email: string;
+      /** @description A note kept with it. */
+      detail?: string;
     };
   };
   responses: {
@@ -1157,7 +1217,7 @@ export interface operations {
         };
       };
       401: components["responses"]["Unauthorized"];
-      /** @description The From domain is not a verified sending domain of this organization. */
+      /** @description The From domain is not a verified sending domain of this organization (`DOMAIN_NOT_VERIFIED`), or the organization's bulk sends are paused because its complaint rate went over 0.3% (`BULK_LANE_PAUSED`; transactional sends go on; an operator resumes them). */
       403: {
         headers: {
           "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -1170,10 +1230,10 @@ export interface operations {
           "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
         };
         content: {
-          "application/json": {
+          "application/json": ({
             /** @enum {unknown} */
-            code?: "DOMAIN_NOT_VERIFIED";
-          } & components["schemas"]["Error"];
+            code?: "DOMAIN_NOT_VERIFIED" | "BULK_LANE_PAUSED";
+          }) & components["schemas"]["Error"];
         };
       };
       /** @description The Idempotency-Key was used with a different body. */
@@ -1233,7 +1293,7 @@ export interface operations {
           } & components["schemas"]["Error"];
         };
       };
-      /** @description A field is invalid; `field` names it. */
+      /** @description A field is invalid (`field` names it), or the recipient is on the organization's suppression list (`{code: RECIPIENT_SUPPRESSED, message}`; nothing was queued, see Suppressions). */
       422: {
         headers: {
           "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -1246,7 +1306,7 @@ export interface operations {
           "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
         };
         content: {
-          "application/json": components["schemas"]["ValidationFailed"];
+          "application/json": components["schemas"]["ValidationFailed"] | components["schemas"]["RecipientSuppressed"];
         };
       };
       /** @description Over the quota or the IP limit (`{message, docs}`), a recipient guard (`{code: RECIPIENT_RATE_LIMITED, message}`), or the organization's queue is full (`{code: QUEUE_FULL, message}`). Honour Retry-After in every case. */
@@ -4747,6 +4807,252 @@ export interface operations {
         };
         content: {
           "application/json": components["schemas"]["ValidationFailed"];
+        };
+      };
+      429: components["responses"]["TooManyRequests"];
+      503: components["responses"]["LimiterUnavailable"];
+    };
+  };
+  /**
+   * List suppressed addresses
+   * @description The organization's suppression list, newest first, a page at a time; `reason` narrows it.
+   */
+  listSuppressions: {
+    parameters: {
+      query?: {
+        /**
+         * @description Only the addresses listed for this reason.
+         * @example hard_bounce
+         */
+        reason?: "hard_bounce" | "soft_bounce" | "complaint" | "manual";
+        /**
+         * @description Items per page.
+         * @example 20
+         */
+        limit?: number;
+        /**
+         * @description The `nextCursor` of the page before (opaque). A string of its form that the API did not give is refused (422, `field` `cursor`).
+         * @example c3ViXzVmMWQyYzNi
+         */
+        cursor?: string;
+      };
+    };
+    responses: {
+      /** @description A page of suppressed addresses. */
+      200: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            data: components["schemas"]["Suppression"][];
+            /** @description The next page's cursor; null on the last page. */
+            nextCursor: string | null;
+          };
+        };
+      };
+      401: components["responses"]["Unauthorized"];
+      /** @description A field is invalid; `field` names it. */
+      422: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationFailed"];
+        };
+      };
+      429: components["responses"]["TooManyRequests"];
+      503: components["responses"]["LimiterUnavailable"];
+    };
+  };
+  /**
+   * Suppress an address
+   * @description Lists an address (reason `manual`). An address listed already keeps its listing, which the answer shows (200).
+   */
+  addSuppression: {
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *   "email": "ben@example.com",
+         *   "detail": "asked by phone not to be mailed"
+         * }
+         */
+        "application/json": components["schemas"]["SuppressionCreate"];
+      };
+    };
+    responses: {
+      /** @description Listed already: its listing. */
+      200: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["Suppression"];
+        };
+      };
+      /** @description Listed now. */
+      201: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["Suppression"];
+        };
+      };
+      /** @description The body is not JSON. */
+      400: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            /** @enum {unknown} */
+            code?: "INVALID_JSON";
+          } & components["schemas"]["Error"];
+        };
+      };
+      401: components["responses"]["Unauthorized"];
+      /** @description The body is larger than 1 MB. */
+      413: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            /** @enum {unknown} */
+            code?: "PAYLOAD_TOO_LARGE";
+          } & components["schemas"]["Error"];
+        };
+      };
+      /** @description The body is not sent as application/json. */
+      415: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            /** @enum {unknown} */
+            code?: "UNSUPPORTED_MEDIA_TYPE";
+          } & components["schemas"]["Error"];
+        };
+      };
+      /** @description A field is invalid; `field` names it. */
+      422: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationFailed"];
+        };
+      };
+      429: components["responses"]["TooManyRequests"];
+      503: components["responses"]["LimiterUnavailable"];
+    };
+  };
+  /**
+   * Remove a suppressed address
+   * @description Takes the address off the list: sends to it are accepted again.
+   */
+  deleteSuppression: {
+    parameters: {
+      path: {
+        /**
+         * @description The address, as it is or percent-encoded (compared lower-cased, without a `+tag`).
+         * @example ada@example.com
+         */
+        email: string;
+      };
+    };
+    responses: {
+      /** @description Removed. */
+      204: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: never;
+      };
+      401: components["responses"]["Unauthorized"];
+      /** @description The address is not on this organization's suppression list. */
+      404: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": {
+            /** @enum {unknown} */
+            code?: "NOT_FOUND";
+          } & components["schemas"]["Error"];
         };
       };
       429: components["responses"]["TooManyRequests"];

@@ -19,9 +19,12 @@ import {
   nextSlot,
   RECOVER_BATCH,
   type RecoverResult,
+  SENDING_STATE_TTL_MS,
   type ReleaseBatch,
   type RetryState,
   type Released,
+  type SendingChange,
+  type SendingState,
   type SlotPlan,
   type SlotRun,
   slotOf,
@@ -320,6 +323,43 @@ export class EmbeddedMail implements MailStore {
     })();
     if (result.expired + result.retried > 0) for (const lane of LANES) this.signals.signal({ kind: "waiting", lane });
     return result;
+  }
+
+  /** Each organization's sending state, in memory: a restart rebuilds it from the records on a miss. */
+  private readonly sending = new Map<
+    string,
+    { loadedMs: number; suppressed: Map<string, string>; bulkPaused?: string }
+  >();
+
+  async sendingState(orgId: string, mailbox: string, nowMs: number): Promise<SendingState> {
+    const s = this.sending.get(orgId);
+    if (!s || nowMs - s.loadedMs >= SENDING_STATE_TTL_MS) return { kind: "miss" };
+    return { kind: "known", suppressed: s.suppressed.get(mailbox), bulkPaused: s.bulkPaused };
+  }
+
+  async projectSending(orgId: string, change: SendingChange, nowMs: number): Promise<void> {
+    let s = this.sending.get(orgId);
+    if (change.loaded) {
+      s = { loadedMs: nowMs, suppressed: new Map() };
+      this.sending.set(orgId, s);
+    }
+    // A write-through to an organization not rebuilt yet: the rebuild will have it.
+    if (!s) return;
+    for (const [mailbox, reason] of change.suppressions ?? []) {
+      if (reason === null) s.suppressed.delete(mailbox);
+      else s.suppressed.set(mailbox, reason);
+    }
+    if (change.bulkPaused !== undefined) s.bulkPaused = change.bulkPaused ?? undefined;
+  }
+
+  async coolDown(mailbox: string, nowMs: number, cooldownMs: number): Promise<number> {
+    const untilMs = nowMs + cooldownMs;
+    const row = this.db
+      .query(
+        "INSERT INTO cooldowns (mailbox, until_ms) VALUES (?, ?) ON CONFLICT (mailbox) DO UPDATE SET until_ms = MAX(until_ms, excluded.until_ms) RETURNING until_ms",
+      )
+      .get(mailbox, untilMs) as { until_ms: number };
+    return row.until_ms;
   }
 
   async getMessage(orgId: string, messageId: string): Promise<MessageHistory | null> {

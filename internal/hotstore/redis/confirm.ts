@@ -34,7 +34,8 @@ export type WriteScript =
   | "collect"
   | "settle"
   | "putback"
-  | "drop";
+  | "drop"
+  | "cool";
 
 type Outcome = { value: unknown } | { error: unknown };
 

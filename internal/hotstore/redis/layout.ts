@@ -51,6 +51,7 @@ export const keys = {
   keptAck: (orgId: string, id: string) => key("keptAck", orgId, id),
   held: (orgId: string) => key("held", orgId),
   refusals: (orgId: string, minute: number) => key("refusals", orgId, minute),
+  sending: (orgId: string) => key("sending", orgId),
 };
 
 /** A numeric table of the prelude (S: message statuses, V: admission verdicts). */

@@ -16,9 +16,12 @@ import {
   type QueueCapReason,
   RECOVER_BATCH,
   type RecoverResult,
+  SENDING_STATE_TTL_MS,
   type ReleaseBatch,
   type RetryState,
   type ScheduledRetry,
+  type SendingChange,
+  type SendingState,
   type SlotPlan,
 } from "../hotstore";
 import { type ConfirmedWrites, NotConfirmed } from "./confirm";
@@ -277,6 +280,36 @@ export class RedisMail implements MailStore {
       total.failed += failed;
     }
     return total;
+  }
+
+  async sendingState(orgId: string, mailbox: string, _nowMs: number): Promise<SendingState> {
+    const [loaded, suppressed, bulkPaused] = await this.redis.hmget(keys.sending(orgId), "~loaded", mailbox, "~bulk");
+    if (loaded === null) return { kind: "miss" };
+    return { kind: "known", suppressed: suppressed ?? undefined, bulkPaused: bulkPaused ?? undefined };
+  }
+
+  async projectSending(orgId: string, change: SendingChange, _nowMs: number): Promise<void> {
+    const key = keys.sending(orgId);
+    const set: string[] = [];
+    const del: string[] = [];
+    for (const [mailbox, reason] of change.suppressions ?? []) {
+      if (reason === null) del.push(mailbox);
+      else set.push(mailbox, reason);
+    }
+    if (change.bulkPaused === null) del.push("~bulk");
+    else if (change.bulkPaused !== undefined) set.push("~bulk", change.bulkPaused);
+    const multi = this.redis.multi();
+    if (change.loaded) multi.del(key);
+    if (change.loaded) set.push("~loaded", "1");
+    for (let i = 0; i < set.length; i += 1_000) multi.hset(key, ...set.slice(i, i + 1_000));
+    if (del.length > 0) multi.hdel(key, ...del);
+    // The whole state goes after SENDING_STATE_TTL_MS: the next send rebuilds it.
+    if (change.loaded) multi.pexpire(key, SENDING_STATE_TTL_MS);
+    await multi.exec();
+  }
+
+  async coolDown(mailbox: string, nowMs: number, cooldownMs: number): Promise<number> {
+    return Number(await this.writes.run("cool", [keys.cooldown(mailbox), nowMs, cooldownMs]));
   }
 
   async getMessage(orgId: string, messageId: string): Promise<MessageHistory | null> {

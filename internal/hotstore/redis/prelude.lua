@@ -31,6 +31,7 @@ K.outbox = 'mc:{mail}:outbox'             -- zset: 'org|id' changed since last w
 K.keptAck = 'mc:{mail}:acked:%s:%s'       -- (org, id): 'outcome|detail', a worker's ack of a message no longer here
 K.held = 'mc:{mail}:held:%s'              -- (org): n (its messages here, not yet settled as final), b (their payloads' bytes)
 K.refusals = 'mc:org:{%s}:429:%s'         -- (org, minute number): refused requests: quota, ip, recipient
+K.sending = 'mc:org:{%s}:sending'         -- (org): its suppression list (mailbox -> reason), '~bulk' (why its bulk sends are paused), '~loaded' (rebuilt from the records)
 K.released = 'mc:{mail}:rel:%s:%s'        -- (org, second number): messages released, a count per lane
 K.signals = 'mc:{mail}:signals'           -- pub/sub channel: 'w<lane>' a lane got a message waiting, 'r' one was released
 

@@ -25,6 +25,7 @@ const SCRIPTS = {
   putback: 1,
   listing: 1,
   drop: 1,
+  cool: 1,
   usage_org: 1,
   usage_lanes: 2,
 } as const;

@@ -1,0 +1,92 @@
+// Complaints through the daemon's real FeedbackService and the API: each puts the recipient on
+// the organization's list; past 0.3% of its deliveries in 24 hours (with at least 1,000 of
+// them) the organization's bulk sends are refused (403 BULK_LANE_PAUSED) while its transactional
+// sends go on, until the operator resumes them; another organization is not touched.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { MasterKey } from "../dkim/seal";
+import { ManualClock } from "../clock/clock";
+import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
+import type { HotStore } from "../hotstore/hotstore";
+import { returnPathFor } from "../returnpath/returnpath";
+import { hotStoreServers, hotStores, SUITE_POLICY } from "../testkit/hotstores";
+import { type InProcess, startInProcess } from "../testkit/inprocess";
+
+const servers = hotStoreServers();
+
+for (const [name, open] of hotStores(servers)) {
+  describe(`complaints and the bulk pause (${name} store)`, () => {
+    let store: HotStore;
+    let clock: ManualClock;
+    let svc: InProcess;
+    const master = MasterKey.generate();
+    const key = master.derive("return-path");
+    const tokens: Record<string, string> = {};
+    const ids: Record<string, string> = {};
+
+    beforeAll(async () => {
+      store = await open();
+      clock = new ManualClock(Date.UTC(2026, 10, 1, 8));
+      svc = await startInProcess(store, clock, SUITE_POLICY, 60_000, { master });
+      for (const slug of ["a", "b"]) {
+        await svc.clients.directory.createOrganization({ slug, plan: Plan.ENTERPRISE });
+        await svc.clients.directory.addDomain({ slug, domain: `${slug}.example`, verified: true });
+        tokens[slug] = (await svc.clients.directory.createToken({ slug })).token;
+        ids[slug] = (await svc.clients.directory.getOrganization({ slug })).organization!.id;
+      }
+    });
+    afterAll(async () => {
+      await svc?.stop();
+      await store?.lifecycle.close();
+    });
+
+    async function send(slug: string, to: string, lane: string) {
+      const res = await fetch(`${svc.apiUrl}/api/v1/emails`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${tokens[slug]}`, "Content-Type": "application/json" },
+        body: JSON.stringify({ from: `hi@${slug}.example`, to, subject: "s", text: "t", lane }),
+      });
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    }
+
+    test("four complaints of 1,000 delivered: listed, then bulk paused until resumed", async () => {
+      await svc.records.stats.add([{ orgId: ids.a!, atMs: clock.nowMs(), kind: "delivered", n: 1_000 }]);
+      const sent: string[] = [];
+      for (let i = 0; i < 4; i++) sent.push((await send("a", `reader${i}@example.org`, "bulk")).body.id as string);
+      // The records writer does not run here: the messages are written as it would.
+      const histories = await Promise.all(sent.map((id) => store.mail.getMessage(ids.a!, id)));
+      await svc.records.history.write(histories.map((h) => h!));
+      for (const [i, id] of sent.entries()) {
+        const applied = await svc.clients.feedback.applyReport({
+          envelopeRecipient: "fbl@feedback.test",
+          kind: "arf",
+          originalMailFrom: returnPathFor(id, "a.example", key),
+          feedbackType: "abuse",
+        });
+        expect(applied).toMatchObject({
+          outcome: "applied",
+          messageId: id,
+          tiedBy: "return-path",
+          applied: "complaint",
+        });
+        // 3 of 1,000 is 0.3%, not over it; the fourth is.
+        expect({ i, status: (await send("a", "new@example.org", "bulk")).status }).toEqual({
+          i,
+          status: i < 3 ? 202 : 403,
+        });
+      }
+      const refused = await send("a", "new@example.org", "bulk");
+      expect(refused.body).toEqual({
+        code: "BULK_LANE_PAUSED",
+        message: expect.stringContaining("complaint rate 0.40% (4 of 1000 delivered in 24 hours)"),
+      });
+      expect((await send("a", "new@example.org", "transactional")).status).toBe(202);
+      expect((await send("b", "new@example.org", "bulk")).status).toBe(202);
+      expect(await svc.records.suppressions.listed(ids.a!, ["reader0@example.org", "reader3@example.org"])).toEqual(
+        new Set(["reader0@example.org", "reader3@example.org"]),
+      );
+      expect(await svc.clients.feedback.resumeBulk({ slug: "a" })).toMatchObject({ resumed: true });
+      expect(await svc.clients.feedback.resumeBulk({ slug: "a" })).toMatchObject({ resumed: false });
+      expect((await send("a", "new@example.org", "bulk")).status).toBe(202);
+    });
+  });
+}
