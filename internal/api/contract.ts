@@ -133,7 +133,8 @@ export function documentValidator(doc: Obj, coerceTypes: boolean): Ajv2020 {
     allErrors: false,
   });
   addFormats(ajv);
-  for (const [name, format] of Object.entries(API_FORMATS)) ajv.addFormat(name, format.regex);
+  for (const [name, format] of Object.entries(API_FORMATS))
+    ajv.addFormat(name, format.accepts ? { type: "string", validate: format.accepts } : format.regex);
   ajv.addSchema(withoutMappings, DOCUMENT_ID);
   return ajv;
 }

@@ -37,6 +37,6 @@ export const addSuppression: Handler = route(async (front, a) => {
 
 /** DELETE /api/v1/suppressions/{email}. */
 export const deleteSuppression: Handler = route(async ({ ports, records }, { headers, params: [email] }) => {
-  await ports.suppressions.deleteSuppression({ email: decoded(email!) }, records);
+  await ports.suppressions.deleteSuppression({ email: subscriberEmail("email", decoded(email!)) }, records);
   return new Response(null, { status: 204, headers });
 });

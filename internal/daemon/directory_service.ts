@@ -24,13 +24,13 @@ import type { Projection } from "./projection";
 import { guard } from "./rpc_errors";
 import type { Signing } from "./signing";
 import { tenantOf } from "./tenant";
+import { ASCII_DOMAIN_NAME } from "../mail/domain_name";
 
 // The directory service (DirectoryService): organizations, their plans, domains and API tokens
 // in the records, each change written through to the hot store's projection; the admin CLI's
 // and the fronts' way in.
 
 const SLUG_PATTERN = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
-const DOMAIN_PATTERN = /^(?=.{1,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,62}$/;
 const TOKEN_NAME_MAX = 100;
 /** Organizations one ProvisionOrganizations call creates at most (one records transaction). */
 const MAX_PROVISION_BATCH = 1000;
@@ -229,7 +229,7 @@ function toOrgMsg(org: Organization): OrganizationMsg {
 /** A domain name, lower-cased; InvalidArgument when it is not one. */
 export function checkDomain(raw: string): string {
   const domain = raw.trim().toLowerCase();
-  if (!DOMAIN_PATTERN.test(domain))
+  if (!ASCII_DOMAIN_NAME.test(domain))
     throw new ConnectError(`not a domain name: ${JSON.stringify(raw)}`, Code.InvalidArgument);
   return domain;
 }

@@ -1,6 +1,5 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
-import { domainToASCII } from "node:url";
 import type { Clock } from "../clock/clock";
 import { dkimRecordName, dkimRecordValue } from "../dkim/keys";
 import type { Resolve } from "../dnsquery/resolver";
@@ -28,11 +27,11 @@ import { randomId } from "../records/db";
 import { newVerifyValue } from "../records/directory";
 import type { SendingDomainRow } from "../records/domains";
 import type { Records } from "../records/records";
-import { checkDomain as checkDomainName } from "./directory_service";
 import type { Projection } from "./projection";
 import { guard } from "./rpc_errors";
 import type { Signing } from "./signing";
 import { tenantOf } from "./tenant";
+import { storedDomainName } from "../mail/domain_name";
 
 // The domain service (DomainService): an organization's sending domains with the DNS records
 // each publishes, checked against DNS as a receiver reads them (internal/domainauth), and the
@@ -78,10 +77,9 @@ export function domainHandlers(deps: DomainDeps): ServiceImpl<typeof DomainServi
 
 /** A domain name as stored: lower-case ASCII, an IDN as punycode, no final dot; InvalidArgument when it is not one. */
 export function domainName(input: string): string {
-  const trimmed = input.trim().replace(/\.$/, "");
-  const ascii = trimmed === "" ? "" : domainToASCII(trimmed.toLowerCase());
-  if (ascii === "") throw new ConnectError(`${JSON.stringify(input)} is not a domain name`, Code.InvalidArgument);
-  return checkDomainName(ascii);
+  const name = storedDomainName(input);
+  if (name === undefined) throw new ConnectError(`${JSON.stringify(input)} is not a domain name`, Code.InvalidArgument);
+  return name;
 }
 
 async function found(deps: DomainDeps, orgId: string, id: string): Promise<SendingDomainRow> {

@@ -22,8 +22,12 @@ import { tenantOf } from "./tenant";
 
 const MAX_PAGE = 100;
 const DEFAULT_PAGE = 20;
-/** An address as SMTP carries it: at most 254 characters, a local part, @, a domain with a dot. */
-const ADDRESS = /^[^\s@<>]{1,64}@[^\s@<>.]+(\.[^\s@<>.]+)+$/;
+/**
+ * An address as SMTP carries it: at most 254 characters, a local part of at most 64, @, a domain
+ * with a dot. Characters, not UTF-16 units, as the API's contract counts them (an address beyond
+ * the BMP must not pass the API and fail here).
+ */
+const ADDRESS = /^[^\s@<>]{1,64}@[^\s@<>.]+(\.[^\s@<>.]+)+$/u;
 const MAX_ADDRESS = 254;
 
 export interface SuppressionDeps {
@@ -44,7 +48,7 @@ export function suppressionHandlers(deps: SuppressionDeps): ServiceImpl<typeof S
 
 function address(email: string): string {
   const e = email.trim();
-  if (e.length > MAX_ADDRESS || !ADDRESS.test(e))
+  if ([...e].length > MAX_ADDRESS || !ADDRESS.test(e))
     throw new ConnectError(`email: ${JSON.stringify(email)} is not an email address`, Code.InvalidArgument);
   return e;
 }

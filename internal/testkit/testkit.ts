@@ -529,7 +529,7 @@ export async function startRedisCluster(
       await waitFor(
         `cluster state ok on ${port}`,
         async () => (await cli(["-p", String(port), "cluster", "info"])).includes("cluster_state:ok"),
-        20_000,
+        60_000,
       );
     }
     for (const line of (await cli(["-p", String(ports[0]), "cluster", "nodes"])).trim().split("\n")) {

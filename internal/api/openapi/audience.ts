@@ -103,6 +103,19 @@ const changeProperties = {
   },
 };
 
+/** An address as the subscriber and suppression endpoints take it (the API's subscriberEmail), and what becomes of it. */
+export function subscriberEmailSchema(kept: string) {
+  return {
+    type: "string",
+    maxLength: MAX_EMAIL,
+    pattern: `^[${WHITE_SPACE}]*${SUBSCRIBER_ADDRESS}[${WHITE_SPACE}]*$`,
+    // The local part's limit, a second pattern the value must match too.
+    allOf: [{ pattern: `^[${WHITE_SPACE}]*[^@]{1,${MAX_LOCAL_PART}}@` }],
+    format: "subscriber-email",
+    description: `One bare address (no display name; a dot-atom local part of at most ${MAX_LOCAL_PART} characters at a host of two labels or more; UTF-8 allowed: letters, digits and marks of any script, format \`subscriber-email\`), ${kept}.`,
+  };
+}
+
 export const audienceArea: ApiArea = {
   tag: { name: "Subscribers", description: "The organization's subscribers, one per email: fields, tags and events." },
   paths: {
@@ -257,15 +270,7 @@ export const audienceArea: ApiArea = {
       required: ["email"],
       description: "Unknown fields are refused (422).",
       properties: {
-        email: {
-          type: "string",
-          maxLength: MAX_EMAIL,
-          pattern: `^[${WHITE_SPACE}]*${SUBSCRIBER_ADDRESS}[${WHITE_SPACE}]*$`,
-          // The local part's limit, a second pattern the value must match too.
-          allOf: [{ pattern: `^[${WHITE_SPACE}]*[^@]{1,${MAX_LOCAL_PART}}@` }],
-          format: "subscriber-email",
-          description: `One bare address (no display name; a dot-atom local part of at most ${MAX_LOCAL_PART} characters at a host of two labels or more; UTF-8 allowed: letters, digits and marks of any script, format \`subscriber-email\`), trimmed and lower-cased.`,
-        },
+        email: subscriberEmailSchema("trimmed and lower-cased"),
         ...changeProperties,
       },
       additionalProperties: false,

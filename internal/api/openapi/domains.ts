@@ -1,4 +1,5 @@
 import { apiOperation, errorAnswer, jsonAnswer, rateLimitHeaders, schemaRef } from "./common";
+import { DOMAIN_NAME_PATTERN } from "./patterns";
 import type { ApiArea } from "./types";
 
 // /api/v1/domains: sending domains, their DNS records (docs/domains.md) and DKIM rotation.
@@ -124,9 +125,11 @@ export const domainsArea: ApiArea = {
       properties: {
         name: {
           type: "string",
-          minLength: 1,
           maxLength: 253,
-          description: "A domain name (an internationalized one is stored as punycode).",
+          pattern: DOMAIN_NAME_PATTERN,
+          format: "domain-name",
+          description:
+            "A domain name (format `domain-name`: labels of letters, digits and inner hyphens, the last starting with a letter; an internationalized one is stored and shown as punycode).",
         },
       },
       additionalProperties: false,

@@ -1,3 +1,4 @@
+import { storedDomainName } from "../../mail/domain_name";
 import { KEPT_ADDRESS, TAG_NAME } from "../subscribers";
 
 // JSON Schema leaves a pattern to each validator's own regular expressions, and recommends a
@@ -36,6 +37,18 @@ const LABEL = `${LABEL_EDGE}(${LABEL_INNER}*${LABEL_EDGE})?`;
  */
 export const SUBSCRIBER_ADDRESS = `${ATEXT}+(\\.${ATEXT}+)*@${LABEL}(\\.${LABEL})+`;
 
+/** A domain name's last label starts with a letter: an ASCII letter, or any character beyond ASCII. */
+const TLD_FIRST = "[^\\x00-\\x40\\x5B-\\x60\\x7B-\\x7F]";
+/** A label of at most 63 characters. */
+const SHORT_LABEL = `${LABEL_EDGE}(${LABEL_INNER}{0,61}${LABEL_EDGE})?`;
+
+/**
+ * A sending domain's name as a request gives it: labels of at most 63 characters, the last
+ * starting with a letter, a final dot and white space around allowed; beyond ASCII any
+ * character. The format domain-name narrows those to what converts to punycode (IDNA).
+ */
+export const DOMAIN_NAME_PATTERN = `^[${WHITE_SPACE}]*(${SHORT_LABEL}\\.)+${TLD_FIRST}(${LABEL_INNER}{0,61}${LABEL_EDGE})?\\.?[${WHITE_SPACE}]*$`;
+
 /**
  * A tag name: 1 to 64 of ASCII letters, digits, space, `_` and `-`, and of any character beyond
  * ASCII; the format tag-name narrows those to letters and digits.
@@ -43,8 +56,13 @@ export const SUBSCRIBER_ADDRESS = `${ATEXT}+(\\.${ATEXT}+)*@${LABEL}(\\.${LABEL}
 export const TAG_NAME_PATTERN = "^[^\\x00-\\x1F\\x21-\\x2C\\x2E\\x2F\\x3A-\\x40\\x5B-\\x5E\\x60\\x7B-\\x7F]{1,64}$";
 
 export interface ApiFormat {
-  /** The rule, in the regular expressions of the API's own checks (JavaScript's, with \p{...}). */
+  /**
+   * The rule, in the regular expressions of the API's own checks (JavaScript's, with \p{...});
+   * values are generated from it.
+   */
   regex: RegExp;
+  /** Where the regular expression admits more than the rule (a name IDNA refuses): the rule itself. */
+  accepts?: (value: string) => boolean;
   /** Why a value is refused, as a 422 says it after the field's name. */
   refusal: string;
 }
@@ -54,6 +72,12 @@ export const API_FORMATS: Record<string, ApiFormat> = {
   "tag-name": {
     regex: TAG_NAME,
     refusal: "is not a tag name (1 to 64 letters, digits, spaces, _ and -)",
+  },
+  "domain-name": {
+    regex:
+      /^\s*(?:[\p{L}\p{N}](?:[\p{L}\p{N}\p{M}-]{0,61}[\p{L}\p{N}])?\.)+\p{L}(?:[\p{L}\p{N}\p{M}-]{0,61}[\p{L}\p{N}])?\.?\s*$/u,
+    accepts: (value) => storedDomainName(value) !== undefined,
+    refusal: "is not a domain name (labels of letters, digits and inner hyphens, the last starting with a letter)",
   },
   "subscriber-email": {
     // White space around it aside: an upsert trims the address (an answer has none, and says its

@@ -1,8 +1,6 @@
 import { SUPPRESSION_REASONS } from "../../mail/suppression";
-import { MAX_EMAIL } from "../subscribers";
-import { list, noContent, paging } from "./audience";
+import { list, noContent, paging, subscriberEmailSchema } from "./audience";
 import { apiOperation, errorAnswer, jsonAnswer, schemaRef } from "./common";
-import { SUBSCRIBER_ADDRESS, WHITE_SPACE } from "./patterns";
 import type { ApiArea } from "./types";
 
 const invalid = jsonAnswer("A field is invalid; `field` names it.", schemaRef("ValidationFailed"));
@@ -67,14 +65,15 @@ export const suppressionsArea: ApiArea = {
             name: "email",
             in: "path",
             required: true,
-            description: "The address, as it is or percent-encoded (compared lower-cased, without a `+tag`).",
-            schema: { type: "string", minLength: 3, maxLength: 3 * MAX_EMAIL },
+            description: "The address, percent-encoded where it must be (compared lower-cased, without a `+tag`).",
+            schema: subscriberEmailSchema("compared lower-cased, without a `+tag`"),
             example: "ada@example.com",
           },
         ],
         responses: {
           "204": noContent("Removed."),
           "404": errorAnswer("The address is not on this organization's suppression list.", ["NOT_FOUND"]),
+          "422": invalid,
         },
       }),
     },
@@ -114,12 +113,7 @@ export const suppressionsArea: ApiArea = {
       required: ["email"],
       description: "Unknown fields are refused (422).",
       properties: {
-        email: {
-          type: "string",
-          maxLength: MAX_EMAIL,
-          pattern: `^[${WHITE_SPACE}]*${SUBSCRIBER_ADDRESS}[${WHITE_SPACE}]*$`,
-          description: "One bare address (no display name).",
-        },
+        email: subscriberEmailSchema("kept lower-cased, without a `+tag`"),
         detail: { type: "string", maxLength: 1000, description: "A note kept with it." },
       },
       additionalProperties: false,

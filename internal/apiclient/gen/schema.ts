@@ -686,7 +686,10 @@ export interface components {
       responseExcerpt: string;
     };
     CreateDomainRequest: {
-      /** @description A domain name (an internationalized one is stored as punycode). */
+      /**
+       * Format: domain-name
+       * @description A domain name (format `domain-name`: labels of letters, digits and inner hyphens, the last starting with a letter; an internationalized one is stored and shown as punycode).
+       */
       name: string;
     };
     Domain: {
@@ -932,7 +935,10 @@ export interface components {
     };
     /** @description Unknown fields are refused (422). */
     SuppressionCreate: {
-      /** @description One bare address (no display name). */
+      /**
+       * Format: subscriber-email
+       * @description One bare address (no display name; a dot-atom local part of at most 64 characters at a host of two labels or more; UTF-8 allowed: letters, digits and marks of any script, format `subscriber-email`), kept lower-cased, without a `+tag`.
+       */
       email: string;
       /** @description A note kept with it. */
       detail?: string;
@@ -5014,7 +5020,7 @@ export interface operations {
     parameters: {
       path: {
         /**
-         * @description The address, as it is or percent-encoded (compared lower-cased, without a `+tag`).
+         * @description The address, percent-encoded where it must be (compared lower-cased, without a `+tag`).
          * @example ada@example.com
          */
         email: string;
@@ -5053,6 +5059,22 @@ export interface operations {
             /** @enum {unknown} */
             code?: "NOT_FOUND";
           } & components["schemas"]["Error"];
+        };
+      };
+      /** @description A field is invalid; `field` names it. */
+      422: {
+        headers: {
+          "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+          RateLimit: components["headers"]["RateLimit"];
+          "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+          "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+          "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+          "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+          "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+          "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+        };
+        content: {
+          "application/json": components["schemas"]["ValidationFailed"];
         };
       };
       429: components["responses"]["TooManyRequests"];
