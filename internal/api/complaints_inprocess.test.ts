@@ -6,9 +6,10 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { MasterKey } from "../dkim/seal";
 import { ManualClock } from "../clock/clock";
 import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
+import { DeliveryOutcome, Lane, MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { HotStore } from "../hotstore/hotstore";
 import { returnPathFor } from "../returnpath/returnpath";
-import { hotStoreServers, hotStores, SUITE_POLICY } from "../testkit/hotstores";
+import { hotStoreServers, hotStores, releaseNext, SUITE_POLICY } from "../testkit/hotstores";
 import { type InProcess, startInProcess } from "../testkit/inprocess";
 
 const servers = hotStoreServers();
@@ -49,12 +50,23 @@ for (const [name, open] of hotStores(servers)) {
     }
 
     test("four complaints of 1,000 delivered: listed, then bulk paused until resumed", async () => {
-      await svc.records.stats.add([{ orgId: ids.a!, atMs: clock.nowMs(), kind: "delivered", n: 1_000 }]);
+      // 996 delivered before, and the 4 messages complained about: 1,000.
+      await svc.records.stats.add([{ orgId: ids.a!, atMs: clock.nowMs(), kind: "delivered", n: 996 }]);
       const sent: string[] = [];
       for (let i = 0; i < 4; i++) sent.push((await send("a", `reader${i}@example.org`, "bulk")).body.id as string);
-      // The records writer does not run here: the messages are written as it would.
-      const histories = await Promise.all(sent.map((id) => store.mail.getMessage(ids.a!, id)));
-      await svc.records.history.write(histories.map((h) => h!));
+      // Delivered; the records writer does not run here: the messages are written as it would.
+      while (await releaseNext(store.mail, Lane.BULK, clock.nowMs()));
+      for (const leased of await store.mail.lease(100, clock.nowMs(), 60_000))
+        await svc.clients.delivery.ack({
+          leaseId: leased.leaseId,
+          messageId: leased.messageId,
+          orgId: leased.orgId,
+          outcome: DeliveryOutcome.DELIVERED,
+          detail: "250 2.0.0 OK",
+        });
+      const changed = await store.outbox.changedMessages(100);
+      await svc.records.history.write(changed);
+      await store.outbox.settle(changed.map((m) => ({ orgId: m.orgId, id: m.id, version: m.version })));
       for (const [i, id] of sent.entries()) {
         const applied = await svc.clients.feedback.applyReport({
           envelopeRecipient: "fbl@feedback.test",
@@ -84,6 +96,13 @@ for (const [name, open] of hotStores(servers)) {
       expect(await svc.records.suppressions.listed(ids.a!, ["reader0@example.org", "reader3@example.org"])).toEqual(
         new Set(["reader0@example.org", "reader3@example.org"]),
       );
+      // Each complaint is in its message's history; the message stays as it was.
+      const history = await svc.records.history.get(ids.a!, sent[0]!);
+      expect(history!.status).toBe(MessageStatus.DELIVERED);
+      expect(history!.events.at(-1)).toMatchObject({
+        status: MessageStatus.DELIVERED,
+        detail: "complaint (abuse) from a feedback loop",
+      });
       expect(await svc.clients.feedback.resumeBulk({ slug: "a" })).toMatchObject({ resumed: true });
       expect(await svc.clients.feedback.resumeBulk({ slug: "a" })).toMatchObject({ resumed: false });
       expect((await send("a", "new@example.org", "bulk")).status).toBe(202);
