@@ -10,7 +10,9 @@ import { DeliveryOutcome, Lane, MessageStatus } from "../gen/mailcore/limiter/v1
 import type { HotStore } from "../hotstore/hotstore";
 import { returnPathFor } from "../returnpath/returnpath";
 import { hotStoreServers, hotStores, releaseNext, SUITE_POLICY } from "../testkit/hotstores";
+import { SendingState } from "../daemon/sending_state";
 import { type InProcess, startInProcess } from "../testkit/inprocess";
+import { captureLogger } from "../testkit/logcapture";
 
 const servers = hotStoreServers();
 
@@ -103,9 +105,28 @@ for (const [name, open] of hotStores(servers)) {
         status: MessageStatus.DELIVERED,
         detail: "complaint (abuse) from a feedback loop",
       });
+      // The 3 bulk messages a queued before the pause are held: b's bulk mail and a's transactional go.
+      const drain = async (lane: Lane) => {
+        const out: string[] = [];
+        for (
+          let r = await releaseNext(store.mail, lane, clock.nowMs());
+          r;
+          r = await releaseNext(store.mail, lane, clock.nowMs())
+        )
+          out.push(r.orgId);
+        return out;
+      };
+      expect(await drain(Lane.BULK)).toEqual([ids.b!]);
+      expect(await drain(Lane.TRANSACTIONAL)).toEqual([ids.a!]);
+      // A hot store that lost the hold gets it back from the records (the reconciliation's round).
+      await store.mail.holdLane(ids.a!, Lane.BULK, false);
+      await new SendingState(store.mail, svc.records, clock, captureLogger().log).holdPaused();
+      expect(await drain(Lane.BULK)).toEqual([]);
       expect(await svc.clients.feedback.resumeBulk({ slug: "a" })).toMatchObject({ resumed: true });
       expect(await svc.clients.feedback.resumeBulk({ slug: "a" })).toMatchObject({ resumed: false });
       expect((await send("a", "new@example.org", "bulk")).status).toBe(202);
+      // Resumed: the held ones go out, and the new one.
+      expect(await drain(Lane.BULK)).toEqual([ids.a!, ids.a!, ids.a!, ids.a!]);
     });
   });
 }
