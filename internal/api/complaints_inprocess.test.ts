@@ -118,10 +118,15 @@ for (const [name, open] of hotStores(servers)) {
       };
       expect(await drain(Lane.BULK)).toEqual([ids.b!]);
       expect(await drain(Lane.TRANSACTIONAL)).toEqual([ids.a!]);
-      // A hot store that lost the hold gets it back from the records (the reconciliation's round).
+      // A hot store that lost the hold gets it back from the records (the reconciliation's round),
+      // and a hold of an organization not paused is let go.
+      const sending = new SendingState(store.mail, svc.records, clock, captureLogger().log);
       await store.mail.holdLane(ids.a!, Lane.BULK, false);
-      await new SendingState(store.mail, svc.records, clock, captureLogger().log).holdPaused();
-      expect(await drain(Lane.BULK)).toEqual([]);
+      await store.mail.holdLane(ids.b!, Lane.BULK, true);
+      expect((await send("b", "later@example.org", "bulk")).status).toBe(202);
+      await sending.syncHolds();
+      expect(await store.mail.laneHolds(Lane.BULK)).toEqual([ids.a!]);
+      expect(await drain(Lane.BULK)).toEqual([ids.b!]);
       expect(await svc.clients.feedback.resumeBulk({ slug: "a" })).toMatchObject({ resumed: true });
       expect(await svc.clients.feedback.resumeBulk({ slug: "a" })).toMatchObject({ resumed: false });
       expect((await send("a", "new@example.org", "bulk")).status).toBe(202);

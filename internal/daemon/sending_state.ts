@@ -31,7 +31,7 @@ export class SendingState {
   private readonly unchecked = new Set<string>();
 
   constructor(
-    private readonly mail: Pick<MailStore, "sendingState" | "projectSending" | "holdLane">,
+    private readonly mail: Pick<MailStore, "sendingState" | "projectSending" | "holdLane" | "laneHolds">,
     private readonly records: Pick<Records, "suppressions" | "complaints">,
     private readonly clock: Clock,
     private readonly log: Logger,
@@ -83,12 +83,16 @@ export class SendingState {
   }
 
   /**
-   * Holds the bulk lane of every organization the records hold as paused: the reconciliation's
-   * round, so that a hot store that lost its holds (a FLUSHALL, a failover) gets them back with
-   * the messages it puts back.
+   * Brings the bulk lane's holds in line with the records: every organization they hold as paused
+   * held, every other one let go. The reconciliation's round: a hot store that lost its holds (a
+   * FLUSHALL, a failover) gets them back with the messages it puts back, and a hold written again
+   * after a resume (a round that read the pauses before it) is let go at the next round.
    */
-  async holdPaused(): Promise<void> {
-    for (const orgId of await this.records.complaints.allPaused()) await this.mail.holdLane(orgId, Lane.BULK, true);
+  async syncHolds(): Promise<void> {
+    const paused = new Set(await this.records.complaints.allPaused());
+    const held = new Set(await this.mail.laneHolds(Lane.BULK));
+    for (const orgId of paused) if (!held.has(orgId)) await this.mail.holdLane(orgId, Lane.BULK, true);
+    for (const orgId of held) if (!paused.has(orgId)) await this.mail.holdLane(orgId, Lane.BULK, false);
   }
 
   private write(orgId: string, change: Parameters<MailStore["projectSending"]>[1]): Promise<void> {

@@ -400,6 +400,8 @@ export interface MailStore {
    * is served in turn again at once. Kept in the hot store, without expiry.
    */
   holdLane(orgId: string, lane: Lane, held: boolean): Promise<void>;
+  /** The organizations held in the lane. */
+  laneHolds(lane: Lane): Promise<string[]>;
 }
 
 /** How long an organization's sending state rebuilt from the records is used before it is rebuilt again. */

@@ -189,6 +189,8 @@ for (const [name, open] of hotStores(servers)) {
       await store.mail.holdLane(org, Lane.BULK, true);
       await store.mail.holdLane(org, Lane.BULK, true);
       await bulk(org); // queued while held: held too
+      expect(await store.mail.laneHolds(Lane.BULK)).toEqual([org]);
+      expect(await store.mail.laneHolds(Lane.TRANSACTIONAL)).toEqual([]);
       const t0 = clock.nowMs();
       const first = await releaseAhead(Lane.BULK);
       // The other organization's 4, one slot after another, none left empty for the held one.
@@ -201,6 +203,7 @@ for (const [name, open] of hotStores(servers)) {
       // Let go: its messages take the run's next slots (the slots not used stay counted, no burst).
       clock.advance(10);
       await store.mail.holdLane(org, Lane.BULK, false);
+      expect(await store.mail.laneHolds(Lane.BULK)).toEqual([]);
       const after = await releaseAhead(Lane.BULK);
       expect(after.released.map((r) => [r.orgId, r.slotMs])).toEqual([100, 125, 150, 175].map((d) => [org, t0 + d]));
       const leased = await store.mail.lease(100, clock.nowMs(), 30_000);

@@ -359,6 +359,11 @@ export class EmbeddedMail implements MailStore {
       this.signals.signal({ kind: "waiting", lane });
   }
 
+  async laneHolds(lane: Lane): Promise<string[]> {
+    const rows = this.db.query("SELECT org_id FROM lane_holds WHERE lane = ? ORDER BY org_id").all(lane);
+    return (rows as { org_id: string }[]).map((r) => r.org_id);
+  }
+
   async coolDown(mailbox: string, nowMs: number, cooldownMs: number): Promise<number> {
     const untilMs = nowMs + cooldownMs;
     const row = this.db

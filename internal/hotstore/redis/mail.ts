@@ -320,6 +320,10 @@ export class RedisMail implements MailStore {
     ]);
   }
 
+  async laneHolds(lane: Lane): Promise<string[]> {
+    return (await this.redis.smembers(keys.laneHolds(lane))).sort();
+  }
+
   async coolDown(mailbox: string, nowMs: number, cooldownMs: number): Promise<number> {
     return Number(await this.writes.run("cool", [keys.cooldown(mailbox), nowMs, cooldownMs]));
   }
