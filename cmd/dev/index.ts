@@ -1,10 +1,11 @@
-// dev: starts the whole service (limiterd, api, smtp, worker) as separate processes with
-// prefixed logs; Ctrl-C stops them all. On the first start it creates a demo organization.
+// dev: starts the whole service (limiterd, api, smtp, worker, inbound) as separate processes
+// with prefixed logs; Ctrl-C stops them all. On the first start it creates a demo organization.
 import { connect } from "node:net";
 import { resolve } from "node:path";
 import {
   apiConfig,
   dirVar,
+  inboundConfig,
   limiterdConfig,
   limiterUrl as clientLimiterUrl,
   loadOrExit,
@@ -32,6 +33,16 @@ const smtp = loadOrExit("dev", () =>
   }),
 );
 const smtpHost = smtp.host === "0.0.0.0" ? "127.0.0.1" : smtp.host;
+// The inbound MX (bounces and complaints) on a high port and on loopback (25 needs privileges).
+const inbound = loadOrExit("dev", () =>
+  inboundConfig({
+    ...process.env,
+    INBOUND_PORT: process.env.INBOUND_PORT?.trim() || "2525",
+    INBOUND_HOST: process.env.INBOUND_HOST?.trim() || "127.0.0.1",
+    LIMITER_URL: limiterUrl,
+  }),
+);
+const inboundHost = inbound.host === "0.0.0.0" ? "127.0.0.1" : inbound.host;
 // For people: readable log lines unless LOG_FORMAT says otherwise.
 // Each process serves its metrics in development unless its port is set (0: off).
 const METRICS_PORTS = {
@@ -39,6 +50,7 @@ const METRICS_PORTS = {
   API_METRICS_PORT: "9102",
   SMTP_METRICS_PORT: "9103",
   WORKER_METRICS_PORT: "9104",
+  INBOUND_METRICS_PORT: "9105",
 };
 const metricsPorts = Object.fromEntries(
   Object.entries(METRICS_PORTS).map(([name, port]) => [name, process.env[name]?.trim() || port]),
@@ -50,6 +62,8 @@ const env = {
   LIMITER_URL: limiterUrl,
   API_URL: base,
   SMTP_PORT: String(smtp.port),
+  INBOUND_PORT: String(inbound.port),
+  INBOUND_HOST: inbound.host,
   LOG_FORMAT: process.env.LOG_FORMAT?.trim() || "pretty",
   // On a developer's machine, webhooks to a receiver on localhost are the point.
   WEBHOOK_ALLOW_PRIVATE_URLS: process.env.WEBHOOK_ALLOW_PRIVATE_URLS?.trim() || "1",
@@ -57,10 +71,10 @@ const env = {
   PUBLIC_URL: process.env.PUBLIC_URL?.trim() || base,
 };
 
-/** The SMTP front greets. */
-const smtpGreets = () =>
+/** An SMTP server (the SMTP front, the inbound MX) greets. */
+const greets = (host: string, port: number) => () =>
   new Promise<boolean>((done) => {
-    const socket = connect({ host: smtpHost, port: smtp.port });
+    const socket = connect({ host, port });
     const end = (ok: boolean) => {
       socket.destroy();
       done(ok);
@@ -81,8 +95,10 @@ try {
   stack.start({ name: "api", entry: "cmd/api/index.ts" });
   await waitUntil("api", async () => (await fetch(`${base}/healthz`)).ok);
   stack.start({ name: "smtp", entry: "cmd/smtp/index.ts" });
-  await waitUntil("smtp", smtpGreets);
+  await waitUntil("smtp", greets(smtpHost, smtp.port));
   stack.start({ name: "worker", entry: "cmd/worker/index.ts" });
+  stack.start({ name: "inbound", entry: "cmd/inbound/index.ts" });
+  await waitUntil("inbound", greets(inboundHost, inbound.port));
 
   const demo = await bootstrapDemo(clients);
   const lines = [
@@ -93,6 +109,7 @@ try {
     `  rate limits    ${base}/docs/rate-limits`,
     `  console        ${base}/console`,
     `  SMTP           ${smtpHost}:${smtp.port} (STARTTLS, then AUTH with any username and an API token as the password)`,
+    `  inbound MX     ${inboundHost}:${inbound.port} (bounces to the return paths${inbound.fblAddresses.length ? `, complaints to ${inbound.fblAddresses.join(", ")}` : "; FBL_ADDRESS for complaints"})`,
     `  limiterd       ${limiterUrl} (Connect, gRPC, gRPC-Web)`,
     `  delivered mail ${daemon.dataDir}/sink/<id>.eml (set SMTP_RELAY_URL to send through a relay); mail to @fixtures.test is simulated and written nowhere`,
     `  public URL     ${env.PUBLIC_URL} (links in mail: unsubscribe)`,

@@ -5,9 +5,11 @@
 // says the bounce's type, status and diagnostic.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { ManualClock } from "../clock/clock";
+import { MasterKey } from "../dkim/seal";
 import { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
 import { DeliveryOutcome, Lane } from "../gen/mailcore/limiter/v1/mail_pb";
 import type { HotStore } from "../hotstore/hotstore";
+import { returnPathFor } from "../returnpath/returnpath";
 import { hotStoreServers, hotStores, releaseNext, SUITE_POLICY } from "../testkit/hotstores";
 import { type InProcess, startInProcess } from "../testkit/inprocess";
 
@@ -21,11 +23,12 @@ for (const [name, open] of hotStores(servers)) {
     let svc: InProcess;
     const tokens: Record<string, string> = {};
     const ids: Record<string, string> = {};
+    const master = MasterKey.generate();
 
     beforeAll(async () => {
       store = await open();
       clock = new ManualClock(Date.UTC(2026, 10, 1, 8));
-      svc = await startInProcess(store, clock, SUITE_POLICY);
+      svc = await startInProcess(store, clock, SUITE_POLICY, 60_000, { master });
       for (const slug of ["a", "b"]) {
         await svc.clients.directory.createOrganization({ slug, plan: Plan.PREMIUM });
         await svc.clients.directory.addDomain({ slug, domain: `${slug}.example`, verified: true });
@@ -128,6 +131,51 @@ for (const [name, open] of hotStores(servers)) {
       }[];
       expect(listed.map((s) => s.email)).toEqual(["full@example.net"]);
       expect((await send("b", "full@example.net")).status).toBe(202);
+    });
+
+    test("a DSN after a 250: the delivered message's status becomes bounced (hard) or failed (soft, policy), its history says why", async () => {
+      const key = master.derive("return-path");
+      const delivered: Record<string, string> = {};
+      for (const to of ["later-gone@example.net", "later-spam@example.net"]) {
+        const sent = await send("a", to);
+        expect(sent.status).toBe(202);
+        delivered[to] = sent.body.id as string;
+      }
+      while (await releaseNext(store.mail, Lane.TRANSACTIONAL, clock.nowMs()));
+      for (const leased of await store.mail.lease(100, clock.nowMs(), 60_000))
+        await svc.clients.delivery.ack({
+          leaseId: leased.leaseId,
+          messageId: leased.messageId,
+          orgId: leased.orgId,
+          outcome: DeliveryOutcome.DELIVERED,
+          detail: "250 2.0.0 OK",
+        });
+      // The records writer does not run here: it writes the delivered messages, which leave the hot store.
+      const changed = await store.outbox.changedMessages(100);
+      await svc.records.history.write(changed);
+      await store.outbox.settle(changed.map((m) => ({ orgId: m.orgId, id: m.id, version: m.version })));
+      clock.advance(60_000);
+      const dsn = (to: string, status: string, type: string, diagnostic: string) =>
+        svc.clients.feedback.applyReport({
+          envelopeRecipient: returnPathFor(delivered[to]!, "a.example", key),
+          kind: "dsn",
+          recipients: [{ finalRecipient: to, action: "failed", status, diagnostic, type }],
+        });
+      const gone = "smtp; 550 5.1.1 <later-gone@example.net>: user unknown";
+      const spam = "smtp; 554 5.7.1 rejected as spam";
+      expect(await dsn("later-gone@example.net", "5.1.1", "hard", gone)).toMatchObject({ outcome: "applied" });
+      expect(await dsn("later-spam@example.net", "5.7.1", "policy", spam)).toMatchObject({ outcome: "applied" });
+      for (const [to, status, detail] of [
+        ["later-gone@example.net", "bounced", `hard bounce 5.1.1: ${gone}`],
+        ["later-spam@example.net", "failed", `policy bounce 5.7.1: ${spam}`],
+      ] as const) {
+        const email = (await call("a", "GET", `/api/v1/emails/${delivered[to]}`)).body;
+        expect({ to, status: email.status }).toEqual({ to, status });
+        expect((email.events as { status: string; detail: string }[]).slice(-2)).toEqual([
+          expect.objectContaining({ status: "delivered", detail: "250 2.0.0 OK" }),
+          { status, detail, at: new Date(clock.nowMs()).toISOString() },
+        ]);
+      }
     });
   });
 }

@@ -169,6 +169,7 @@ export function limiterDaemon(o: DaemonOptions): Daemon {
     log,
     everyMs: o.reconcileEveryMs,
     holdMs: o.visibilityMs,
+    syncHolds: () => sendingState.syncHolds(),
     metrics,
   });
   const runtime = new MailRuntime(() => {

@@ -9,6 +9,8 @@ import type {
   ReportedRecipient,
 } from "../gen/mailcore/limiter/v1/feedback_pb";
 import type { MailStore } from "../hotstore/hotstore";
+import { MessageStatus } from "../gen/mailcore/limiter/v1/mail_pb";
+import { bounceDetail } from "../mail/bounce_detail";
 import { normalizeMailbox } from "../mail/policy";
 import type { Logger } from "../log/log";
 import type { LimiterMetrics } from "../metrics/metrics";
@@ -127,6 +129,15 @@ function failedRecipient(req: ApplyReportRequest, toMailbox: string): ReportedRe
   );
 }
 
+/**
+ * What came back, in the message's history (with the status it makes of a delivered message);
+ * said in the log when the records do not hold the message as final yet (still under way).
+ */
+async function inHistory(deps: FeedbackDeps, id: string, atMs: number, detail: string, status?: MessageStatus) {
+  if (await deps.records.history.addAfterDelivery(id, atMs, detail, status)) return;
+  deps.log.warn("a report about a message not final in the records is not in its history", { message: id, detail });
+}
+
 type Applied = MessageInitShape<typeof ApplyReportResponseSchema>;
 
 export async function applyReport(deps: FeedbackDeps, req: ApplyReportRequest): Promise<Applied> {
@@ -151,6 +162,13 @@ export async function applyReport(deps: FeedbackDeps, req: ApplyReportRequest): 
         at,
       );
       if (made.suppressed) await deps.sending.listed(tied.orgId, tied.toMailbox, "complaint");
+      // The message's status stays (it was delivered); its history says it was reported.
+      await inHistory(
+        deps,
+        tied.messageId,
+        at,
+        `complaint${req.feedbackType ? ` (${req.feedbackType})` : ""} from a feedback loop`,
+      );
       await pauseOverLimit(deps, tied.orgId, at);
       return made;
     });
@@ -162,6 +180,9 @@ export async function applyReport(deps: FeedbackDeps, req: ApplyReportRequest): 
   const effect = await guard(async () => {
     // The spec's cooldown is the mailbox's, for every organization: a hard bounce only.
     if (bounce.type === "hard") await deps.mail.coolDown(tied.toMailbox, at, deps.bounceCooldownMs);
+    // A delivered message bounced after all: bounced (hard) or failed (soft, policy), as a refusal during delivery makes it.
+    const status = bounce.type === "hard" ? MessageStatus.BOUNCED : MessageStatus.FAILED;
+    await inHistory(deps, tied.messageId, at, bounceDetail(bounce), status);
     await deps.records.webhookDeliveries.enqueue(
       {
         orgId: tied.orgId,

@@ -14,7 +14,8 @@ import { LeasedLoop, type LoopParts } from "./leasedloop";
 // put back at once, with its outcome. Before that walk, each round drops the copies the hot store
 // has of an older state than the records (a Redis started from an old snapshot brings back
 // messages delivered since): the records are written from the hot store, so they are never
-// ahead of it unless it went back in time.
+// ahead of it unless it went back in time. Each round first brings the bulk lane's holds in line
+// with the organizations whose bulk sends are paused, should the hot store have lost them.
 
 /** Messages read from the records and asked of the hot store at a time. */
 const PAGE = 500;
@@ -28,6 +29,8 @@ export interface ReconcilerParts extends LoopParts {
   everyMs: number;
   /** How long a message must have been missing before it is put back in its lane. */
   holdMs: number;
+  /** Brings the bulk lane's holds in line with the pauses in the records (SendingState.syncHolds). */
+  syncHolds: () => Promise<void>;
   /** Counts what was put back and dropped when set. */
   metrics?: Pick<LimiterMetrics, "reconciled">;
 }
@@ -56,6 +59,8 @@ export class Reconciler extends LeasedLoop {
 
   /** Busy while either side has a message not yet final: with none, nothing can be lost, and the loop rests until a change. */
   protected async round(): Promise<boolean> {
+    // Before anything is put back: a paused organization's bulk messages are never released.
+    await this.o.syncHolds();
     const here = await this.dropStale();
     const unfinished = await this.putBack();
     return here + unfinished > 0;

@@ -13,6 +13,8 @@ import type { Records } from "../records/records";
 // empty, or a copy older than SENDING_STATE_TTL_MS. A send waits REBUILD_WAIT_MS at most for a
 // rebuild: past it (the records locked or unreachable) it is not refused, the rebuild goes on,
 // and the sends after it are checked against the rebuilt copy (fail open, and say so once).
+// The pause also holds the organization's messages already queued in the bulk lane (holdLane),
+// written through with it and again at each rebuild.
 
 export type SendingRefusal =
   | { kind: "suppressed"; reason: SuppressionReason }
@@ -29,7 +31,7 @@ export class SendingState {
   private readonly unchecked = new Set<string>();
 
   constructor(
-    private readonly mail: Pick<MailStore, "sendingState" | "projectSending">,
+    private readonly mail: Pick<MailStore, "sendingState" | "projectSending" | "holdLane" | "laneHolds">,
     private readonly records: Pick<Records, "suppressions" | "complaints">,
     private readonly clock: Clock,
     private readonly log: Logger,
@@ -71,9 +73,26 @@ export class SendingState {
     return this.write(orgId, { suppressions: [[normalizeMailbox(address), null]] });
   }
 
-  /** After the records paused (a reason) or resumed (null) the organization's bulk sends. */
-  bulkPaused(orgId: string, reason: string | null): Promise<void> {
-    return this.write(orgId, { bulkPaused: reason });
+  /**
+   * After the records paused (a reason) or resumed (null) the organization's bulk sends: new ones
+   * refused, and those already queued held in the bulk lane until the resume.
+   */
+  async bulkPaused(orgId: string, reason: string | null): Promise<void> {
+    await this.write(orgId, { bulkPaused: reason });
+    await this.mail.holdLane(orgId, Lane.BULK, reason !== null);
+  }
+
+  /**
+   * Brings the bulk lane's holds in line with the records: every organization they hold as paused
+   * held, every other one let go. The reconciliation's round: a hot store that lost its holds (a
+   * FLUSHALL, a failover) gets them back with the messages it puts back, and a hold written again
+   * after a resume (a round that read the pauses before it) is let go at the next round.
+   */
+  async syncHolds(): Promise<void> {
+    const paused = new Set(await this.records.complaints.allPaused());
+    const held = new Set(await this.mail.laneHolds(Lane.BULK));
+    for (const orgId of paused) if (!held.has(orgId)) await this.mail.holdLane(orgId, Lane.BULK, true);
+    for (const orgId of held) if (!paused.has(orgId)) await this.mail.holdLane(orgId, Lane.BULK, false);
   }
 
   private write(orgId: string, change: Parameters<MailStore["projectSending"]>[1]): Promise<void> {
@@ -89,6 +108,7 @@ export class SendingState {
           this.records.complaints.paused(orgId),
         ]);
         await this.write(orgId, { suppressions, bulkPaused: paused?.reason ?? null, loaded: true });
+        await this.mail.holdLane(orgId, Lane.BULK, paused !== undefined);
       })().finally(() => {
         this.rebuilding.delete(orgId);
         this.unchecked.delete(orgId);

@@ -19,19 +19,54 @@ const refuses = (port: number) =>
     s.once("error", () => done(true));
   });
 
-test("cmd/dev starts limiterd, the API and the SMTP front, creates the demo organization once, and Ctrl-C stops all", async () => {
-  const [limiterPort, apiPort, smtpPort] = [await freePort(), await freePort(), await freePort()];
+/** An SMTP dialogue: the greeting, then each command's reply (the last line of each). */
+function dialogue(port: number, commands: string[]): Promise<string[]> {
+  return new Promise((done, fail) => {
+    const replies: string[] = [];
+    let buffered = "";
+    const s = connect({ host: "127.0.0.1", port });
+    s.setTimeout(5_000, () => {
+      s.destroy();
+      fail(new Error(`no reply after ${replies.join(" / ")}`));
+    });
+    s.on("error", fail);
+    s.on("data", (chunk: Buffer) => {
+      buffered += chunk.toString();
+      for (let end = buffered.indexOf("\r\n"); end >= 0; end = buffered.indexOf("\r\n")) {
+        const line = buffered.slice(0, end);
+        buffered = buffered.slice(end + 2);
+        if (line[3] === "-") continue; // a line of a multi-line reply
+        replies.push(line);
+        const next = commands[replies.length - 1];
+        if (next === undefined) {
+          s.end();
+          done(replies);
+        } else s.write(`${next}\r\n`);
+      }
+    });
+  });
+}
+
+test("cmd/dev starts limiterd, the API, the SMTP front and the inbound MX, creates the demo organization once, and Ctrl-C stops all", async () => {
+  const [limiterPort, apiPort, smtpPort, inboundPort] = [
+    await freePort(),
+    await freePort(),
+    await freePort(),
+    await freePort(),
+  ];
   const metrics = {
     LIMITER_METRICS_PORT: await freePort(),
     API_METRICS_PORT: await freePort(),
     SMTP_METRICS_PORT: await freePort(),
     WORKER_METRICS_PORT: await freePort(),
+    INBOUND_METRICS_PORT: await freePort(),
   };
   const env = {
     DATA_DIR: tempDir(),
     LIMITER_PORT: String(limiterPort),
     API_PORT: String(apiPort),
     SMTP_PORT: String(smtpPort),
+    INBOUND_PORT: String(inboundPort),
     ...Object.fromEntries(Object.entries(metrics).map(([k, v]) => [k, String(v)])),
   };
   const dev = runBun("cmd/dev/index.ts", [], env);
@@ -62,6 +97,13 @@ test("cmd/dev starts limiterd, the API and the SMTP front, creates the demo orga
     expect(dev.stderr()).toMatch(/^limiterd +\| .*INFO: limiterd listening/m);
     expect(dev.stderr()).toMatch(/^api +\| .*INFO: api listening/m);
     expect(dev.stderr()).toMatch(/^smtp +\| .*INFO: smtp listening/m);
+    expect(dev.stderr()).toMatch(/^inbound +\| .*INFO: inbound listening/m);
+    // The inbound MX answers SMTP where the banner says: it takes mail for the return paths
+    // only, and refuses any other recipient at RCPT.
+    expect(dev.stdout()).toContain(`inbound MX     127.0.0.1:${inboundPort} (bounces to the return paths`);
+    const replies = await dialogue(inboundPort, ["EHLO test", "MAIL FROM:<>", "RCPT TO:<someone@example.com>", "QUIT"]);
+    expect(replies.map((r) => r.slice(0, 3))).toEqual(["220", "250", "250", "550", "221"]);
+    expect(replies[3]).toStartWith("550 5.1.1");
     // Every process serves its metrics, and the banner says where.
     for (const port of Object.values(metrics)) {
       await waitFor(`metrics on ${port}`, async () => (await fetch(`http://127.0.0.1:${port}/metrics`)).ok);
@@ -117,6 +159,7 @@ test("cmd/dev starts limiterd, the API and the SMTP front, creates the demo orga
     // The children are gone: their ports refuse connections.
     await expect(fetch(`http://127.0.0.1:${apiPort}/healthz`)).rejects.toThrow();
     expect(await refuses(smtpPort)).toBe(true);
+    expect(await refuses(inboundPort)).toBe(true);
 
     // A second start keeps the data and does not create the organization again.
     const again = runBun("cmd/dev/index.ts", [], env);

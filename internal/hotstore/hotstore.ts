@@ -393,6 +393,15 @@ export interface MailStore {
    * state, rebuilt from the records (a write-through without it changes what is there).
    */
   projectSending(orgId: string, change: SendingChange, nowMs: number): Promise<void>;
+  /**
+   * Holds the organization's messages waiting in the lane (held: its bulk sends are paused) or
+   * lets them go again: a held organization is skipped where the lane's slots are given, its
+   * messages stay queued (not released, not failed), and the slots go to the others; let go, it
+   * is served in turn again at once. Kept in the hot store, without expiry.
+   */
+  holdLane(orgId: string, lane: Lane, held: boolean): Promise<void>;
+  /** The organizations held in the lane. */
+  laneHolds(lane: Lane): Promise<string[]>;
 }
 
 /** How long an organization's sending state rebuilt from the records is used before it is rebuilt again. */

@@ -179,6 +179,37 @@ for (const [name, open] of hotStores(servers)) {
       ]);
     });
 
+    test("an organization held in the bulk lane: its queued messages wait, the others take every slot at the exact pace; let go, it goes on", async () => {
+      const other = `${org}_x`;
+      await project(other);
+      const bulk = (orgId: string) => send({ orgId, lane: Lane.BULK, checkCooldown: false, countGuards: false });
+      for (let i = 0; i < 3; i++) await bulk(org);
+      for (let i = 0; i < 4; i++) await bulk(other);
+      await send({ countGuards: false, mailbox: "t@example.com" });
+      await store.mail.holdLane(org, Lane.BULK, true);
+      await store.mail.holdLane(org, Lane.BULK, true);
+      await bulk(org); // queued while held: held too
+      expect(await store.mail.laneHolds(Lane.BULK)).toEqual([org]);
+      expect(await store.mail.laneHolds(Lane.TRANSACTIONAL)).toEqual([]);
+      const t0 = clock.nowMs();
+      const first = await releaseAhead(Lane.BULK);
+      // The other organization's 4, one slot after another, none left empty for the held one.
+      expect(first.released.map((r) => [r.orgId, r.slotMs])).toEqual([0, 25, 50, 75].map((d) => [other, t0 + d]));
+      expect(first.nextSlotMs).toBeNull();
+      // Its transactional mail is not held; its bulk messages are still queued, not failed.
+      expect((await releaseAhead(Lane.TRANSACTIONAL, 10, 50)).released.map((r) => r.orgId)).toEqual([org]);
+      const counts = await store.mail.laneCounts(clock.nowMs());
+      expect(counts.find((c) => c.lane === Lane.BULK)).toMatchObject({ depth: 4, ready: 4 });
+      // Let go: its messages take the run's next slots (the slots not used stay counted, no burst).
+      clock.advance(10);
+      await store.mail.holdLane(org, Lane.BULK, false);
+      expect(await store.mail.laneHolds(Lane.BULK)).toEqual([]);
+      const after = await releaseAhead(Lane.BULK);
+      expect(after.released.map((r) => [r.orgId, r.slotMs])).toEqual([100, 125, 150, 175].map((d) => [org, t0 + d]));
+      const leased = await store.mail.lease(100, clock.nowMs(), 30_000);
+      expect(leased.filter((l) => l.orgId === org && l.lane === Lane.BULK)).toHaveLength(4);
+    });
+
     test("slots: a rate that does not divide 1000 still gives exactly that many in every 1000 ms of a run", async () => {
       for (let i = 0; i < 90; i++) await send({ lane: Lane.BULK, checkCooldown: false, countGuards: false });
       const t0 = clock.nowMs();

@@ -80,6 +80,42 @@ for (const [name, fresh] of databases) {
       await r.close();
     });
 
+    test("what comes back after delivery: last in the history, a delivered message bounced; never on one under way; an older copy written again changes nothing", async () => {
+      const { r, org } = await recordsWithTwoOrgs(fresh, "after", T0);
+      const queued = message(org, 1);
+      const sent = message(org, 2);
+      const delivered: MessageHistory = {
+        ...sent,
+        status: MessageStatus.DELIVERED,
+        version: 2,
+        events: [...sent.events, { status: MessageStatus.DELIVERED, atMs: T0 + 10_000, detail: "250 ok" }],
+      };
+      await r.history.write([queued, delivered]);
+      const at = T0 + 60_000;
+      expect(await r.history.addAfterDelivery(queued.id, at, "hard bounce 5.1.1: x", MessageStatus.BOUNCED)).toBe(
+        false,
+      );
+      expect(await r.history.addAfterDelivery(`msg_${"f".repeat(24)}`, at, "x", MessageStatus.BOUNCED)).toBe(false);
+      expect((await r.history.get(org, queued.id))!.events).toHaveLength(1);
+      expect(await r.history.addAfterDelivery(sent.id, at, "hard bounce 5.1.1: x", MessageStatus.BOUNCED)).toBe(true);
+      expect(await r.history.addAfterDelivery(sent.id, at + 1, "complaint (abuse) from a feedback loop")).toBe(true);
+      // A second bounce does not change a message that is no longer delivered.
+      expect(await r.history.addAfterDelivery(sent.id, at + 2, "soft bounce 5.2.2: y", MessageStatus.FAILED)).toBe(
+        true,
+      );
+      // The hot store's copy of the delivered message, written again: older, it changes nothing.
+      await r.history.write([delivered]);
+      const m = (await r.history.get(org, sent.id))!;
+      expect([m.status, m.updatedMs]).toEqual([MessageStatus.BOUNCED, at]);
+      expect(m.events.slice(1)).toEqual([
+        { status: MessageStatus.DELIVERED, atMs: T0 + 10_000, detail: "250 ok" },
+        { status: MessageStatus.BOUNCED, atMs: at, detail: "hard bounce 5.1.1: x" },
+        { status: MessageStatus.BOUNCED, atMs: at + 1, detail: "complaint (abuse) from a feedback loop" },
+        { status: MessageStatus.BOUNCED, atMs: at + 2, detail: "soft bounce 5.2.2: y" },
+      ]);
+      await r.close();
+    });
+
     test("the hourly counts add every new event once, and the refusals given to them", async () => {
       const { r, org, other } = await recordsWithTwoOrgs(fresh, "stats", T0);
       const a = message(org, 1);

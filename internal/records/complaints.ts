@@ -50,6 +50,12 @@ export class ComplaintRecords {
     return gone.length > 0;
   }
 
+  /** Every organization whose bulk sends are paused. */
+  async allPaused(): Promise<string[]> {
+    const rows = await this.db.run((sql) => sql`SELECT org_id FROM bulk_pauses ORDER BY org_id`);
+    return rows.map((r: { org_id: string }) => r.org_id);
+  }
+
   async paused(orgId: string): Promise<BulkPause | undefined> {
     const [r] = await this.db.run((sql) => sql`SELECT paused_ms, reason FROM bulk_pauses WHERE org_id = ${orgId}`);
     return r ? { pausedMs: num(r.paused_ms), reason: r.reason as string } : undefined;

@@ -198,6 +198,28 @@ export class HistoryRecords {
       : undefined;
   }
 
+  /**
+   * What came back about a message after its delivery (a bounce by DSN, a complaint), added to
+   * its history: an event after the others, with the status it makes of a delivered message (a
+   * DSN after a 250: bounced or failed) or, without one, the message's status as it is. Only on a
+   * message the records hold as final: one still under way is the hot store's, whose writes would
+   * overwrite the change; false then, and nothing is written.
+   */
+  async addAfterDelivery(id: string, atMs: number, detail: string, status?: MessageStatus): Promise<boolean> {
+    return this.db.tx(async (sql) => {
+      const [m] = await sql`SELECT status FROM messages WHERE id = ${id}`;
+      const was = m ? (num(m.status) as MessageStatus) : undefined;
+      if (was === undefined || !FINAL_STATUSES.has(was)) return false;
+      const becomes = status !== undefined && was === MessageStatus.DELIVERED ? status : was;
+      const [last] = await sql`SELECT COALESCE(MAX(seq) + 1, 0) AS seq FROM message_events WHERE message_id = ${id}`;
+      await sql`INSERT INTO message_events ${sql({ message_id: id, seq: num(last.seq), status: becomes, at_ms: atMs, detail })}`;
+      // The version grows: a copy the hot store still has of the delivered message never overwrites the change.
+      if (becomes !== was)
+        await sql`UPDATE messages SET status = ${becomes}, updated_ms = ${atMs}, version = version + 1 WHERE id = ${id}`;
+      return true;
+    });
+  }
+
   /** The messages not yet final with ids after afterId, in id order, at most limit: the reconciliation's walk. */
   async unfinishedAfter(afterId: string, limit: number): Promise<{ orgId: string; id: string }[]> {
     return this.db.run(async (sql) => {

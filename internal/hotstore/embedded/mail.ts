@@ -156,7 +156,8 @@ export class EmbeddedMail implements MailStore {
   async release(lane: Lane, nowMs: number, plan: SlotPlan): Promise<ReleaseBatch> {
     const batch = this.db.transaction((): ReleaseBatch => {
       const nextOrg =
-        "SELECT org_id FROM messages WHERE lane = ? AND state = 'waiting' AND org_id > ? ORDER BY org_id LIMIT 1";
+        // Organizations held in the lane are skipped: their messages wait, the slots go to the others.
+        "SELECT org_id FROM messages WHERE lane = ?1 AND state = 'waiting' AND org_id > ?2 AND org_id NOT IN (SELECT org_id FROM lane_holds WHERE lane = ?1) ORDER BY org_id LIMIT 1";
       const saved = this.db.query("SELECT start, k, rate FROM lane_slots WHERE lane = ?").get(lane) as SlotRun | null;
       let run = nextSlot(saved, nowMs, plan);
       const released: Released[] = [];
@@ -350,6 +351,17 @@ export class EmbeddedMail implements MailStore {
       else s.suppressed.set(mailbox, reason);
     }
     if (change.bulkPaused !== undefined) s.bulkPaused = change.bulkPaused ?? undefined;
+  }
+
+  async holdLane(orgId: string, lane: Lane, held: boolean): Promise<void> {
+    if (held) this.db.query("INSERT OR IGNORE INTO lane_holds (lane, org_id) VALUES (?, ?)").run(lane, orgId);
+    else if (this.db.query("DELETE FROM lane_holds WHERE lane = ? AND org_id = ?").run(lane, orgId).changes > 0)
+      this.signals.signal({ kind: "waiting", lane });
+  }
+
+  async laneHolds(lane: Lane): Promise<string[]> {
+    const rows = this.db.query("SELECT org_id FROM lane_holds WHERE lane = ? ORDER BY org_id").all(lane);
+    return (rows as { org_id: string }[]).map((r) => r.org_id);
   }
 
   async coolDown(mailbox: string, nowMs: number, cooldownMs: number): Promise<number> {

@@ -68,6 +68,7 @@ export class EmbeddedMessages {
       CREATE TABLE IF NOT EXISTS idempotency (org_id TEXT NOT NULL, key TEXT NOT NULL, body_hash TEXT NOT NULL, message_id TEXT NOT NULL,
         expires_ms INTEGER NOT NULL, PRIMARY KEY (org_id, key));
       CREATE TABLE IF NOT EXISTS lane_slots (lane INTEGER PRIMARY KEY, start INTEGER NOT NULL, k INTEGER NOT NULL, rate INTEGER NOT NULL);
+      CREATE TABLE IF NOT EXISTS lane_holds (lane INTEGER NOT NULL, org_id TEXT NOT NULL, PRIMARY KEY (lane, org_id));
     `);
     // Columns added after the first release of this file: the message's tags, whether the
     // records have its payload, and the slot its lane released it for.

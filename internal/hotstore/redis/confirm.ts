@@ -35,7 +35,8 @@ export type WriteScript =
   | "settle"
   | "putback"
   | "drop"
-  | "cool";
+  | "cool"
+  | "hold_lane";
 
 type Outcome = { value: unknown } | { error: unknown };
 

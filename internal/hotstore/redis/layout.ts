@@ -47,6 +47,7 @@ export const keys = {
   deferred: (lane: number) => key("deferred", lane),
   lease: (name: string) => key("lease", name),
   outbox: () => key("outbox"),
+  laneHolds: (lane: number) => key("laneHolds", lane),
   signals: () => key("signals"),
   keptAck: (orgId: string, id: string) => key("keptAck", orgId, id),
   held: (orgId: string) => key("held", orgId),

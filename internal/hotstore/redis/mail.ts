@@ -165,6 +165,7 @@ export class RedisMail implements MailStore {
       keys.ready(lane),
       keys.depth(lane),
       keys.slots(lane),
+      keys.laneHolds(lane),
       nowMs,
       lane,
       plan.ratePerSecond,
@@ -306,6 +307,21 @@ export class RedisMail implements MailStore {
     // The whole state goes after SENDING_STATE_TTL_MS: the next send rebuilds it.
     if (change.loaded) multi.pexpire(key, SENDING_STATE_TTL_MS);
     await multi.exec();
+  }
+
+  async holdLane(orgId: string, lane: Lane, held: boolean): Promise<void> {
+    await this.writes.run("hold_lane", [
+      keys.laneHolds(lane),
+      keys.roster(lane),
+      keys.orgQueue(orgId, lane),
+      orgId,
+      lane,
+      held ? 1 : 0,
+    ]);
+  }
+
+  async laneHolds(lane: Lane): Promise<string[]> {
+    return (await this.redis.smembers(keys.laneHolds(lane))).sort();
   }
 
   async coolDown(mailbox: string, nowMs: number, cooldownMs: number): Promise<number> {

@@ -33,6 +33,7 @@ K.held = 'mc:{mail}:held:%s'              -- (org): n (its messages here, not ye
 K.refusals = 'mc:org:{%s}:429:%s'         -- (org, minute number): refused requests: quota, ip, recipient
 K.sending = 'mc:org:{%s}:sending'         -- (org): its suppression list (mailbox -> reason), '~bulk' (why its bulk sends are paused), '~loaded' (rebuilt from the records)
 K.released = 'mc:{mail}:rel:%s:%s'        -- (org, second number): messages released, a count per lane
+K.laneHolds = 'mc:{mail}:holds:%s'       -- (lane): set of organizations held in the lane (bulk paused): skipped by release
 K.signals = 'mc:{mail}:signals'           -- pub/sub channel: 'w<lane>' a lane got a message waiting, 'r' one was released
 
 -- Wakes the daemons' idle lane schedulers: a lane that was empty has a message waiting.

@@ -10,7 +10,11 @@
 -- a run starts again now when its next slot has passed or lies further ahead than a call's
 -- reach (the wall clock stepped back); a rate that changed continues from the last slot.
 --
--- KEYS[1] the lane's roster  KEYS[2] the lane's ready list  KEYS[3] lane depth  KEYS[4] the lane's slots
+-- An organization held in the lane (its bulk sends paused, hold_lane.lua) leaves the roster when
+-- it comes to the head, and gives nothing: its queue stays as it is, and the slot goes to the
+-- next organization (a slot is given only with a message, so none is lost or saved up).
+--
+-- KEYS[1] the lane's roster  KEYS[2] the lane's ready list  KEYS[3] lane depth  KEYS[4] the lane's slots  KEYS[5] the lane's held organizations
 -- ARGV[1] now  ARGV[2] lane  ARGV[3] rate  ARGV[4] the latest slot to give  ARGV[5] the most to release
 -- Reply: {{{org, message id, slot}, ...}, the next slot or -1 when the lane is empty}
 -- The organization's queue and message keys are derived here from the prelude's layout.
@@ -45,8 +49,8 @@ while true do
   if not org then return {out, -1} end
   local queue = key('orgQueue', ARGV[2], org)
   local id = redis.call('LINDEX', queue, 0)
-  if not id then
-    redis.call('LPOP', KEYS[1]) -- an organization with nothing left: off the roster
+  if not id or redis.call('SISMEMBER', KEYS[5], org) == 1 then
+    redis.call('LPOP', KEYS[1]) -- an organization with nothing left, or held: off the roster
   else
     local slot = slotAt(k)
     if #out >= max or slot > untilMs then return {out, slot} end
