@@ -130,12 +130,33 @@ function failedRecipient(req: ApplyReportRequest, toMailbox: string): ReportedRe
 }
 
 /**
- * What came back, in the message's history (with the status it makes of a delivered message);
- * said in the log when the records do not hold the message as final yet (still under way).
+ * How long a report waits, in the background, for the records to hold its message as final: a
+ * DSN can come back within a second of the 250, before the records writer has copied the
+ * delivery (it is a second or two behind when healthy).
+ */
+const LATE_HISTORY_WAIT_MS = 30_000;
+const LATE_HISTORY_EVERY_MS = 500;
+
+/**
+ * What came back, in the message's history (with the status it makes of a delivered message).
+ * When the records do not hold the message as final yet, tried again in the background (the
+ * report's other effects and its reply do not wait), and said in the log if it never is.
  */
 async function inHistory(deps: FeedbackDeps, id: string, atMs: number, detail: string, status?: MessageStatus) {
-  if (await deps.records.history.addAfterDelivery(id, atMs, detail, status)) return;
-  deps.log.warn("a report about a message not final in the records is not in its history", { message: id, detail });
+  const add = () => deps.records.history.addAfterDelivery(id, atMs, detail, status);
+  if (await add()) return;
+  const deadline = Date.now() + LATE_HISTORY_WAIT_MS;
+  const retry = async () => {
+    const added = await add().catch((err: Error) => {
+      deps.log.warn("a report's history entry not written yet", { message: id, error: err.message });
+      return false;
+    });
+    if (added) return;
+    if (Date.now() < deadline) setTimeout(retry, LATE_HISTORY_EVERY_MS);
+    else
+      deps.log.warn("a report about a message not final in the records is not in its history", { message: id, detail });
+  };
+  setTimeout(retry, LATE_HISTORY_EVERY_MS);
 }
 
 type Applied = MessageInitShape<typeof ApplyReportResponseSchema>;
