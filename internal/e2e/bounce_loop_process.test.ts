@@ -162,13 +162,13 @@ test("a message Postfix takes and then bounces: its DSN comes back to our inboun
     `DSNs from Postfix tied to their message: ${tied.length} of ${ids.length}; from a DSN's arrival (end of DATA at the inbound MX) to its cooldown and suppression in effect (limiterd's answer): min ${ms[0]} ms, max ${ms.at(-1)} ms; from the first send to the last DSN answered: ${Math.round(loopMs)} ms`,
   );
   expect(tied).toEqual(ids);
-  // The DSN was Postfix's own, sent after it had taken the message with a 250.
-  expect(postfix.log()).toMatch(/status=bounced \(unknown user: "ghost1"\)/);
-  expect(postfix.log()).toMatch(
-    new RegExp(
-      `to=<${ids[0]}-[a-z2-7]{16}@bounces\\.loop\\.example>.*status=sent \\(250 2\\.0\\.0 Applied to ${ids[0]}`,
-    ),
+  // The DSN was Postfix's own, written after it had taken the message with a 250, and sent to
+  // the return path (its log says so once it has the inbound MX's reply).
+  const dsnSent = new RegExp(
+    `to=<${ids[0]}-[a-z2-7]{16}@bounces\\.loop\\.example>.*status=sent \\(250 2\\.0\\.0 Applied to ${ids[0]}`,
   );
+  await waitFor("Postfix's log of the DSN it sent", async () => dsnSent.test(postfix.log()), 30_000);
+  expect(postfix.log()).toMatch(/status=bounced \(unknown user: "ghost1"\)/);
 
   const [id, to] = [ids[0]!, GHOSTS[0]!];
   const message = (await api("GET", `/api/v1/emails/${id}`)).body;
@@ -186,8 +186,11 @@ test("a message Postfix takes and then bounces: its DSN comes back to our inboun
   // another organization's transactional send too.
   const again = await send(to);
   expect([again.status, again.body.code]).toEqual([422, "RECIPIENT_SUPPRESSED"]);
+  expect(again.body.message).toContain("hard_bounce");
   const theirs = await send(to, { from: "app@other.example" }, other);
-  expect(theirs.status).toBe(429);
+  // The bounce cooldown (BOUNCE_COOLDOWN_S, an hour), not a per-second limit.
+  expect([theirs.status, theirs.body.code]).toEqual([429, "RECIPIENT_RATE_LIMITED"]);
+  expect(Number(theirs.headers.get("retry-after"))).toBeGreaterThan(600);
   expect((await api("GET", "/api/v1/suppressions", undefined, other)).body.data).toEqual([]);
 
   // email.bounced at the organization's webhook, one per DSN, with the bounce's classification.
