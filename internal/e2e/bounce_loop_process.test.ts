@@ -171,9 +171,22 @@ test("a message Postfix takes and then bounces: its DSN comes back to our inboun
   expect(postfix.log()).toMatch(/status=bounced \(unknown user: "ghost1"\)/);
 
   const [id, to] = [ids[0]!, GHOSTS[0]!];
-  const message = (await api("GET", `/api/v1/emails/${id}`)).body;
-  // Delivered to Postfix (250 to the dot); the DSN that came after leaves that status as it is.
-  expect(message.status).toBe("delivered");
+  // Delivered to Postfix (250 to the dot); the DSN that came after makes it a bounce, last in its
+  // history. It came within a second of the delivery, before the records held the message as
+  // final: its entry is written once they do, and shown once the hot store's copy has settled.
+  let message: Json = {};
+  await waitFor(
+    "the bounce in the message's history",
+    async () => {
+      message = (await api("GET", `/api/v1/emails/${id}`)).body;
+      return message.status === "bounced";
+    },
+    30_000,
+  ).catch((err) => {
+    throw new Error(`${err.message}; the message: ${JSON.stringify(message)}`);
+  });
+  expect(message.events.map((e: Json) => e.status).slice(-2)).toEqual(["delivered", "bounced"]);
+  expect(message.events.at(-1).detail).toStartWith("hard bounce 5.1.1");
   expect(message.deliveryAttempts.at(-1)).toMatchObject({ address: POSTFIX_ADDRESS, stage: "data" });
 
   // On the organization's suppression list, tied to the message, with the DSN's status.
