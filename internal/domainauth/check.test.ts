@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { generateKeyPairSync } from "node:crypto";
 import { dkimRecordValue, publicKeyOf, splitTxtValue } from "../dkim/keys";
 import { dnsResolver, type Resolve } from "../dnsquery/resolver";
-import { type Dnsmasq, type DnsRecord, startDnsmasq } from "../testkit/dnsmasq";
+import { type Dnsmasq, type DnsRecord, startDnsmasq, tableOf } from "../testkit/dnsmasq";
 import { domainStatus, whatChanged } from "./changes";
 import { checkDomain } from "./check";
 import { type DomainRecord, type Platform, recordsToPublish, type SendingDomain } from "./records";
@@ -27,13 +27,7 @@ function domain(
 
 /** The table of a domain that published every record as shown, the DKIM value split in 255-byte strings. */
 function published(d: SendingDomain): DnsRecord[] {
-  return recordsToPublish(d, PLATFORM).map((r): DnsRecord => {
-    if (r.type === "MX") {
-      const [preference, exchange] = r.value.split(" ");
-      return { type: "MX", name: r.name, preference: Number(preference), exchange: exchange! };
-    }
-    return { type: "TXT", name: r.name, strings: splitTxtValue(r.value) };
-  });
+  return tableOf(recordsToPublish(d, PLATFORM));
 }
 
 const without = (table: DnsRecord[], name: string) => table.filter((r) => r.name !== name);

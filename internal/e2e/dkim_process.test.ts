@@ -9,11 +9,10 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { splitTxtValue } from "../dkim/keys";
 import { MASTER_KEY_FILE, readMasterKeyFile } from "../dkim/seal";
 import { parseReturnPath } from "../returnpath/returnpath";
 import { dkimpy } from "../testkit/dkimverifiers";
-import { type DnsRecord, type Dnsmasq, startDnsmasq } from "../testkit/dnsmasq";
+import { type DnsRecord, type Dnsmasq, type ShownRecord, startDnsmasq, tableOf } from "../testkit/dnsmasq";
 import { viaNodemailer } from "../testkit/smtpclients";
 import { startReceiver } from "../testkit/receiver";
 import { freePort, runToEnd, type SmtpProc, type Stack, startSmtp, startStack, waitFor } from "../testkit/testkit";
@@ -65,16 +64,10 @@ function returnPathOf(message: Buffer): string {
 
 /** The DNS table that publishes the records the API shows (each TXT value as DNS carries it), and more. */
 function published(domain: Json, extra: DnsRecord[] = []): DnsRecord[] {
-  const table: DnsRecord[] = domain.records
-    .filter((r: Json) => r.purpose !== "dkim" || !String(r.reason ?? "").startsWith("retired"))
-    .map((r: Json): DnsRecord => {
-      if (r.type === "MX") {
-        const [preference, exchange] = r.value.split(" ");
-        return { type: "MX", name: r.name, preference: Number(preference), exchange };
-      }
-      return { type: "TXT", name: r.name, strings: splitTxtValue(r.value) };
-    });
-  return [...table, ...extra];
+  const shown = domain.records.filter(
+    (r: Json) => r.purpose !== "dkim" || !String(r.reason ?? "").startsWith("retired"),
+  ) as ShownRecord[];
+  return [...tableOf(shown), ...extra];
 }
 
 async function theDomain(): Promise<Json> {
@@ -281,9 +274,7 @@ test("keys are made with an organization the operator creates; a batch's (import
   const message = await eml(sent.body.id);
   const keys = await dkimOf();
   expect(keys).toHaveLength(2);
-  await dns.setRecords(
-    keys.map((r: Json): DnsRecord => ({ type: "TXT", name: r.name, strings: splitTxtValue(r.value) })),
-  );
+  await dns.setRecords(tableOf(keys));
   expect((await verify([message]))[0]!.map((sig) => sig[2])).toEqual(["pass", "pass"]);
 }, 60_000);
 

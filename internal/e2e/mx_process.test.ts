@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { createServer as createHttpsServer, type Server as HttpsServer } from "node:https";
 import { join } from "node:path";
-import { type Dnsmasq, type DnsRecord, startDnsmasq } from "../testkit/dnsmasq";
+import { type Dnsmasq, type DnsRecord, oneMx, startDnsmasq } from "../testkit/dnsmasq";
 import {
   acceptAll,
   type MxReceiver,
@@ -51,11 +51,6 @@ const MX = (name: string, preference: number, exchange: string): DnsRecord => ({
   preference,
   exchange,
 });
-/** A domain whose one MX host is at address. */
-const oneMx = (domain: string, address: string): DnsRecord[] => [
-  MX(domain, 10, `mx.${domain}`),
-  A(`mx.${domain}`, address),
-];
 
 /** When the greylisting receiver first saw each recipient. */
 const greySeen = new Map<string, number>();

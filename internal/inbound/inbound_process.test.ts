@@ -17,7 +17,15 @@ import { readMasterKeyFile } from "../dkim/seal";
 import { returnPathFor } from "../returnpath/returnpath";
 import { type Postfix, startPostfix } from "../testkit/postfix";
 import { type SmtpSink, startSmtpSink } from "../testkit/smtpsink";
-import { freePort, getJson, type Proc, runBun, type Stack, sendEmail, startStack, waitFor } from "../testkit/testkit";
+import {
+  getJson,
+  type InboundProc,
+  type Stack,
+  sendEmail,
+  startInbound,
+  startStack,
+  waitFor,
+} from "../testkit/testkit";
 
 const FBL = "fbl@feedback.test";
 const INBOUND_HOST = "127.0.0.3";
@@ -48,9 +56,7 @@ const CASES: [string, "hard" | "soft" | "policy"][] = [
 let stack: Stack;
 let postfix: Postfix;
 let remote: SmtpSink;
-let inbound: Proc;
-let inboundPort: number;
-let metricsPort: number;
+let inbound: InboundProc;
 let key: Buffer;
 let acme: string;
 let beta: string;
@@ -65,26 +71,18 @@ beforeAll(async () => {
     atRcpt: (rcpt) => AT_RCPT[localPart(rcpt)],
     atData: (rcptTo) => AT_DATA[localPart(rcptTo[0]!)],
   });
-  [inboundPort, metricsPort] = [await freePort(), await freePort()];
-  inbound = runBun("cmd/inbound/index.ts", [], {
-    ...stack.env,
-    INBOUND_HOST,
-    INBOUND_PORT: String(inboundPort),
-    INBOUND_METRICS_PORT: String(metricsPort),
-    FBL_ADDRESS: FBL,
-  });
-  await waitFor("inbound listening", async () => inbound.stderr().includes('"msg":"listening"'), 15_000);
+  inbound = await startInbound(stack, INBOUND_HOST, { FBL_ADDRESS: FBL });
   postfix = await startPostfix({
     routes: {
       "remote.test": { host: remote.host, port: remote.port },
-      "bounces.acme.example": { host: INBOUND_HOST, port: inboundPort },
+      "bounces.acme.example": { host: INBOUND_HOST, port: inbound.port },
     },
   });
 }, 90_000);
 
 afterAll(async () => {
   await postfix?.stop();
-  await inbound?.stop();
+  await inbound?.proc.stop();
   await remote?.stop();
   await stack?.stop();
 });
@@ -108,13 +106,6 @@ async function accepted(to: string, lane = "transactional"): Promise<string> {
   return id;
 }
 
-const reportLines = () =>
-  inbound
-    .stderr()
-    .split("\n")
-    .filter((l) => l.includes('"msg":"report"'))
-    .map((l) => JSON.parse(l) as { rcpt: string; reply: string; said: string; ms: number });
-
 const api = async (token: string, method: string, path: string, body?: unknown) => {
   const res = await fetch(`${stack.apiUrls[0]}${path}`, {
     method,
@@ -126,7 +117,7 @@ const api = async (token: string, method: string, path: string, body?: unknown) 
 
 /** One message straight to the inbound MX; the reply to RCPT or DATA. */
 async function toInbound(rcpt: string, raw: string, from = ""): Promise<string> {
-  const transport = createTransport({ host: INBOUND_HOST, port: inboundPort, secure: false, ignoreTLS: true });
+  const transport = createTransport({ host: INBOUND_HOST, port: inbound.port, secure: false, ignoreTLS: true });
   try {
     const info = await transport.sendMail({ envelope: { from, to: [rcpt] }, raw });
     return info.response;
@@ -167,12 +158,12 @@ test("DSNs from a real Postfix: each tied to its message by its return path; har
   transport.close();
   await waitFor(
     `${CASES.length} reports at the inbound MX`,
-    async () => reportLines().length >= CASES.length,
+    async () => inbound.reports().length >= CASES.length,
     60_000,
   ).catch((err) => {
-    throw new Error(`${err.message}; got ${reportLines().length}\n${inbound.stderr()}\n${postfix.log()}`);
+    throw new Error(`${err.message}; got ${inbound.reports().length}\n${inbound.proc.stderr()}\n${postfix.log()}`);
   });
-  const lines = reportLines();
+  const lines = inbound.reports();
   const tied = lines.filter((l) => l.reply === "250 2.0.0" && ids.some((id) => l.said === `Applied to ${id}`));
   const ms = lines.map((l) => l.ms).sort((a, b) => a - b);
   console.log(
@@ -267,7 +258,7 @@ test("forged or altered return paths are refused at RCPT; an unreadable report a
   expect(
     ((await api(acme, "GET", "/api/v1/suppressions?reason=hard_bounce&limit=100")).body.data as unknown[]).length,
   ).toBe(CASES.filter(([, t]) => t === "hard").length);
-  const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  const metrics = await (await fetch(`http://127.0.0.1:${inbound.metricsPort}/metrics`)).text();
   expect(metrics).toMatch(/mailcore_inbound_recipients_refused_total\{reason="forged"[^}]*\} [1-9]/);
   expect(metrics).toMatch(/mailcore_inbound_recipients_refused_total\{reason="not-ours"[^}]*\} [1-9]/);
   expect(metrics).toMatch(/mailcore_inbound_reports_total\{kind="none",outcome="malformed"[^}]*\} [1-9]/);

@@ -11,6 +11,7 @@ import { createSocket, type Socket } from "node:dgram";
 import { existsSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { join } from "node:path";
+import { splitTxtValue } from "../dkim/keys";
 import { tempDir } from "./testkit";
 
 /** One DNS record of the table; several records may share a name (and a type). */
@@ -27,6 +28,32 @@ export type DnsRecord =
   | { type: "timeout"; name: string }
   /** Every question about this name or a name under it is answered SERVFAIL. */
   | { type: "servfail"; name: string };
+
+/** A record as a sending domain shows it (the API's JSON, domainauth's list): its type, where, and what. */
+export interface ShownRecord {
+  type: string;
+  name: string;
+  value: string;
+}
+
+/** The table that publishes records as shown: an MX as its preference and host, a TXT value in the 255-byte strings DNS carries. */
+export function tableOf(records: ShownRecord[]): DnsRecord[] {
+  return records.map((r): DnsRecord => {
+    if (r.type === "MX") {
+      const [preference, exchange] = r.value.split(" ");
+      return { type: "MX", name: r.name, preference: Number(preference), exchange: exchange! };
+    }
+    return { type: "TXT", name: r.name, strings: splitTxtValue(r.value) };
+  });
+}
+
+/** A domain whose one MX host, mx.<domain>, is at address. */
+export function oneMx(domain: string, address: string): DnsRecord[] {
+  return [
+    { type: "MX", name: domain, preference: 10, exchange: `mx.${domain}` },
+    { type: "A", name: `mx.${domain}`, address },
+  ];
+}
 
 export interface Dnsmasq {
   /** host:port, as DNS_SERVER takes it. */

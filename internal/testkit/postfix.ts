@@ -1,6 +1,7 @@
 // A private Postfix instance for tests: Debian's postfix, run as `postfix -c <dir>` from a
 // directory of the test's own (main.cf, master.cf, the queue, the data directory, the log),
-// listening on 127.0.0.1 and a free port. Every setting is in that main.cf, and every path
+// listening on 127.0.0.1 and a free port (or the address and port a test gives: the MX port a
+// worker delivers to). Every setting is in that main.cf, and every path
 // Postfix writes to is under dir; of /etc/postfix it reads only the package's own files
 // (meta_directory: postfix-files, dynamicmaps.cf), and the system's queue is never used.
 //
@@ -21,6 +22,10 @@ import { freePort, tempDir, waitFor } from "./testkit";
 export interface PostfixOptions {
   /** Domains relayed over SMTP (transport_maps), each to a receiver's host (an IP) and port. */
   routes: Record<string, { host: string; port: number }>;
+  /** Where its SMTP server listens (a loopback address); 127.0.0.1 by default. */
+  host?: string;
+  /** Its SMTP server's port; a free one by default. */
+  port?: number;
 }
 
 /** The domain Postfix delivers locally, where no user exists. */
@@ -146,8 +151,8 @@ function alive(pid: number | undefined): boolean {
 }
 
 export async function startPostfix(opts: PostfixOptions): Promise<Postfix> {
-  const host = "127.0.0.1";
-  const port = await freePort();
+  const host = opts.host ?? "127.0.0.1";
+  const port = opts.port ?? (await freePort());
   const dir = tempDir("mailcore-postfix-");
   // Postfix's daemons drop to the postfix user, which must reach the queue inside dir.
   chmodSync(dir, 0o755);

@@ -596,3 +596,43 @@ export async function startSmtp(stack: Stack, env: Record<string, string> = {}):
   await waitFor(`smtp on ${port}`, async () => proc.stderr().includes('"msg":"listening"'), 15_000);
   return { port, proc };
 }
+
+/** What the inbound MX logs of each report it answered. */
+export interface InboundReport {
+  rcpt: string;
+  /** Its reply's code and enhanced code ("250 2.0.0"), and the text after them. */
+  reply: string;
+  said: string;
+  /** From the end of DATA to limiterd's answer: the report applied, a bounce's cooldown in effect. */
+  ms: number;
+}
+
+/** An inbound MX started by startInbound. */
+export interface InboundProc {
+  host: string;
+  port: number;
+  metricsPort: number;
+  proc: Proc;
+  /** The reports it answered so far, from its log. */
+  reports(): InboundReport[];
+}
+
+/** Starts cmd/inbound against the stack's daemon on host and a free port; env adds to or overrides its variables. */
+export async function startInbound(stack: Stack, host: string, env: Record<string, string> = {}): Promise<InboundProc> {
+  const [port, metricsPort] = [await freePort(), await freePort()];
+  const proc = runBun("cmd/inbound/index.ts", [], {
+    ...stack.env,
+    INBOUND_HOST: host,
+    INBOUND_PORT: String(port),
+    INBOUND_METRICS_PORT: String(metricsPort),
+    ...env,
+  });
+  await waitFor("inbound listening", async () => proc.stderr().includes('"msg":"listening"'), 15_000);
+  const reports = () =>
+    proc
+      .stderr()
+      .split("\n")
+      .filter((l) => l.includes('"msg":"report"'))
+      .map((l) => JSON.parse(l) as InboundReport);
+  return { host, port, metricsPort, proc, reports };
+}
