@@ -85,13 +85,15 @@ function ourMessageId(messageId: string): string | undefined {
 }
 
 /** The message a report is about, or why there is none ("forged", "untied"). */
-async function tie(deps: FeedbackDeps, req: ApplyReportRequest): Promise<Tie | "forged" | "untied"> {
+async function tie(deps: FeedbackDeps, req: ApplyReportRequest): Promise<Tie | "forged" | "untied" | "pending"> {
   const returnPath = req.kind === "arf" ? req.originalMailFrom : req.envelopeRecipient;
   if (returnPath) {
     const parsed = parseReturnPath(returnPath, deps.returnPathKey);
     if (parsed.ok) {
       const owner = await deps.records.history.recipientOf(parsed.messageId);
-      return owner ? { messageId: parsed.messageId, ...owner, tiedBy: "return-path" } : "untied";
+      // A return path only the daemon makes, of a message the records writer has not copied yet
+      // (it is a second or two behind when healthy): the sender is asked to come back later.
+      return owner ? { messageId: parsed.messageId, ...owner, tiedBy: "return-path" } : "pending";
     }
     if (parsed.code === "forged") return "forged";
   }
@@ -163,7 +165,7 @@ type Applied = MessageInitShape<typeof ApplyReportResponseSchema>;
 
 export async function applyReport(deps: FeedbackDeps, req: ApplyReportRequest): Promise<Applied> {
   const tied = await guard(() => tie(deps, req));
-  if (tied === "forged" || tied === "untied") return { outcome: tied };
+  if (tied === "forged" || tied === "untied" || tied === "pending") return { outcome: tied };
   const at = deps.clock.nowMs();
   const base = { messageId: tied.messageId, tiedBy: tied.tiedBy };
   if (req.kind === "arf") {

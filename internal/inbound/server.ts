@@ -70,6 +70,8 @@ function appliedReply(outcome: string, messageId: string): Reply {
       return reply(250, "2.0.0", `Nothing to apply (no failed recipient) for ${messageId}`);
     case "forged":
       return reply(550, "5.7.1", "The reported message's return path was not made here (its signature is wrong)");
+    case "pending":
+      return reply(451, "4.3.0", "The reported message is not in the records yet; try again later");
     default:
       return reply(550, "5.1.1", "The report names no message sent from here");
   }

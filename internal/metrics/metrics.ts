@@ -196,7 +196,7 @@ export function smtpMetrics(registry: Registry): SmtpMetrics {
 }
 
 export interface InboundMetrics {
-  /** What the inbound MX did with a report: kind (dsn, arf, none) and outcome (applied, ignored, untied, forged, malformed, unavailable). */
+  /** What the inbound MX did with a report: kind (dsn, arf, none) and outcome (applied, ignored, untied, pending, forged, malformed, unavailable). */
   reports: client.Counter<"kind" | "outcome">;
   /** RCPT TO refused: not one of our return paths (not-ours), a return path whose HMAC is wrong (forged), the daemon unreachable (unavailable). */
   recipientsRefused: client.Counter<"reason">;

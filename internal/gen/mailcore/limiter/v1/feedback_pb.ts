@@ -309,7 +309,8 @@ export const ApplyReportRequestSchema: GenMessage<ApplyReportRequest, {jsonType:
 export type ApplyReportResponse = Message<"mailcore.limiter.v1.ApplyReportResponse"> & {
   /**
    * "applied"; "untied" (no message of ours is named); "forged" (a return path whose HMAC is
-   * wrong); "ignored" (nothing to apply: a delay notice, a success notice).
+   * wrong); "ignored" (nothing to apply: a delay notice, a success notice); "pending" (a return
+   * path of ours whose message the records do not hold yet: to be sent again later).
    *
    * @generated from field: string outcome = 1;
    */
@@ -350,7 +351,8 @@ export type ApplyReportResponse = Message<"mailcore.limiter.v1.ApplyReportRespon
 export type ApplyReportResponseJson = {
   /**
    * "applied"; "untied" (no message of ours is named); "forged" (a return path whose HMAC is
-   * wrong); "ignored" (nothing to apply: a delay notice, a success notice).
+   * wrong); "ignored" (nothing to apply: a delay notice, a success notice); "pending" (a return
+   * path of ours whose message the records do not hold yet: to be sent again later).
    *
    * @generated from field: string outcome = 1;
    */
