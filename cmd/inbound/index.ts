@@ -1,6 +1,5 @@
 // inbound: the inbound MX for the platform's own addresses (the return paths and FBL_ADDRESS):
 // bounces and complaints, read and handed to limiterd. A process of its own (docs/adr/0048).
-import { join } from "node:path";
 import { inboundConfig, loadOrExit } from "../../internal/config/config";
 import { privateDataDir } from "../../internal/datadir/datadir";
 import { DiskSpace } from "../../internal/diskspace/diskspace";
@@ -16,7 +15,7 @@ import {
   serveMetrics,
 } from "../../internal/metrics/metrics";
 import { exitGracefully } from "../../internal/shutdown/shutdown";
-import { devCertificate, readTls } from "../../internal/smtp/tls";
+import { frontTls } from "../../internal/smtp/tls";
 
 const log = logger("inbound");
 const cfg = loadOrExit("inbound", () => inboundConfig(process.env));
@@ -25,15 +24,7 @@ privateDataDir(cfg.dataDir, log);
 const registry = newRegistry("inbound");
 const disk = new DiskSpace(cfg.dataDir, log, diskFullCounter(registry));
 // A sending MTA's STARTTLS verifies no certificate: the development one serves off loopback too.
-const files =
-  cfg.tlsCert && cfg.tlsKey
-    ? { cert: cfg.tlsCert, key: cfg.tlsKey, source: "configured" as const, unkept: undefined }
-    : await devCertificate(join(cfg.dataDir, "tls"), disk).catch((err: unknown) =>
-        loadOrExit("inbound", () => {
-          throw err;
-        }),
-      );
-const tls = files.unkept ?? loadOrExit("inbound", () => readTls(files));
+const { files, tls } = await frontTls("inbound", { dataDir: cfg.dataDir, cert: cfg.tlsCert, key: cfg.tlsKey }, disk);
 certificateExpiry(registry, {
   LIMITER_TLS_CLIENT_CERT: cfg.limiterTls?.cert,
   LIMITER_TLS_CA: cfg.limiterTls?.ca,

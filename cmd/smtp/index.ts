@@ -1,6 +1,5 @@
 // smtp: the SMTP submission front. STARTTLS, AUTH with an API token (checked by limiterd),
 // each message forwarded to POST /api/v1/emails.
-import { join } from "node:path";
 import { loadOrExit, smtpConfig } from "../../internal/config/config";
 import { privateDataDir } from "../../internal/datadir/datadir";
 import { DirectoryService } from "../../internal/gen/mailcore/limiter/v1/limiter_pb";
@@ -17,7 +16,7 @@ import {
 import { exitGracefully } from "../../internal/shutdown/shutdown";
 import { apiClient } from "../../internal/smtp/api";
 import { submissionServer } from "../../internal/smtp/server";
-import { devCertificate, readTls } from "../../internal/smtp/tls";
+import { frontTls } from "../../internal/smtp/tls";
 import { tokenVerifier } from "../../internal/smtp/verify";
 
 const log = logger("smtp");
@@ -26,15 +25,7 @@ setLogFormat(cfg.logFormat);
 privateDataDir(cfg.dataDir, log);
 const registry = newRegistry("smtp");
 const disk = new DiskSpace(cfg.dataDir, log, diskFullCounter(registry));
-const files =
-  cfg.tlsCert && cfg.tlsKey
-    ? { cert: cfg.tlsCert, key: cfg.tlsKey, source: "configured" as const, unkept: undefined }
-    : await devCertificate(join(cfg.dataDir, "tls"), disk).catch((err: unknown) =>
-        loadOrExit("smtp", () => {
-          throw err;
-        }),
-      );
-const tls = files.unkept ?? loadOrExit("smtp", () => readTls(files));
+const { files, tls } = await frontTls("smtp", { dataDir: cfg.dataDir, cert: cfg.tlsCert, key: cfg.tlsKey }, disk);
 if (files.source === "self-signed") {
   log.warn("using a self-signed development certificate; set SMTP_TLS_CERT and SMTP_TLS_KEY in production", {
     cert: files.unkept ? "held in memory (no room on the disk); the next start writes it" : files.cert,

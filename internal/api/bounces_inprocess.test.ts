@@ -30,10 +30,9 @@ for (const [name, open] of hotStores(servers)) {
       clock = new ManualClock(Date.UTC(2026, 10, 1, 8));
       svc = await startInProcess(store, clock, SUITE_POLICY, 60_000, { master });
       for (const slug of ["a", "b"]) {
-        await svc.clients.directory.createOrganization({ slug, plan: Plan.PREMIUM });
-        await svc.clients.directory.addDomain({ slug, domain: `${slug}.example`, verified: true });
-        tokens[slug] = (await svc.clients.directory.createToken({ slug })).token;
-        ids[slug] = (await svc.clients.directory.getOrganization({ slug })).organization!.id;
+        const org = await svc.sender(slug, Plan.PREMIUM);
+        tokens[slug] = org.token;
+        ids[slug] = org.id;
       }
     });
     afterAll(async () => {

@@ -24,11 +24,7 @@ for (const [name, open] of hotStores(servers)) {
       svc = await startInProcess(store, new ManualClock(Date.UTC(2026, 10, 1, 8)), POLICY, 60_000, {
         queueCap: { messages: 3, bytes: 1_000_000 },
       });
-      for (const slug of ["full", "roomy"]) {
-        await svc.clients.directory.createOrganization({ slug, plan: Plan.PREMIUM });
-        await svc.clients.directory.addDomain({ slug, domain: `${slug}.example`, verified: true });
-        tokens[slug] = (await svc.clients.directory.createToken({ slug })).token;
-      }
+      for (const slug of ["full", "roomy"]) tokens[slug] = (await svc.sender(slug, Plan.PREMIUM)).token;
     });
     afterAll(async () => {
       await svc?.stop();

@@ -20,11 +20,7 @@ for (const [name, open] of hotStores(servers)) {
     beforeAll(async () => {
       store = await open();
       svc = await startInProcess(store, new ManualClock(Date.UTC(2026, 10, 1, 8)), SUITE_POLICY);
-      for (const slug of ["acme", "other"]) {
-        await svc.clients.directory.createOrganization({ slug, plan: Plan.PREMIUM });
-        await svc.clients.directory.addDomain({ slug, domain: `${slug}.example`, verified: true });
-        tokens[slug] = (await svc.clients.directory.createToken({ slug })).token;
-      }
+      for (const slug of ["acme", "other"]) tokens[slug] = (await svc.sender(slug, Plan.PREMIUM)).token;
     });
     afterAll(async () => {
       await svc?.stop();

@@ -6,7 +6,7 @@ import { hostname } from "node:os";
 import { join } from "node:path";
 import { createSecureContext } from "node:tls";
 import { generate } from "selfsigned";
-import { ConfigError } from "../config/config";
+import { ConfigError, loadOrExit } from "../config/config";
 import { type DiskSpace, isDiskFull } from "../diskspace/diskspace";
 
 export interface TlsFiles {
@@ -82,6 +82,27 @@ export async function devCertificate(dir: string, disk?: DiskSpace): Promise<Tls
     }
   }
   return files;
+}
+
+/**
+ * What a front serves STARTTLS with (the submission front, the inbound MX): the configured pair,
+ * else the development certificate under dataDir/tls. A pair that cannot be used, or made, stops
+ * the process with the reason (exit 2), as a configuration error does.
+ */
+export async function frontTls(
+  process_: string,
+  o: { dataDir: string; cert: string | undefined; key: string | undefined },
+  disk: DiskSpace,
+): Promise<{ files: TlsFiles; tls: TlsMaterial }> {
+  const files: TlsFiles =
+    o.cert && o.key
+      ? { cert: o.cert, key: o.key, source: "configured" }
+      : await devCertificate(join(o.dataDir, "tls"), disk).catch((err: unknown) =>
+          loadOrExit(process_, () => {
+            throw err;
+          }),
+        );
+  return { files, tls: files.unkept ?? loadOrExit(process_, () => readTls(files)) };
 }
 
 /** Reads a certificate and key; a pair that TLS cannot use is a ConfigError naming the files. */

@@ -7,6 +7,7 @@ import { serveApi } from "../api/server";
 import { apiSite } from "../site/site";
 import { offloadedValidation } from "../api/validation";
 import type { Clock } from "../clock/clock";
+import type { Plan } from "../gen/mailcore/limiter/v1/limiter_pb";
 import type { DeliveryPolicy, HotStore, QueueCap } from "../hotstore/hotstore";
 import { domainsConfig } from "../config/config";
 import { limiterDaemon } from "../daemon/daemon";
@@ -38,6 +39,8 @@ export interface InProcess {
   apiUrl: string;
   clients: LimiterClients;
   records: Records;
+  /** An organization `slug` on `plan` with the verified sending domain <slug>.example: its API token and id. */
+  sender(slug: string, plan: Plan): Promise<{ token: string; id: string }>;
   stop(): Promise<void>;
 }
 
@@ -114,6 +117,12 @@ export async function startInProcess(
     apiUrl: `http://127.0.0.1:${api.port}`,
     clients,
     records,
+    async sender(slug, plan) {
+      await clients.directory.createOrganization({ slug, plan });
+      await clients.directory.addDomain({ slug, domain: `${slug}.example`, verified: true });
+      const { token } = await clients.directory.createToken({ slug });
+      return { token, id: (await clients.directory.getOrganization({ slug })).organization!.id };
+    },
     async stop() {
       await api.stop(true);
       if (opts.running) await daemon.stop();
