@@ -15,6 +15,7 @@ import type { InboundMetrics } from "../metrics/metrics";
 import { SessionSlots } from "../smtp/admission";
 import { smtpError } from "../smtp/front";
 import { keepOwnEnhancedCodes } from "../smtp/patches";
+import { commonServerOptions } from "../smtp/server_options";
 import {
   checkRecipient as oneRecipient,
   noSlotInTime,
@@ -108,21 +109,9 @@ export function inboundServer(deps: InboundDeps, o: InboundOptions): InboundServ
   };
 
   const server: SMTPServer = new SMTPServer({
-    name: o.name,
-    banner: "mailcore inbound",
-    key: o.tls.key,
-    cert: o.tls.cert,
-    size: MAX_INBOUND_BYTES,
+    ...commonServerOptions({ ...o, banner: "mailcore inbound", size: MAX_INBOUND_BYTES }),
     authOptional: true,
     disabledCommands: ["AUTH"],
-    hideENHANCEDSTATUSCODES: false,
-    hideDSN: true,
-    hideREQUIRETLS: true,
-    disableReverseLookup: true,
-    maxClients: o.maxClients,
-    socketTimeout: o.socketTimeoutMs,
-    closeTimeout: 8_000,
-    logger: false,
     onConnect(session, done) {
       const ip = addressGroup(session.remoteAddress, o.ipv6PrefixBits);
       const s: State = { ip, slot: undefined };

@@ -11,6 +11,7 @@ import { type SmtpDeps, type SmtpOptions, SubmissionFront } from "./front";
 import { mailFrom } from "./mail_from";
 import { GREETING_PATCH_FOR, greetAtOnce, installedSmtpServer, keepOwnEnhancedCodes } from "./patches";
 import { rcptTo } from "./rcpt_to";
+import { commonServerOptions } from "./server_options";
 import { authRequired, replyLine, shuttingDown } from "./replies";
 
 /** The submission server, and drain(): every connection closes with a 421 once its current transaction is answered. */
@@ -25,23 +26,9 @@ export function submissionServer(deps: SmtpDeps, o: SmtpOptions): SubmissionServ
     );
   const front = new SubmissionFront(deps, o, () => server.connections);
   const server: SMTPServer = new SMTPServer({
-    name: o.name,
-    banner: "mailcore submission",
-    key: o.tls.key,
-    cert: o.tls.cert,
-    size: MAX_MESSAGE_BYTES,
+    ...commonServerOptions({ ...o, banner: "mailcore submission", size: MAX_MESSAGE_BYTES }),
     authMethods: ["PLAIN", "LOGIN"],
     authRequiredMessage: replyLine(authRequired(true)),
-    hideENHANCEDSTATUSCODES: false,
-    hideDSN: true,
-    // Delivery goes on through the worker's transport, which cannot promise TLS all the way.
-    hideREQUIRETLS: true,
-    disableReverseLookup: true,
-    maxClients: o.maxClients,
-    socketTimeout: o.socketTimeoutMs,
-    // At shutdown, a transaction still running this long after drain() is cut off (the process exits within 10 s).
-    closeTimeout: 8_000,
-    logger: false,
     // The stages.
     onConnect: (session, done) => connect(front, session, done),
     onSecure: (_socket, session, done) => secured(session, done),
