@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { SendingDomainInfo } from "../gen/mailcore/limiter/v1/domains_pb";
-import { type Admitted, error, type Handler, invalid, iso, json } from "./respond";
+import { type Admitted, error, type Handler, iso, json } from "./respond";
 import { body, decoded, route } from "./resource";
 
 // /api/v1/domains: an organization's sending domains and the DNS records each publishes, over
@@ -41,17 +41,14 @@ function domainRoute(run: Handler): Handler {
 
 const domainRef = (a: Admitted) => ({ domainId: decoded(a.params[0]!) });
 
-/** POST /api/v1/domains: {"name": ...}; its DKIM keys are made with it. A name that is not a domain is 422. */
+/**
+ * POST /api/v1/domains: {"name": ...}; its DKIM keys are made with it. A name that is not a
+ * domain is refused 422 by the contract's format domain-name, the daemon's own rule.
+ */
 export const createDomain = domainRoute(async ({ ports, records }, a) => {
   const b = (await body(a)) as { name: string };
-  try {
-    const { domain } = await ports.domains.createDomain({ name: b.name }, records);
-    return json(201, domainJson(domain!), a.headers);
-  } catch (err) {
-    if (err instanceof ConnectError && err.code === Code.InvalidArgument)
-      return invalid("name", err.rawMessage, a.headers);
-    throw err;
-  }
+  const { domain } = await ports.domains.createDomain({ name: b.name }, records);
+  return json(201, domainJson(domain!), a.headers);
 });
 
 /** GET /api/v1/domains: every domain of the organization, by name. */
